@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install every Debian package that building, testing and the lab need.
+# Idempotent: installs only what is missing; safe to run on every `make test`.
+set -euo pipefail
+
+PKGS=(
+	# build
+	build-essential pkg-config clang lld llvm
+	libnl-3-dev libnl-route-3-dev libcjson-dev libcurl4-openssl-dev
+	libsystemd-dev libyaml-dev libmicrohttpd-dev
+	# lint
+	clang-tidy clang-format cppcheck shellcheck
+	# tests and lab
+	iproute2 ethtool jq procps psmisc util-linux kmod
+	containernetworking-plugins iperf3 sockperf gnuplot-nox
+	python3 python3-pytest
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#PKGS[@]} packages present"
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing packages: ${missing[*]}" >&2
+	echo "install-deps: run as root to install them" >&2
+	exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# test/run.sh [--only unit|integration] BUILD_DIR
+# Runs every suite of `make test` and ends with one line
+# "N passed, N failed, N skipped" summing them. Exit 1 if anything failed.
+# Under CI=true a skipped test counts as failed (strict mode): CI must
+# cover everything.
+set -u
+only=""
+if [ "${1:-}" = "--only" ]; then only=$2; shift 2; fi
+build=${1:-build}
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$build" && pwd)
+
+total_pass=0 total_fail=0 total_skip=0
+
+add_counts() { # "N passed, N failed[, N skipped]" line -> totals
+	local line=$1 p f s
+	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || echo 0)
+	f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+' || echo 0)
+	s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || echo 0)
+	total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + s))
+}
+
+run_suite() { # name cmd...
+	local name=$1; shift
+	local out rc last
+	echo "=== $name"
+	out=$(mktemp)
+	"$@" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	last=$(grep -E '^([A-Za-z]+: )?[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	if [ -z "$last" ]; then
+		echo "$name: no result line (exit $rc), counted as 1 failed"
+		total_fail=$((total_fail + 1))
+	else
+		add_counts "$last"
+		if [ "$rc" -ne 0 ] && ! grep -qE '[1-9][0-9]* failed' <<<"$last"; then
+			echo "$name: exit $rc with no failure counted, counted as 1 failed"
+			total_fail=$((total_fail + 1))
+		fi
+	fi
+	rm -f "$out"
+}
+
+if [ -z "$only" ] || [ "$only" = unit ]; then
+	for t in "$build"/test/test_*; do
+		[ -x "$t" ] || continue
+		run_suite "unit: $(basename "$t")" "$t"
+	done
+fi
+
+if [ -z "$only" ] || [ "$only" = integration ]; then
+	run_suite "integration" env AIQOS_BUILD="$build" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+		"$top/test/integration"
+fi
+
+if [ "${CI:-}" = true ] && [ "$total_skip" -gt 0 ]; then
+	echo "strict mode (CI=true): $total_skip skipped tests count as failed"
+	total_fail=$((total_fail + total_skip))
+fi
+echo "total: $total_pass passed, $total_fail failed, $total_skip skipped"
+[ "$total_fail" -eq 0 ]
