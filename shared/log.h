@@ -1,0 +1,18 @@
+/* log.h — logfmt logging for the programs (cni/, agent/): the library never
+ * calls it. Lines: ts=... level=info msg="..." key=value ... to stderr or a
+ * file. */
+#ifndef AIQOS_LOG_H
+#define AIQOS_LOG_H
+
+#include "util.h"
+
+enum log_level { LOG_LVL_ERROR, LOG_LVL_WARN, LOG_LVL_INFO, LOG_LVL_DEBUG, _LOG_LVL_MAX, _LOG_LVL_INVALID = -1 };
+
+enum log_level log_level_from_name(const char *s);
+void log_setup(const char *program, enum log_level level, FILE *out);
+/* log_msg(LOG_LVL_INFO, "tuned", "pod", "ns/name", "class", "inference", NULL):
+ * key/value string pairs terminated by NULL; values are quoted as needed. */
+void log_msg(enum log_level level, const char *msg, ...) __attribute__((sentinel));
+bool log_enabled(enum log_level level);
+
+#endif

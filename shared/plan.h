@@ -1,0 +1,130 @@
+/* plan.h — the pure planner: (workload, profile, interface facts, kernel
+ * capabilities) -> an ordered plan of tc objects and sysctls. Each plan item
+ * has ordered alternatives, best first; the applier (apply.h) picks the first
+ * the kernel accepts and records the choice in the item (effective vs
+ * desired). ADD, CHECK, the agent and `aiqosctl plan` all use this planner,
+ * and plan_diff() is the one comparison. No I/O here. */
+#ifndef AIQOS_PLAN_H
+#define AIQOS_PLAN_H
+
+#include "profile.h"
+#include "tc/tc.h"
+
+struct cJSON;
+
+#define PLAN_ITEMS_MAX 64
+#define PLAN_ALT_MAX 4
+#define PLAN_ID_MAX 32
+#define SYSCTL_KEY_MAX 64
+#define SYSCTL_VAL_MAX 64
+#define IFNAME_LEN 16 /* IFNAMSIZ */
+
+/* Which device an item applies to. */
+enum plan_dev {
+	DEV_POD,    /* the pod's interface, inside the pod netns (sysctls: the pod netns) */
+	DEV_HOST,   /* the host-side peer of the pod's veth, in the host netns */
+	DEV_UPLINK, /* the node's uplink (agent) */
+	_DEV_MAX,
+	_DEV_INVALID = -1,
+};
+
+enum plan_item_type {
+	ITEM_TC,
+	ITEM_SYSCTL,
+	_ITEM_TYPE_MAX,
+	_ITEM_TYPE_INVALID = -1,
+};
+
+/* Capabilities of a kernel: what is known to be missing. Unknown = try.
+ * The applier learns missing kinds as it goes (plan_caps_mark_missing). */
+struct plan_caps {
+	uint32_t missing_kinds;   /* bit (1 << tc_kind_id) */
+	bool missing_pedit;       /* act_pedit/act_csum unavailable (DSCP rewrite) */
+	char cc_available[128];   /* tcp_available_congestion_control, "" = unknown */
+};
+
+enum item_status {
+	ITEM_PENDING,  /* not applied yet */
+	ITEM_APPLIED,  /* alternative `chosen` is in the kernel */
+	ITEM_DEGRADED, /* applied, but not the first alternative (chosen > 0) */
+	ITEM_SKIPPED,  /* no alternative could be applied (reason in err/reason) */
+	_ITEM_STATUS_MAX,
+};
+
+struct plan_item {
+	enum plan_item_type type;
+	enum plan_dev dev;
+	char id[PLAN_ID_MAX];       /* stable role, e.g. "egress.root", "sysctl.cc" */
+	char depends[PLAN_ID_MAX];  /* id of an item that must be applied first ("" = none) */
+	unsigned n_alt;
+	struct tc_spec tc[PLAN_ALT_MAX];            /* ITEM_TC */
+	char key[SYSCTL_KEY_MAX];                   /* ITEM_SYSCTL: "net/ipv4/tcp_ecn" */
+	char val[PLAN_ALT_MAX][SYSCTL_VAL_MAX];     /* ITEM_SYSCTL alternatives */
+	/* effective (filled by the applier, or from state) */
+	enum item_status status;
+	int chosen;                 /* index of the applied alternative, -1 = none */
+	int err;                    /* errno of the last refused alternative (why degraded/skipped) */
+};
+
+struct plan {
+	unsigned n;
+	struct plan_item items[PLAN_ITEMS_MAX];
+};
+
+/* Facts about the interfaces of one attachment. */
+struct attach_ifaces {
+	char pod_ifname[IFNAME_LEN];   /* e.g. "eth0" (inside the netns) */
+	char host_ifname[IFNAME_LEN];  /* host-side veth, "" if not a veth */
+	uint32_t mtu;                  /* 0 = unknown (1500 assumed) */
+};
+
+/* Build the per-pod plan. Deterministic; never fails for any valid input
+ * (returns -E2BIG only if PLAN_ITEMS_MAX is exceeded, a programming error). */
+int plan_pod(const struct workload *w, const struct profile *p, const struct attach_ifaces *ifs,
+	     const struct plan_caps *caps, struct plan *ret);
+
+/* Items and their status */
+const char *plan_dev_name(enum plan_dev d);
+const char *item_status_name(enum item_status s);
+struct plan_item *plan_find(struct plan *p, const char *id);
+const struct plan_item *plan_find_const(const struct plan *p, const char *id);
+/* The spec in force for an item: chosen alternative, or NULL when skipped/pending. */
+const struct tc_spec *plan_item_effective_tc(const struct plan_item *it);
+const char *plan_item_effective_val(const struct plan_item *it);
+/* Counts of items by status */
+unsigned plan_count(const struct plan *p, enum item_status s);
+
+void plan_caps_mark_missing(struct plan_caps *caps, enum tc_kind_id k);
+bool plan_caps_has(const struct plan_caps *caps, enum tc_kind_id k);
+
+/* Rendering (plan_format.c). Text: one line per item with status, as tc(8)
+ * commands; ifname_for maps a device to the name to print. */
+enum plan_format { PLAN_FMT_TEXT, PLAN_FMT_TC, PLAN_FMT_JSON };
+/* Append the rendering of p to a malloc'd string in *ret (caller frees).
+ * `effective_only`: print only what is in force (chosen alternatives). */
+int plan_render(const struct plan *p, const struct attach_ifaces *ifs, const char *netns,
+		enum plan_format fmt, bool effective_only, char **ret);
+/* Effective choices as JSON (for the state file) and back. The desired plan
+ * is recomputed by the planner; only choices (id, chosen, status, err) are stored. */
+struct cJSON *plan_choices_to_json(const struct plan *p);
+int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct error *err);
+
+/* Observed kernel state (observe.h fills it) */
+#define OBSERVED_MAX 128
+struct observed {
+	unsigned n;
+	enum plan_dev dev[OBSERVED_MAX];
+	struct tc_spec tc[OBSERVED_MAX];
+	unsigned n_sysctl;
+	char sysctl_key[PLAN_ITEMS_MAX][SYSCTL_KEY_MAX];
+	char sysctl_val[PLAN_ITEMS_MAX][SYSCTL_VAL_MAX];
+};
+
+/* Compare the effective plan with what the kernel has. Pure. Writes one line
+ * per difference into buf ("egress.root on eth0: want fq_codel target 1ms, have
+ * pfifo_fast") and returns the number of differences. Skipped items are not
+ * differences. */
+int plan_diff(const struct plan *p, const struct attach_ifaces *ifs, const struct observed *obs,
+	      char *buf, size_t size);
+
+#endif

@@ -1,0 +1,46 @@
+/* proto.h — the plugin <-> agent protocol on the agent's unix socket: one JSON
+ * object per line each way, request then response, connection closed after.
+ * Requests: {"op":"pod","namespace","name","uid"} -> {"ok":true,"found":bool,
+ * "annotations":{...}}; {"op":"attached"|"detached","containerId","ifname",
+ * "namespace","name","uid"} -> {"ok":true}. Errors: {"ok":false,"error":"..."}.
+ * Bounded: a message is at most PROTO_MSG_MAX bytes. */
+#ifndef AIQOS_PROTO_H
+#define AIQOS_PROTO_H
+
+#include "error.h"
+
+struct cJSON;
+
+#define PROTO_MSG_MAX 65536
+#define PROTO_DEFAULT_SOCKET "/run/aiqos/agent.sock"
+
+enum proto_op {
+	PROTO_OP_POD,
+	PROTO_OP_ATTACHED,
+	PROTO_OP_DETACHED,
+	PROTO_OP_STATUS,
+	_PROTO_OP_MAX,
+	_PROTO_OP_INVALID = -1,
+};
+
+struct proto_request {
+	enum proto_op op;
+	char namespace_[254];
+	char name[254];
+	char uid[64];
+	char container_id[128];
+	char ifname[16];
+};
+
+const char *proto_op_name(enum proto_op op);
+/* Encode as one line (terminated by '\n') into a malloc'd string. */
+int proto_request_encode(const struct proto_request *r, char **ret, struct error *err);
+int proto_request_decode(const char *line, size_t len, struct proto_request *ret, struct error *err);
+
+/* Client side: connect to path, send r, read one response line, parse as JSON.
+ * The whole exchange is bounded by timeout_ms (connect, send, receive).
+ * -ENOENT/-ECONNREFUSED when no agent listens, -ETIMEDOUT on timeout. */
+int proto_call(const char *path, const struct proto_request *r, int timeout_ms, struct cJSON **ret_response,
+	       struct error *err);
+
+#endif

@@ -1,0 +1,59 @@
+/* state.h — the per-attachment state store under stateDir. One JSON file per
+ * attachment (containerID + ifname), written atomically (temp file, fsync,
+ * rename, fsync dir), read by the plugin (DEL/CHECK/GC) and the agent. */
+#ifndef AIQOS_STATE_H
+#define AIQOS_STATE_H
+
+#include "plan.h"
+
+struct cJSON;
+
+#define STATE_ID_MAX 128
+#define STATE_PATH_MAX 512
+
+struct attach_state {
+	char container_id[STATE_ID_MAX];
+	char ifname[IFNAME_LEN];
+	char netns[STATE_PATH_MAX];
+	char pod_namespace[254];
+	char pod_name[254];
+	char pod_uid[64];
+	char network[128];             /* network name from the config */
+	struct workload workload;      /* class, profile name, limits (warnings not stored) */
+	char profile[PROFILE_NAME_MAX]; /* the resolved profile name */
+	char annotations_source[16];    /* "runtime", "agent", "none" */
+	struct attach_ifaces ifs;
+	int host_ifindex;
+	int pod_ifindex;
+	char ips[4][64];               /* from prevResult, "10.1.0.5/24" */
+	unsigned n_ips;
+	struct plan plan;              /* desired + effective choices */
+	char failure[ERROR_MSG_MAX];   /* last tuning failure ("" = none) */
+	int64_t updated_unix;
+};
+
+/* Validate a container ID / ifname for use in a file name (no '/', no "..",
+ * bounded, [A-Za-z0-9_.-]). */
+int state_check_id(const char *container_id, const char *ifname, struct error *err);
+int state_path(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size);
+
+/* Write atomically (creates dir 0700 if needed). */
+int state_save(const char *dir, const struct attach_state *s, struct error *err);
+/* -ENOENT when there is no state for the attachment. The desired plan is not
+ * stored (the planner recomputes it from workload + profile + ifaces): load
+ * leaves ret->plan empty and hands the stored effective choices back as JSON
+ * in *ret_choices (caller frees; may be NULL) for plan_choices_from_json().
+ * The file also carries a rendered effective plan and a "degraded" list for
+ * humans; those are not read back. */
+int state_load(const char *dir, const char *container_id, const char *ifname, struct attach_state *ret,
+	       struct cJSON **ret_choices, struct error *err);
+int state_remove(const char *dir, const char *container_id, const char *ifname, struct error *err);
+
+/* Enumerate attachments: calls cb for every state file (container_id, ifname). */
+int state_list(const char *dir, int (*cb)(const char *container_id, const char *ifname, void *userdata),
+	       void *userdata, struct error *err);
+
+struct cJSON *state_to_json(const struct attach_state *s);
+int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSON **ret_choices, struct error *err);
+
+#endif
