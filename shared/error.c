@@ -21,16 +21,25 @@ int error_set(struct error *err, int code, int errnum, const char *fmt, ...)
 void error_prefix(struct error *err, const char *fmt, ...)
 {
 	char ctx[ERROR_MSG_MAX];
-	char old[ERROR_MSG_MAX];
 	va_list ap;
+	size_t n, old_len;
 
 	if (!err)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(ctx, sizeof(ctx), fmt, ap);
 	va_end(ap);
-	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", ctx, old);
+	n = strlen(ctx);
+	if (n + 2 >= sizeof(err->msg))
+		n = sizeof(err->msg) - 3;
+	old_len = strnlen(err->msg, sizeof(err->msg) - 1);
+	if (n + 2 + old_len >= sizeof(err->msg))
+		old_len = sizeof(err->msg) - 1 - n - 2;
+	memmove(err->msg + n + 2, err->msg, old_len);
+	memcpy(err->msg, ctx, n);
+	err->msg[n] = ':';
+	err->msg[n + 1] = ' ';
+	err->msg[n + 2 + old_len] = '\0';
 }
 
 void error_clear(struct error *err)

@@ -1,0 +1,453 @@
+/* plan.c — the pure per-pod planner: (workload, profile, interfaces, kernel
+ * capabilities) -> ordered plan items (sysctls, pod egress qdiscs or shaper,
+ * DSCP marking, host-side ingress shaper), each with ordered alternatives.
+ * Also the small accessors on plans and capabilities. No I/O. */
+#include <linux/if_ether.h>
+#include <sys/socket.h>
+
+#include "plan.h"
+
+#define ETH_HLEN_BYTES 14
+#define MTU_DEFAULT    1500
+#define GSO_MAX_BYTES  65536u
+#define KiB            1024ull
+#define MiB            (1024ull * 1024ull)
+
+/* Handles of the shaper tree, the same on the pod and the host side:
+ * 1: htb (default class 10) -> 1:10 -> 10: leaf. */
+#define H_SHAPER_ROOT  0x10000u  /* 1: */
+#define H_SHAPER_CLASS 0x10010u  /* 1:10 */
+#define H_SHAPER_LEAF  0x100000u /* 10: */
+#define SHAPER_DEFCLS  0x10u
+#define SHAPER_R2Q     10u
+
+/* fq_codel's kernel defaults, for raising them under a slow shaper. */
+#define CODEL_DEFAULT_TARGET_US   5000u
+#define CODEL_DEFAULT_INTERVAL_US 100000u
+
+const char *plan_dev_name(enum plan_dev d)
+{
+	static const char *const names[_DEV_MAX] = {[DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink"};
+
+	if (d < 0 || d >= _DEV_MAX)
+		return NULL;
+	return names[d];
+}
+
+const char *item_status_name(enum item_status s)
+{
+	static const char *const names[_ITEM_STATUS_MAX] = {
+	        [ITEM_PENDING] = "pending",
+	        [ITEM_APPLIED] = "applied",
+	        [ITEM_DEGRADED] = "degraded",
+	        [ITEM_SKIPPED] = "skipped",
+	};
+
+	if (s < 0 || s >= _ITEM_STATUS_MAX)
+		return NULL;
+	return names[s];
+}
+
+struct plan_item *plan_find(struct plan *p, const char *id)
+{
+	if (!p || !id)
+		return NULL;
+	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++)
+		if (streq(p->items[i].id, id))
+			return &p->items[i];
+	return NULL;
+}
+
+const struct plan_item *plan_find_const(const struct plan *p, const char *id)
+{
+	if (!p || !id)
+		return NULL;
+	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++)
+		if (streq(p->items[i].id, id))
+			return &p->items[i];
+	return NULL;
+}
+
+static bool item_has_effective(const struct plan_item *it)
+{
+	return (it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED) && it->chosen >= 0 &&
+	       (unsigned)it->chosen < it->n_alt && it->n_alt <= PLAN_ALT_MAX;
+}
+
+const struct tc_spec *plan_item_effective_tc(const struct plan_item *it)
+{
+	if (!it || it->type != ITEM_TC || !item_has_effective(it))
+		return NULL;
+	return &it->tc[it->chosen];
+}
+
+const char *plan_item_effective_val(const struct plan_item *it)
+{
+	if (!it || it->type != ITEM_SYSCTL || !item_has_effective(it))
+		return NULL;
+	return it->val[it->chosen];
+}
+
+unsigned plan_count(const struct plan *p, enum item_status s)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; p && i < p->n && i < PLAN_ITEMS_MAX; i++)
+		if (p->items[i].status == s)
+			n++;
+	return n;
+}
+
+void plan_caps_mark_missing(struct plan_caps *caps, enum tc_kind_id k)
+{
+	if (caps && k >= 0 && k < _TC_KIND_MAX)
+		caps->missing_kinds |= 1u << k;
+}
+
+bool plan_caps_has(const struct plan_caps *caps, enum tc_kind_id k)
+{
+	if (k < 0 || k >= _TC_KIND_MAX)
+		return false;
+	return !caps || !(caps->missing_kinds & (1u << k));
+}
+
+/* ---- building ---- */
+
+static struct plan_item *item_add(struct plan *p, enum plan_item_type type, enum plan_dev dev, const char *id,
+                                  const char *depends)
+{
+	struct plan_item *it;
+
+	if (p->n >= PLAN_ITEMS_MAX)
+		return NULL;
+	it = &p->items[p->n++];
+	memset(it, 0, sizeof(*it));
+	it->type = type;
+	it->dev = dev;
+	str_copy(it->id, sizeof(it->id), id);
+	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
+	it->status = ITEM_PENDING;
+	it->chosen = -1;
+	it->err = 0;
+	return it;
+}
+
+/* A tc item with exactly one alternative; NULL only when the plan is full. */
+static struct tc_spec *item_add_one(struct plan *p, enum plan_dev dev, const char *id, const char *depends)
+{
+	struct plan_item *it = item_add(p, ITEM_TC, dev, id, depends);
+
+	if (!it)
+		return NULL;
+	it->n_alt = 1;
+	return &it->tc[0];
+}
+
+static struct tc_spec *alt_add(struct plan_item *it)
+{
+	struct tc_spec *s;
+
+	if (it->n_alt >= PLAN_ALT_MAX)
+		return NULL;
+	s = &it->tc[it->n_alt++];
+	memset(s, 0, sizeof(*s));
+	return s;
+}
+
+/* Copy the object identity (type, parent, handle, prio, protocol) of the
+ * first alternative to every alternative: they are one object, different
+ * kinds. */
+static void alts_same_identity(struct plan_item *it)
+{
+	for (unsigned i = 1; i < it->n_alt; i++) {
+		it->tc[i].type = it->tc[0].type;
+		it->tc[i].parent = it->tc[0].parent;
+		it->tc[i].handle = it->tc[0].handle;
+		it->tc[i].prio = it->tc[0].prio;
+		it->tc[i].protocol = it->tc[0].protocol;
+	}
+}
+
+static int sysctl_add(struct plan *p, const char *id, const char *key, const char *val)
+{
+	struct plan_item *it = item_add(p, ITEM_SYSCTL, DEV_POD, id, NULL);
+
+	if (!it)
+		return -E2BIG;
+	str_copy(it->key, sizeof(it->key), key);
+	str_copy(it->val[0], sizeof(it->val[0]), val);
+	it->n_alt = 1;
+	return 0;
+}
+
+static int plan_sysctls(struct plan *p, const struct profile *pr, const struct plan_caps *caps)
+{
+	char v[SYSCTL_VAL_MAX];
+	int r;
+
+	if (pr->tcp_ecn >= 0) {
+		snprintf(v, sizeof(v), "%d", pr->tcp_ecn);
+		r = sysctl_add(p, "sysctl.tcp_ecn", "net/ipv4/tcp_ecn", v);
+		if (r < 0)
+			return r;
+	}
+	if (pr->n_cc > 0) {
+		struct plan_item *it = item_add(p, ITEM_SYSCTL, DEV_POD, "sysctl.cc", NULL);
+		unsigned n_cc = pr->n_cc < PROFILE_CC_MAX ? pr->n_cc : PROFILE_CC_MAX;
+
+		if (!it)
+			return -E2BIG;
+		str_copy(it->key, sizeof(it->key), "net/ipv4/tcp_congestion_control");
+		for (unsigned i = 0; i < n_cc && it->n_alt < PLAN_ALT_MAX; i++)
+			str_copy(it->val[it->n_alt++], SYSCTL_VAL_MAX, pr->cc[i]);
+	}
+	if (pr->notsent_lowat > 0) {
+		snprintf(v, sizeof(v), "%u", pr->notsent_lowat);
+		r = sysctl_add(p, "sysctl.notsent_lowat", "net/ipv4/tcp_notsent_lowat", v);
+		if (r < 0)
+			return r;
+	}
+	/* min and default as the kernel ships them; only the maximum grows. */
+	if (pr->rmem_max > 0) {
+		snprintf(v, sizeof(v), "4096 131072 %u", pr->rmem_max);
+		r = sysctl_add(p, "sysctl.rmem", "net/ipv4/tcp_rmem", v);
+		if (r < 0)
+			return r;
+	}
+	if (pr->wmem_max > 0) {
+		snprintf(v, sizeof(v), "4096 16384 %u", pr->wmem_max);
+		r = sysctl_add(p, "sysctl.wmem", "net/ipv4/tcp_wmem", v);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* fq_codel's target and interval under a shaper of rate_bps: the target must
+ * cover the serialisation of 1.5 full frames at the shaped rate (else codel
+ * drops at low rates where one packet already takes longer than the
+ * target), and the interval must stay >= 10 x target. 0 keeps the kernel
+ * default when the default is already enough. */
+static void codel_times(const struct profile *pr, uint64_t rate_bps, uint32_t frame, uint32_t *ret_target_us,
+                        uint32_t *ret_interval_us)
+{
+	uint64_t target = pr->target_us, interval = pr->interval_us;
+
+	if (rate_bps > 0) {
+		/* 1.5 * frame * 8 bits * 1e6 us/s / rate, rounded up */
+		uint64_t min_us = ((uint64_t)frame * 12000000ull + rate_bps - 1) / rate_bps;
+		uint64_t eff_target = target ? target : CODEL_DEFAULT_TARGET_US;
+		uint64_t eff_interval = interval ? interval : CODEL_DEFAULT_INTERVAL_US;
+
+		if (eff_target < min_us) {
+			eff_target = min_us;
+			target = min_us;
+		}
+		if (eff_interval < 10 * eff_target)
+			interval = 10 * eff_target;
+	}
+	*ret_target_us = (uint32_t)(target > UINT32_MAX ? UINT32_MAX : target);
+	*ret_interval_us = (uint32_t)(interval > UINT32_MAX ? UINT32_MAX : interval);
+}
+
+static void alt_fq(struct plan_item *it, const struct profile *pr)
+{
+	struct tc_spec *s = alt_add(it);
+
+	if (!s)
+		return;
+	s->type = TC_QDISC;
+	s->kind = TC_KIND_FQ;
+	s->u.fq.limit_pkts = pr->limit_pkts;
+	s->u.fq.ce_threshold_us = pr->ce_threshold_us;
+}
+
+static void alt_fq_codel(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
+{
+	struct tc_spec *s = alt_add(it);
+
+	if (!s)
+		return;
+	s->type = TC_QDISC;
+	s->kind = TC_KIND_FQ_CODEL;
+	codel_times(pr, rate_bps, frame, &s->u.fq_codel.target_us, &s->u.fq_codel.interval_us);
+	s->u.fq_codel.limit_pkts = pr->limit_pkts;
+	s->u.fq_codel.ce_threshold_us = pr->ce_threshold_us;
+	s->u.fq_codel.ecn = TRI_ON;
+}
+
+/* The byte FIFO of last resort under a shaper: queue_ms worth of the shaped
+ * rate, at least two GSO super-packets (a smaller byte limit drops every
+ * 64 KiB GSO packet), at most 64 MiB. */
+static void alt_bfifo(struct plan_item *it, const struct profile *pr, uint64_t rate_bps)
+{
+	struct tc_spec *s = alt_add(it);
+	uint64_t bytes = rate_bps / 8 * (pr->queue_ms ? pr->queue_ms : 1) / 1000;
+
+	if (!s)
+		return;
+	s->type = TC_QDISC;
+	s->kind = TC_KIND_BFIFO;
+	s->u.fifo.limit = (uint32_t)clamp_u64(bytes, 2 * GSO_MAX_BYTES, 64 * MiB);
+}
+
+/* The AQM alternatives of a class, best first: training prefers fq (pacing,
+ * per-flow fairness for bulk flows), everything else fq_codel (low delay).
+ * Under a shaper (rate_bps > 0) a byte FIFO is the last resort; without one
+ * there is no FIFO fallback: an unshaped veth is noqueue, a FIFO would only
+ * add a queue. */
+static void alts_aqm(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
+{
+	if (pr->class == CLASS_TRAINING)
+		alt_fq(it, pr);
+	alt_fq_codel(it, pr, rate_bps, frame);
+	if (rate_bps > 0)
+		alt_bfifo(it, pr, rate_bps);
+}
+
+/* HTB burst: 2 ms at the rate (HTB's timer slack and a few packets of
+ * jitter are absorbed without falling below the rate, and a pod can never
+ * exceed its limit for long, unlike the runtime's 2^32-1 bit burst), at
+ * least two full frames, at most 16 MiB. Quantum: 1 ms worth of bytes,
+ * clamped to [frame, 200000] (HTB warns above 200000). */
+static uint32_t htb_burst_bytes(uint64_t rate_bps, uint32_t frame)
+{
+	return (uint32_t)clamp_u64(rate_bps / 8 * 2 / 1000, 2ull * frame, 16 * MiB);
+}
+
+static uint32_t htb_quantum_bytes(uint64_t rate_bps, uint32_t frame)
+{
+	return (uint32_t)clamp_u64(rate_bps / 8 / 1000, frame, 200000);
+}
+
+static int plan_shaper(struct plan *p, enum plan_dev dev, const char *prefix, uint64_t rate_bps,
+                       const struct profile *pr, uint32_t frame, const struct plan_caps *caps)
+{
+	char id_root[PLAN_ID_MAX], id_class[PLAN_ID_MAX], id_leaf[PLAN_ID_MAX];
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	snprintf(id_root, sizeof(id_root), "%s.root", prefix);
+	snprintf(id_class, sizeof(id_class), "%s.class", prefix);
+	snprintf(id_leaf, sizeof(id_leaf), "%s.leaf", prefix);
+
+	s = item_add_one(p, dev, id_root, NULL);
+	if (!s)
+		return -E2BIG;
+	s->type = TC_QDISC;
+	s->kind = TC_KIND_HTB;
+	s->parent = TC_H_ROOT;
+	s->handle = H_SHAPER_ROOT;
+	s->u.htb.defcls = SHAPER_DEFCLS;
+	s->u.htb.r2q = SHAPER_R2Q;
+
+	s = item_add_one(p, dev, id_class, id_root);
+	if (!s)
+		return -E2BIG;
+	s->type = TC_CLASS;
+	s->kind = TC_KIND_HTB_CLASS;
+	s->parent = H_SHAPER_ROOT;
+	s->handle = H_SHAPER_CLASS;
+	s->u.htb_class.rate_bps = rate_bps;
+	s->u.htb_class.ceil_bps = rate_bps;
+	s->u.htb_class.burst_bytes = htb_burst_bytes(rate_bps, frame);
+	s->u.htb_class.cburst_bytes = s->u.htb_class.burst_bytes;
+	s->u.htb_class.quantum_bytes = htb_quantum_bytes(rate_bps, frame);
+	s->u.htb_class.prio = 0;
+
+	it = item_add(p, ITEM_TC, dev, id_leaf, id_class);
+	if (!it)
+		return -E2BIG;
+	alts_aqm(it, pr, rate_bps, frame);
+	it->tc[0].parent = H_SHAPER_CLASS;
+	it->tc[0].handle = H_SHAPER_LEAF;
+	alts_same_identity(it);
+	return 0;
+}
+
+static int plan_dscp(struct plan *p, const struct profile *pr)
+{
+	static const struct {
+		const char *id;
+		uint16_t prio, protocol;
+		int family;
+	} fams[] = {
+	        {"dscp.v4", 1, ETH_P_IP, AF_INET},
+	        {"dscp.v6", 2, ETH_P_IPV6, AF_INET6},
+	};
+	struct tc_spec *s;
+
+	s = item_add_one(p, DEV_POD, "dscp.clsact", NULL);
+	if (!s)
+		return -E2BIG;
+	s->type = TC_QDISC;
+	s->kind = TC_KIND_CLSACT;
+	s->parent = TC_H_CLSACT;
+	s->handle = TC_H_MAKE(TC_H_CLSACT, 0);
+
+	for (size_t i = 0; i < ARRAY_SIZE(fams); i++) {
+		s = item_add_one(p, DEV_POD, fams[i].id, "dscp.clsact");
+		if (!s)
+			return -E2BIG;
+		s->type = TC_FILTER;
+		s->kind = TC_KIND_U32;
+		s->parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
+		s->handle = 0;
+		s->prio = fams[i].prio;
+		s->protocol = fams[i].protocol;
+		s->u.u32.match = U32_MATCH_ALL;
+		s->u.u32.family = fams[i].family;
+		s->u.u32.classid = 0;
+		s->u.u32.dscp = pr->dscp;
+	}
+	return 0;
+}
+
+int plan_pod(const struct workload *w, const struct profile *pr, const struct attach_ifaces *ifs,
+             const struct plan_caps *caps, struct plan *ret)
+{
+	uint32_t mtu = ifs && ifs->mtu ? ifs->mtu : MTU_DEFAULT;
+	uint32_t frame = mtu + ETH_HLEN_BYTES;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!w || !pr)
+		return -EINVAL;
+
+	r = plan_sysctls(ret, pr, caps);
+	if (r < 0)
+		return r;
+
+	if (w->egress_bps > 0) {
+		r = plan_shaper(ret, DEV_POD, "egress", w->egress_bps, pr, frame, caps);
+		if (r < 0)
+			return r;
+	} else if (pr->pod_qdisc) {
+		struct plan_item *it = item_add(ret, ITEM_TC, DEV_POD, "egress.root", NULL);
+
+		if (!it)
+			return -E2BIG;
+		alts_aqm(it, pr, 0, frame);
+		it->tc[0].parent = TC_H_ROOT;
+		it->tc[0].handle = H_SHAPER_ROOT;
+		alts_same_identity(it);
+	}
+
+	if (pr->dscp >= 0 && pr->dscp <= 63) {
+		r = plan_dscp(ret, pr);
+		if (r < 0)
+			return r;
+	}
+
+	if (w->ingress_bps > 0 && ifs && ifs->host_ifname[0]) {
+		r = plan_shaper(ret, DEV_HOST, "ingress", w->ingress_bps, pr, frame, caps);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
