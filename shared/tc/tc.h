@@ -98,6 +98,7 @@ enum u32_match {
 	U32_MATCH_ALL,
 	U32_MATCH_SRC,
 	U32_MATCH_DST,
+	U32_MATCH_DSFIELD, /* DS field: v4 TOS byte / v6 traffic class, under mask 0xfc, == tos */
 };
 
 struct tc_u32 {
@@ -107,6 +108,7 @@ struct tc_u32 {
 	uint8_t prefix_len;
 	uint32_t classid;    /* flowid; 0 = none */
 	int dscp;            /* -1 = no rewrite; 0..63 = pedit DSCP + csum (v4) */
+	uint8_t tos;         /* U32_MATCH_DSFIELD: DS field value (DSCP << 2) to match under mask 0xfc */
 };
 
 struct tc_spec {

@@ -1,0 +1,869 @@
+/* nl.c — the rtnetlink mechanism (see nl.h): libnl core sockets with our own
+ * callbacks so the kernel's exact errno and extended ack survive, tc requests
+ * built from the kind vtables, dumps retried on NLM_F_DUMP_INTR, RTM_GETLINK. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/if_link.h>
+#include <sched.h>
+#include <sys/socket.h>
+
+#include <netlink/attr.h>
+#include <netlink/errno.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
+
+#include "nl.h"
+#include "tc/tc_int.h"
+
+#ifndef SOL_NETLINK
+#define SOL_NETLINK 270
+#endif
+
+#define NL_DUMP_TRIES    5
+#define NL_EXTACK_MAX    256
+#define NL_DESC_MAX      160
+#define TC_DUMP_MAX      ARRAY_SIZE(((struct tc_dump *)0)->tc)
+#define TC_KIND_NAME_MAX sizeof(((struct tc_dump *)0)->kind_name[0])
+
+static void nl_msg_freep(struct nl_msg **m)
+{
+	if (*m)
+		nlmsg_free(*m);
+}
+#define _cleanup_nlmsg_ _cleanup_(nl_msg_freep)
+
+static void nl_cb_putp(struct nl_cb **cb)
+{
+	if (*cb)
+		nl_cb_put(*cb);
+}
+#define _cleanup_nlcb_ _cleanup_(nl_cb_putp)
+
+int nl_to_errno(int nle)
+{
+	static const int map[] = {
+	        [NLE_SUCCESS] = 0,
+	        [NLE_FAILURE] = EIO,
+	        [NLE_INTR] = EINTR,
+	        [NLE_BAD_SOCK] = EBADF,
+	        [NLE_AGAIN] = EAGAIN,
+	        [NLE_NOMEM] = ENOMEM,
+	        [NLE_EXIST] = EEXIST,
+	        [NLE_INVAL] = EINVAL,
+	        [NLE_RANGE] = ERANGE,
+	        [NLE_MSGSIZE] = EMSGSIZE,
+	        [NLE_OPNOTSUPP] = EOPNOTSUPP,
+	        [NLE_AF_NOSUPPORT] = EAFNOSUPPORT,
+	        [NLE_OBJ_NOTFOUND] = ENOENT,
+	        [NLE_NOATTR] = ENODATA,
+	        [NLE_MISSING_ATTR] = EINVAL,
+	        [NLE_AF_MISMATCH] = EINVAL,
+	        [NLE_SEQ_MISMATCH] = EPROTO,
+	        [NLE_MSG_OVERFLOW] = EOVERFLOW,
+	        [NLE_MSG_TRUNC] = EMSGSIZE,
+	        [NLE_NOADDR] = EADDRNOTAVAIL,
+	        [NLE_SRCRT_NOSUPPORT] = EOPNOTSUPP,
+	        [NLE_MSG_TOOSHORT] = EBADMSG,
+	        [NLE_MSGTYPE_NOSUPPORT] = EOPNOTSUPP,
+	        [NLE_OBJ_MISMATCH] = EINVAL,
+	        [NLE_NOCACHE] = ENOENT,
+	        [NLE_BUSY] = EBUSY,
+	        [NLE_PROTO_MISMATCH] = EPROTONOSUPPORT,
+	        [NLE_NOACCESS] = EACCES,
+	        [NLE_PERM] = EPERM,
+	        [NLE_PKTLOC_FILE] = ENOENT,
+	        [NLE_PARSE_ERR] = EINVAL,
+	        [NLE_NODEV] = ENODEV,
+	        [NLE_IMMUTABLE] = EPERM,
+	        [NLE_DUMP_INTR] = EINTR,
+	        [NLE_ATTRSIZE] = EINVAL,
+	};
+	int code = nle < 0 ? -nle : nle;
+
+	if (code == 0)
+		return 0;
+	if ((size_t)code >= ARRAY_SIZE(map) || map[code] == 0)
+		return -EIO;
+	return -map[code];
+}
+
+/* --- sockets --- */
+
+int nl_open(struct nl_sock **ret, struct error *err)
+{
+	struct nl_sock *sk;
+	int one = 1, fd, r;
+
+	sk = nl_socket_alloc();
+	if (!sk)
+		return error_set(err, 0, ENOMEM, "allocate netlink socket");
+	r = nl_connect(sk, NETLINK_ROUTE);
+	if (r < 0) {
+		nl_socket_free(sk);
+		r = nl_to_errno(r);
+		return error_set(err, 0, -r, "connect rtnetlink socket: %s", strerror(-r));
+	}
+	fd = nl_socket_get_fd(sk);
+	/* libnl opens with SOCK_CLOEXEC; make sure of it */
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		r = -errno;
+		nl_socket_free(sk);
+		return error_set(err, 0, -r, "set FD_CLOEXEC on rtnetlink socket: %s", strerror(-r));
+	}
+	/* Optional on old kernels: error text from the kernel, and acks without
+	 * a copy of the request. */
+	(void)setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
+	(void)setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
+	/* Dump parts can exceed libnl's default receive buffer: peek for the size. */
+	nl_socket_enable_msg_peek(sk);
+	*ret = sk;
+	return 0;
+}
+
+int nl_open_in_netns(int nsfd, struct nl_sock **ret, struct error *err)
+{
+	_cleanup_close_ int self = -1;
+	struct nl_sock *sk = NULL;
+	int r;
+
+	self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (self < 0)
+		return error_set(err, 0, errno, "open current netns: %s", strerror(errno));
+	if (setns(nsfd, CLONE_NEWNET) < 0)
+		return error_set(err, 0, errno, "enter netns (fd %d): %s", nsfd, strerror(errno));
+	r = nl_open(&sk, err);
+	if (setns(self, CLONE_NEWNET) < 0) {
+		int e = errno;
+		if (sk)
+			nl_close(sk);
+		return error_set(err, 0, e, "return to the original netns: %s", strerror(e));
+	}
+	if (r < 0)
+		return r;
+	*ret = sk;
+	return 0;
+}
+
+void nl_close(struct nl_sock *sk)
+{
+	nl_socket_free(sk);
+}
+
+/* --- one request, its replies and its ack --- */
+
+struct nl_req {
+	/* called for every data message; a negative return is remembered (first
+	 * one wins) but the reply is still read to its end */
+	int (*on_msg)(const struct nlmsghdr *hdr, void *arg);
+	void *arg;
+	bool done;
+	bool intr;    /* NLM_F_DUMP_INTR seen */
+	int error;    /* negative errno from NLMSG_ERROR/NLMSG_DONE */
+	int cb_error; /* first error returned by on_msg */
+	char ext[NL_EXTACK_MAX];
+};
+
+/* Copy NLMSGERR_ATTR_MSG out of the TLVs that follow an error payload. */
+static void extack_parse(struct nl_req *req, const struct nlmsghdr *hdr, size_t payload)
+{
+	struct nlattr *tb[NLMSGERR_ATTR_MAX + 1];
+	size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(payload);
+
+	if (!(hdr->nlmsg_flags & NLM_F_ACK_TLVS) || hdr->nlmsg_len <= off)
+		return;
+	if (nla_parse(tb, NLMSGERR_ATTR_MAX, (struct nlattr *)((uintptr_t)hdr + off), (int)(hdr->nlmsg_len - off),
+	              NULL) < 0)
+		return;
+	if (tb[NLMSGERR_ATTR_MSG])
+		nla_strlcpy(req->ext, tb[NLMSGERR_ATTR_MSG], sizeof(req->ext));
+}
+
+static int cb_error(struct sockaddr_nl *nla, struct nlmsgerr *e, void *arg)
+{
+	struct nl_req *req = arg;
+	/* libnl hands us nlmsg_data() of the NLMSG_ERROR message */
+	const struct nlmsghdr *hdr = (const struct nlmsghdr *)((const char *)e - NLMSG_HDRLEN);
+
+	req->error = e->error < 0 ? e->error : -e->error;
+	if (hdr->nlmsg_type == NLMSG_ERROR) {
+		size_t payload = sizeof(*e);
+		if (!(hdr->nlmsg_flags & NLM_F_CAPPED) && e->msg.nlmsg_len >= NLMSG_HDRLEN)
+			payload += e->msg.nlmsg_len - NLMSG_HDRLEN;
+		extack_parse(req, hdr, payload);
+	}
+	req->done = true;
+	return NL_STOP;
+}
+
+static int cb_ack(struct nl_msg *msg, void *arg)
+{
+	struct nl_req *req = arg;
+	req->done = true;
+	return NL_STOP;
+}
+
+static int cb_finish(struct nl_msg *msg, void *arg)
+{
+	struct nl_req *req = arg;
+	const struct nlmsghdr *hdr = nlmsg_hdr(msg);
+	int e;
+
+	if (hdr->nlmsg_len >= NLMSG_HDRLEN + sizeof(int)) {
+		memcpy(&e, nlmsg_data(hdr), sizeof(e));
+		if (e < 0) {
+			req->error = e;
+			extack_parse(req, hdr, sizeof(int));
+		}
+	}
+	req->done = true;
+	return NL_STOP;
+}
+
+static int cb_valid(struct nl_msg *msg, void *arg)
+{
+	struct nl_req *req = arg;
+
+	if (req->on_msg) {
+		int r = req->on_msg(nlmsg_hdr(msg), req->arg);
+		if (r < 0 && req->cb_error == 0)
+			req->cb_error = r;
+	}
+	return NL_OK;
+}
+
+static int cb_intr(struct nl_msg *msg, void *arg)
+{
+	struct nl_req *req = arg;
+	req->intr = true;
+	return NL_OK; /* keep reading to NLMSG_DONE, the caller retries */
+}
+
+/* Send msg and read until its ack, error or end of dump, passing data
+ * messages to on_msg (may be NULL). Returns the kernel's negative errno
+ * (details in req->ext), or on_msg's first error. */
+static int nl_transact(struct nl_sock *sk, struct nl_msg *msg, int (*on_msg)(const struct nlmsghdr *hdr, void *arg),
+                       void *arg, struct nl_req *req)
+{
+	_cleanup_nlcb_ struct nl_cb *cb = nl_cb_alloc(NL_CB_DEFAULT);
+	int r;
+
+	if (!cb)
+		return -ENOMEM;
+	req->on_msg = on_msg;
+	req->arg = arg;
+	req->done = false;
+	req->intr = false;
+	req->error = 0;
+	req->cb_error = 0;
+	req->ext[0] = '\0';
+	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, cb_valid, req);
+	nl_cb_set(cb, NL_CB_FINISH, NL_CB_CUSTOM, cb_finish, req);
+	nl_cb_set(cb, NL_CB_ACK, NL_CB_CUSTOM, cb_ack, req);
+	nl_cb_set(cb, NL_CB_DUMP_INTR, NL_CB_CUSTOM, cb_intr, req);
+	nl_cb_err(cb, NL_CB_CUSTOM, cb_error, req);
+
+	r = nl_send_auto(sk, msg);
+	if (r < 0) {
+		r = nl_to_errno(r);
+		goto out;
+	}
+	while (!req->done) {
+		r = nl_recvmsgs(sk, cb);
+		if (r < 0 && !req->done) {
+			r = nl_to_errno(r);
+			goto out;
+		}
+	}
+	r = req->error < 0 ? req->error : req->cb_error;
+out:
+	req->on_msg = NULL;
+	req->arg = NULL;
+	return r;
+}
+
+/* Set err for a failed request: "<what>: <strerror>[ (<kernel message>)]". */
+static int req_error(struct error *err, int r, const struct nl_req *req, const char *what)
+{
+	if (req && req->ext[0])
+		return error_set(err, 0, -r, "%s: %s (%s)", what, strerror(-r), req->ext);
+	return error_set(err, 0, -r, "%s: %s", what, strerror(-r));
+}
+
+/* --- links --- */
+
+struct link_ctx {
+	struct link_info info;
+	bool found;
+};
+
+static int link_on_msg(const struct nlmsghdr *hdr, void *arg)
+{
+	struct link_ctx *ctx = arg;
+	struct nlattr *tb[IFLA_MAX + 1], *li[IFLA_INFO_MAX + 1];
+	const struct ifinfomsg *ifi;
+	struct link_info *l = &ctx->info;
+
+	if (hdr->nlmsg_type != RTM_NEWLINK || !nlmsg_valid_hdr(hdr, sizeof(*ifi)))
+		return 0;
+	ifi = nlmsg_data(hdr);
+	if (nlmsg_parse((struct nlmsghdr *)(uintptr_t)hdr, sizeof(*ifi), tb, IFLA_MAX, NULL) < 0)
+		return -EBADMSG;
+	*l = (struct link_info){.ifindex = ifi->ifi_index, .link_netnsid = -1};
+	if (tb[IFLA_IFNAME])
+		nla_strlcpy(l->ifname, tb[IFLA_IFNAME], sizeof(l->ifname));
+	tc_nla_u32(tb[IFLA_MTU], &l->mtu);
+	tc_nla_u32(tb[IFLA_NUM_TX_QUEUES], &l->tx_queues);
+	if (tb[IFLA_LINK]) {
+		uint32_t v;
+		if (tc_nla_u32(tb[IFLA_LINK], &v))
+			l->peer_ifindex = (int)v;
+	}
+	if (tb[IFLA_LINK_NETNSID]) {
+		uint32_t v;
+		if (tc_nla_u32(tb[IFLA_LINK_NETNSID], &v))
+			l->link_netnsid = (int32_t)v;
+	}
+	if (tb[IFLA_LINKINFO] && tc_nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO]) == 0 && li[IFLA_INFO_KIND])
+		nla_strlcpy(l->kind, li[IFLA_INFO_KIND], sizeof(l->kind));
+	ctx->found = true;
+	return 0;
+}
+
+int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link_info *ret, struct error *err)
+{
+	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
+	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+	struct link_ctx ctx = {0};
+	struct nl_req req = {0};
+	char what[64];
+	int r;
+
+	if (ifname)
+		snprintf(what, sizeof(what), "get link '%s'", ifname);
+	else
+		snprintf(what, sizeof(what), "get link ifindex %d", ifindex);
+	if (ifname && (ifname[0] == '\0' || strlen(ifname) >= sizeof(ret->ifname)))
+		return error_set(err, 0, EINVAL, "%s: invalid interface name", what);
+	if (!ifname && ifindex <= 0)
+		return error_set(err, 0, EINVAL, "%s: invalid interface index", what);
+	ifi.ifi_index = ifname ? 0 : ifindex;
+
+	msg = nlmsg_alloc_simple(RTM_GETLINK, 0);
+	if (!msg)
+		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+	if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
+	    nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0 ||
+	    (ifname && nla_put_string(msg, IFLA_IFNAME, ifname) < 0))
+		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+	r = nl_transact(sk, msg, link_on_msg, &ctx, &req);
+	if (r < 0)
+		return req_error(err, r, &req, what);
+	if (!ctx.found)
+		return error_set(err, 0, ENODEV, "%s: no reply", what);
+	*ret = ctx.info;
+	return 0;
+}
+
+/* --- tc messages --- */
+
+/* "qdisc fq_codel root handle 1:", "class htb 1:10 parent 1:",
+ * "filter u32 parent 1: prio 10 protocol ip handle 800::123" */
+static void tc_describe(const struct tc_spec *s, char *buf, size_t size)
+{
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	struct sbuf sb = sbuf_init(buf, size);
+	char h[32];
+
+	sbuf_printf(&sb, "%s %s", tc_type_name(s->type), k ? k->name : "(unknown kind)");
+	switch (s->type) {
+	case TC_QDISC:
+		if (s->parent == TC_H_ROOT) {
+			sbuf_word(&sb, "root");
+		} else if (s->kind == TC_KIND_CLSACT) {
+			sbuf_word(&sb, "clsact");
+		} else {
+			tc_handle_format(s->parent, h, sizeof(h));
+			sbuf_word(&sb, "parent %s", h);
+		}
+		if (s->handle && s->kind != TC_KIND_CLSACT) {
+			tc_handle_format(s->handle, h, sizeof(h));
+			sbuf_word(&sb, "handle %s", h);
+		}
+		break;
+	case TC_CLASS:
+		tc_handle_format(s->handle, h, sizeof(h));
+		sbuf_word(&sb, "%s", h);
+		tc_handle_format(s->parent, h, sizeof(h));
+		sbuf_word(&sb, "parent %s", h);
+		break;
+	case TC_FILTER:
+		tc_handle_format(s->parent, h, sizeof(h));
+		sbuf_word(&sb, "parent %s prio %u", h, s->prio);
+		tc_proto_format(s->protocol, h, sizeof(h));
+		sbuf_word(&sb, "protocol %s", h);
+		if (s->handle) {
+			if (s->kind == TC_KIND_U32)
+				tc_u32_handle_format(s->handle, h, sizeof(h));
+			else
+				snprintf(h, sizeof(h), "0x%x", s->handle);
+			sbuf_word(&sb, "handle %s", h);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+static uint32_t tc_filter_info(const struct tc_spec *s)
+{
+	return TC_H_MAKE((uint32_t)s->prio << 16, htons(s->protocol));
+}
+
+/* Build a tc request for s (with handle instead of s->handle). */
+static int tc_msg_build(struct nl_msg **ret, int type, int flags, int ifindex, const struct tc_spec *s, uint32_t handle,
+                        bool options)
+{
+	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	struct tcmsg t = {
+	        .tcm_family = AF_UNSPEC,
+	        .tcm_ifindex = ifindex,
+	        .tcm_handle = handle,
+	        .tcm_parent = s->parent,
+	};
+	int r;
+
+	if (!k || k->type != s->type)
+		return -EINVAL;
+	if (s->kind == TC_KIND_CLSACT) {
+		/* the only place clsact can live */
+		t.tcm_parent = TC_H_CLSACT;
+		t.tcm_handle = TC_H_MAKE(TC_H_CLSACT, 0);
+	}
+	if (s->type == TC_FILTER)
+		t.tcm_info = tc_filter_info(s);
+
+	msg = nlmsg_alloc_simple(type, flags);
+	if (!msg)
+		return -ENOMEM;
+	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0 || nla_put_string(msg, TCA_KIND, k->name) < 0)
+		return -EMSGSIZE;
+	if (options) {
+		r = k->fill(msg, s);
+		if (r < 0)
+			return r;
+	}
+	*ret = TAKE_PTR(msg);
+	return 0;
+}
+
+/* --- tc dumps --- */
+
+typedef int (*tc_visit_fn)(const struct tc_spec *s, const char *kind_name, void *arg);
+
+struct tc_dump_ctx {
+	int ifindex;
+	enum tc_type type;
+	tc_visit_fn visit;
+	void *arg;
+};
+
+static int tc_on_msg(const struct nlmsghdr *hdr, void *arg)
+{
+	struct tc_dump_ctx *ctx = arg;
+	struct nlattr *tb[TCA_MAX + 1];
+	const struct tcmsg *t;
+	const struct tc_kind *k;
+	struct tc_spec s = {0};
+	char name[TC_KIND_NAME_MAX] = "";
+
+	if (!nlmsg_valid_hdr(hdr, sizeof(*t)))
+		return 0;
+	t = nlmsg_data(hdr);
+	if (t->tcm_ifindex != ctx->ifindex)
+		return 0; /* qdisc dumps cover every device */
+	if (nlmsg_parse((struct nlmsghdr *)(uintptr_t)hdr, sizeof(*t), tb, TCA_MAX, NULL) < 0)
+		return -EBADMSG;
+	if (tb[TCA_KIND])
+		nla_strlcpy(name, tb[TCA_KIND], sizeof(name));
+
+	s.type = ctx->type;
+	s.parent = t->tcm_parent;
+	s.handle = t->tcm_handle;
+	if (s.type == TC_FILTER) {
+		/* chain heads (one per prio/protocol) have no handle: not filters */
+		if (t->tcm_handle == 0)
+			return 0;
+		s.prio = (uint16_t)(TC_H_MAJ(t->tcm_info) >> 16);
+		s.protocol = ntohs((uint16_t)TC_H_MIN(t->tcm_info));
+	}
+	s.kind = tc_kind_from_name(name, s.type);
+	k = tc_kind_get(s.kind);
+	if (k) {
+		int r = k->parse(tb[TCA_OPTIONS], &s);
+		if (r == -ENODATA)
+			return 0; /* not an object (u32 hash table) */
+		if (r < 0) {
+			/* options aiqos cannot represent: report as unknown */
+			s.kind = _TC_KIND_INVALID;
+			memset(&s.u, 0, sizeof(s.u));
+		}
+	}
+	return ctx->visit(&s, name, ctx->arg);
+}
+
+/* One dump request of objects of `type` on ifindex (filters: of parent,
+ * optionally only one prio/protocol via info). */
+static int tc_dump_one(struct nl_sock *sk, int ifindex, enum tc_type type, uint32_t parent, uint32_t info,
+                       tc_visit_fn visit, void *arg, bool *intr, struct nl_req *req)
+{
+	static const int msg_type[_TC_TYPE_MAX] = {
+	        [TC_QDISC] = RTM_GETQDISC,
+	        [TC_CLASS] = RTM_GETTCLASS,
+	        [TC_FILTER] = RTM_GETTFILTER,
+	};
+	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
+	struct tc_dump_ctx ctx = {.ifindex = ifindex, .type = type, .visit = visit, .arg = arg};
+	struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex, .tcm_parent = parent, .tcm_info = info};
+	int r;
+
+	msg = nlmsg_alloc_simple(msg_type[type], NLM_F_DUMP);
+	if (!msg)
+		return -ENOMEM;
+	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
+		return -EMSGSIZE;
+	r = nl_transact(sk, msg, tc_on_msg, &ctx, req);
+	if (req->intr)
+		*intr = true;
+	return r;
+}
+
+struct dump_collect {
+	struct tc_dump *d;
+	bool overflow;
+};
+
+static int collect_visit(const struct tc_spec *s, const char *kind_name, void *arg)
+{
+	struct dump_collect *c = arg;
+
+	if (c->d->n >= TC_DUMP_MAX) {
+		c->overflow = true;
+		return 0;
+	}
+	c->d->tc[c->d->n] = *s;
+	str_copy(c->d->kind_name[c->d->n], TC_KIND_NAME_MAX, kind_name);
+	c->d->n++;
+	return 0;
+}
+
+static void parent_add(uint32_t *parents, unsigned *n, unsigned max, uint32_t p)
+{
+	for (unsigned i = 0; i < *n; i++)
+		if (parents[i] == p)
+			return;
+	if (*n < max)
+		parents[(*n)++] = p;
+}
+
+/* Filter parents: every qdisc with a handle, every class, and the two
+ * clsact hooks (ingress qdisc: its one hook). */
+static unsigned filter_parents(const struct tc_dump *d, uint32_t *parents, unsigned max)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < d->n; i++) {
+		const struct tc_spec *s = &d->tc[i];
+
+		if (s->type == TC_QDISC && s->parent == TC_H_CLSACT) {
+			parent_add(parents, &n, max, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));
+			if (streq(d->kind_name[i], "clsact"))
+				parent_add(parents, &n, max, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
+		} else if (s->type == TC_QDISC && s->handle) {
+			parent_add(parents, &n, max, s->handle);
+		} else if (s->type == TC_CLASS && s->handle) {
+			parent_add(parents, &n, max, s->handle);
+		}
+	}
+	return n;
+}
+
+static int tc_dump_attempt(struct nl_sock *sk, int ifindex, struct tc_dump *d, bool *overflow, bool *intr,
+                           struct nl_req *req, char *what, size_t what_size)
+{
+	struct dump_collect c = {.d = d};
+	uint32_t parents[TC_DUMP_MAX];
+	unsigned n_parents;
+	int r;
+
+	d->n = 0;
+	snprintf(what, what_size, "dump qdiscs of ifindex %d", ifindex);
+	r = tc_dump_one(sk, ifindex, TC_QDISC, 0, 0, collect_visit, &c, intr, req);
+	if (r < 0)
+		return r;
+	snprintf(what, what_size, "dump classes of ifindex %d", ifindex);
+	r = tc_dump_one(sk, ifindex, TC_CLASS, 0, 0, collect_visit, &c, intr, req);
+	if (r < 0)
+		return r;
+	n_parents = filter_parents(d, parents, ARRAY_SIZE(parents));
+	for (unsigned i = 0; i < n_parents; i++) {
+		char h[32];
+
+		tc_handle_format(parents[i], h, sizeof(h));
+		snprintf(what, what_size, "dump filters of ifindex %d parent %s", ifindex, h);
+		r = tc_dump_one(sk, ifindex, TC_FILTER, parents[i], 0, collect_visit, &c, intr, req);
+		if (r < 0)
+			return r;
+	}
+	*overflow = c.overflow;
+	return 0;
+}
+
+int nl_tc_dump(struct nl_sock *sk, int ifindex, struct tc_dump *ret, struct error *err)
+{
+	_cleanup_free_ struct tc_dump *d = calloc(1, sizeof(*d));
+	struct nl_req req = {0};
+	char what[96] = "";
+	int r;
+
+	if (!d)
+		return error_set(err, 0, ENOMEM, "dump tc objects of ifindex %d: out of memory", ifindex);
+	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
+		bool overflow = false, intr = false;
+
+		r = tc_dump_attempt(sk, ifindex, d, &overflow, &intr, &req, what, sizeof(what));
+		if (r < 0)
+			return req_error(err, r, &req, what);
+		if (intr)
+			continue; /* the kernel's tables changed during the dump: redo all of it */
+		if (overflow)
+			return error_set(err, 0, E2BIG, "dump tc objects of ifindex %d: more than %zu objects", ifindex,
+			                 TC_DUMP_MAX);
+		if (d->n == 0) {
+			/* every device has a root qdisc entry; none: is the device there? */
+			struct link_info li;
+			r = nl_link_get(sk, NULL, ifindex, &li, err);
+			if (r < 0)
+				return r;
+		}
+		memcpy(ret, d, sizeof(*d));
+		return 0;
+	}
+	return error_set(err, 0, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
+	                 ifindex, NL_DUMP_TRIES);
+}
+
+/* --- u32 handles ---
+ * A planner may address a u32 key node by hash:node only (htid 0): the kernel
+ * gives each prio its own root table (800:, 801:, ... in creation order), but
+ * rejects such a handle on delete (ENOENT) and on a second create (ENOSPC).
+ * Replace and delete resolve it to the full handle with a filtered dump. And
+ * a u32 replace keeps the old selector (only flowid/actions change), so a
+ * changed selector is applied as delete + create under the same handle. */
+
+struct u32_find {
+	uint32_t key; /* hash:node */
+	bool found;
+	struct tc_spec spec;
+};
+
+static int u32_find_visit(const struct tc_spec *s, const char *kind_name, void *arg)
+{
+	struct u32_find *f = arg;
+
+	if (!f->found && streq(kind_name, "u32") && TC_U32_KEY(s->handle) == f->key) {
+		f->found = true;
+		f->spec = *s;
+	}
+	return 0;
+}
+
+/* Look up the key node with s's hash:node at s's parent/prio/protocol. */
+static int u32_lookup(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct u32_find *ret,
+                      struct nl_req *req)
+{
+	bool intr = false;
+	int r = 0;
+
+	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
+		*ret = (struct u32_find){.key = TC_U32_KEY(s->handle)};
+		intr = false;
+		r = tc_dump_one(sk, ifindex, TC_FILTER, s->parent, tc_filter_info(s), u32_find_visit, ret, &intr, req);
+		if (r < 0 || !intr)
+			return r;
+	}
+	return -EAGAIN;
+}
+
+/* Does the u32 key node o have the selector (match/address/DS field) of s? */
+static bool u32_same_selector(const struct tc_spec *s, const struct tc_spec *o)
+{
+	struct tc_spec sel = *s;
+
+	if (o->kind != TC_KIND_U32)
+		return false;
+	sel.u.u32.classid = 0;
+	sel.u.u32.dscp = -1;
+	return tc_kind_u32.match(&sel, o);
+}
+
+/* --- qdisc lookup --- */
+
+struct qdisc_find {
+	const struct tc_spec *want;
+	bool matched;
+};
+
+static int qdisc_find_visit(const struct tc_spec *s, const char *kind_name, void *arg)
+{
+	struct qdisc_find *f = arg;
+
+	if (tc_spec_match(f->want, s))
+		f->matched = true;
+	return 0;
+}
+
+/* Is there a qdisc that already satisfies s? (qdiscs without a change
+ * operation, htb for one, refuse any replace that carries options.) */
+static bool qdisc_already_there(struct nl_sock *sk, int ifindex, const struct tc_spec *s)
+{
+	struct qdisc_find f = {.want = s};
+	struct nl_req req = {0};
+
+	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
+		bool intr = false;
+
+		f.matched = false;
+		if (tc_dump_one(sk, ifindex, TC_QDISC, 0, 0, qdisc_find_visit, &f, &intr, &req) < 0)
+			return false;
+		if (!intr)
+			return f.matched;
+	}
+	return false;
+}
+
+/* --- create/replace/delete --- */
+
+static int tc_send(struct nl_sock *sk, int type, int flags, int ifindex, const struct tc_spec *s, uint32_t handle,
+                   bool options, struct nl_req *req, const char *what, struct error *err)
+{
+	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
+	int r;
+
+	r = tc_msg_build(&msg, type, flags, ifindex, s, handle, options);
+	if (r < 0)
+		return error_set(err, 0, -r, "%s: encode options: %s", what, strerror(-r));
+	*req = (struct nl_req){0};
+	r = nl_transact(sk, msg, NULL, NULL, req);
+	if (r < 0)
+		return req_error(err, r, req, what);
+	return 0;
+}
+
+int nl_tc_replace(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err)
+{
+	static const int msg_type[_TC_TYPE_MAX] = {
+	        [TC_QDISC] = RTM_NEWQDISC,
+	        [TC_CLASS] = RTM_NEWTCLASS,
+	        [TC_FILTER] = RTM_NEWTFILTER,
+	};
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	char desc[NL_DESC_MAX], what[NL_DESC_MAX + 48];
+	struct nl_req req = {0};
+	uint32_t handle = s->handle;
+	int flags = NLM_F_CREATE | NLM_F_REPLACE;
+	int r;
+
+	tc_describe(s, desc, sizeof(desc));
+	snprintf(what, sizeof(what), "replace %s on ifindex %d", desc, ifindex);
+	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
+		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", what, (int)s->kind,
+		                 tc_type_name(s->type));
+
+	if (s->type == TC_FILTER) {
+		if (!handle)
+			flags = NLM_F_CREATE | NLM_F_EXCL;
+		if (s->kind == TC_KIND_U32 && handle) {
+			struct u32_find f;
+
+			r = u32_lookup(sk, ifindex, s, &f, &req);
+			if (r < 0)
+				return req_error(err, r, &req, what);
+			if (f.found) {
+				handle = f.spec.handle;
+				if (!u32_same_selector(s, &f.spec)) {
+					/* replace would keep the old selector */
+					r = tc_send(sk, RTM_DELTFILTER, 0, ifindex, s, handle, false, &req, what, err);
+					if (r < 0 && r != -ENOENT)
+						return r;
+				}
+			}
+		}
+	}
+	r = tc_send(sk, msg_type[s->type], flags, ifindex, s, handle, true, &req, what, err);
+	/* "Change operation not supported": fine when nothing would change */
+	if (r == -EINVAL && s->type == TC_QDISC && qdisc_already_there(sk, ifindex, s)) {
+		error_clear(err);
+		return 0;
+	}
+	return r;
+}
+
+/* After an EINVAL from a delete: is the object there at all? */
+static int tc_object_present(struct nl_sock *sk, int ifindex, const struct tc_spec *s, bool *ret)
+{
+	_cleanup_free_ struct tc_dump *d = calloc(1, sizeof(*d));
+	int r;
+
+	if (!d)
+		return -ENOMEM;
+	r = nl_tc_dump(sk, ifindex, d, NULL);
+	if (r < 0)
+		return r;
+	*ret = false;
+	for (unsigned i = 0; i < d->n; i++)
+		if (tc_spec_same_object(s, &d->tc[i]) && streq(d->kind_name[i], tc_kind_get(s->kind)->name))
+			*ret = true;
+	return 0;
+}
+
+int nl_tc_delete(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err)
+{
+	static const int msg_type[_TC_TYPE_MAX] = {
+	        [TC_QDISC] = RTM_DELQDISC,
+	        [TC_CLASS] = RTM_DELTCLASS,
+	        [TC_FILTER] = RTM_DELTFILTER,
+	};
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	char desc[NL_DESC_MAX], what[NL_DESC_MAX + 48];
+	struct nl_req req = {0};
+	uint32_t handle = s->handle;
+	bool present = true;
+	int r;
+
+	tc_describe(s, desc, sizeof(desc));
+	snprintf(what, sizeof(what), "delete %s on ifindex %d", desc, ifindex);
+	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
+		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", what, (int)s->kind,
+		                 tc_type_name(s->type));
+
+	if (s->type == TC_FILTER && s->kind == TC_KIND_U32 && handle) {
+		struct u32_find f;
+
+		r = u32_lookup(sk, ifindex, s, &f, &req);
+		if (r < 0)
+			return req_error(err, r, &req, what);
+		if (!f.found)
+			return error_set(err, 0, ENOENT, "%s: %s", what, strerror(ENOENT));
+		handle = f.spec.handle;
+	}
+	r = tc_send(sk, msg_type[s->type], 0, ifindex, s, handle, false, &req, what, err);
+	/* The kernel answers EINVAL ("Invalid handle", "Invalid qdisc name") when
+	 * another object holds the slot: for the caller ours is absent. */
+	if (r == -EINVAL && s->type != TC_CLASS && tc_object_present(sk, ifindex, s, &present) == 0 && !present)
+		return error_set(err, 0, ENOENT, "%s: %s (%s)", what, strerror(ENOENT),
+		                 req.ext[0] ? req.ext : "not present");
+	return r;
+}
