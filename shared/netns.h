@@ -5,17 +5,28 @@
 
 #include "error.h"
 
-/* Open a netns path (/var/run/netns/x, /proc/PID/ns/net). -ENOENT if gone. */
+/* Open a netns path (/var/run/netns/x, /proc/PID/ns/net) O_RDONLY|O_CLOEXEC.
+ * -ENOENT if gone (err names the path). */
 int netns_open(const char *path, int *ret_fd, struct error *err);
 /* Switch the calling thread into nsfd; *ret_saved receives an fd of the
  * previous netns for netns_leave(). */
 int netns_enter(int nsfd, int *ret_saved, struct error *err);
-/* Return to saved and close it. Aborts the program? No: returns error; callers
- * treat a failure to return as fatal for the operation. */
+/* Return to saved and close it (closed even on failure). Returns an error if
+ * setns fails; callers treat a failure to return as fatal for the operation. */
 int netns_leave(int saved, struct error *err);
 
+/* Longest value sysctl_write() accepts. */
+#define SYSCTL_WRITE_MAX 256
+
 /* Per-netns sysctls of the calling thread's netns. key uses slashes or dots
- * ("net/ipv4/tcp_ecn" or "net.ipv4.tcp_ecn"). -ENOENT when the kernel lacks it. */
+ * ("net/ipv4/tcp_ecn" or "net.ipv4.tcp_ecn"; as in sysctl(8), a key with '/'
+ * keeps its dots, for interface names like "eth0.100"); keys that are empty, absolute,
+ * contain ".." or characters outside [A-Za-z0-9_-./] are refused (-EINVAL).
+ * sysctl_read trims trailing whitespace/newline; -EOVERFLOW if the value does
+ * not fit. sysctl_write writes val + '\n' in one write(). -ENOENT when the key
+ * is absent (the kernel lacks it) — but note that the kernel also answers a
+ * *write* with ENOENT for some refused values (an unknown congestion control):
+ * to tell the two apart, sysctl_read the key. Errors name key and value. */
 int sysctl_read(const char *key, char *buf, size_t size, struct error *err);
 int sysctl_write(const char *key, const char *val, struct error *err);
 /* Compare sysctl values ignoring whitespace differences ("4096 87380" vs "4096\t87380"). */

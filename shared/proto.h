@@ -2,8 +2,12 @@
  * object per line each way, request then response, connection closed after.
  * Requests: {"op":"pod","namespace","name","uid"} -> {"ok":true,"found":bool,
  * "annotations":{...}}; {"op":"attached"|"detached","containerId","ifname",
- * "namespace","name","uid"} -> {"ok":true}. Errors: {"ok":false,"error":"..."}.
- * Bounded: a message is at most PROTO_MSG_MAX bytes. */
+ * "namespace","name","uid"} -> {"ok":true}; {"op":"status"} -> {"ok":true,...}.
+ * Errors: {"ok":false,"error":"..."}.
+ * Bounded: a message is at most PROTO_MSG_MAX bytes including its '\n'.
+ * Required fields: "pod" needs namespace and name; "attached"/"detached" need
+ * containerId and ifname; the others are optional. Unknown fields are
+ * ignored (forward compatibility); known fields must be strings that fit. */
 #ifndef AIQOS_PROTO_H
 #define AIQOS_PROTO_H
 
@@ -11,7 +15,7 @@
 
 struct cJSON;
 
-#define PROTO_MSG_MAX 65536
+#define PROTO_MSG_MAX        65536
 #define PROTO_DEFAULT_SOCKET "/run/aiqos/agent.sock"
 
 enum proto_op {
@@ -35,12 +39,20 @@ struct proto_request {
 const char *proto_op_name(enum proto_op op);
 /* Encode as one line (terminated by '\n') into a malloc'd string. */
 int proto_request_encode(const struct proto_request *r, char **ret, struct error *err);
+/* Decode one line (the trailing '\n' is optional). -EMSGSIZE over
+ * PROTO_MSG_MAX, -EOPNOTSUPP for an unknown op, -ENAMETOOLONG for a field
+ * that does not fit, -EINVAL otherwise; err names the field. */
 int proto_request_decode(const char *line, size_t len, struct proto_request *ret, struct error *err);
 
 /* Client side: connect to path, send r, read one response line, parse as JSON.
  * The whole exchange is bounded by timeout_ms (connect, send, receive).
- * -ENOENT/-ECONNREFUSED when no agent listens, -ETIMEDOUT on timeout. */
+ * -ENOENT/-ECONNREFUSED (at once) when no agent listens, -ETIMEDOUT on
+ * timeout, -ECONNRESET/-EPROTO when the agent closes before a full line,
+ * -EMSGSIZE for a response over PROTO_MSG_MAX, -EPROTO when the response is
+ * not an object with a boolean "ok", -EREMOTEIO (err carries the agent's
+ * "error") when "ok" is false. On success *ret_response (if non-NULL) gets the
+ * response object (caller frees with cJSON_Delete). */
 int proto_call(const char *path, const struct proto_request *r, int timeout_ms, struct cJSON **ret_response,
-	       struct error *err);
+               struct error *err);
 
 #endif

@@ -1,6 +1,8 @@
 /* state.h — the per-attachment state store under stateDir. One JSON file per
- * attachment (containerID + ifname), written atomically (temp file, fsync,
- * rename, fsync dir), read by the plugin (DEL/CHECK/GC) and the agent. */
+ * attachment, "<dir>/<containerID>@<ifname>.json" ('@' is allowed in neither
+ * part, so the name splits unambiguously), written atomically (O_EXCL temp
+ * file "<name>.tmp.<pid>" 0600, fsync, rename, fsync dir; the temp file is
+ * unlinked on any failure), read by the plugin (DEL/CHECK/GC) and the agent. */
 #ifndef AIQOS_STATE_H
 #define AIQOS_STATE_H
 
@@ -8,8 +10,9 @@
 
 struct cJSON;
 
-#define STATE_ID_MAX 128
+#define STATE_ID_MAX   128
 #define STATE_PATH_MAX 512
+#define STATE_FILE_MAX (1024 * 1024) /* larger state files are refused when read */
 
 struct attach_state {
 	char container_id[STATE_ID_MAX];
@@ -18,42 +21,60 @@ struct attach_state {
 	char pod_namespace[254];
 	char pod_name[254];
 	char pod_uid[64];
-	char network[128];             /* network name from the config */
-	struct workload workload;      /* class, profile name, limits (warnings not stored) */
+	char network[128];              /* network name from the config */
+	struct workload workload;       /* class, profile name, limits (warnings not stored) */
 	char profile[PROFILE_NAME_MAX]; /* the resolved profile name */
 	char annotations_source[16];    /* "runtime", "agent", "none" */
 	struct attach_ifaces ifs;
 	int host_ifindex;
 	int pod_ifindex;
-	char ips[4][64];               /* from prevResult, "10.1.0.5/24" */
+	char ips[4][64]; /* from prevResult, "10.1.0.5/24" */
 	unsigned n_ips;
-	struct plan plan;              /* desired + effective choices */
-	char failure[ERROR_MSG_MAX];   /* last tuning failure ("" = none) */
+	struct plan plan;            /* desired + effective choices */
+	char failure[ERROR_MSG_MAX]; /* last tuning failure ("" = none) */
 	int64_t updated_unix;
 };
 
-/* Validate a container ID / ifname for use in a file name (no '/', no "..",
- * bounded, [A-Za-z0-9_.-]). */
+/* Validate a container ID / ifname for use in a file name: non-empty, at most
+ * STATE_ID_MAX-1 / IFNAME_LEN-1 characters of [A-Za-z0-9_.-], not starting
+ * with '.' or '-' (so no "..", no '/', no '@'). -EINVAL/-ENAMETOOLONG. */
 int state_check_id(const char *container_id, const char *ifname, struct error *err);
+/* "<dir>/<containerID>@<ifname>.json"; -EINVAL for bad ids, -ENAMETOOLONG. */
 int state_path(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size);
 
-/* Write atomically (creates dir 0700 if needed). */
+/* Write atomically (creates missing directories of dir with mode 0700;
+ * existing ones are left as they are). The JSON holds version 1,
+ * containerId, ifname, netns, pod {namespace,name,uid}, network, class,
+ * profile, workload {egressBps,ingressBps,profileRequested},
+ * annotationsSource, ifaces {pod,host,podIfindex,hostIfindex,mtu}, ips[],
+ * choices (plan_choices_to_json), effective (plan_render text, effective
+ * only, one array entry per line), degraded [{id,wanted,got,reason}] for
+ * DEGRADED/SKIPPED items, failure, updated (unix seconds). Errors name the
+ * file and the errno (EROFS, ENOSPC, ...). */
 int state_save(const char *dir, const struct attach_state *s, struct error *err);
 /* -ENOENT when there is no state for the attachment. The desired plan is not
  * stored (the planner recomputes it from workload + profile + ifaces): load
  * leaves ret->plan empty and hands the stored effective choices back as JSON
  * in *ret_choices (caller frees; may be NULL) for plan_choices_from_json().
  * The file also carries a rendered effective plan and a "degraded" list for
- * humans; those are not read back. */
+ * humans; those are not read back. Errors (unreadable, larger than
+ * STATE_FILE_MAX, invalid or truncated JSON, a field of the wrong type/size,
+ * a file of another attachment) name the file and the field. */
 int state_load(const char *dir, const char *container_id, const char *ifname, struct attach_state *ret,
-	       struct cJSON **ret_choices, struct error *err);
+               struct cJSON **ret_choices, struct error *err);
+/* Idempotent: 0 when there is nothing to remove. */
 int state_remove(const char *dir, const char *container_id, const char *ifname, struct error *err);
 
-/* Enumerate attachments: calls cb for every state file (container_id, ifname). */
-int state_list(const char *dir, int (*cb)(const char *container_id, const char *ifname, void *userdata),
-	       void *userdata, struct error *err);
+/* Enumerate attachments: calls cb for every state file (container_id, ifname).
+ * Temp files and names that are not "<valid id>@<valid ifname>.json" are
+ * skipped; a missing dir lists nothing. A negative return of cb stops the
+ * walk and is returned. */
+int state_list(const char *dir, int (*cb)(const char *container_id, const char *ifname, void *userdata), void *userdata,
+               struct error *err);
 
+/* NULL on out-of-memory. */
 struct cJSON *state_to_json(const struct attach_state *s);
+/* Validates like state_load (errors name the field); ret untouched on failure. */
 int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSON **ret_choices, struct error *err);
 
 #endif

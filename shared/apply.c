@@ -1,0 +1,606 @@
+/* apply.c — the applier (plan -> kernel), the remover and the observer
+ * (kernel -> struct observed). Mechanism only: it walks the planner's items in
+ * order, tries each item's alternatives best first, tells "this kernel lacks
+ * the feature" (fall back) from real failures (stop), and records the outcome
+ * in the items and in the learned capabilities. */
+#include <linux/if_ether.h>
+
+#include "apply.h"
+#include "netns.h"
+#include "nl.h"
+
+#define SYSCTL_CC_KEY "net/ipv4/tcp_congestion_control"
+
+bool apply_errno_is_missing_feature(int errnum)
+{
+	if (errnum < 0)
+		errnum = -errnum;
+	/* ENOTSUP == EOPNOTSUPP on Linux; keep both for other libcs. */
+	return errnum == ENOENT || errnum == EOPNOTSUPP || errnum == ENOTSUP;
+}
+
+static const char *dev_label(enum plan_dev d)
+{
+	const char *s = plan_dev_name(d);
+	return s ? s : "?";
+}
+
+/* The socket and ifindex of a device, or a hard error when the caller did not
+ * provide them. */
+static int target_for(const struct apply_target *t, enum plan_dev dev, struct nl_sock **ret_sk, int *ret_ifindex,
+                      struct error *err)
+{
+	struct nl_sock *sk = NULL;
+	int ifindex = 0;
+
+	switch (dev) {
+	case DEV_POD:
+		sk = t->pod_sk;
+		ifindex = t->pod_ifindex;
+		break;
+	case DEV_HOST:
+		sk = t->host_sk;
+		ifindex = t->host_ifindex;
+		break;
+	case DEV_UPLINK:
+		sk = t->host_sk;
+		ifindex = t->uplink_ifindex;
+		break;
+	default:
+		return error_set(err, CNI_ERR_NONE, EINVAL, "invalid device %d", (int)dev);
+	}
+	if (!sk)
+		return error_set(err, CNI_ERR_NONE, EBADF, "no netlink socket for the %s device", dev_label(dev));
+	if (ifindex <= 0)
+		return error_set(err, CNI_ERR_NONE, ENODEV, "no %s device (ifindex %d)", dev_label(dev), ifindex);
+	*ret_sk = sk;
+	*ret_ifindex = ifindex;
+	return 0;
+}
+
+static bool spec_uses_pedit(const struct tc_spec *s)
+{
+	return s->type == TC_FILTER && s->kind == TC_KIND_U32 && s->u.u32.dscp >= 0;
+}
+
+static const char *spec_kind_name(const struct tc_spec *s)
+{
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	return k && k->name ? k->name : "?";
+}
+
+static bool spec_is_root_qdisc(const struct tc_spec *s)
+{
+	/* TC_H_CLSACT == TC_H_INGRESS */
+	return s->type == TC_QDISC && (s->parent == TC_H_ROOT || s->parent == TC_H_CLSACT);
+}
+
+/* Can ENOENT for this object only mean "unknown kind/action"? A root-level
+ * qdisc has no parent that could be missing; a filter attached to a qdisc
+ * (minor 0) or a clsact hook gets EINVAL, not ENOENT, for a missing parent.
+ * Below a class, ENOENT is also the kernel's answer for a missing class. */
+static bool enoent_means_missing_feature(const struct tc_spec *s)
+{
+	if (s->type == TC_QDISC)
+		return spec_is_root_qdisc(s);
+	if (s->type == TC_FILTER)
+		return TC_H_MIN(s->parent) == 0 || TC_H_MAJ(s->parent) == TC_H_MAJ(TC_H_CLSACT);
+	return false;
+}
+
+/* Does this refusal mean "the kernel lacks a feature the alternative uses"? */
+static bool tc_refusal_is_missing_feature(const struct tc_spec *s, int errnum)
+{
+	if (apply_errno_is_missing_feature(errnum))
+		return true;
+	/* A missing act_pedit/act_csum can come back as EINVAL. */
+	return errnum == EINVAL && spec_uses_pedit(s);
+}
+
+/* Record the feature an alternative failed on as missing in caps. */
+static void caps_mark_refused(struct plan_caps *caps, const struct tc_spec *refused, const struct tc_spec *accepted)
+{
+	if (!caps)
+		return;
+	if (spec_uses_pedit(refused) && (!accepted || !spec_uses_pedit(accepted))) {
+		caps->missing_pedit = true;
+		return;
+	}
+	if (accepted && accepted->kind == refused->kind)
+		return; /* same kind worked with other parameters: not a missing kind */
+	if (refused->kind >= 0 && refused->kind < _TC_KIND_MAX)
+		plan_caps_mark_missing(caps, refused->kind);
+}
+
+/* Filters without an explicit handle get a kernel-chosen one, so a second
+ * "replace" would add a duplicate. The first such filter of a
+ * (device, parent, prio, protocol) in one apply run deletes what is at that
+ * prio/protocol first; later ones of the same key just add to it. */
+struct flushed_key {
+	enum plan_dev dev;
+	uint32_t parent;
+	uint16_t prio;
+	uint16_t protocol;
+};
+
+struct apply_run {
+	struct flushed_key flushed[PLAN_ITEMS_MAX];
+	unsigned n_flushed;
+};
+
+static bool run_take_flush(struct apply_run *run, enum plan_dev dev, const struct tc_spec *s)
+{
+	for (unsigned i = 0; i < run->n_flushed; i++) {
+		const struct flushed_key *k = &run->flushed[i];
+		if (k->dev == dev && k->parent == s->parent && k->prio == s->prio && k->protocol == s->protocol)
+			return false;
+	}
+	if (run->n_flushed < ARRAY_SIZE(run->flushed))
+		run->flushed[run->n_flushed++] =
+		        (struct flushed_key){.dev = dev, .parent = s->parent, .prio = s->prio, .protocol = s->protocol};
+	return true;
+}
+
+/* Objects that are already absent: not an error when deleting. */
+static bool delete_errno_is_absent(int errnum)
+{
+	if (errnum < 0)
+		errnum = -errnum;
+	return errnum == ENOENT || errnum == EINVAL || errnum == ENODEV;
+}
+
+/* The kernel refuses (EINVAL, "Invalid qdisc name: must match existing
+ * qdisc") to replace a qdisc by one of another kind under the same handle
+ * (e.g. our bfifo 10: by fq_codel 10:, or after someone put pfifo there).
+ * Find the qdisc holding s's handle; if it is of another kind aiqos knows,
+ * delete it (its children go with it) so the caller can retry. 0 = retry,
+ * -EINVAL = no such conflict (the refusal was about s itself). */
+static int qdisc_clear_handle(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err)
+{
+	_cleanup_free_ struct tc_dump *d = calloc(1, sizeof(*d));
+	char h[32];
+	int r;
+
+	if (!d)
+		return error_set(err, CNI_ERR_NONE, ENOMEM, "out of memory");
+	r = nl_tc_dump(sk, ifindex, d, err);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < d->n && i < ARRAY_SIZE(d->tc); i++) {
+		const struct tc_spec *o = &d->tc[i];
+
+		if (o->type != TC_QDISC || o->handle != s->handle || o->kind == s->kind)
+			continue;
+		tc_handle_format(s->handle, h, sizeof(h));
+		if (o->kind < 0 || o->kind >= _TC_KIND_MAX || !tc_kind_get(o->kind))
+			return error_set(err, CNI_ERR_TUNE_FAILED, EEXIST,
+			                 "qdisc handle %s is held by a %s qdisc that aiqos does not manage", h,
+			                 d->kind_name[i][0] ? d->kind_name[i] : "foreign");
+		r = nl_tc_delete(sk, ifindex, o, err);
+		if (r < 0 && !delete_errno_is_absent(r))
+			return r;
+		error_clear(err);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int tc_put(struct apply_run *run, struct nl_sock *sk, int ifindex, enum plan_dev dev, const struct tc_spec *s,
+                  struct error *err)
+{
+	int r;
+
+	if (s->type == TC_FILTER && s->prio != 0) {
+		if (s->handle == 0 && run_take_flush(run, dev, s)) {
+			struct tc_spec del = *s;
+			del.handle = 0; /* whole prio/protocol */
+			r = nl_tc_delete(sk, ifindex, &del, err);
+			if (r < 0 && !delete_errno_is_absent(r))
+				return r;
+			error_clear(err);
+		}
+		r = nl_tc_replace(sk, ifindex, s, err);
+		if (r == -EEXIST && s->handle != 0) {
+			/* an exclusive create met our own filter: replace it */
+			r = nl_tc_delete(sk, ifindex, s, err);
+			if (r < 0 && !delete_errno_is_absent(r))
+				return r;
+			error_clear(err);
+			r = nl_tc_replace(sk, ifindex, s, err);
+		}
+		return r;
+	}
+	r = nl_tc_replace(sk, ifindex, s, err);
+	if (r == -EINVAL && s->type == TC_QDISC && s->handle != 0) {
+		struct error e = {0};
+		int q = qdisc_clear_handle(sk, ifindex, s, &e);
+		if (q == 0) {
+			error_clear(err);
+			r = nl_tc_replace(sk, ifindex, s, err);
+		} else if (q != -EINVAL) {
+			if (err)
+				*err = e;
+			r = q;
+		}
+	}
+	return r;
+}
+
+static int apply_tc_item(struct apply_run *run, struct plan_item *it, const struct apply_target *t,
+                         struct plan_caps *caps, struct error *err)
+{
+	struct nl_sock *sk;
+	int ifindex, r;
+	int refused_errno[PLAN_ALT_MAX] = {0};
+	bool tried[PLAN_ALT_MAX] = {false};
+
+	r = target_for(t, it->dev, &sk, &ifindex, err);
+	if (r < 0) {
+		it->err = -r;
+		error_prefix(err, "apply %s", it->id);
+		return r;
+	}
+	for (unsigned i = 0; i < it->n_alt; i++) {
+		const struct tc_spec *s = &it->tc[i];
+		struct error e = {0};
+
+		if (caps && ((s->kind >= 0 && s->kind < _TC_KIND_MAX && !plan_caps_has(caps, s->kind)) ||
+		             (spec_uses_pedit(s) && caps->missing_pedit))) {
+			it->err = EOPNOTSUPP; /* known missing: not tried */
+			continue;
+		}
+		r = tc_put(run, sk, ifindex, it->dev, s, &e);
+		if (r == 0) {
+			it->chosen = (int)i;
+			it->status = i == 0 ? ITEM_APPLIED : ITEM_DEGRADED;
+			/* what refused before this success is a missing feature for sure */
+			for (unsigned j = 0; j < i; j++)
+				if (tried[j])
+					caps_mark_refused(caps, &it->tc[j], s);
+			return 0;
+		}
+		if (!tc_refusal_is_missing_feature(s, -r)) {
+			it->err = -r;
+			if (err) {
+				*err = e;
+				if (!err->msg[0])
+					error_set(err, CNI_ERR_TUNE_FAILED, -r, "%s %s: %s", tc_type_name(s->type),
+					          spec_kind_name(s), strerror(-r));
+				err->code = CNI_ERR_TUNE_FAILED;
+			}
+			error_prefix(err, "apply %s on %s (ifindex %d)", it->id, dev_label(it->dev), ifindex);
+			return r;
+		}
+		it->err = -r;
+		tried[i] = true;
+		refused_errno[i] = -r;
+	}
+	/* Nothing accepted. Learn only what is unambiguous: EOPNOTSUPP, or ENOENT
+	 * where no missing parent can explain it. */
+	for (unsigned j = 0; j < it->n_alt; j++)
+		if (tried[j] && (refused_errno[j] == EOPNOTSUPP || refused_errno[j] == ENOTSUP ||
+		                 (refused_errno[j] == ENOENT && enoent_means_missing_feature(&it->tc[j]))))
+			caps_mark_refused(caps, &it->tc[j], NULL);
+	it->status = ITEM_SKIPPED;
+	it->chosen = -1;
+	return 0;
+}
+
+static bool sysctl_key_is(const char *key, const char *want)
+{
+	char norm[SYSCTL_KEY_MAX];
+	bool slashes = strchr(key, '/') != NULL;
+	size_t i;
+
+	for (i = 0; key[i] && i + 1 < sizeof(norm); i++)
+		norm[i] = (key[i] == '.' && !slashes) ? '/' : key[i];
+	norm[i] = '\0';
+	return streq(norm, want);
+}
+
+/* Is name a word of the space-separated list? */
+static bool word_in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = list;
+
+	while (*p) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		const char *w = p;
+		while (*p && *p != ' ' && *p != '\t')
+			p++;
+		if ((size_t)(p - w) == n && strncmp(w, name, n) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Called with the thread already in the right netns. */
+static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps, struct error *err)
+{
+	bool is_cc = sysctl_key_is(it->key, SYSCTL_CC_KEY);
+
+	for (unsigned i = 0; i < it->n_alt; i++) {
+		const char *val = it->val[i];
+		struct error e = {0};
+		int r;
+
+		if (is_cc && caps && caps->cc_available[0] && !word_in_list(caps->cc_available, val)) {
+			it->err = ENOENT; /* not in tcp_available_congestion_control */
+			continue;
+		}
+		r = sysctl_write(it->key, val, &e);
+		if (r == 0) {
+			it->chosen = (int)i;
+			it->status = i == 0 ? ITEM_APPLIED : ITEM_DEGRADED;
+			return 0;
+		}
+		it->err = -r;
+		if (r == -ENOENT) {
+			char cur[SYSCTL_WRITE_MAX + 1];
+			/* the key itself may be absent: no alternative can help */
+			if (sysctl_read(it->key, cur, sizeof(cur), NULL) == -ENOENT)
+				break;
+			continue; /* the value was refused (e.g. unknown congestion control) */
+		}
+		if (r == -EINVAL || r == -ERANGE)
+			continue;
+		/* outside the initial netns only tcp_allowed_congestion_control may be set (EPERM) */
+		if (is_cc && (r == -EPERM || r == -EBUSY))
+			continue;
+		if (err) {
+			*err = e;
+			err->code = CNI_ERR_TUNE_FAILED;
+		}
+		error_prefix(err, "apply %s", it->id);
+		return r;
+	}
+	it->status = ITEM_SKIPPED;
+	it->chosen = -1;
+	return 0;
+}
+
+static bool depends_satisfied(const struct plan *p, const struct plan_item *it)
+{
+	const struct plan_item *dep;
+
+	if (!it->depends[0])
+		return true;
+	dep = plan_find_const(p, it->depends);
+	return dep && dep != it && (dep->status == ITEM_APPLIED || dep->status == ITEM_DEGRADED);
+}
+
+static int validate_item(const struct plan_item *it, struct error *err)
+{
+	if (it->n_alt == 0 || it->n_alt > PLAN_ALT_MAX)
+		return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has %u alternatives (1..%d)", it->id,
+		                 it->n_alt, PLAN_ALT_MAX);
+	if (it->type != ITEM_TC && it->type != ITEM_SYSCTL)
+		return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid type %d", it->id,
+		                 (int)it->type);
+	if (it->dev < 0 || it->dev >= _DEV_MAX)
+		return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
+		                 (int)it->dev);
+	return 0;
+}
+
+/* Enter the netns a sysctl item belongs to (the pod's for DEV_POD, the
+ * caller's own otherwise), remembering where we came from in *saved. */
+static int sysctl_switch_netns(const struct plan_item *it, const struct apply_target *t, int *saved, struct error *err)
+{
+	int r;
+
+	if (it->dev == DEV_POD) {
+		if (*saved >= 0)
+			return 0; /* already in the pod netns */
+		if (t->pod_nsfd < 0)
+			return error_set(err, CNI_ERR_TUNE_FAILED, EBADF, "apply %s: no pod netns for pod sysctls",
+			                 it->id);
+		r = netns_enter(t->pod_nsfd, saved, err);
+		if (r < 0)
+			error_prefix(err, "apply %s", it->id);
+		return r;
+	}
+	if (*saved >= 0) {
+		r = netns_leave(*saved, err);
+		*saved = -1;
+		if (r < 0)
+			error_prefix(err, "apply %s", it->id);
+		return r;
+	}
+	return 0;
+}
+
+int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *caps, struct error *err)
+{
+	struct apply_run run = {.n_flushed = 0};
+	int saved = -1; /* original netns while inside the pod netns */
+	int r = 0;
+
+	if (p->n > PLAN_ITEMS_MAX)
+		return error_set(err, CNI_ERR_NONE, EINVAL, "plan has %u items (max %d)", p->n, PLAN_ITEMS_MAX);
+	for (unsigned i = 0; i < p->n; i++) {
+		struct plan_item *it = &p->items[i];
+		it->status = ITEM_PENDING;
+		it->chosen = -1;
+		it->err = 0;
+	}
+	for (unsigned i = 0; i < p->n; i++) {
+		struct plan_item *it = &p->items[i];
+
+		r = validate_item(it, err);
+		if (r < 0)
+			break;
+		if (!depends_satisfied(p, it)) {
+			it->status = ITEM_SKIPPED;
+			it->err = ESRCH; /* the item it depends on was not applied */
+			continue;
+		}
+		if (it->type == ITEM_TC) {
+			r = apply_tc_item(&run, it, t, caps, err);
+		} else {
+			r = sysctl_switch_netns(it, t, &saved, err);
+			if (r < 0) {
+				it->err = -r;
+				break;
+			}
+			r = apply_sysctl_item(it, caps, err);
+		}
+		if (r < 0)
+			break;
+	}
+	if (saved >= 0) {
+		struct error e = {0};
+		int q = netns_leave(saved, &e);
+		if (q < 0) {
+			/* worse than anything else: this thread is stuck in the pod netns */
+			if (err)
+				*err = e;
+			return q;
+		}
+	}
+	return r;
+}
+
+int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_target *t, struct error *err)
+{
+	struct nl_sock *sk;
+	int ifindex, r;
+
+	r = target_for(t, dev, &sk, &ifindex, NULL);
+	if (r < 0)
+		return 0; /* no socket or no device: nothing of ours can be there */
+	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+		const struct plan_item *it = &p->items[i];
+		const struct tc_spec *s;
+		struct error e = {0};
+
+		if (it->type != ITEM_TC || it->dev != dev)
+			continue;
+		s = plan_item_effective_tc(it);
+		if (!s || !spec_is_root_qdisc(s))
+			continue; /* children go with their root */
+		r = nl_tc_delete(sk, ifindex, s, &e);
+		if (r == -ENODEV)
+			return 0; /* the device is gone, and everything on it */
+		if (r < 0 && !delete_errno_is_absent(r)) {
+			if (err)
+				*err = e;
+			error_prefix(err, "remove %s from %s (ifindex %d)", it->id, dev_label(dev), ifindex);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int observe_dev(enum plan_dev dev, const struct apply_target *t, struct observed *ret, struct error *err)
+{
+	_cleanup_free_ struct tc_dump *d = NULL;
+	struct nl_sock *sk;
+	int ifindex, r;
+
+	r = target_for(t, dev, &sk, &ifindex, err);
+	if (r < 0)
+		goto fail;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return error_set(err, CNI_ERR_NONE, ENOMEM, "observe %s: out of memory", dev_label(dev));
+	r = nl_tc_dump(sk, ifindex, d, err);
+	if (r < 0)
+		goto fail;
+	for (unsigned i = 0; i < d->n && i < ARRAY_SIZE(d->tc); i++) {
+		if (ret->n >= OBSERVED_MAX)
+			return error_set(err, CNI_ERR_NONE, ENOBUFS, "observe %s (ifindex %d): more than %d tc objects",
+			                 dev_label(dev), ifindex, OBSERVED_MAX);
+		ret->dev[ret->n] = dev;
+		ret->tc[ret->n] = d->tc[i];
+		ret->n++;
+	}
+	return 0;
+fail:
+	error_prefix(err, "observe %s", dev_label(dev));
+	return r;
+}
+
+static bool observed_has_key(const struct observed *o, const char *key)
+{
+	for (unsigned i = 0; i < o->n_sysctl; i++)
+		if (streq(o->sysctl_key[i], key))
+			return true;
+	return false;
+}
+
+static int observe_sysctls(const struct plan *p, bool pod, struct observed *ret, struct error *err)
+{
+	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+		const struct plan_item *it = &p->items[i];
+		char val[SYSCTL_WRITE_MAX + 1];
+		int r;
+
+		if (it->type != ITEM_SYSCTL || (it->dev == DEV_POD) != pod || observed_has_key(ret, it->key))
+			continue;
+		r = sysctl_read(it->key, val, sizeof(val), err);
+		if (r == -ENOENT)
+			continue; /* the kernel lacks it: nothing observed */
+		if (r < 0) {
+			error_prefix(err, "observe %s", it->id);
+			return r;
+		}
+		if (ret->n_sysctl >= PLAN_ITEMS_MAX)
+			return error_set(err, CNI_ERR_NONE, ENOBUFS, "observe: more than %d sysctls", PLAN_ITEMS_MAX);
+		str_copy(ret->sysctl_key[ret->n_sysctl], SYSCTL_KEY_MAX, it->key);
+		/* longer values cannot match a planned one; keep them truncated */
+		str_copy(ret->sysctl_val[ret->n_sysctl], SYSCTL_VAL_MAX, val);
+		ret->n_sysctl++;
+	}
+	return 0;
+}
+
+int observe_plan(const struct plan *p, const struct apply_target *t, struct observed *ret, struct error *err)
+{
+	bool want_dev[_DEV_MAX] = {false};
+	bool pod_sysctls = false, other_sysctls = false;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+		const struct plan_item *it = &p->items[i];
+		if (it->dev < 0 || it->dev >= _DEV_MAX)
+			return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
+			                 (int)it->dev);
+		if (it->type == ITEM_TC)
+			want_dev[it->dev] = true;
+		else if (it->dev == DEV_POD)
+			pod_sysctls = true;
+		else
+			other_sysctls = true;
+	}
+	for (int d = 0; d < _DEV_MAX; d++) {
+		if (!want_dev[d])
+			continue;
+		r = observe_dev((enum plan_dev)d, t, ret, err);
+		if (r < 0)
+			return r;
+	}
+	if (other_sysctls) {
+		r = observe_sysctls(p, false, ret, err);
+		if (r < 0)
+			return r;
+	}
+	if (pod_sysctls) {
+		int saved = -1, q;
+		if (t->pod_nsfd < 0)
+			return error_set(err, CNI_ERR_NONE, EBADF, "observe: no pod netns for pod sysctls");
+		r = netns_enter(t->pod_nsfd, &saved, err);
+		if (r < 0)
+			return r;
+		r = observe_sysctls(p, true, ret, err);
+		q = netns_leave(saved, err); /* failing to return beats any other error */
+		if (q < 0)
+			return q;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

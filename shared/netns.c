@@ -1,0 +1,180 @@
+/* netns.c — entering network namespaces (setns per thread) and reading or
+ * writing the per-netns sysctls under /proc/sys of the calling thread's netns.
+ * Mechanism only: callers decide what a missing key or a refused value means. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
+
+#include "netns.h"
+
+int netns_open(const char *path, int *ret_fd, struct error *err)
+{
+	int fd;
+
+	if (!path || !*path)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "netns path is empty");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(err, errno == ENOENT ? CNI_ERR_NONE : CNI_ERR_IO, errno, "open netns '%s': %s", path,
+		                 strerror(errno));
+	*ret_fd = fd;
+	return 0;
+}
+
+int netns_enter(int nsfd, int *ret_saved, struct error *err)
+{
+	_cleanup_close_ int saved = -1;
+
+	if (nsfd < 0)
+		return error_set(err, CNI_ERR_NONE, EBADF, "enter netns: no netns file descriptor");
+	saved = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (saved < 0)
+		return error_set(err, CNI_ERR_IO, errno, "open /proc/self/ns/net: %s", strerror(errno));
+	if (setns(nsfd, CLONE_NEWNET) < 0)
+		return error_set(err, CNI_ERR_IO, errno, "enter netns (fd %d): %s", nsfd, strerror(errno));
+	*ret_saved = TAKE_FD(saved);
+	return 0;
+}
+
+int netns_leave(int saved, struct error *err)
+{
+	int r = 0;
+
+	if (saved < 0)
+		return error_set(err, CNI_ERR_NONE, EBADF, "leave netns: no saved netns");
+	if (setns(saved, CLONE_NEWNET) < 0)
+		r = error_set(err, CNI_ERR_IO, errno, "return to the original netns: %s", strerror(errno));
+	close(saved);
+	return r;
+}
+
+/* "net.ipv4.tcp_ecn" or "net/ipv4/tcp_ecn" -> "/proc/sys/net/ipv4/tcp_ecn".
+ * As in sysctl(8), a key that contains '/' keeps its dots (so
+ * "net/ipv4/conf/eth0.100/rp_filter" works). Refuses empty keys, absolute keys, ".." components and characters that
+ * have no business in a sysctl name. */
+static int sysctl_path(const char *key, char *buf, size_t size, struct error *err)
+{
+	static const char prefix[] = "/proc/sys/";
+	size_t n, i;
+	bool slashes;
+
+	if (!key || !*key)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "sysctl key is empty");
+	n = strlen(key);
+	if (key[0] == '/' || key[0] == '.' || strstr(key, "..") || key[n - 1] == '/' || key[n - 1] == '.')
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
+	if (sizeof(prefix) + n > size)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "sysctl key '%s' is too long", key);
+	slashes = strchr(key, '/') != NULL;
+	memcpy(buf, prefix, sizeof(prefix) - 1);
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)key[i];
+		if (c == '.' && !slashes)
+			c = '/';
+		else if (!isalnum(c) && c != '_' && c != '-' && c != '/' && c != '.')
+			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
+		if (c == '/' && (key[i + 1] == '/' || key[i + 1] == '.'))
+			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
+		buf[sizeof(prefix) - 1 + i] = (char)c;
+	}
+	buf[sizeof(prefix) - 1 + n] = '\0';
+	return 0;
+}
+
+int sysctl_read(const char *key, char *buf, size_t size, struct error *err)
+{
+	char path[256];
+	_cleanup_close_ int fd = -1;
+	size_t len = 0;
+	int r;
+
+	if (size == 0)
+		return error_set(err, CNI_ERR_NONE, EINVAL, "read sysctl '%s': no buffer", key ? key : "");
+	r = sysctl_path(key, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(err, CNI_ERR_IO, errno, "read sysctl '%s': %s", key, strerror(errno));
+	for (;;) {
+		ssize_t k;
+		if (len + 1 >= size)
+			return error_set(err, CNI_ERR_IO, EOVERFLOW, "read sysctl '%s': value longer than %zu bytes",
+			                 key, size - 1);
+		k = read(fd, buf + len, size - 1 - len);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return error_set(err, CNI_ERR_IO, errno, "read sysctl '%s': %s", key, strerror(errno));
+		}
+		if (k == 0)
+			break;
+		len += (size_t)k;
+	}
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == ' ' || buf[len - 1] == '\t'))
+		len--;
+	buf[len] = '\0';
+	return 0;
+}
+
+int sysctl_write(const char *key, const char *val, struct error *err)
+{
+	char path[256];
+	char line[SYSCTL_WRITE_MAX + 2];
+	_cleanup_close_ int fd = -1;
+	size_t n;
+	ssize_t k;
+	int r;
+
+	r = sysctl_path(key, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	if (!val)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "write sysctl '%s': no value", key);
+	n = strlen(val);
+	if (n > SYSCTL_WRITE_MAX)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "write sysctl '%s': value is too long", key);
+	if (strchr(val, '\n'))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "write sysctl '%s': value contains a newline",
+		                 key);
+	memcpy(line, val, n);
+	line[n] = '\n';
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(err, CNI_ERR_IO, errno, "write sysctl '%s': %s", key, strerror(errno));
+	do
+		k = write(fd, line, n + 1);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return error_set(err, CNI_ERR_IO, errno, "write sysctl %s='%s': %s", key, val, strerror(errno));
+	if ((size_t)k != n + 1)
+		return error_set(err, CNI_ERR_IO, EIO, "write sysctl %s='%s': short write (%zd of %zu bytes)", key, val,
+		                 k, n + 1);
+	return 0;
+}
+
+bool sysctl_value_equal(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	for (;;) {
+		while (isspace((unsigned char)*a))
+			a++;
+		while (isspace((unsigned char)*b))
+			b++;
+		if (!*a || !*b)
+			return !*a && !*b;
+		/* compare one token */
+		while (*a && *b && !isspace((unsigned char)*a) && !isspace((unsigned char)*b)) {
+			if (*a != *b)
+				return false;
+			a++;
+			b++;
+		}
+		/* both tokens must end together */
+		if ((*a && !isspace((unsigned char)*a)) || (*b && !isspace((unsigned char)*b)))
+			return false;
+	}
+}

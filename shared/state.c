@@ -1,0 +1,675 @@
+/* state.c — the per-attachment state store: one JSON file per attachment
+ * (<dir>/<containerId>@<ifname>.json), written atomically (O_EXCL temp file,
+ * fsync, rename, fsync of the directory) and validated strictly when read
+ * back: every error names the file and the field. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "state.h"
+
+#define STATE_VERSION 1
+
+static void cjson_deletep(cJSON **j)
+{
+	if (*j)
+		cJSON_Delete(*j);
+}
+#define _cleanup_json_ _cleanup_(cjson_deletep)
+
+static void closedirp(DIR **d)
+{
+	if (*d)
+		closedir(*d);
+}
+
+static bool id_char_ok(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+	       c == '-';
+}
+
+static int check_name(const char *what, const char *s, size_t max, struct error *err)
+{
+	size_t n;
+
+	if (!s || !*s)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s is empty", what);
+	n = strnlen(s, max + 1);
+	if (n > max)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "%s is longer than %zu characters", what,
+		                 max);
+	if (s[0] == '.' || s[0] == '-')
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s '%s' may not start with '%c'", what, s, s[0]);
+	for (size_t i = 0; i < n; i++)
+		if (!id_char_ok(s[i]))
+			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			                 "%s '%.*s' has a character outside [A-Za-z0-9_.-]", what, (int)n, s);
+	return 0;
+}
+
+int state_check_id(const char *container_id, const char *ifname, struct error *err)
+{
+	int r = check_name("container ID", container_id, STATE_ID_MAX - 1, err);
+	if (r < 0)
+		return r;
+	return check_name("interface name", ifname, IFNAME_LEN - 1, err);
+}
+
+int state_path(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size)
+{
+	int n;
+
+	if (!dir || !*dir)
+		return -EINVAL;
+	if (state_check_id(container_id, ifname, NULL) < 0)
+		return -EINVAL;
+	n = snprintf(buf, size, "%s/%s@%s.json", dir, container_id, ifname);
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int path_for(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size,
+                    struct error *err)
+{
+	int r = state_check_id(container_id, ifname, err);
+	if (r < 0)
+		return r;
+	if (!dir || !*dir)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "state directory is empty");
+	r = state_path(dir, container_id, ifname, buf, size);
+	if (r < 0)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, -r, "state path for %s/%s under '%s' is too long",
+		                 container_id, ifname, dir);
+	return 0;
+}
+
+/* mkdir -p with mode 0700 for what is created; existing directories stay as they are. */
+static int mkdir_p(const char *dir, struct error *err)
+{
+	char path[STATE_PATH_MAX];
+	struct stat st;
+	size_t n;
+
+	if (str_copy(path, sizeof(path), dir) < 0)
+		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "state directory '%s' is too long", dir);
+	n = strlen(path);
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		char saved = path[i];
+		path[i] = '\0';
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return error_set(err, CNI_ERR_STATE, errno, "create state directory '%s': %s", path,
+			                 strerror(errno));
+		path[i] = saved;
+	}
+	if (stat(dir, &st) < 0)
+		return error_set(err, CNI_ERR_STATE, errno, "state directory '%s': %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return error_set(err, CNI_ERR_STATE, ENOTDIR, "state directory '%s' is not a directory", dir);
+	return 0;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t k = write(fd, buf, len);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			return -EIO;
+		buf += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0 && errno != EINVAL) /* some filesystems cannot sync directories */
+		return -errno;
+	return 0;
+}
+
+/* Human-readable description of alternative i of an item. */
+static void describe_alt(const struct plan_item *it, int i, char *buf, size_t size)
+{
+	if (i < 0 || (unsigned)i >= it->n_alt || i >= PLAN_ALT_MAX) {
+		snprintf(buf, size, "nothing");
+		return;
+	}
+	if (it->type == ITEM_SYSCTL) {
+		snprintf(buf, size, "%s=%s", it->key, it->val[i]);
+		return;
+	}
+	const struct tc_spec *s = &it->tc[i];
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	char params[TC_FORMAT_MAX] = "";
+	if (k && k->format)
+		k->format(s, params, sizeof(params));
+	snprintf(buf, size, "%s%s%s", k ? k->name : "?", params[0] ? " " : "", params);
+}
+
+static void describe_reason(const struct plan_item *it, char *buf, size_t size)
+{
+	const char *why = "refused by the kernel";
+
+	if (it->err == ESRCH) {
+		snprintf(buf, size, "depends on %s, which was not applied", it->depends);
+		return;
+	}
+	if (it->err == 0) {
+		snprintf(buf, size, "unknown");
+		return;
+	}
+	if (it->err == ENOENT || it->err == EOPNOTSUPP)
+		why = it->type == ITEM_TC ? "not supported by this kernel" : "not available in this kernel";
+	else if (it->err == EPERM && it->type == ITEM_SYSCTL)
+		why = "not allowed in the pod's network namespace";
+	snprintf(buf, size, "%s: %s (errno %d)", why, strerror(it->err), it->err);
+}
+
+static cJSON *degraded_to_json(const struct plan *p)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	if (!arr)
+		return NULL;
+	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+		const struct plan_item *it = &p->items[i];
+		char wanted[TC_FORMAT_MAX + 32], got[TC_FORMAT_MAX + 32], reason[128];
+		cJSON *o;
+
+		if (it->status != ITEM_DEGRADED && it->status != ITEM_SKIPPED)
+			continue;
+		describe_alt(it, 0, wanted, sizeof(wanted));
+		describe_reason(it, reason, sizeof(reason));
+		o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			cJSON_Delete(arr);
+			return NULL;
+		}
+		bool ok = cJSON_AddStringToObject(o, "id", it->id) && cJSON_AddStringToObject(o, "wanted", wanted);
+		if (it->status == ITEM_DEGRADED) {
+			describe_alt(it, it->chosen, got, sizeof(got));
+			ok = ok && cJSON_AddStringToObject(o, "got", got);
+		} else {
+			ok = ok && cJSON_AddNullToObject(o, "got");
+		}
+		ok = ok && cJSON_AddStringToObject(o, "reason", reason);
+		if (!ok) {
+			cJSON_Delete(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+/* The rendered effective plan as an array of lines (without empty ones). */
+static cJSON *effective_to_json(const struct attach_state *s)
+{
+	_cleanup_free_ char *text = NULL;
+	cJSON *arr;
+	char *line, *save = NULL;
+
+	if (plan_render(&s->plan, &s->ifs, s->netns, PLAN_FMT_TEXT, true, &text) < 0 || !text)
+		text = NULL;
+	arr = cJSON_CreateArray();
+	if (!arr || !text)
+		return arr;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!cJSON_AddItemToArray(arr, cJSON_CreateString(line))) {
+			cJSON_Delete(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+struct cJSON *state_to_json(const struct attach_state *s)
+{
+	_cleanup_json_ cJSON *j = cJSON_CreateObject();
+	cJSON *o, *a;
+	const char *cls;
+	bool ok;
+
+	if (!j)
+		return NULL;
+	cls = workload_class_name(s->workload.class);
+	ok = cJSON_AddNumberToObject(j, "version", STATE_VERSION) &&
+	     cJSON_AddStringToObject(j, "containerId", s->container_id) &&
+	     cJSON_AddStringToObject(j, "ifname", s->ifname) && cJSON_AddStringToObject(j, "netns", s->netns);
+	if (!ok)
+		return NULL;
+
+	o = cJSON_AddObjectToObject(j, "pod");
+	ok = o && cJSON_AddStringToObject(o, "namespace", s->pod_namespace) &&
+	     cJSON_AddStringToObject(o, "name", s->pod_name) && cJSON_AddStringToObject(o, "uid", s->pod_uid);
+	ok = ok && cJSON_AddStringToObject(j, "network", s->network) &&
+	     cJSON_AddStringToObject(j, "class", cls ? cls : "default") &&
+	     cJSON_AddStringToObject(j, "profile", s->profile);
+	if (!ok)
+		return NULL;
+
+	o = cJSON_AddObjectToObject(j, "workload");
+	ok = o && cJSON_AddNumberToObject(o, "egressBps", (double)s->workload.egress_bps) &&
+	     cJSON_AddNumberToObject(o, "ingressBps", (double)s->workload.ingress_bps) &&
+	     cJSON_AddStringToObject(o, "profileRequested", s->workload.profile);
+	ok = ok && cJSON_AddStringToObject(j, "annotationsSource", s->annotations_source);
+	if (!ok)
+		return NULL;
+
+	o = cJSON_AddObjectToObject(j, "ifaces");
+	ok = o && cJSON_AddStringToObject(o, "pod", s->ifs.pod_ifname) &&
+	     cJSON_AddStringToObject(o, "host", s->ifs.host_ifname) &&
+	     cJSON_AddNumberToObject(o, "podIfindex", s->pod_ifindex) &&
+	     cJSON_AddNumberToObject(o, "hostIfindex", s->host_ifindex) &&
+	     cJSON_AddNumberToObject(o, "mtu", s->ifs.mtu);
+	if (!ok)
+		return NULL;
+
+	a = cJSON_AddArrayToObject(j, "ips");
+	if (!a)
+		return NULL;
+	for (unsigned i = 0; i < s->n_ips && i < ARRAY_SIZE(s->ips); i++)
+		if (!cJSON_AddItemToArray(a, cJSON_CreateString(s->ips[i])))
+			return NULL;
+
+	if (!cJSON_AddItemToObject(j, "choices", plan_choices_to_json(&s->plan)))
+		return NULL;
+	if (!cJSON_AddItemToObject(j, "effective", effective_to_json(s)))
+		return NULL;
+	if (!cJSON_AddItemToObject(j, "degraded", degraded_to_json(&s->plan)))
+		return NULL;
+	ok = cJSON_AddStringToObject(j, "failure", s->failure) &&
+	     cJSON_AddNumberToObject(j, "updated", (double)s->updated_unix);
+	if (!ok)
+		return NULL;
+	return TAKE_PTR(j);
+}
+
+/* ---- reading ---- */
+
+/* obj[name] as a string copied into buf. Absent: "" unless required. */
+static int get_str(const cJSON *obj, const char *ctx, const char *name, bool required, char *buf, size_t size,
+                   struct error *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	buf[0] = '\0';
+	if (!v || cJSON_IsNull(v)) {
+		if (required)
+			return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is missing", ctx, name);
+		return 0;
+	}
+	if (!cJSON_IsString(v) || !v->valuestring)
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is not a string", ctx, name);
+	if (str_copy(buf, size, v->valuestring) < 0)
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is longer than %zu characters", ctx, name,
+		                 size - 1);
+	return 0;
+}
+
+/* obj[name] as an integer in [min, max]. Absent: 0 unless required. */
+static int get_int(const cJSON *obj, const char *ctx, const char *name, bool required, double min, double max,
+                   int64_t *ret, struct error *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+	double d;
+
+	*ret = 0;
+	if (!v || cJSON_IsNull(v)) {
+		if (required)
+			return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is missing", ctx, name);
+		return 0;
+	}
+	if (!cJSON_IsNumber(v))
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is not a number", ctx, name);
+	d = v->valuedouble;
+	if (!isfinite(d) || d != floor(d) || d < min || d > max)
+		return error_set(err, CNI_ERR_STATE, ERANGE, "field '%s%s' = %g is not an integer in [%.0f, %.0f]", ctx,
+		                 name, d, min, max);
+	*ret = (int64_t)d;
+	return 0;
+}
+
+static int get_obj(const cJSON *obj, const char *name, const cJSON **ret, struct error *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	*ret = NULL;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsObject(v))
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s' is not an object", name);
+	*ret = v;
+	return 0;
+}
+
+int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSON **ret_choices, struct error *err)
+{
+	_cleanup_free_ struct attach_state *s = NULL;
+	const cJSON *o, *a, *choices;
+	char cls[32];
+	int64_t v;
+	int r;
+
+	if (ret_choices)
+		*ret_choices = NULL;
+	if (!cJSON_IsObject(j))
+		return error_set(err, CNI_ERR_STATE, EINVAL, "not a JSON object");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return error_set(err, CNI_ERR_STATE, ENOMEM, "out of memory");
+
+	r = get_int(j, "", "version", true, 0, 1e6, &v, err);
+	if (r < 0)
+		return r;
+	if (v != STATE_VERSION)
+		return error_set(err, CNI_ERR_STATE, EPROTO, "field 'version' = %lld is not supported (want %d)",
+		                 (long long)v, STATE_VERSION);
+	if ((r = get_str(j, "", "containerId", true, s->container_id, sizeof(s->container_id), err)) < 0 ||
+	    (r = get_str(j, "", "ifname", true, s->ifname, sizeof(s->ifname), err)) < 0)
+		return r;
+	r = state_check_id(s->container_id, s->ifname, err);
+	if (r < 0) {
+		error_prefix(err, "field 'containerId'/'ifname'");
+		if (err)
+			err->code = CNI_ERR_STATE;
+		return r;
+	}
+	if ((r = get_str(j, "", "netns", false, s->netns, sizeof(s->netns), err)) < 0 ||
+	    (r = get_str(j, "", "network", false, s->network, sizeof(s->network), err)) < 0 ||
+	    (r = get_str(j, "", "profile", false, s->profile, sizeof(s->profile), err)) < 0 ||
+	    (r = get_str(j, "", "annotationsSource", false, s->annotations_source, sizeof(s->annotations_source),
+	                 err)) < 0 ||
+	    (r = get_str(j, "", "failure", false, s->failure, sizeof(s->failure), err)) < 0 ||
+	    (r = get_str(j, "", "class", true, cls, sizeof(cls), err)) < 0)
+		return r;
+	s->workload.class = workload_class_from_name(cls);
+	if (s->workload.class == _CLASS_INVALID)
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'class' = '%s' is not a workload class", cls);
+	r = get_int(j, "", "updated", true, 0, 1e15, &s->updated_unix, err);
+	if (r < 0)
+		return r;
+
+	if ((r = get_obj(j, "pod", &o, err)) < 0)
+		return r;
+	if (o && ((r = get_str(o, "pod.", "namespace", false, s->pod_namespace, sizeof(s->pod_namespace), err)) < 0 ||
+	          (r = get_str(o, "pod.", "name", false, s->pod_name, sizeof(s->pod_name), err)) < 0 ||
+	          (r = get_str(o, "pod.", "uid", false, s->pod_uid, sizeof(s->pod_uid), err)) < 0))
+		return r;
+
+	if ((r = get_obj(j, "workload", &o, err)) < 0)
+		return r;
+	if (o) {
+		if ((r = get_int(o, "workload.", "egressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
+			return r;
+		s->workload.egress_bps = (uint64_t)v;
+		if ((r = get_int(o, "workload.", "ingressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
+			return r;
+		s->workload.ingress_bps = (uint64_t)v;
+		if ((r = get_str(o, "workload.", "profileRequested", false, s->workload.profile,
+		                 sizeof(s->workload.profile), err)) < 0)
+			return r;
+	}
+
+	if ((r = get_obj(j, "ifaces", &o, err)) < 0)
+		return r;
+	if (o) {
+		if ((r = get_str(o, "ifaces.", "pod", false, s->ifs.pod_ifname, sizeof(s->ifs.pod_ifname), err)) < 0 ||
+		    (r = get_str(o, "ifaces.", "host", false, s->ifs.host_ifname, sizeof(s->ifs.host_ifname), err)) < 0)
+			return r;
+		if ((r = get_int(o, "ifaces.", "podIfindex", false, 0, INT32_MAX, &v, err)) < 0)
+			return r;
+		s->pod_ifindex = (int)v;
+		if ((r = get_int(o, "ifaces.", "hostIfindex", false, 0, INT32_MAX, &v, err)) < 0)
+			return r;
+		s->host_ifindex = (int)v;
+		if ((r = get_int(o, "ifaces.", "mtu", false, 0, 65535 * 4, &v, err)) < 0)
+			return r;
+		s->ifs.mtu = (uint32_t)v;
+	}
+
+	a = cJSON_GetObjectItemCaseSensitive(j, "ips");
+	if (a && !cJSON_IsNull(a)) {
+		const cJSON *ip;
+		if (!cJSON_IsArray(a))
+			return error_set(err, CNI_ERR_STATE, EINVAL, "field 'ips' is not an array");
+		if (cJSON_GetArraySize(a) > (int)ARRAY_SIZE(s->ips))
+			return error_set(err, CNI_ERR_STATE, E2BIG, "field 'ips' has more than %zu entries",
+			                 ARRAY_SIZE(s->ips));
+		cJSON_ArrayForEach(ip, a)
+		{
+			if (!cJSON_IsString(ip) || str_copy(s->ips[s->n_ips], sizeof(s->ips[0]), ip->valuestring) < 0)
+				return error_set(err, CNI_ERR_STATE, EINVAL,
+				                 "field 'ips[%u]' is not an address string of at most %zu characters",
+				                 s->n_ips, sizeof(s->ips[0]) - 1);
+			s->n_ips++;
+		}
+	}
+
+	choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
+	if (!choices)
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'choices' is missing");
+	if (!cJSON_IsArray(choices) && !cJSON_IsObject(choices))
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'choices' is not an array or object");
+	if (ret_choices) {
+		*ret_choices = cJSON_Duplicate(choices, true);
+		if (!*ret_choices)
+			return error_set(err, CNI_ERR_STATE, ENOMEM, "copy field 'choices': out of memory");
+	}
+	*ret = *s;
+	return 0;
+}
+
+int state_save(const char *dir, const struct attach_state *s, struct error *err)
+{
+	char path[STATE_PATH_MAX], tmp[STATE_PATH_MAX + 32];
+	_cleanup_json_ cJSON *j = NULL;
+	_cleanup_free_ char *text = NULL;
+	_cleanup_close_ int fd = -1;
+	int r, n;
+
+	r = path_for(dir, s->container_id, s->ifname, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "state path '%s' is too long", path);
+	j = state_to_json(s);
+	if (!j)
+		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
+	text = cJSON_Print(j);
+	if (!text)
+		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
+	r = mkdir_p(dir, err);
+	if (r < 0)
+		return r;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		/* left behind by a crashed process that had our pid */
+		unlink(tmp);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	}
+	if (fd < 0)
+		return error_set(err, CNI_ERR_STATE, errno, "create state file '%s': %s", tmp, strerror(errno));
+
+	r = write_all(fd, text, strlen(text));
+	if (r == 0)
+		r = write_all(fd, "\n", 1);
+	if (r < 0) {
+		error_set(err, CNI_ERR_STATE, -r, "write state file '%s': %s", tmp, strerror(-r));
+		goto fail;
+	}
+	if (fsync(fd) < 0) {
+		r = error_set(err, CNI_ERR_STATE, errno, "fsync state file '%s': %s", tmp, strerror(errno));
+		goto fail;
+	}
+	if (close(TAKE_FD(fd)) < 0) {
+		r = error_set(err, CNI_ERR_STATE, errno, "close state file '%s': %s", tmp, strerror(errno));
+		goto fail;
+	}
+	if (rename(tmp, path) < 0) {
+		r = error_set(err, CNI_ERR_STATE, errno, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
+		goto fail;
+	}
+	r = fsync_dir(dir);
+	if (r < 0)
+		return error_set(err, CNI_ERR_STATE, -r, "fsync state directory '%s': %s", dir, strerror(-r));
+	return 0;
+fail:
+	unlink(tmp);
+	return r;
+}
+
+int state_load(const char *dir, const char *container_id, const char *ifname, struct attach_state *ret,
+               struct cJSON **ret_choices, struct error *err)
+{
+	char path[STATE_PATH_MAX];
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_json_ cJSON *j = NULL;
+	struct stat st;
+	size_t len = 0;
+	int r;
+
+	if (ret_choices)
+		*ret_choices = NULL;
+	r = path_for(dir, container_id, ifname, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return error_set(err, CNI_ERR_STATE, errno, "open state file '%s': %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0)
+		return error_set(err, CNI_ERR_STATE, errno, "stat state file '%s': %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' is not a regular file", path);
+	if (st.st_size > STATE_FILE_MAX)
+		return error_set(err, CNI_ERR_STATE, EFBIG, "state file '%s' is larger than %d bytes", path,
+		                 STATE_FILE_MAX);
+	buf = malloc(STATE_FILE_MAX + 1);
+	if (!buf)
+		return error_set(err, CNI_ERR_STATE, ENOMEM, "read state file '%s': out of memory", path);
+	for (;;) {
+		ssize_t k = read(fd, buf + len, STATE_FILE_MAX + 1 - len);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return error_set(err, CNI_ERR_STATE, errno, "read state file '%s': %s", path, strerror(errno));
+		}
+		if (k == 0)
+			break;
+		len += (size_t)k;
+		if (len > STATE_FILE_MAX)
+			return error_set(err, CNI_ERR_STATE, EFBIG, "state file '%s' is larger than %d bytes", path,
+			                 STATE_FILE_MAX);
+	}
+	if (len == 0)
+		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' is empty", path);
+	buf[len] = '\0';
+	if (memchr(buf, '\0', len))
+		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' contains a NUL byte", path);
+	{
+		const char *end = NULL;
+		/* len + 1: cJSON checks for the terminating NUL inside the length */
+		j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, true);
+		if (!j) {
+			size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
+			return error_set(err, CNI_ERR_STATE, EINVAL,
+			                 "state file '%s': invalid or truncated JSON at byte %zu of %zu", path, off,
+			                 len);
+		}
+	}
+	r = state_from_json(j, ret, ret_choices, err);
+	if (r < 0) {
+		error_prefix(err, "state file '%s'", path);
+		return r;
+	}
+	if (!streq(ret->container_id, container_id) || !streq(ret->ifname, ifname)) {
+		if (ret_choices) {
+			cJSON_Delete(*ret_choices);
+			*ret_choices = NULL;
+		}
+		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' belongs to %s/%s", path,
+		                 ret->container_id, ret->ifname);
+	}
+	return 0;
+}
+
+int state_remove(const char *dir, const char *container_id, const char *ifname, struct error *err)
+{
+	char path[STATE_PATH_MAX];
+	int r;
+
+	r = path_for(dir, container_id, ifname, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	if (unlink(path) < 0 && errno != ENOENT)
+		return error_set(err, CNI_ERR_STATE, errno, "remove state file '%s': %s", path, strerror(errno));
+	return 0;
+}
+
+int state_list(const char *dir, int (*cb)(const char *container_id, const char *ifname, void *userdata), void *userdata,
+               struct error *err)
+{
+	_cleanup_(closedirp) DIR *d = NULL;
+	struct dirent *de;
+
+	if (!dir || !*dir)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "state directory is empty");
+	d = opendir(dir);
+	if (!d) {
+		if (errno == ENOENT)
+			return 0; /* nothing was ever saved */
+		return error_set(err, CNI_ERR_STATE, errno, "open state directory '%s': %s", dir, strerror(errno));
+	}
+	for (;;) {
+		char name[256], *at, *dot;
+		size_t n;
+		int r;
+
+		errno = 0;
+		de = readdir(d);
+		if (!de) {
+			if (errno)
+				return error_set(err, CNI_ERR_STATE, errno, "read state directory '%s': %s", dir,
+				                 strerror(errno));
+			break;
+		}
+		if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
+			continue;
+		if (str_copy(name, sizeof(name), de->d_name) < 0)
+			continue;
+		n = strlen(name);
+		if (n <= 5 || !streq(name + n - 5, ".json"))
+			continue; /* temp files end in .tmp.<pid> */
+		dot = name + n - 5;
+		*dot = '\0';
+		at = strchr(name, '@');
+		if (!at || strchr(at + 1, '@'))
+			continue;
+		*at = '\0';
+		if (state_check_id(name, at + 1, NULL) < 0)
+			continue; /* not one of ours */
+		r = cb(name, at + 1, userdata);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

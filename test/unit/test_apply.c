@@ -1,0 +1,796 @@
+/* test_apply.c — the applier and observer against a real kernel: a veth pair
+ * between two fresh network namespaces ("host" and "pod"), a hand-built plan
+ * with alternatives, and independent checks with `tc -j` and /proc/sys
+ * inside the namespaces. Needs root; without it every case is reported as
+ * skipped. Expectations follow what this kernel has (probed with tc first),
+ * so the same test holds on the CI kernel (no fq, fq_codel, pedit, dctcp) and
+ * on a full one. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <linux/if_ether.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <netlink/netlink.h>
+#include <sys/stat.h>
+
+#include "apply.h"
+#include "netns.h"
+#include "nl.h"
+#include "t.h"
+
+/* ---- fixture ---- */
+
+static struct {
+	bool ready;
+	char ns_host[32], ns_pod[32];
+	char host_if[16];
+	int host_nsfd, pod_nsfd;
+	struct nl_sock *host_sk, *pod_sk;
+	int host_ifindex, pod_ifindex;
+	/* what this kernel has, probed with tc(8) */
+	bool has_fq, has_fq_codel, has_pedit;
+	char cc_allowed[256];
+} fx = {.host_nsfd = -1, .pod_nsfd = -1};
+
+static void need_root(void)
+{
+	if (geteuid() != 0) {
+		printf("test_apply: skipped: needs root for network namespaces and tc (euid %u)\n",
+		       (unsigned)geteuid());
+		printf("0 passed, 0 failed, %u skipped\n", t_n_cases);
+		exit(0);
+	}
+}
+
+static int sh(const char *fmt, ...) _printf_(1, 2);
+static int sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	r = system(cmd);
+	return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+/* Output of a command (stdout), malloc'd. */
+static char *sh_out(const char *fmt, ...) _printf_(1, 2);
+static char *sh_out(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	FILE *f;
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap);
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	f = popen(cmd, "re");
+	if (!f) {
+		buf[0] = '\0';
+		return buf;
+	}
+	for (;;) {
+		size_t k = fread(buf + len, 1, cap - 1 - len, f);
+		if (k == 0)
+			break;
+		len += k;
+		if (len + 1 >= cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+		}
+	}
+	pclose(f);
+	buf[len] = '\0';
+	while (len > 0 && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	return buf;
+}
+
+static void fixture_down(void)
+{
+	if (fx.pod_sk)
+		nl_close(fx.pod_sk);
+	if (fx.host_sk)
+		nl_close(fx.host_sk);
+	fx.pod_sk = fx.host_sk = NULL;
+	if (fx.pod_nsfd >= 0)
+		close(fx.pod_nsfd);
+	if (fx.host_nsfd >= 0)
+		close(fx.host_nsfd);
+	fx.pod_nsfd = fx.host_nsfd = -1;
+	if (fx.ns_pod[0])
+		sh("ip netns del %s 2>/dev/null", fx.ns_pod);
+	if (fx.ns_host[0])
+		sh("ip netns del %s 2>/dev/null", fx.ns_host);
+	fx.ready = false;
+}
+
+__attribute__((destructor)) static void fixture_cleanup(void)
+{
+	if (fx.ns_pod[0] || fx.ns_host[0])
+		fixture_down();
+}
+
+/* After trying something on the host veth of the fixture: clean up, and
+ * was it accepted? */
+static bool probe(int r)
+{
+	sh("ip netns exec %s tc qdisc del dev %s root 2>/dev/null", fx.ns_host, fx.host_if);
+	sh("ip netns exec %s tc qdisc del dev %s clsact 2>/dev/null", fx.ns_host, fx.host_if);
+	return r == 0;
+}
+
+/* Fresh namespaces and veth for every case that changes the kernel. */
+static void fixture_up(void)
+{
+	char path[64];
+	struct link_info li;
+	struct error e = {0};
+	char *s;
+
+	need_root();
+	if (fx.ns_pod[0])
+		fixture_down();
+	snprintf(fx.ns_host, sizeof(fx.ns_host), "aqt-mech-%d-h", (int)getpid());
+	snprintf(fx.ns_pod, sizeof(fx.ns_pod), "aqt-mech-%d-p", (int)getpid());
+	snprintf(fx.host_if, sizeof(fx.host_if), "aqm%dh", (int)getpid() % 100000);
+	if (sh("ip netns add %s && ip netns add %s", fx.ns_host, fx.ns_pod) ||
+	    sh("ip -n %s link add %s type veth peer name eth0 netns %s", fx.ns_host, fx.host_if, fx.ns_pod) ||
+	    sh("ip -n %s link set %s up && ip -n %s link set eth0 up && ip -n %s link set lo up", fx.ns_host,
+	       fx.host_if, fx.ns_pod, fx.ns_pod)) {
+		fprintf(stderr, "  fixture: cannot create namespaces/veth\n");
+		return;
+	}
+	snprintf(path, sizeof(path), "/run/netns/%s", fx.ns_host);
+	if (netns_open(path, &fx.host_nsfd, &e) < 0)
+		goto fail;
+	snprintf(path, sizeof(path), "/run/netns/%s", fx.ns_pod);
+	if (netns_open(path, &fx.pod_nsfd, &e) < 0)
+		goto fail;
+	if (nl_open_in_netns(fx.host_nsfd, &fx.host_sk, &e) < 0 || nl_open_in_netns(fx.pod_nsfd, &fx.pod_sk, &e) < 0)
+		goto fail;
+	if (nl_link_get(fx.pod_sk, "eth0", 0, &li, &e) < 0)
+		goto fail;
+	fx.pod_ifindex = li.ifindex;
+	if (nl_link_get(fx.host_sk, fx.host_if, 0, &li, &e) < 0)
+		goto fail;
+	fx.host_ifindex = li.ifindex;
+
+	fx.has_fq = probe(sh("ip netns exec %s tc qdisc add dev %s root fq 2>/dev/null", fx.ns_host, fx.host_if));
+	fx.has_fq_codel =
+	        probe(sh("ip netns exec %s tc qdisc add dev %s root fq_codel 2>/dev/null", fx.ns_host, fx.host_if));
+	fx.has_pedit = probe(sh("ip netns exec %1$s tc qdisc add dev %2$s clsact && ip netns exec %1$s tc filter add "
+	                        "dev %2$s egress prio 1 protocol ip u32 match u32 0 0 action pedit ex munge ip "
+	                        "dsfield set 0xb8 2>/dev/null",
+	                        fx.ns_host, fx.host_if));
+	s = sh_out("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control");
+	str_copy(fx.cc_allowed, sizeof(fx.cc_allowed), s);
+	free(s);
+	fx.ready = true;
+	return;
+fail:
+	fprintf(stderr, "  fixture: %s\n", e.msg);
+}
+
+static struct apply_target target(void)
+{
+	struct apply_target t = {
+	        .pod_nsfd = fx.pod_nsfd,
+	        .pod_sk = fx.pod_sk,
+	        .pod_ifindex = fx.pod_ifindex,
+	        .host_sk = fx.host_sk,
+	        .host_ifindex = fx.host_ifindex,
+	        .uplink_ifindex = 0,
+	};
+	return t;
+}
+
+static char *netns_self(void)
+{
+	char buf[64];
+	ssize_t n = readlink("/proc/thread-self/ns/net", buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	return strdup(buf);
+}
+
+/* ---- the plan ---- */
+
+#define H(maj, min) TC_H_MAKE((uint32_t)(maj) << 16, (min))
+
+static struct plan_item *add(struct plan *p, enum plan_item_type type, enum plan_dev dev, const char *id,
+                             const char *depends)
+{
+	struct plan_item *it = &p->items[p->n++];
+	memset(it, 0, sizeof(*it));
+	it->type = type;
+	it->dev = dev;
+	str_copy(it->id, sizeof(it->id), id);
+	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
+	it->chosen = -1;
+	return it;
+}
+
+static struct tc_spec *alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
+                           uint32_t handle)
+{
+	struct tc_spec *s = &it->tc[it->n_alt++];
+	memset(s, 0, sizeof(*s));
+	s->type = type;
+	s->kind = kind;
+	s->parent = parent;
+	s->handle = handle;
+	return s;
+}
+
+static void sysctl_item(struct plan *p, const char *id, const char *key, const char *const *vals, unsigned n)
+{
+	struct plan_item *it = add(p, ITEM_SYSCTL, DEV_POD, id, NULL);
+	str_copy(it->key, sizeof(it->key), key);
+	for (unsigned i = 0; i < n; i++)
+		str_copy(it->val[i], sizeof(it->val[i]), vals[i]);
+	it->n_alt = n;
+}
+
+static const char *const cc_alts[] = {"dctcp", "cubic", "reno"};
+
+static void build_plan(struct plan *p)
+{
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	memset(p, 0, sizeof(*p));
+	it = add(p, ITEM_TC, DEV_POD, "egress.root", NULL);
+	s = alt(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H(1, 0));
+	s->u.htb.defcls = 0x10;
+	s->u.htb.r2q = 10;
+
+	it = add(p, ITEM_TC, DEV_POD, "egress.class", "egress.root");
+	s = alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H(1, 0), H(1, 0x10));
+	s->u.htb_class.rate_bps = 100000000;
+	s->u.htb_class.ceil_bps = 100000000;
+	s->u.htb_class.burst_bytes = 15000;
+	s->u.htb_class.cburst_bytes = 15000;
+
+	it = add(p, ITEM_TC, DEV_POD, "egress.leaf", "egress.class");
+	s = alt(it, TC_QDISC, TC_KIND_FQ_CODEL, H(1, 0x10), H(0x10, 0));
+	s->u.fq_codel.target_us = 1000;
+	s->u.fq_codel.interval_us = 10000;
+	s->u.fq_codel.ecn = TRI_ON;
+	s = alt(it, TC_QDISC, TC_KIND_BFIFO, H(1, 0x10), H(0x10, 0));
+	s->u.fifo.limit = 150000;
+
+	/* classify everything into 1:10, with a DSCP rewrite when pedit exists */
+	it = add(p, ITEM_TC, DEV_POD, "egress.filter", "egress.class");
+	s = alt(it, TC_FILTER, TC_KIND_U32, H(1, 0), 0);
+	s->prio = 10;
+	s->protocol = ETH_P_IP;
+	s->u.u32.match = U32_MATCH_ALL;
+	s->u.u32.family = AF_INET;
+	s->u.u32.classid = H(1, 0x10);
+	s->u.u32.dscp = 46;
+	it->tc[1] = *s;
+	it->tc[1].u.u32.dscp = -1;
+	it->n_alt = 2;
+
+	it = add(p, ITEM_TC, DEV_HOST, "ingress.root", NULL);
+	s = alt(it, TC_QDISC, TC_KIND_FQ, TC_H_ROOT, H(1, 0));
+
+	it = add(p, ITEM_TC, DEV_HOST, "ingress.child", "ingress.root");
+	s = alt(it, TC_QDISC, TC_KIND_PFIFO, H(1, 1), H(0x20, 0));
+	s->u.fifo.limit = 100;
+
+	sysctl_item(p, "sysctl.ecn", "net.ipv4.tcp_ecn", (const char *const[]){"1"}, 1);
+	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", cc_alts, 3);
+	sysctl_item(p, "sysctl.missing", "net/ipv4/aiqos_no_such_key", (const char *const[]){"1"}, 1);
+}
+
+/* The congestion control a pod netns can get: the first alternative in the
+ * init netns's tcp_allowed_congestion_control (reno always is). */
+static int expected_cc(void)
+{
+	for (int i = 0; i < 3; i++) {
+		char pad[300];
+		snprintf(pad, sizeof(pad), " %s ", fx.cc_allowed);
+		char w[32];
+		snprintf(w, sizeof(w), " %s ", cc_alts[i]);
+		if (strstr(pad, w))
+			return i;
+	}
+	return 2;
+}
+
+/* ---- independent views of the kernel ---- */
+
+static cJSON *tc_json(const char *ns, const char *what, const char *dev, const char *extra)
+{
+	char *out = sh_out("ip netns exec %s tc -j %s show dev %s %s", ns, what, dev, extra);
+	cJSON *j = cJSON_Parse(out);
+	free(out);
+	return j;
+}
+
+/* The qdisc with this handle ("1:"), or NULL. */
+static const cJSON *find_by(const cJSON *arr, const char *key, const char *val)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, arr)
+	{
+		const cJSON *v = cJSON_GetObjectItem(o, key);
+		if (cJSON_IsString(v) && streq(v->valuestring, val))
+			return o;
+	}
+	return NULL;
+}
+
+static const char *str_of(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, key);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* u32 filter nodes (fh "800::800", not the hash table "800:") at pref prio. */
+static unsigned count_u32_filters(const char *ns, const char *dev, const char *parent, int prio)
+{
+	char extra[64];
+	cJSON *j;
+	const cJSON *o;
+	unsigned n = 0;
+
+	snprintf(extra, sizeof(extra), "parent %s", parent);
+	j = tc_json(ns, "filter", dev, extra);
+	cJSON_ArrayForEach(o, j)
+	{
+		const cJSON *pref = cJSON_GetObjectItem(o, "pref");
+		const char *fh = str_of(cJSON_GetObjectItem(o, "options"), "fh");
+		const char *node = strstr(fh, "::");
+		if (cJSON_IsNumber(pref) && pref->valueint == prio && node && node[2])
+			n++;
+	}
+	cJSON_Delete(j);
+	return n;
+}
+
+static char *proc_sys(const char *ns, const char *key)
+{
+	return sh_out("ip netns exec %s cat /proc/sys/%s", ns, key);
+}
+
+/* ---- cases ---- */
+
+TEST(errno_classification)
+{
+	static const struct {
+		int errnum;
+		bool missing;
+	} cases[] = {
+	        {ENOENT, true}, {-ENOENT, true}, {EOPNOTSUPP, true}, {ENOTSUP, true}, {ENODEV, false},
+	        {ENXIO, false}, {EPERM, false},  {EBUSY, false},     {EINVAL, false}, {0, false},
+	};
+	need_root();
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		CHECK_INT(apply_errno_is_missing_feature(cases[i].errnum), cases[i].missing);
+}
+
+static void check_statuses(const struct plan *p, const char *when)
+{
+	bool before = t_failed_now;
+	const struct plan_item *it;
+	int cc = expected_cc();
+
+	if (streq(when, "first apply"))
+		fprintf(stderr, "  kernel: fq %d, fq_codel %d, pedit %d, cc allowed '%s'\n", fx.has_fq, fx.has_fq_codel,
+		        fx.has_pedit, fx.cc_allowed);
+	it = plan_find_const(p, "egress.root");
+	CHECK_INT(it->status, ITEM_APPLIED);
+	CHECK_INT(it->chosen, 0);
+	it = plan_find_const(p, "egress.class");
+	CHECK_INT(it->status, ITEM_APPLIED);
+	it = plan_find_const(p, "egress.leaf");
+	if (fx.has_fq_codel) {
+		CHECK_INT(it->status, ITEM_APPLIED);
+		CHECK_INT(it->chosen, 0);
+	} else {
+		CHECK_INT(it->status, ITEM_DEGRADED);
+		CHECK_INT(it->chosen, 1);
+		CHECK(it->err == ENOENT || it->err == EOPNOTSUPP);
+	}
+	it = plan_find_const(p, "egress.filter");
+	CHECK_INT(it->status, fx.has_pedit ? ITEM_APPLIED : ITEM_DEGRADED);
+	CHECK_INT(it->chosen, fx.has_pedit ? 0 : 1);
+	it = plan_find_const(p, "ingress.root");
+	if (fx.has_fq) {
+		CHECK_INT(it->status, ITEM_APPLIED);
+	} else {
+		CHECK_INT(it->status, ITEM_SKIPPED);
+		CHECK_INT(it->chosen, -1);
+		CHECK(it->err == ENOENT || it->err == EOPNOTSUPP);
+	}
+	it = plan_find_const(p, "ingress.child");
+	if (fx.has_fq) {
+		CHECK_INT(it->status, ITEM_APPLIED);
+	} else {
+		CHECK_INT(it->status, ITEM_SKIPPED);
+		CHECK_INT(it->err, ESRCH);
+	}
+	it = plan_find_const(p, "sysctl.ecn");
+	CHECK_INT(it->status, ITEM_APPLIED);
+	it = plan_find_const(p, "sysctl.cc");
+	CHECK_INT(it->chosen, cc);
+	CHECK_INT(it->status, cc == 0 ? ITEM_APPLIED : ITEM_DEGRADED);
+	it = plan_find_const(p, "sysctl.missing");
+	CHECK_INT(it->status, ITEM_SKIPPED);
+	CHECK_INT(it->err, ENOENT);
+	CHECK_INT(it->chosen, -1);
+	if (!before && t_failed_now)
+		fprintf(stderr, "  (the statuses above are after the %s)\n", when);
+}
+
+static void check_kernel(void)
+{
+	cJSON *q = tc_json(fx.ns_pod, "qdisc", "eth0", "");
+	/* tc 6.1 prints htb classes as text even with -j */
+	char *c = sh_out("ip netns exec %s tc class show dev eth0", fx.ns_pod);
+	const cJSON *o;
+	char *v;
+
+	CHECK(q != NULL);
+	o = find_by(q, "handle", "1:");
+	CHECK(o && streq(str_of(o, "kind"), "htb") && cJSON_IsTrue(cJSON_GetObjectItem(o, "root")));
+	o = find_by(q, "handle", "10:");
+	CHECK(o != NULL);
+	if (o) {
+		CHECK_STR(str_of(o, "kind"), fx.has_fq_codel ? "fq_codel" : "bfifo");
+		CHECK_STR(str_of(o, "parent"), "1:10");
+	}
+	CHECK_CONTAINS(c, "class htb 1:10 root");
+	CHECK_CONTAINS(c, "rate 100Mbit");
+	CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "1:", 10), 1);
+	cJSON_Delete(q);
+	free(c);
+
+	q = tc_json(fx.ns_host, "qdisc", fx.host_if, "");
+	o = find_by(q, "handle", "1:");
+	if (fx.has_fq)
+		CHECK(o && streq(str_of(o, "kind"), "fq"));
+	else
+		CHECK(o == NULL); /* nothing of ours on the host side */
+	cJSON_Delete(q);
+
+	v = proc_sys(fx.ns_pod, "net/ipv4/tcp_ecn");
+	CHECK_STR(v, "1");
+	free(v);
+	v = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
+	CHECK_STR(v, cc_alts[expected_cc()]);
+	free(v);
+}
+
+TEST(apply_observe_diff_remove)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	struct observed *obs = calloc(1, sizeof(*obs));
+	struct plan_caps caps = {0};
+	struct apply_target t;
+	struct attach_ifaces ifs = {.pod_ifname = "eth0", .mtu = 1500};
+	struct error e = {0};
+	char diff[4096];
+	char *ns_before, *ns_after;
+	int r;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		goto out;
+	t = target();
+	str_copy(ifs.host_ifname, sizeof(ifs.host_ifname), fx.host_if);
+	ns_before = netns_self();
+	build_plan(p);
+	r = apply_plan(p, &t, &caps, &e);
+	if (r < 0)
+		fprintf(stderr, "  apply: %s\n", e.msg);
+	CHECK_INT(r, 0);
+	ns_after = netns_self();
+	CHECK_STR(ns_after, ns_before); /* back in our own netns */
+	free(ns_after);
+	check_statuses(p, "first apply");
+	check_kernel();
+
+	/* learned capabilities */
+	CHECK_INT(plan_caps_has(&caps, TC_KIND_FQ_CODEL), fx.has_fq_codel);
+	CHECK_INT(plan_caps_has(&caps, TC_KIND_FQ), fx.has_fq);
+	CHECK_INT(caps.missing_pedit, !fx.has_pedit);
+	CHECK(plan_caps_has(&caps, TC_KIND_HTB));
+	CHECK(plan_caps_has(&caps, TC_KIND_BFIFO));
+
+	/* re-apply (with the learned caps): same result, no duplicate filter */
+	r = apply_plan(p, &t, &caps, &e);
+	CHECK_INT(r, 0);
+	check_statuses(p, "second apply");
+	check_kernel();
+
+	/* and with fresh caps again (everything tried once more) */
+	{
+		struct plan_caps fresh = {0};
+		CHECK_INT(apply_plan(p, &t, &fresh, &e), 0);
+		check_statuses(p, "third apply");
+		CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "1:", 10), 1);
+	}
+
+	/* the observer sees exactly the effective plan */
+	r = observe_plan(p, &t, obs, &e);
+	if (r < 0)
+		fprintf(stderr, "  observe: %s\n", e.msg);
+	CHECK_INT(r, 0);
+	CHECK(obs->n >= 4);          /* htb, class, leaf, filter(s) */
+	CHECK_INT(obs->n_sysctl, 2); /* tcp_ecn and cc; the missing key is not observed */
+	diff[0] = '\0';
+	r = plan_diff(p, &ifs, obs, diff, sizeof(diff));
+	if (r != 0)
+		fprintf(stderr, "  unexpected differences:\n%s", diff);
+	CHECK_INT(r, 0);
+	ns_after = netns_self();
+	CHECK_STR(ns_after, ns_before);
+	free(ns_after);
+
+	/* someone changes the leaf and a sysctl behind our back: the diff says so */
+	/* (the kernel refuses "replace" by another kind under the same handle) */
+	CHECK_INT(sh("ip netns exec %1$s tc qdisc del dev eth0 parent 1:10 handle 10: && "
+	             "ip netns exec %1$s tc qdisc add dev eth0 parent 1:10 handle 10: pfifo limit 7",
+	             fx.ns_pod),
+	          0);
+	CHECK_INT(sh("ip netns exec %s sh -c 'echo 0 > /proc/sys/net/ipv4/tcp_ecn'", fx.ns_pod), 0);
+	CHECK_INT(observe_plan(p, &t, obs, &e), 0);
+	diff[0] = '\0';
+	r = plan_diff(p, &ifs, obs, diff, sizeof(diff));
+	fprintf(stderr, "  drift reported (%d):\n%s", r, diff);
+	CHECK(r >= 2);
+	CHECK_CONTAINS(diff, "egress.leaf");
+	CHECK_CONTAINS(diff, "pfifo");
+	CHECK_CONTAINS(diff, "tcp_ecn");
+
+	/* re-applying repairs it (the foreign pfifo 10: is replaced by our leaf) */
+	r = apply_plan(p, &t, &caps, &e);
+	if (r < 0)
+		fprintf(stderr, "  repair: %s\n", e.msg);
+	CHECK_INT(r, 0);
+	check_statuses(p, "repair");
+	check_kernel();
+	CHECK_INT(observe_plan(p, &t, obs, &e), 0);
+	diff[0] = '\0';
+	r = plan_diff(p, &ifs, obs, diff, sizeof(diff));
+	if (r != 0)
+		fprintf(stderr, "  differences after repair:\n%s", diff);
+	CHECK_INT(r, 0);
+
+	/* remove: no qdisc of ours left; twice is fine */
+	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
+	CHECK_INT(apply_remove(p, DEV_HOST, &t, &e), 0);
+	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
+	CHECK_INT(apply_remove(p, DEV_UPLINK, &t, &e), 0); /* no uplink: nothing */
+	{
+		cJSON *q = tc_json(fx.ns_pod, "qdisc", "eth0", "");
+		const cJSON *o;
+		CHECK(q != NULL);
+		CHECK(find_by(q, "handle", "1:") == NULL);
+		cJSON_ArrayForEach(o, q)
+		{
+			CHECK(!streq(str_of(o, "kind"), "htb"));
+			CHECK(!streq(str_of(o, "kind"), "bfifo"));
+		}
+		cJSON_Delete(q);
+		q = tc_json(fx.ns_host, "qdisc", fx.host_if, "");
+		CHECK(find_by(q, "handle", "1:") == NULL);
+		cJSON_Delete(q);
+	}
+	free(ns_before);
+out:
+	free(p);
+	free(obs);
+}
+
+/* The DSCP layout of the planner: clsact + a match-all u32 filter on the
+ * egress hook with a kernel-chosen handle, applied twice. */
+TEST(clsact_filter_idempotent)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	struct plan_caps caps = {0};
+	struct apply_target t;
+	struct error e = {0};
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		goto out;
+	t = target();
+	it = add(p, ITEM_TC, DEV_POD, "dscp.clsact", NULL);
+	alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
+	it = add(p, ITEM_TC, DEV_POD, "dscp.v4", "dscp.clsact");
+	s = alt(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), 0);
+	s->prio = 1;
+	s->protocol = ETH_P_IP;
+	s->u.u32.match = U32_MATCH_ALL;
+	s->u.u32.family = AF_INET;
+	s->u.u32.dscp = 46;
+	it = add(p, ITEM_TC, DEV_POD, "dscp.v4.plain", "dscp.clsact");
+	s = alt(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), 0);
+	s->prio = 3;
+	s->protocol = ETH_P_IP;
+	s->u.u32.match = U32_MATCH_ALL;
+	s->u.u32.family = AF_INET;
+	s->u.u32.dscp = -1;
+
+	for (int round = 0; round < 2; round++) {
+		int r = apply_plan(p, &t, &caps, &e);
+		if (r < 0)
+			fprintf(stderr, "  apply: %s\n", e.msg);
+		CHECK_INT(r, 0);
+		CHECK_INT(plan_find_const(p, "dscp.clsact")->status, ITEM_APPLIED);
+		it = plan_find(p, "dscp.v4");
+		if (fx.has_pedit) {
+			CHECK_INT(it->status, ITEM_APPLIED);
+			CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "ffff:fff3", 1), 1);
+		} else {
+			CHECK_INT(it->status, ITEM_SKIPPED);
+			/* ENOENT on the clsact hook can only be the missing action: learned */
+			CHECK(caps.missing_pedit);
+			CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "ffff:fff3", 1), 0);
+		}
+		CHECK_INT(plan_find_const(p, "dscp.v4.plain")->status, ITEM_APPLIED);
+		CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "ffff:fff3", 3), 1);
+	}
+	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
+	{
+		cJSON *q = tc_json(fx.ns_pod, "qdisc", "eth0", "");
+		CHECK(find_by(q, "kind", "clsact") == NULL);
+		cJSON_Delete(q);
+	}
+out:
+	free(p);
+}
+
+/* Things that must fail hard (not degrade): a vanished device, a missing
+ * socket or netns. The caller's netns is restored in every case. */
+TEST(hard_errors)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	struct plan_caps caps = {0};
+	struct apply_target t;
+	struct error e = {0};
+	char *ns_before, *ns_after;
+	int r;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		goto out;
+	ns_before = netns_self();
+
+	/* an ifindex that does not exist */
+	build_plan(p);
+	t = target();
+	t.pod_ifindex = 0x7ffff0;
+	r = apply_plan(p, &t, &caps, &e);
+	CHECK_INT(r, -ENODEV);
+	CHECK_CONTAINS(e.msg, "egress.root");
+	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
+	CHECK_INT(plan_find_const(p, "egress.root")->err, ENODEV);
+	CHECK_INT(caps.missing_kinds, 0); /* nothing learned from a hard error */
+
+	/* no socket for the pod */
+	t = target();
+	t.pod_sk = NULL;
+	r = apply_plan(p, &t, &caps, &e);
+	CHECK(r < 0);
+	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
+
+	/* sysctls without the pod netns: refused, never written in ours */
+	{
+		struct plan *q = calloc(1, sizeof(*q));
+		sysctl_item(q, "sysctl.ecn", "net/ipv4/tcp_ecn", (const char *const[]){"1"}, 1);
+		t = target();
+		t.pod_nsfd = -1;
+		r = apply_plan(q, &t, &caps, &e);
+		CHECK_INT(r, -EBADF);
+		CHECK_CONTAINS(e.msg, "sysctl.ecn");
+		CHECK(q->items[0].status != ITEM_APPLIED && q->items[0].status != ITEM_SKIPPED);
+		free(q);
+	}
+
+	/* the pod's device vanishes (the pod went away) between open and apply */
+	CHECK_INT(sh("ip -n %s link del eth0", fx.ns_pod), 0);
+	t = target();
+	r = apply_plan(p, &t, &caps, &e);
+	CHECK_INT(r, -ENODEV);
+	CHECK_CONTAINS(e.msg, "apply egress.root on pod");
+	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
+	/* removing from a vanished device is not an error (nothing to remove) */
+	p->items[0].status = ITEM_APPLIED;
+	p->items[0].chosen = 0;
+	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
+	/* observing it is */
+	{
+		struct observed *obs = calloc(1, sizeof(*obs));
+		CHECK(observe_plan(p, &t, obs, &e) < 0);
+		free(obs);
+	}
+
+	ns_after = netns_self();
+	CHECK_STR(ns_after, ns_before);
+	free(ns_after);
+	free(ns_before);
+out:
+	free(p);
+}
+
+/* Sysctl helpers directly, inside the pod netns (root, so here). */
+TEST(sysctl_rw)
+{
+	struct error e = {0};
+	char buf[64];
+	int saved = -1;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		return;
+	CHECK_INT(netns_enter(fx.pod_nsfd, &saved, &e), 0);
+	CHECK_INT(sysctl_write("net.ipv4.tcp_ecn", "1", &e), 0);
+	CHECK_INT(sysctl_read("net/ipv4/tcp_ecn", buf, sizeof(buf), &e), 0);
+	CHECK_STR(buf, "1");
+	CHECK_INT(sysctl_write("net/ipv4/tcp_ecn", "7", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "net/ipv4/tcp_ecn='7'");
+	CHECK_INT(sysctl_read("net/ipv4/aiqos_nope", buf, sizeof(buf), &e), -ENOENT);
+	CHECK_CONTAINS(e.msg, "net/ipv4/aiqos_nope");
+	CHECK_INT(sysctl_write("net/ipv4/aiqos_nope", "1", &e), -ENOENT);
+	CHECK_INT(sysctl_write("net/ipv4/tcp_congestion_control", "aiqos-no-such-cc", &e), -ENOENT);
+	CHECK_INT(sysctl_read("net/ipv4/tcp_rmem", buf, sizeof(buf), &e), 0);
+	CHECK(strchr(buf, '\t') != NULL && buf[strlen(buf) - 1] != '\n'); /* three fields, newline trimmed */
+	CHECK_INT(sysctl_read("net/ipv4/tcp_rmem", buf, 4, &e), -EOVERFLOW);
+	CHECK_INT(sysctl_read("../../etc/passwd", buf, sizeof(buf), &e), -EINVAL);
+	CHECK_INT(sysctl_read("/proc/sys/net/ipv4/tcp_ecn", buf, sizeof(buf), &e), -EINVAL);
+	CHECK_INT(sysctl_write("net/ipv4/tcp_ecn", "1\n2", &e), -EINVAL);
+	CHECK_INT(netns_leave(saved, &e), 0);
+	CHECK_INT(netns_open("/run/netns/aqt-mech-does-not-exist", &saved, &e), -ENOENT);
+	CHECK_CONTAINS(e.msg, "/run/netns/aqt-mech-does-not-exist");
+}
+
+TEST(sysctl_value_equal_table)
+{
+	static const struct {
+		const char *a, *b;
+		bool eq;
+	} cases[] = {
+	        {"4096 87380", "4096\t87380", true},
+	        {"1", "1", true},
+	        {"1", "1\n", true},
+	        {" 1", "1", true},
+	        {"1", "2", false},
+	        {"4096 87380", "4096 8738", false},
+	        {"bbr", "bbr2", false},
+	        {"", "", true},
+	        {"", "0", false},
+	        {"a b c", "a  b\tc ", true},
+	        {"ab", "a b", false},
+	};
+	need_root();
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		CHECK_INT(sysctl_value_equal(cases[i].a, cases[i].b), cases[i].eq);
+		CHECK_INT(sysctl_value_equal(cases[i].b, cases[i].a), cases[i].eq);
+	}
+	CHECK(sysctl_value_equal(NULL, NULL));
+	CHECK(!sysctl_value_equal(NULL, "1"));
+}
+
+TEST(zz_teardown)
+{
+	need_root();
+	fixture_down();
+	CHECK_INT(sh("ip netns list | grep -q 'aqt-mech-%d-'", (int)getpid()), 1);
+}

@@ -1,0 +1,765 @@
+/* test_state.c — the state store: id validation, atomic saves (no partial
+ * file ever visible, temp files cleaned up on failure, clear errors on a
+ * read-only or full filesystem), strict loading of corrupted or truncated
+ * files, listing and removal. No root needed: temp directories, and a user +
+ * mount namespace for the read-only/full filesystem cases. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/if_ether.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "state.h"
+#include "t.h"
+
+static char base[64];
+
+__attribute__((constructor)) static void make_base(void)
+{
+	snprintf(base, sizeof(base), "/tmp/aiqos-test-state.XXXXXX");
+	if (!mkdtemp(base))
+		abort();
+}
+
+static void rm_rf(const char *path)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  cleanup of %s failed\n", path);
+}
+
+__attribute__((destructor)) static void remove_base(void)
+{
+	rm_rf(base);
+}
+
+/* A fresh directory path under base (not created). */
+static void fresh_dir(char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "%s/%s", base, name);
+	rm_rf(buf);
+}
+
+static unsigned count_tmp_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".tmp."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static struct tc_spec qdisc(enum tc_kind_id k, uint32_t parent, uint32_t handle)
+{
+	struct tc_spec s = {.type = TC_QDISC, .kind = k, .parent = parent, .handle = handle};
+	return s;
+}
+
+/* A plan with every status: applied, degraded (tc and sysctl), skipped for a
+ * missing feature and for a parent that was not applied. */
+static void sample_plan(struct plan *p)
+{
+	struct plan_item *it;
+
+	memset(p, 0, sizeof(*p));
+	it = &p->items[p->n++];
+	*it = (struct plan_item){.type = ITEM_TC, .dev = DEV_POD, .id = "egress.root", .n_alt = 1};
+	it->tc[0] = qdisc(TC_KIND_HTB, TC_H_ROOT, TC_H_MAKE(1 << 16, 0));
+	it->tc[0].u.htb.defcls = 0x10;
+	it->status = ITEM_APPLIED;
+	it->chosen = 0;
+
+	it = &p->items[p->n++];
+	*it = (struct plan_item){
+	        .type = ITEM_TC, .dev = DEV_POD, .id = "egress.leaf", .depends = "egress.root", .n_alt = 2};
+	it->tc[0] = qdisc(TC_KIND_FQ_CODEL, TC_H_MAKE(1 << 16, 0x10), TC_H_MAKE(0x10 << 16, 0));
+	it->tc[0].u.fq_codel.target_us = 1000;
+	it->tc[1] = qdisc(TC_KIND_BFIFO, TC_H_MAKE(1 << 16, 0x10), TC_H_MAKE(0x10 << 16, 0));
+	it->tc[1].u.fifo.limit = 150000;
+	it->status = ITEM_DEGRADED;
+	it->chosen = 1;
+	it->err = ENOENT;
+
+	it = &p->items[p->n++];
+	*it = (struct plan_item){.type = ITEM_SYSCTL, .dev = DEV_POD, .id = "sysctl.cc", .n_alt = 2};
+	str_copy(it->key, sizeof(it->key), "net/ipv4/tcp_congestion_control");
+	str_copy(it->val[0], sizeof(it->val[0]), "dctcp");
+	str_copy(it->val[1], sizeof(it->val[1]), "cubic");
+	it->status = ITEM_DEGRADED;
+	it->chosen = 1;
+	it->err = ENOENT;
+
+	it = &p->items[p->n++];
+	*it = (struct plan_item){.type = ITEM_SYSCTL, .dev = DEV_POD, .id = "sysctl.ecn", .n_alt = 1};
+	str_copy(it->key, sizeof(it->key), "net/ipv4/tcp_ecn");
+	str_copy(it->val[0], sizeof(it->val[0]), "1");
+	it->status = ITEM_APPLIED;
+	it->chosen = 0;
+
+	it = &p->items[p->n++];
+	*it = (struct plan_item){.type = ITEM_TC, .dev = DEV_HOST, .id = "ingress.root", .n_alt = 1};
+	it->tc[0] = qdisc(TC_KIND_FQ, TC_H_ROOT, TC_H_MAKE(2 << 16, 0));
+	it->status = ITEM_SKIPPED;
+	it->chosen = -1;
+	it->err = ENOENT;
+
+	it = &p->items[p->n++];
+	*it = (struct plan_item){
+	        .type = ITEM_TC, .dev = DEV_HOST, .id = "ingress.child", .depends = "ingress.root", .n_alt = 1};
+	it->tc[0] = qdisc(TC_KIND_PFIFO, TC_H_MAKE(2 << 16, 1), TC_H_MAKE(0x20 << 16, 0));
+	it->status = ITEM_SKIPPED;
+	it->chosen = -1;
+	it->err = ESRCH;
+}
+
+static struct attach_state *sample_state(const char *cid, const char *ifname)
+{
+	struct attach_state *s = calloc(1, sizeof(*s));
+
+	str_copy(s->container_id, sizeof(s->container_id), cid);
+	str_copy(s->ifname, sizeof(s->ifname), ifname);
+	str_copy(s->netns, sizeof(s->netns), "/var/run/netns/cni-1234");
+	str_copy(s->pod_namespace, sizeof(s->pod_namespace), "team-a");
+	str_copy(s->pod_name, sizeof(s->pod_name), "llm \"serve\"-0");
+	str_copy(s->pod_uid, sizeof(s->pod_uid), "6f1d-77");
+	str_copy(s->network, sizeof(s->network), "kindnet");
+	s->workload.class = CLASS_INFERENCE;
+	str_copy(s->workload.profile, sizeof(s->workload.profile), "inference-strict");
+	s->workload.egress_bps = 500000000;
+	s->workload.ingress_bps = 1000000000000ULL;
+	str_copy(s->profile, sizeof(s->profile), "inference-strict");
+	str_copy(s->annotations_source, sizeof(s->annotations_source), "runtime");
+	str_copy(s->ifs.pod_ifname, sizeof(s->ifs.pod_ifname), ifname);
+	str_copy(s->ifs.host_ifname, sizeof(s->ifs.host_ifname), "veth1234abcd");
+	s->ifs.mtu = 1450;
+	s->pod_ifindex = 3;
+	s->host_ifindex = 17;
+	str_copy(s->ips[0], sizeof(s->ips[0]), "10.244.1.5/24");
+	str_copy(s->ips[1], sizeof(s->ips[1]), "fd00::5/64");
+	s->n_ips = 2;
+	sample_plan(&s->plan);
+	str_copy(s->failure, sizeof(s->failure), "");
+	s->updated_unix = 1795975831;
+	return s;
+}
+
+static cJSON *read_json_file(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	static char buf[256 * 1024];
+	size_t n;
+
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return cJSON_Parse(buf);
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	CHECK(write(fd, data, len) == (ssize_t)len);
+	close(fd);
+}
+
+TEST(check_id)
+{
+	char id200[201];
+	char id127[128];
+	memset(id200, 'a', 200);
+	id200[200] = '\0';
+	memset(id127, 'b', 127);
+	id127[127] = '\0';
+
+	const struct {
+		const char *cid, *ifname;
+		int want;
+	} cases[] = {
+	        {"0123abcdef", "eth0", 0},
+	        {"k8s_POD.x-1", "net-1", 0},
+	        {id127, "eth0", 0},
+	        {id200, "eth0", -ENAMETOOLONG},
+	        {"../x", "eth0", -EINVAL},
+	        {"..", "eth0", -EINVAL},
+	        {".", "eth0", -EINVAL},
+	        {".hidden", "eth0", -EINVAL},
+	        {"-rf", "eth0", -EINVAL},
+	        {"a/b", "eth0", -EINVAL},
+	        {"", "eth0", -EINVAL},
+	        {"a@b", "eth0", -EINVAL},
+	        {"a b", "eth0", -EINVAL},
+	        {"a\nb", "eth0", -EINVAL},
+	        {"abc", "", -EINVAL},
+	        {"abc", "eth0/../x", -EINVAL},
+	        {"abc", "..", -EINVAL},
+	        {"abc", "eth@0", -EINVAL},
+	        {"abc", "0123456789abcdef", -ENAMETOOLONG}, /* 16 > IFNAMSIZ-1 */
+	        {"abc", "0123456789abcde", 0},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct error e = {0};
+		int r = state_check_id(cases[i].cid, cases[i].ifname, &e);
+		if (r != cases[i].want)
+			fprintf(stderr, "  case %zu: '%.40s' '%s'\n", i, cases[i].cid, cases[i].ifname);
+		CHECK_INT(r, cases[i].want);
+		if (r < 0)
+			CHECK(e.msg[0] != '\0');
+	}
+	{
+		struct error e = {0};
+		CHECK_INT(state_check_id("a/b", "eth0", &e), -EINVAL);
+		CHECK_CONTAINS(e.msg, "container ID 'a/b'");
+		CHECK_INT(state_check_id(NULL, "eth0", &e), -EINVAL);
+	}
+}
+
+TEST(path)
+{
+	char buf[STATE_PATH_MAX];
+	char small[16];
+
+	CHECK_INT(state_path("/var/lib/aiqos", "abc-1", "net-1", buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "/var/lib/aiqos/abc-1@net-1.json");
+	CHECK_INT(state_path("/d", "../x", "eth0", buf, sizeof(buf)), -EINVAL);
+	CHECK_INT(state_path("/var/lib/aiqos", "abc", "eth0", small, sizeof(small)), -ENAMETOOLONG);
+}
+
+TEST(save_load_round_trip)
+{
+	char dir[128], path[STATE_PATH_MAX];
+	struct attach_state *s = sample_state("c0ffee-01", "eth0");
+	struct attach_state *l = calloc(1, sizeof(*l));
+	struct error e = {0};
+	cJSON *choices = NULL;
+	struct stat st;
+
+	/* missing parents are created 0700 */
+	fresh_dir(dir, sizeof(dir), "rt");
+	strncat(dir, "/nested/state", sizeof(dir) - strlen(dir) - 1);
+	CHECK_INT(state_save(dir, s, &e), 0);
+	CHECK_INT(state_path(dir, "c0ffee-01", "eth0", path, sizeof(path)), 0);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
+	CHECK(stat(dir, &st) == 0 && (st.st_mode & 07777) == 0700);
+	CHECK_INT(count_tmp_files(dir), 0);
+
+	/* second save over the first: replaced, still no temp file */
+	s->updated_unix++;
+	CHECK_INT(state_save(dir, s, &e), 0);
+	CHECK_INT(count_tmp_files(dir), 0);
+
+	CHECK_INT(state_load(dir, "c0ffee-01", "eth0", l, &choices, &e), 0);
+	CHECK_STR(l->container_id, "c0ffee-01");
+	CHECK_STR(l->ifname, "eth0");
+	CHECK_STR(l->netns, s->netns);
+	CHECK_STR(l->pod_namespace, "team-a");
+	CHECK_STR(l->pod_name, "llm \"serve\"-0");
+	CHECK_STR(l->pod_uid, "6f1d-77");
+	CHECK_STR(l->network, "kindnet");
+	CHECK_INT(l->workload.class, CLASS_INFERENCE);
+	CHECK_STR(l->workload.profile, "inference-strict");
+	CHECK_INT(l->workload.egress_bps, 500000000);
+	CHECK(l->workload.ingress_bps == 1000000000000ULL);
+	CHECK_STR(l->profile, "inference-strict");
+	CHECK_STR(l->annotations_source, "runtime");
+	CHECK_STR(l->ifs.pod_ifname, "eth0");
+	CHECK_STR(l->ifs.host_ifname, "veth1234abcd");
+	CHECK_INT(l->ifs.mtu, 1450);
+	CHECK_INT(l->pod_ifindex, 3);
+	CHECK_INT(l->host_ifindex, 17);
+	CHECK_INT(l->n_ips, 2);
+	CHECK_STR(l->ips[1], "fd00::5/64");
+	CHECK_STR(l->failure, "");
+	CHECK_INT(l->updated_unix, s->updated_unix);
+	CHECK_INT(l->plan.n, 0); /* the desired plan is not stored */
+	CHECK(choices != NULL);
+
+	/* the choices go back onto a freshly planned copy */
+	{
+		struct plan *p = calloc(1, sizeof(*p));
+		sample_plan(p);
+		for (unsigned i = 0; i < p->n; i++) {
+			p->items[i].status = ITEM_PENDING;
+			p->items[i].chosen = -1;
+			p->items[i].err = 0;
+		}
+		CHECK_INT(plan_choices_from_json(p, choices, &e), 0);
+		for (unsigned i = 0; i < p->n; i++) {
+			CHECK_INT(p->items[i].status, s->plan.items[i].status);
+			CHECK_INT(p->items[i].chosen, s->plan.items[i].chosen);
+			CHECK_INT(p->items[i].err, s->plan.items[i].err);
+		}
+		free(p);
+	}
+	cJSON_Delete(choices);
+	free(s);
+	free(l);
+}
+
+TEST(file_contents)
+{
+	char dir[128], path[STATE_PATH_MAX];
+	struct attach_state *s = sample_state("abc", "net-1");
+	cJSON *j, *v;
+
+	fresh_dir(dir, sizeof(dir), "contents");
+	CHECK_INT(state_save(dir, s, NULL), 0);
+	CHECK_INT(state_path(dir, "abc", "net-1", path, sizeof(path)), 0);
+	j = read_json_file(path);
+	CHECK(j != NULL);
+	if (!j) {
+		free(s);
+		return;
+	}
+	CHECK_INT(cJSON_GetObjectItem(j, "version")->valuedouble, 1);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(j, "class")), "inference");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "pod"), "namespace")), "team-a");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "ifaces"), "host")), "veth1234abcd");
+	CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")), 6);
+	v = cJSON_GetObjectItem(j, "effective");
+	CHECK(cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0);
+	{
+		/* effective lines mention what is in force: bfifo, not fq_codel */
+		char *txt = cJSON_PrintUnformatted(v);
+		CHECK_CONTAINS(txt, "bfifo");
+		free(txt);
+	}
+	v = cJSON_GetObjectItem(j, "degraded");
+	CHECK(cJSON_IsArray(v));
+	CHECK_INT(cJSON_GetArraySize(v), 4); /* leaf, cc, ingress.root, ingress.child */
+	{
+		const cJSON *d;
+		bool saw_leaf = false, saw_child = false, saw_cc = false, saw_root = false;
+		cJSON_ArrayForEach(d, v)
+		{
+			const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(d, "id"));
+			const char *wanted = cJSON_GetStringValue(cJSON_GetObjectItem(d, "wanted"));
+			const cJSON *got = cJSON_GetObjectItem(d, "got");
+			const char *reason = cJSON_GetStringValue(cJSON_GetObjectItem(d, "reason"));
+			if (!id || !wanted || !reason) {
+				CHECK(!"degraded entry lacks id/wanted/reason");
+				continue;
+			}
+			if (streq(id, "egress.leaf")) {
+				saw_leaf = true;
+				CHECK_CONTAINS(wanted, "fq_codel");
+				CHECK_CONTAINS(cJSON_GetStringValue(got), "bfifo");
+				CHECK_CONTAINS(reason, strerror(ENOENT));
+			} else if (streq(id, "sysctl.cc")) {
+				saw_cc = true;
+				CHECK_CONTAINS(wanted, "dctcp");
+				CHECK_CONTAINS(cJSON_GetStringValue(got), "cubic");
+			} else if (streq(id, "ingress.root")) {
+				saw_root = true;
+				CHECK(cJSON_IsNull(got));
+			} else if (streq(id, "ingress.child")) {
+				saw_child = true;
+				CHECK_CONTAINS(reason, "depends on ingress.root");
+			}
+		}
+		CHECK(saw_leaf && saw_cc && saw_root && saw_child);
+	}
+	CHECK_INT(cJSON_GetObjectItem(j, "updated")->valuedouble, 1795975831);
+	cJSON_Delete(j);
+	free(s);
+}
+
+TEST(load_missing)
+{
+	char dir[128];
+	struct attach_state *l = calloc(1, sizeof(*l));
+	struct error e = {0};
+	cJSON *choices = (cJSON *)1;
+
+	fresh_dir(dir, sizeof(dir), "missing");
+	CHECK_INT(state_load(dir, "nope", "eth0", l, &choices, &e), -ENOENT);
+	CHECK(choices == NULL);
+	CHECK_CONTAINS(e.msg, "nope@eth0.json");
+	CHECK_INT(state_load(dir, "../etc", "eth0", l, NULL, &e), -EINVAL);
+	free(l);
+}
+
+/* Save a good state, then replace the file with damaged content and check
+ * that loading fails with an error naming the file (and the field). */
+TEST(load_corrupted)
+{
+	char dir[128], path[STATE_PATH_MAX];
+	struct attach_state *s = sample_state("bad", "eth0");
+	struct attach_state *l = calloc(1, sizeof(*l));
+	char *good;
+	cJSON *j;
+
+	fresh_dir(dir, sizeof(dir), "corrupt");
+	CHECK_INT(state_save(dir, s, NULL), 0);
+	CHECK_INT(state_path(dir, "bad", "eth0", path, sizeof(path)), 0);
+	j = state_to_json(s);
+	good = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+
+	struct {
+		const char *name;
+		char *content; /* NULL: truncated good */
+		const char *msg;
+	} cases[] = {
+	        {"truncated", NULL, "truncated JSON"},
+	        {"garbage", strdup("this is not json"), "invalid or truncated JSON"},
+	        {"empty", strdup(""), "is empty"},
+	        {"array", strdup("[1,2,3]"), "not a JSON object"},
+	        {"trailing", NULL, "invalid or truncated JSON"},
+	        {"version", strdup("{\"version\":2}"), "'version' = 2"},
+	        {"no-id", strdup("{\"version\":1,\"ifname\":\"eth0\"}"), "field 'containerId' is missing"},
+	        {"class", NULL, "field 'class'"},
+	        {"ifindex", NULL, "field 'ifaces.podIfindex'"},
+	        {"long", NULL, "field 'network' is longer"},
+	        {"other", NULL, "belongs to other/eth0"},
+	        {"choices", NULL, "field 'choices'"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *c = cases[i].content;
+		if (streq(cases[i].name, "truncated")) {
+			c = strdup(good);
+			c[strlen(c) / 2] = '\0';
+		} else if (streq(cases[i].name, "trailing")) {
+			size_t n = strlen(good);
+			c = malloc(n + 8);
+			memcpy(c, good, n);
+			memcpy(c + n, " {}", 4);
+		} else if (!c) {
+			cJSON *m = cJSON_Parse(good);
+			char big[300];
+			memset(big, 'n', sizeof(big) - 1);
+			big[sizeof(big) - 1] = '\0';
+			if (streq(cases[i].name, "class"))
+				cJSON_ReplaceItemInObject(m, "class", cJSON_CreateNumber(5));
+			else if (streq(cases[i].name, "ifindex"))
+				cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "ifaces"), "podIfindex",
+				                          cJSON_CreateNumber(-1));
+			else if (streq(cases[i].name, "long"))
+				cJSON_ReplaceItemInObject(m, "network", cJSON_CreateString(big));
+			else if (streq(cases[i].name, "other"))
+				cJSON_ReplaceItemInObject(m, "containerId", cJSON_CreateString("other"));
+			else if (streq(cases[i].name, "choices"))
+				cJSON_DeleteItemFromObject(m, "choices");
+			c = cJSON_PrintUnformatted(m);
+			cJSON_Delete(m);
+		}
+		write_file(path, c, strlen(c));
+		{
+			struct error e = {0};
+			cJSON *choices = NULL;
+			int r = state_load(dir, "bad", "eth0", l, &choices, &e);
+			if (r >= 0)
+				fprintf(stderr, "  case %s loaded\n", cases[i].name);
+			CHECK(r < 0);
+			CHECK_CONTAINS(e.msg, path);
+			CHECK_CONTAINS(e.msg, cases[i].msg);
+			CHECK(choices == NULL);
+			CHECK_INT(e.code, CNI_ERR_STATE);
+		}
+		free(c);
+	}
+	free(good);
+	free(s);
+	free(l);
+}
+
+/* A writer saving two versions in turn while a reader loads: every load must
+ * see one complete version (never a partial or empty file). */
+TEST(atomic_no_partial_file)
+{
+	char dir[128];
+	struct attach_state *l = calloc(1, sizeof(*l));
+	unsigned loads = 0, bad = 0;
+	pid_t pid;
+
+	fresh_dir(dir, sizeof(dir), "atomic");
+	{
+		struct attach_state *s = sample_state("race", "eth0");
+		CHECK_INT(state_save(dir, s, NULL), 0);
+		free(s);
+	}
+	pid = fork();
+	if (pid == 0) {
+		struct attach_state *s = sample_state("race", "eth0");
+		for (int i = 0; i < 400; i++) {
+			/* version A has a long failure text, B none: sizes differ */
+			if (i % 2)
+				memset(s->failure, 'x', 900);
+			else
+				s->failure[0] = '\0';
+			s->updated_unix = 1000 + i;
+			if (state_save(dir, s, NULL) < 0)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	for (;;) {
+		int status;
+		struct error e = {0};
+		int r = state_load(dir, "race", "eth0", l, NULL, &e);
+		loads++;
+		if (r < 0 || (l->failure[0] && strlen(l->failure) != 900)) {
+			if (bad++ == 0)
+				fprintf(stderr, "  partial state seen: %s\n", e.msg);
+		}
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+			break;
+		}
+	}
+	CHECK_INT(bad, 0);
+	CHECK(loads > 10);
+	CHECK_INT(count_tmp_files(dir), 0);
+	free(l);
+}
+
+TEST(stale_tmp_file_of_same_pid)
+{
+	char dir[128], tmp[STATE_PATH_MAX + 32];
+	struct attach_state *s = sample_state("stale", "eth0");
+	struct stat st;
+
+	fresh_dir(dir, sizeof(dir), "stale");
+	CHECK(mkdir(dir, 0755) == 0);
+	snprintf(tmp, sizeof(tmp), "%s/stale@eth0.json.tmp.%ld", dir, (long)getpid());
+	write_file(tmp, "junk", 4);
+	CHECK_INT(state_save(dir, s, NULL), 0);
+	CHECK_INT(count_tmp_files(dir), 0);
+	/* an existing directory keeps its mode */
+	CHECK(stat(dir, &st) == 0 && (st.st_mode & 07777) == 0755);
+	free(s);
+}
+
+TEST(save_errors)
+{
+	char dir[128], path[256];
+	struct attach_state *s = sample_state("err", "eth0");
+	struct error e = {0};
+
+	/* a path component is a regular file */
+	fresh_dir(dir, sizeof(dir), "notadir");
+	write_file(dir, "x", 1);
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	CHECK_INT(state_save(path, s, &e), -ENOTDIR);
+	CHECK_CONTAINS(e.msg, dir);
+	CHECK_INT(e.code, CNI_ERR_STATE);
+
+	/* bad ids never reach the filesystem */
+	str_copy(s->container_id, sizeof(s->container_id), "../../etc/passwd");
+	CHECK_INT(state_save(base, s, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "container ID");
+	free(s);
+}
+
+/* Read-only and full filesystems need a mount: a child enters a new user
+ * and mount namespace (works without root), mounts a tmpfs and reports back. */
+struct fs_result {
+	int ro_r, full_r, full_tmp_left;
+	char ro_msg[ERROR_MSG_MAX], full_msg[ERROR_MSG_MAX];
+	int setup_errno;
+};
+
+static int write_map(const char *file, const char *text)
+{
+	int fd = open(file, O_WRONLY | O_CLOEXEC);
+	int r = 0;
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, strlen(text)) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+static void fs_child(struct fs_result *res, const char *dir)
+{
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	char map[64], ro[256], full[256], filler[300];
+	struct attach_state *s = sample_state("fs", "eth0");
+
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) {
+		/* no user namespaces: root can still make a mount namespace */
+		if (unshare(CLONE_NEWNS) < 0) {
+			res->setup_errno = errno;
+			return;
+		}
+	} else {
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned)uid);
+		write_map("/proc/self/setgroups", "deny");
+		if (write_map("/proc/self/uid_map", map) < 0) {
+			res->setup_errno = EPERM;
+			return;
+		}
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned)gid);
+		write_map("/proc/self/gid_map", map);
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		res->setup_errno = errno;
+		return;
+	}
+	snprintf(ro, sizeof(ro), "%s/ro", dir);
+	snprintf(full, sizeof(full), "%s/full", dir);
+	if (mkdir(ro, 0700) < 0 || mkdir(full, 0700) < 0 ||
+	    mount("tmpfs", ro, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=64k") < 0 ||
+	    mount("tmpfs", full, "tmpfs", MS_NOSUID | MS_NODEV, "size=16k") < 0) {
+		res->setup_errno = errno;
+		return;
+	}
+	{
+		struct error e = {0};
+		res->ro_r = state_save(ro, s, &e);
+		memcpy(res->ro_msg, e.msg, sizeof(e.msg));
+	}
+	/* fill the small tmpfs, then save */
+	snprintf(filler, sizeof(filler), "%s/filler", full);
+	{
+		int fd = open(filler, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		char block[1024] = {0};
+		while (fd >= 0 && write(fd, block, sizeof(block)) > 0)
+			;
+		if (fd >= 0)
+			close(fd);
+	}
+	{
+		struct error e = {0};
+		res->full_r = state_save(full, s, &e);
+		memcpy(res->full_msg, e.msg, sizeof(e.msg));
+		res->full_tmp_left = (int)count_tmp_files(full);
+	}
+	free(s);
+}
+
+TEST(save_readonly_and_full_fs)
+{
+	char dir[128];
+	struct fs_result *res;
+	int pfd[2];
+	pid_t pid;
+	int status;
+
+	fresh_dir(dir, sizeof(dir), "fs");
+	CHECK(mkdir(dir, 0700) == 0);
+	res = calloc(1, sizeof(*res));
+	CHECK(pipe2(pfd, O_CLOEXEC) == 0);
+	pid = fork();
+	if (pid == 0) {
+		fs_child(res, dir);
+		if (write(pfd[1], res, sizeof(*res)) != (ssize_t)sizeof(*res))
+			_exit(2);
+		_exit(0);
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], res, sizeof(*res)) == (ssize_t)sizeof(*res));
+	close(pfd[0]);
+	waitpid(pid, &status, 0);
+	if (res->setup_errno) {
+		/* cannot build the fixture: say so and fail rather than pass silently */
+		fprintf(stderr, "  cannot create a mount namespace for the read-only/full fs cases: %s\n",
+		        strerror(res->setup_errno));
+		CHECK(res->setup_errno == 0);
+		free(res);
+		return;
+	}
+	CHECK_INT(res->ro_r, -EROFS);
+	CHECK_CONTAINS(res->ro_msg, "/ro/fs@eth0.json.tmp.");
+	CHECK_CONTAINS(res->ro_msg, strerror(EROFS));
+	CHECK_INT(res->full_r, -ENOSPC);
+	CHECK_CONTAINS(res->full_msg, "/full/fs@eth0.json.tmp.");
+	CHECK_CONTAINS(res->full_msg, strerror(ENOSPC));
+	CHECK_INT(res->full_tmp_left, 0);
+	free(res);
+}
+
+struct listed {
+	unsigned n;
+	char cid[8][STATE_ID_MAX];
+	char ifname[8][IFNAME_LEN];
+	int stop_after;
+};
+
+static int list_cb(const char *cid, const char *ifname, void *userdata)
+{
+	struct listed *l = userdata;
+	if (l->n < 8) {
+		str_copy(l->cid[l->n], STATE_ID_MAX, cid);
+		str_copy(l->ifname[l->n], IFNAME_LEN, ifname);
+	}
+	l->n++;
+	if (l->stop_after && (int)l->n >= l->stop_after)
+		return -ECANCELED;
+	return 0;
+}
+
+static bool listed_has(const struct listed *l, const char *cid, const char *ifname)
+{
+	for (unsigned i = 0; i < l->n && i < 8; i++)
+		if (streq(l->cid[i], cid) && streq(l->ifname[i], ifname))
+			return true;
+	return false;
+}
+
+TEST(list_and_remove)
+{
+	char dir[128], junk[256];
+	static const char *const ids[][2] = {{"abc-def-1", "net-1"}, {"abc-def", "eth0"}, {"x.y_z", "eth0"}};
+	static const char *const junk_names[] = {"foo.json",   "a@b@c.json",   "x@y.json.tmp.123", "README",
+	                                         "@eth0.json", "..@eth0.json", "abc@.json",        "a@b.jsonx",
+	                                         ".json",      "a@b c.json"};
+	struct listed l = {0};
+	struct error e = {0};
+
+	fresh_dir(dir, sizeof(dir), "list");
+	/* a missing directory lists nothing */
+	CHECK_INT(state_list(dir, list_cb, &l, &e), 0);
+	CHECK_INT(l.n, 0);
+	for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
+		struct attach_state *s = sample_state(ids[i][0], ids[i][1]);
+		CHECK_INT(state_save(dir, s, &e), 0);
+		free(s);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(junk_names); i++) {
+		snprintf(junk, sizeof(junk), "%s/%s", dir, junk_names[i]);
+		write_file(junk, "{}", 2);
+	}
+	snprintf(junk, sizeof(junk), "%s/sub@eth0.json", dir);
+	CHECK(mkdir(junk, 0700) == 0); /* a directory with a valid-looking name */
+
+	CHECK_INT(state_list(dir, list_cb, &l, &e), 0);
+	CHECK_INT(l.n, 3);
+	for (size_t i = 0; i < ARRAY_SIZE(ids); i++)
+		CHECK(listed_has(&l, ids[i][0], ids[i][1]));
+
+	/* the callback can stop the walk */
+	memset(&l, 0, sizeof(l));
+	l.stop_after = 1;
+	CHECK_INT(state_list(dir, list_cb, &l, &e), -ECANCELED);
+	CHECK_INT(l.n, 1);
+
+	/* remove is idempotent */
+	CHECK_INT(state_remove(dir, "abc-def", "eth0", &e), 0);
+	CHECK_INT(state_remove(dir, "abc-def", "eth0", &e), 0);
+	CHECK_INT(state_remove(dir, "../x", "eth0", &e), -EINVAL);
+	memset(&l, 0, sizeof(l));
+	CHECK_INT(state_list(dir, list_cb, &l, &e), 0);
+	CHECK_INT(l.n, 2);
+	CHECK(!listed_has(&l, "abc-def", "eth0"));
+	CHECK(listed_has(&l, "abc-def-1", "net-1"));
+}
