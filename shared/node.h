@@ -1,0 +1,346 @@
+/* node.h — the node planner of the agent: (pods on the node, agent config,
+ * uplink facts, kernel capabilities) -> the node mode and the uplink plan
+ * (qdiscs, HTB classes, u32 classifiers on DEV_UPLINK). Pure: no I/O, no
+ * clock (callers pass now_ms), deterministic for equal inputs.
+ *
+ * MODE (DESIGN §3 "Node tuning"). desired = idle (no inference and no
+ * training pod), training (training [+default] only), inference (inference
+ * [+default] only), mixed (both). node_mode_decide() adds hysteresis:
+ * entering mixed is immediate; leaving it waits until mixed has not been
+ * needed for hold_s seconds (flapping within the hold stays mixed). Every
+ * other transition is immediate. The agent debounces pod events separately.
+ *
+ * SHARES (mixed; node_shares_compute). Weight per class w_inf, w_train:
+ *   - requested GPUs (sum) when any inference or training pod requests GPUs;
+ *   - else declared egress bandwidth (sum) when every inference and training
+ *     pod declares kubernetes.io/egress-bandwidth;
+ *   - else the pod count.
+ *   inference = clamp(max(inferenceShare, w_inf / (w_inf + w_train)), 5%, 90%)
+ *   default   = 5%
+ *   training  = 100% - inference - default        (>= 5%)
+ * rounded to 0.1 % (per mille) so rates are exact integers. In training mode
+ * the classes are default 5% / training 95%, in inference mode inference 95%
+ * / default 5%. Shares are guarantees (HTB rate); every class has ceil = the
+ * whole shaped rate, so idle capacity is always borrowed (work conserving
+ * below the shaped rate). HTB prio: inference 0, default 1, training 2.
+ *
+ * RATE. R = uplinkRate when configured, else the link speed (0 = unknown).
+ * Shaping (HTB parent class at Rp = R * 97 %, "slightly below the rate so the
+ * queue lives where aiqos manages it") is used when uplinkRate is configured,
+ * when the link is virtual and R is known, or in mixed mode when the kernel
+ * is known to lack the work-conserving `prio` (R known). Without a known R no
+ * rate can be set and HTB cannot prioritise, so:
+ *   training  -> root fq [ce_threshold] | fq_codel ecn [ce_threshold]
+ *   inference -> root fq_codel target 1ms interval 10ms ecn limit 1024
+ *   mixed     -> root prio (3 bands, AQM leaves) when prio is not known to be
+ *                missing; else the inference-style root fq_codel: flow
+ *                isolation (sparse flows first) protects request/response
+ *                flows from bulk flows without any rate. A warning says to
+ *                set uplinkRate.
+ * A real NIC with a known speed and no uplinkRate is not shaped: training and
+ * inference get the root AQM above; mixed gets prio (strict priority with AQM
+ * leaves, work conserving at line rate) or, when prio is known to be missing,
+ * the HTB tree at 97 % of the link speed. HTB itself known missing -> the
+ * unshaped layout. Alternatives of a kind known to be missing are dropped
+ * unless none would remain (then all are kept and the applier records the
+ * failure: the item is skipped and the original qdisc stays), as plan_pod()
+ * does. Caps also choose between structures (prio vs HTB): when the applier
+ * learns a missing kind (e.g. prio on first contact), plan again.
+ *
+ * ITEMS (dev DEV_UPLINK, ids stable; parents before children):
+ *   uplink.root               htb 1: default 20 r2q 10 | prio 1: bands 3 priomap all 1
+ *                             | fq/fq_codel (unshaped)
+ *   uplink.class.parent       htb 1:1  rate = ceil = Rp
+ *   uplink.class.inference    htb 1:10 prio 0 rate share*Rp ceil Rp
+ *   uplink.class.default      htb 1:20 prio 1
+ *   uplink.class.training     htb 1:30 prio 2
+ *   uplink.leaf.inference     10: under 1:10 (prio: 1:1) fq_codel 1ms/10ms ecn limit 1024 | bfifo 2 ms
+ *   uplink.leaf.default       20: under 1:20 (prio: 1:2) fq_codel ecn | bfifo 5 ms
+ *   uplink.leaf.training      30: under 1:30 (prio: 1:3) fq [ce] | fq_codel ecn [ce] | bfifo 20 ms
+ *   uplink.pod.<H>.<n>        u32 on 1: prio 10 (ip) / 11 (ipv6), src addr/32|/128 -> class
+ *   uplink.dscp.<class>.v4|v6 u32 on 1: prio 20 (ip) / 21 (ipv6), DS field & 0xfc -> class
+ * Only the classes of the mode exist (mixed: 10 20 30; training: 20 30;
+ * inference: 10 20); pods of a class without a class (and default pods) get
+ * no filter: unclassified traffic goes to the default class (HTB default 20,
+ * prio priomap -> band index 1 = class 1:2). FIFOs are sized in bytes (GSO super-packets
+ * make packet limits meaningless): limit = clamp(Rp * queue time, 128 KiB
+ * (256 KiB training), 16 MiB); without a known rate they are sized for a
+ * nominal 1 Gbit/s. HTB quantum = clamp(class rate in bytes/s / 1000,
+ * MTU + 14, 200000) (no "quantum of class is big" warning); burst = cburst =
+ * clamp(2 ms at the rate (ceil for cburst), 128 KiB, 16 MiB). CE threshold
+ * on training queues: 1 ms when any training pod runs a CE-marking profile
+ * (training-dctcp).
+ *
+ * CLASSIFICATION. classify "src-ip": one u32 filter per pod address. The item
+ * id is "uplink.pod.<H>.<n>": H = 16 hex digits of a 64-bit FNV-1a hash of the
+ * pod UID (UIDs are up to 63 chars, PLAN_ID_MAX is 32), n = index of the
+ * address in the pod's list; node_pod_item_id() maps a pod back to its ids.
+ * Two different UIDs with the same 64-bit hash are refused (-ENOTUNIQ) rather
+ * than silently merged. Adding or removing one pod adds or removes exactly its
+ * items. Filter handles: the u32 handle is htid:hash:node (12:8:12 bits); the
+ * kernel gives each (prio, protocol) its own root hash table (htid 800, 801,
+ * ... in creation order, so not predictable), so the planner sets only the
+ * node id (handle = node id, htid 0 = "the root table of this prio"); a
+ * desired handle with htid 0 matches an observed one on hash:node (tc.c).
+ * The kernel looks existing u32 filters up by their full handle, so deleting
+ * or changing one needs the observed handle (with its htid). Node ids 1..0xfff come from
+ * a 32-bit FNV-1a hash of (uid, n); collisions are resolved by linear probing
+ * in pod-UID order, and ids already used by `prev` (the plan in force) are
+ * kept first, so a new pod never renumbers an existing pod's filter. Without
+ * `prev` (fresh start) the result is a pure function of the pod set. At most
+ * NODE_FILTERS_MAX filters (-E2BIG beyond).
+ * classify "dscp": four fixed filters instead (inference/training x v4/v6,
+ * DSCP from the config, default EF 46 / AF11 10), matching the DS field under
+ * mask 0xfc (IPv4 TOS byte, IPv6 traffic class). DSCP survives SNAT; source
+ * addresses do not (pod traffic masqueraded to the node address before the
+ * uplink qdisc falls into the default class with src-ip).
+ * The caller must not list host-network pods' addresses (they are the node's).
+ *
+ * CAPACITY. A node plan has one filter per pod address: 250 dual-stack pods
+ * need ~510 items, far above PLAN_ITEMS_MAX (64, sized for per-pod plans that
+ * live on the plugin's stack and in every state record). struct plan_item is
+ * ~660 bytes, so struct node_plan keeps its items in a heap array
+ * (node_plan_free()); node_plan_slice() copies a window of at most
+ * PLAN_ITEMS_MAX items into a struct plan (for plan_render()). Applying is
+ * incremental (node_plan_delta: only added/changed items, removals first):
+ * apply_plan() is not the tool for it, as it re-applies every item of its
+ * plan and looks `depends` up only inside that plan. */
+#ifndef AIQOS_NODE_H
+#define AIQOS_NODE_H
+
+#include "plan.h"
+
+#define NODE_POD_IPS_MAX 4
+#define NODE_UPLINK_AUTO "auto"
+#define NODE_FILTERS_MAX 0xfffU /* u32 node ids 1..0xfff */
+#define NODE_WARN_MAX    4
+#define NODE_WARN_LEN    256
+
+/* Defaults of the agent config (DESIGN §7) */
+#define NODE_INFERENCE_SHARE_DEFAULT 0.3
+#define NODE_MIXED_HOLD_S_DEFAULT    30
+#define NODE_DEBOUNCE_MS_DEFAULT     200
+#define NODE_DSCP_INFERENCE_DEFAULT  46 /* EF */
+#define NODE_DSCP_TRAINING_DEFAULT   10 /* AF11 */
+
+/* Policy constants (see the comment above) */
+#define NODE_SHAPE_PERCENT           97
+#define NODE_SHARE_DEFAULT_PM        50 /* default class guarantee, per mille */
+#define NODE_SHARE_INF_MIN_PM        50 /* inference guarantee clamp */
+#define NODE_SHARE_INF_MAX_PM        900
+#define NODE_CE_THRESHOLD_US         1000
+#define NODE_INF_TARGET_US           1000
+#define NODE_INF_INTERVAL_US         10000
+#define NODE_INF_LIMIT_PKTS          1024
+#define NODE_HTB_R2Q                 10
+#define NODE_HTB_QUANTUM_MAX         200000
+#define NODE_HTB_BURST_US            2000
+#define NODE_FIFO_MIN_BYTES          (2U * 65536)
+#define NODE_FIFO_MIN_TRAINING_BYTES (4U * 65536)
+#define NODE_FIFO_MAX_BYTES          (16U << 20)
+#define NODE_NOMINAL_RATE_BPS        1000000000ULL /* FIFO sizing when no rate is known */
+#define NODE_FILTER_PRIO_SRC_V4      10
+#define NODE_FILTER_PRIO_SRC_V6      11
+#define NODE_FILTER_PRIO_DSCP_V4     20
+#define NODE_FILTER_PRIO_DSCP_V6     21
+
+enum node_mode {
+	MODE_IDLE,
+	MODE_TRAINING,
+	MODE_INFERENCE,
+	MODE_MIXED,
+	_MODE_MAX,
+	_MODE_INVALID = -1,
+};
+
+enum node_classify {
+	CLASSIFY_SRC_IP,
+	CLASSIFY_DSCP,
+	_CLASSIFY_MAX,
+	_CLASSIFY_INVALID = -1,
+};
+
+/* The queueing structure the planner chose for the uplink. */
+enum node_shape {
+	SHAPE_NONE,     /* idle: nothing planned, the original qdisc stays */
+	SHAPE_ROOT_AQM, /* classless root fq / fq_codel */
+	SHAPE_PRIO,     /* prio bands with AQM leaves, line rate */
+	SHAPE_HTB,      /* HTB at Rp with guaranteed shares */
+	_SHAPE_MAX,
+	_SHAPE_INVALID = -1,
+};
+
+/* How class weights were derived (mixed mode). */
+enum node_weight_basis {
+	WEIGHT_PODS,
+	WEIGHT_GPUS,
+	WEIGHT_BANDWIDTH,
+	_WEIGHT_MAX,
+	_WEIGHT_INVALID = -1,
+};
+
+struct node_ip {
+	int family;       /* AF_INET or AF_INET6 */
+	uint8_t addr[16]; /* network byte order; v4 in the first 4 bytes */
+};
+
+struct node_pod {
+	char namespace_[64];
+	char name[254];
+	char uid[64];
+	enum workload_class class;
+	char profile[PROFILE_NAME_MAX]; /* resolved profile name (informational) */
+	bool ce_marking;                /* its profile sets ce_threshold_us (training-dctcp) */
+	unsigned n_ips;
+	struct node_ip ips[NODE_POD_IPS_MAX];
+	uint32_t gpus;       /* requested GPUs (nvidia.com/gpu etc.), 0 = none */
+	uint64_t egress_bps; /* kubernetes.io/egress-bandwidth, 0 = none */
+};
+
+struct node_config {
+	char uplink[IFNAME_LEN];  /* interface name or "auto" (default route); used by the agent */
+	uint64_t uplink_rate_bps; /* 0 = link speed */
+	double inference_share;   /* 0..1, guaranteed share of inference in mixed */
+	uint32_t mixed_hold_s;
+	uint32_t debounce_ms; /* used by the agent */
+	enum node_classify classify;
+	int dscp_inference; /* 0..63, DSCP the inference profile marks (classify dscp) */
+	int dscp_training;  /* 0..63 */
+};
+
+struct uplink_facts {
+	char ifname[IFNAME_LEN];
+	uint64_t speed_bps; /* 0 = unknown */
+	bool is_virtual;    /* veth/bridge/dummy, or speed unknown */
+	uint32_t tx_queues; /* informational (mq + fq per queue needs an mq kind in tc.h) */
+	uint32_t mtu;       /* 0 = 1500 */
+};
+
+struct node_counts {
+	unsigned n_pods;
+	unsigned n[_CLASS_MAX];          /* pods per class */
+	unsigned n_dctcp_training;       /* training pods with ce_marking */
+	uint64_t gpus[_CLASS_MAX];       /* requested GPUs per class */
+	uint64_t egress_bps[_CLASS_MAX]; /* declared egress bandwidth per class */
+	unsigned n_egress[_CLASS_MAX];   /* pods declaring egress bandwidth per class */
+};
+
+struct node_shares {
+	enum node_weight_basis basis;
+	double weight[_CLASS_MAX];     /* inputs of the formula (mixed) */
+	unsigned share_pm[_CLASS_MAX]; /* guaranteed share, per mille; 0 = class absent */
+};
+
+/* Hysteresis state of the mode decision. mixed_last_needed_ms: last time
+ * (monotonic ms) the pods needed mixed. */
+struct node_mode_state {
+	enum node_mode mode;
+	int64_t mixed_last_needed_ms;
+};
+#define NODE_MODE_STATE_INIT ((struct node_mode_state){.mode = MODE_IDLE, .mixed_last_needed_ms = 0})
+
+struct node_plan {
+	unsigned n;              /* items in use */
+	unsigned cap;            /* allocated */
+	struct plan_item *items; /* heap; tree items first, then pod filters in pod-UID order */
+};
+
+struct node_plan_info {
+	enum node_mode mode;
+	enum node_shape shape;
+	uint64_t rate_bps;   /* R: uplinkRate or link speed, 0 = unknown */
+	uint64_t shaped_bps; /* Rp = R * 97 % when shape = HTB, else 0 */
+	bool rate_configured;
+	struct node_counts counts;
+	struct node_shares shares;
+	uint64_t class_rate_bps[_CLASS_MAX]; /* HTB guaranteed rates (0 = no class) */
+	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
+	unsigned n_filters;
+	unsigned n_warn;
+	char warn[NODE_WARN_MAX][NODE_WARN_LEN];
+};
+
+/* Names */
+const char *node_mode_name(enum node_mode m);         /* "idle" "training" "inference" "mixed" */
+enum node_mode node_mode_from_name(const char *s);    /* _MODE_INVALID if unknown */
+const char *node_classify_name(enum node_classify c); /* "src-ip" "dscp" */
+enum node_classify node_classify_from_name(const char *s);
+const char *node_shape_name(enum node_shape s);               /* "none" "root-aqm" "prio" "htb" */
+const char *node_weight_basis_name(enum node_weight_basis b); /* "pods" "gpus" "bandwidth" */
+
+/* Config */
+void node_config_defaults(struct node_config *ret);
+/* Range checks (inferenceShare 0..1, DSCP 0..63, classify, rate bounds);
+ * errors name the key and value. */
+int node_config_check(const struct node_config *cfg, struct error *err);
+
+/* Counting and the mode */
+void node_pods_count(const struct node_pod *pods, unsigned n, struct node_counts *ret);
+enum node_mode node_mode_desired(const struct node_counts *c);
+/* Decide the mode at now_ms from the previous state (see the top comment).
+ * Returns the monotonic time in ms at which the decision may change without
+ * a new event (the end of the mixed hold), or -1 when only events can change
+ * it: the agent arms a timer for it. */
+int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_counts *c, int64_t now_ms,
+                         uint32_t hold_s, struct node_mode_state *ret);
+
+/* Guaranteed shares for a mode (formula in the top comment). */
+void node_shares_compute(const struct node_counts *c, double inference_share, enum node_mode mode,
+                         struct node_shares *ret);
+
+/* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"). */
+int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
+
+/* Build the uplink plan for `mode` (normally from node_mode_decide). prev:
+ * the plan in force (NULL = none), only used to keep filter handles stable.
+ * caps may be NULL (nothing known missing). On success ret's previous items
+ * are freed and replaced (prev may be ret itself); on failure ret and
+ * ret_info are untouched. ret_info may be NULL. ret must be zero-initialised
+ * or a plan from an earlier call.
+ * Errors: -EINVAL (bad config, pod class/family/address count, duplicate pod
+ * UID, bad mode), -ENOTUNIQ (UID hash collision), -E2BIG (more than
+ * NODE_FILTERS_MAX filters), -ENOMEM. */
+int node_plan(const struct node_pod *pods, unsigned n, const struct node_config *cfg, const struct uplink_facts *up,
+              const struct plan_caps *caps, enum node_mode mode, const struct node_plan *prev, struct node_plan *ret,
+              struct node_plan_info *ret_info, struct error *err);
+
+void node_plan_free(struct node_plan *p); /* frees the items; p becomes empty */
+static inline void node_plan_freep(struct node_plan *p)
+{
+	node_plan_free(p);
+}
+#define _cleanup_node_plan_ _cleanup_(node_plan_freep)
+
+struct plan_item *node_plan_find(struct node_plan *p, const char *id);
+const struct plan_item *node_plan_find_const(const struct node_plan *p, const char *id);
+
+/* Copy items [start, start + PLAN_ITEMS_MAX) into ret (for plan_render);
+ * returns the number copied (0 at the end). */
+unsigned node_plan_slice(const struct node_plan *p, unsigned start, struct plan *ret);
+
+/* Desired equality of two items: type, dev, id, depends and every
+ * alternative (effective fields ignored). */
+bool node_item_same_desired(const struct plan_item *a, const struct plan_item *b);
+
+/* What changed between the plan in force and a new plan, by item id:
+ * removed (indices into old), added and changed (indices into new), each in
+ * plan order (parents first). changed = same id and different desired
+ * content, or recreated: an item whose object is replaced (a qdisc by
+ * another kind or handle, anything moved to another parent) takes every item
+ * depending on it along (the kernel destroys a qdisc's classes, children and
+ * filters with it), so those are listed as changed even when equal. Arrays
+ * are heap (node_plan_delta_free). */
+struct node_plan_delta {
+	unsigned n_removed, n_added, n_changed, n_same;
+	unsigned *removed;
+	unsigned *added;
+	unsigned *changed;
+};
+int node_plan_delta(const struct node_plan *old, const struct node_plan *new_, struct node_plan_delta *ret);
+void node_plan_delta_free(struct node_plan_delta *d);
+/* Copy the effective state (status, chosen, err) of the items node_plan_delta
+ * calls same from old into new (they need no re-apply). Returns -ENOMEM or
+ * the number of items carried over. */
+int node_plan_carry_effective(struct node_plan *new_, const struct node_plan *old);
+
+#endif

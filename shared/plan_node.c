@@ -1,0 +1,1222 @@
+/* plan_node.c — the pure node planner (node.h): mode decision with
+ * hysteresis, class shares, and the uplink plan (HTB / prio / root AQM tree
+ * plus u32 classifiers) with stable item ids and filter handles. No I/O. */
+#include <inttypes.h>
+#include <linux/if_ether.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+
+#include "node.h"
+
+#define H_ROOT             0x10000u  /* 1: */
+#define H_PARENT           0x10001u  /* 1:1 (HTB parent class) */
+#define MINOR_INFERENCE    0x10u     /* 1:10 */
+#define MINOR_DEFAULT      0x20u     /* 1:20 (HTB default class) */
+#define MINOR_TRAINING     0x30u     /* 1:30 */
+#define H_LEAF_INFERENCE   0x100000u /* 10: */
+#define H_LEAF_DEFAULT     0x200000u /* 20: */
+#define H_LEAF_TRAINING    0x300000u /* 30: */
+#define PRIO_BANDS         3u
+#define PRIO_BAND_DEFAULT  1u /* band index of class 1:2 */
+#define QUEUE_MS_INFERENCE 2u
+#define QUEUE_MS_DEFAULT   5u
+#define QUEUE_MS_TRAINING  20u
+#define ETH_HLEN_BYTES     14u
+#define MTU_DEFAULT        1500u
+#define TREE_ITEMS_MAX     16u
+
+#define ID_ROOT   "uplink.root"
+#define ID_PARENT "uplink.class.parent"
+
+static const char *const class_tag[_CLASS_MAX] = {
+        [CLASS_DEFAULT] = "default",
+        [CLASS_INFERENCE] = "inference",
+        [CLASS_TRAINING] = "training",
+};
+
+/* ---- names ---- */
+
+const char *node_mode_name(enum node_mode m)
+{
+	static const char *const names[_MODE_MAX] = {
+	        [MODE_IDLE] = "idle",
+	        [MODE_TRAINING] = "training",
+	        [MODE_INFERENCE] = "inference",
+	        [MODE_MIXED] = "mixed",
+	};
+
+	if (m < 0 || m >= _MODE_MAX)
+		return NULL;
+	return names[m];
+}
+
+enum node_mode node_mode_from_name(const char *s)
+{
+	for (int m = 0; s && m < _MODE_MAX; m++)
+		if (streq(s, node_mode_name(m)))
+			return m;
+	return _MODE_INVALID;
+}
+
+const char *node_classify_name(enum node_classify c)
+{
+	static const char *const names[_CLASSIFY_MAX] = {[CLASSIFY_SRC_IP] = "src-ip", [CLASSIFY_DSCP] = "dscp"};
+
+	if (c < 0 || c >= _CLASSIFY_MAX)
+		return NULL;
+	return names[c];
+}
+
+enum node_classify node_classify_from_name(const char *s)
+{
+	for (int c = 0; s && c < _CLASSIFY_MAX; c++)
+		if (streq(s, node_classify_name(c)))
+			return c;
+	return _CLASSIFY_INVALID;
+}
+
+const char *node_shape_name(enum node_shape s)
+{
+	static const char *const names[_SHAPE_MAX] = {
+	        [SHAPE_NONE] = "none",
+	        [SHAPE_ROOT_AQM] = "root-aqm",
+	        [SHAPE_PRIO] = "prio",
+	        [SHAPE_HTB] = "htb",
+	};
+
+	if (s < 0 || s >= _SHAPE_MAX)
+		return NULL;
+	return names[s];
+}
+
+const char *node_weight_basis_name(enum node_weight_basis b)
+{
+	static const char *const names[_WEIGHT_MAX] = {
+	        [WEIGHT_PODS] = "pods",
+	        [WEIGHT_GPUS] = "gpus",
+	        [WEIGHT_BANDWIDTH] = "bandwidth",
+	};
+
+	if (b < 0 || b >= _WEIGHT_MAX)
+		return NULL;
+	return names[b];
+}
+
+/* ---- config ---- */
+
+void node_config_defaults(struct node_config *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	str_copy(ret->uplink, sizeof(ret->uplink), NODE_UPLINK_AUTO);
+	ret->uplink_rate_bps = 0;
+	ret->inference_share = NODE_INFERENCE_SHARE_DEFAULT;
+	ret->mixed_hold_s = NODE_MIXED_HOLD_S_DEFAULT;
+	ret->debounce_ms = NODE_DEBOUNCE_MS_DEFAULT;
+	ret->classify = CLASSIFY_SRC_IP;
+	ret->dscp_inference = NODE_DSCP_INFERENCE_DEFAULT;
+	ret->dscp_training = NODE_DSCP_TRAINING_DEFAULT;
+}
+
+int node_config_check(const struct node_config *cfg, struct error *err)
+{
+	if (!cfg)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "no node config");
+	if (!memchr(cfg->uplink, '\0', sizeof(cfg->uplink)) || cfg->uplink[0] == '\0')
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                 "uplink: must be an interface name (at most %d characters) or \"auto\"",
+		                 IFNAME_LEN - 1);
+	if (!(cfg->inference_share >= 0.0 && cfg->inference_share <= 1.0))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "inferenceShare: %g is out of range 0..1",
+		                 cfg->inference_share);
+	if (cfg->uplink_rate_bps != 0 && (cfg->uplink_rate_bps < BW_MIN_BPS || cfg->uplink_rate_bps > BW_MAX_BPS))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                 "uplinkRate: %" PRIu64 " bit/s is out of range %llu..%llu", cfg->uplink_rate_bps,
+		                 BW_MIN_BPS, BW_MAX_BPS);
+	if (!node_classify_name(cfg->classify))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "classify: invalid value %d (src-ip, dscp)",
+		                 (int)cfg->classify);
+	if (cfg->dscp_inference < 0 || cfg->dscp_inference > 63)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "inference DSCP: %d is out of range 0..63",
+		                 cfg->dscp_inference);
+	if (cfg->dscp_training < 0 || cfg->dscp_training > 63)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "training DSCP: %d is out of range 0..63",
+		                 cfg->dscp_training);
+	if (cfg->classify == CLASSIFY_DSCP) {
+		if (cfg->dscp_inference == cfg->dscp_training)
+			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			                 "classify dscp: inference and training use the same DSCP %d",
+			                 cfg->dscp_inference);
+		if (cfg->dscp_inference == 0 || cfg->dscp_training == 0)
+			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			                 "classify dscp: DSCP 0 is unmarked traffic and cannot select a class");
+	}
+	return 0;
+}
+
+/* ---- counting, mode, shares ---- */
+
+static bool class_valid(enum workload_class c)
+{
+	return c >= 0 && c < _CLASS_MAX;
+}
+
+void node_pods_count(const struct node_pod *pods, unsigned n, struct node_counts *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	for (unsigned i = 0; pods && i < n; i++) {
+		const struct node_pod *p = &pods[i];
+		enum workload_class c = class_valid(p->class) ? p->class : CLASS_DEFAULT;
+
+		ret->n_pods++;
+		ret->n[c]++;
+		ret->gpus[c] += p->gpus;
+		if (p->egress_bps > 0) {
+			ret->egress_bps[c] += p->egress_bps;
+			ret->n_egress[c]++;
+		}
+		if (c == CLASS_TRAINING && p->ce_marking)
+			ret->n_dctcp_training++;
+	}
+}
+
+enum node_mode node_mode_desired(const struct node_counts *c)
+{
+	bool inf = c->n[CLASS_INFERENCE] > 0, train = c->n[CLASS_TRAINING] > 0;
+
+	if (inf && train)
+		return MODE_MIXED;
+	if (train)
+		return MODE_TRAINING;
+	if (inf)
+		return MODE_INFERENCE;
+	return MODE_IDLE;
+}
+
+int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_counts *c, int64_t now_ms,
+                         uint32_t hold_s, struct node_mode_state *ret)
+{
+	enum node_mode desired = node_mode_desired(c);
+	struct node_mode_state s = prev ? *prev : NODE_MODE_STATE_INIT;
+	int64_t hold_ms = (int64_t)hold_s * 1000;
+
+	if (desired == MODE_MIXED) {
+		s.mode = MODE_MIXED;
+		s.mixed_last_needed_ms = now_ms;
+		*ret = s;
+		return -1;
+	}
+	if (s.mode == MODE_MIXED) {
+		/* now < last (a clock that went back) counts as "within the hold" */
+		bool held = now_ms < s.mixed_last_needed_ms || now_ms - s.mixed_last_needed_ms < hold_ms;
+
+		if (held) {
+			*ret = s;
+			return s.mixed_last_needed_ms > INT64_MAX - hold_ms ? INT64_MAX
+			                                                    : s.mixed_last_needed_ms + hold_ms;
+		}
+	}
+	s.mode = desired;
+	*ret = s;
+	return -1;
+}
+
+void node_shares_compute(const struct node_counts *c, double inference_share, enum node_mode mode,
+                         struct node_shares *ret)
+{
+	double floor_share = inference_share >= 0.0 ? (inference_share <= 1.0 ? inference_share : 1.0) : 0.0;
+	double w_inf, w_train, ratio, s;
+	long pm;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->basis = WEIGHT_PODS;
+	switch (mode) {
+	case MODE_TRAINING:
+		ret->share_pm[CLASS_DEFAULT] = NODE_SHARE_DEFAULT_PM;
+		ret->share_pm[CLASS_TRAINING] = 1000 - NODE_SHARE_DEFAULT_PM;
+		return;
+	case MODE_INFERENCE:
+		ret->share_pm[CLASS_INFERENCE] = 1000 - NODE_SHARE_DEFAULT_PM;
+		ret->share_pm[CLASS_DEFAULT] = NODE_SHARE_DEFAULT_PM;
+		return;
+	case MODE_MIXED:
+		break;
+	default:
+		return;
+	}
+
+	if (c->gpus[CLASS_INFERENCE] + c->gpus[CLASS_TRAINING] > 0) {
+		ret->basis = WEIGHT_GPUS;
+		w_inf = (double)c->gpus[CLASS_INFERENCE];
+		w_train = (double)c->gpus[CLASS_TRAINING];
+	} else if (c->n[CLASS_INFERENCE] > 0 && c->n[CLASS_TRAINING] > 0 &&
+	           c->n_egress[CLASS_INFERENCE] == c->n[CLASS_INFERENCE] &&
+	           c->n_egress[CLASS_TRAINING] == c->n[CLASS_TRAINING]) {
+		ret->basis = WEIGHT_BANDWIDTH;
+		w_inf = (double)c->egress_bps[CLASS_INFERENCE];
+		w_train = (double)c->egress_bps[CLASS_TRAINING];
+	} else {
+		w_inf = c->n[CLASS_INFERENCE];
+		w_train = c->n[CLASS_TRAINING];
+	}
+	ret->weight[CLASS_INFERENCE] = w_inf;
+	ret->weight[CLASS_TRAINING] = w_train;
+	ratio = w_inf + w_train > 0 ? w_inf / (w_inf + w_train) : 0.0;
+	s = floor_share > ratio ? floor_share : ratio;
+	pm = (long)(s * 1000.0 + 0.5); /* s >= 0; no libm */
+	if (pm < NODE_SHARE_INF_MIN_PM)
+		pm = NODE_SHARE_INF_MIN_PM;
+	if (pm > NODE_SHARE_INF_MAX_PM)
+		pm = NODE_SHARE_INF_MAX_PM;
+	ret->share_pm[CLASS_INFERENCE] = (unsigned)pm;
+	ret->share_pm[CLASS_DEFAULT] = NODE_SHARE_DEFAULT_PM;
+	ret->share_pm[CLASS_TRAINING] = 1000 - (unsigned)pm - NODE_SHARE_DEFAULT_PM;
+}
+
+/* ---- ids and handles ---- */
+
+static uint64_t fnv1a64(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++) {
+		h ^= (uint8_t)*s;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/* u32 node id 1..0xfff for (uid, n) */
+static uint32_t handle_hash(const char *uid, unsigned n)
+{
+	uint32_t h = 0x811c9dc5u;
+
+	for (const char *s = uid; *s; s++) {
+		h ^= (uint8_t)*s;
+		h *= 0x01000193u;
+	}
+	h ^= 0xffu; /* separator between the UID and the index */
+	h *= 0x01000193u;
+	h ^= n & 0xffu;
+	h *= 0x01000193u;
+	h ^= h >> 16;
+	return h % NODE_FILTERS_MAX + 1;
+}
+
+int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size)
+{
+	int r;
+
+	if (!uid || !buf)
+		return -EINVAL;
+	r = snprintf(buf, size, "uplink.pod.%016" PRIx64 ".%u", fnv1a64(uid), n);
+	if (r < 0 || (size_t)r >= size)
+		return -ENOBUFS;
+	return 0;
+}
+
+/* ---- the plan ---- */
+
+void node_plan_free(struct node_plan *p)
+{
+	if (!p)
+		return;
+	free(p->items);
+	p->items = NULL;
+	p->n = p->cap = 0;
+}
+
+struct plan_item *node_plan_find(struct node_plan *p, const char *id)
+{
+	for (unsigned i = 0; p && id && i < p->n; i++)
+		if (streq(p->items[i].id, id))
+			return &p->items[i];
+	return NULL;
+}
+
+const struct plan_item *node_plan_find_const(const struct node_plan *p, const char *id)
+{
+	for (unsigned i = 0; p && id && i < p->n; i++)
+		if (streq(p->items[i].id, id))
+			return &p->items[i];
+	return NULL;
+}
+
+unsigned node_plan_slice(const struct node_plan *p, unsigned start, struct plan *ret)
+{
+	unsigned k = 0;
+
+	ret->n = 0;
+	for (unsigned i = start; p && i < p->n && k < PLAN_ITEMS_MAX; i++)
+		ret->items[k++] = p->items[i];
+	ret->n = k;
+	return k;
+}
+
+/* Building context */
+struct builder {
+	struct node_plan *p;
+	const struct plan_caps *caps;
+	uint32_t frame; /* MTU + Ethernet header */
+};
+
+static struct plan_item *item_add(struct builder *b, const char *id, const char *depends)
+{
+	struct plan_item *it;
+
+	if (b->p->n >= b->p->cap)
+		return NULL; /* capacity is computed up front: a programming error */
+	it = &b->p->items[b->p->n++];
+	memset(it, 0, sizeof(*it));
+	it->type = ITEM_TC;
+	it->dev = DEV_UPLINK;
+	str_copy(it->id, sizeof(it->id), id);
+	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
+	it->status = ITEM_PENDING;
+	it->chosen = -1;
+	return it;
+}
+
+/* A zeroed alternative of `kind` with the object identity (type, parent,
+ * handle, prio, protocol) of it->tc[0]: all alternatives of an item are one
+ * kernel object. Set the identity on tc[0] before adding the first one. */
+static struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind)
+{
+	struct tc_spec ident = it->tc[0];
+	struct tc_spec *s;
+
+	if (it->n_alt >= PLAN_ALT_MAX)
+		return NULL;
+	s = &it->tc[it->n_alt++];
+	memset(s, 0, sizeof(*s));
+	s->type = ident.type;
+	s->parent = ident.parent;
+	s->handle = ident.handle;
+	s->prio = ident.prio;
+	s->protocol = ident.protocol;
+	s->kind = kind;
+	return s;
+}
+
+
+static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+static uint32_t fifo_bytes(uint64_t rate_bps, unsigned ms, uint32_t min_bytes)
+{
+	return (uint32_t)clamp_u64(rate_bps / 8 * ms / 1000, min_bytes, NODE_FIFO_MAX_BYTES);
+}
+
+static uint32_t htb_burst(uint64_t rate_bps)
+{
+	return (uint32_t)clamp_u64(rate_bps / 8 * NODE_HTB_BURST_US / 1000000, NODE_FIFO_MIN_BYTES,
+	                           NODE_FIFO_MAX_BYTES);
+}
+
+static uint32_t htb_quantum(uint64_t rate_bps, uint32_t frame)
+{
+	return (uint32_t)clamp_u64(rate_bps / 8 / 1000, frame, NODE_HTB_QUANTUM_MAX);
+}
+
+static void spec_fq_codel_inference(struct tc_spec *s)
+{
+	s->u.fq_codel.target_us = NODE_INF_TARGET_US;
+	s->u.fq_codel.interval_us = NODE_INF_INTERVAL_US;
+	s->u.fq_codel.limit_pkts = NODE_INF_LIMIT_PKTS;
+	s->u.fq_codel.ecn = TRI_ON;
+}
+
+/* Alternatives of a class queue, best first. fifo_rate_bps: the rate that
+ * drains it (for the byte FIFO), 0 = no FIFO fallback. */
+static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps)
+{
+	struct tc_spec *s;
+
+	switch (c) {
+	case CLASS_INFERENCE:
+		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
+			spec_fq_codel_inference(s);
+		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_INFERENCE, NODE_FIFO_MIN_BYTES);
+		break;
+	case CLASS_TRAINING:
+		if ((s = alt_add(it, TC_KIND_FQ)))
+			s->u.fq.ce_threshold_us = ce_us;
+		if ((s = alt_add(it, TC_KIND_FQ_CODEL))) {
+			s->u.fq_codel.ce_threshold_us = ce_us;
+			s->u.fq_codel.ecn = TRI_ON;
+		}
+		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_TRAINING, NODE_FIFO_MIN_TRAINING_BYTES);
+		break;
+	default:
+		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
+			s->u.fq_codel.ecn = TRI_ON;
+		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_DEFAULT, NODE_FIFO_MIN_BYTES);
+		break;
+	}
+}
+
+/* The first alternative of a new item, identity set. */
+static struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
+                                 uint32_t handle)
+{
+	struct tc_spec *s = alt_add(it, kind);
+
+	s->type = type;
+	s->parent = parent;
+	s->handle = handle;
+	return s;
+}
+
+static int leaf_add(struct builder *b, enum workload_class c, const char *depends, uint32_t parent, uint32_t handle,
+                    uint32_t ce_us, uint64_t fifo_rate_bps)
+{
+	char id[PLAN_ID_MAX];
+	struct plan_item *it;
+
+	snprintf(id, sizeof(id), "uplink.leaf.%s", class_tag[c]);
+	it = item_add(b, id, depends);
+	if (!it)
+		return -E2BIG;
+	it->tc[0].type = TC_QDISC;
+	it->tc[0].parent = parent;
+	it->tc[0].handle = handle;
+	alts_queue(it, c, ce_us, fifo_rate_bps);
+	return 0;
+}
+
+static uint32_t class_minor(enum workload_class c)
+{
+	return c == CLASS_INFERENCE ? MINOR_INFERENCE : c == CLASS_TRAINING ? MINOR_TRAINING : MINOR_DEFAULT;
+}
+
+static uint32_t leaf_handle(enum workload_class c)
+{
+	return c == CLASS_INFERENCE ? H_LEAF_INFERENCE : c == CLASS_TRAINING ? H_LEAF_TRAINING : H_LEAF_DEFAULT;
+}
+
+/* HTB prio of a class: inference first, default between, training last. */
+static uint32_t class_htb_prio(enum workload_class c)
+{
+	return c == CLASS_INFERENCE ? 0 : c == CLASS_DEFAULT ? 1 : 2;
+}
+
+/* Order in which classes appear in the plan (and in tc -s class show). */
+static const enum workload_class class_order[] = {CLASS_INFERENCE, CLASS_DEFAULT, CLASS_TRAINING};
+
+static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_CLASS_MAX], uint32_t ce_us)
+{
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	it = item_add(b, ID_ROOT, NULL);
+	if (!it)
+		return -E2BIG;
+	s = first_alt(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_ROOT);
+	s->u.htb.defcls = MINOR_DEFAULT;
+	s->u.htb.r2q = NODE_HTB_R2Q;
+
+	it = item_add(b, ID_PARENT, ID_ROOT);
+	if (!it)
+		return -E2BIG;
+	s = first_alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H_ROOT, H_PARENT);
+	s->u.htb_class.rate_bps = rp;
+	s->u.htb_class.ceil_bps = rp;
+	s->u.htb_class.burst_bytes = htb_burst(rp);
+	s->u.htb_class.cburst_bytes = htb_burst(rp);
+	s->u.htb_class.quantum_bytes = htb_quantum(rp, b->frame);
+	s->u.htb_class.prio = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
+		enum workload_class c = class_order[i];
+		char id[PLAN_ID_MAX];
+
+		if (class_rate[c] == 0)
+			continue;
+		snprintf(id, sizeof(id), "uplink.class.%s", class_tag[c]);
+		it = item_add(b, id, ID_PARENT);
+		if (!it)
+			return -E2BIG;
+		s = first_alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H_PARENT, TC_H_MAKE(H_ROOT, class_minor(c)));
+		s->u.htb_class.rate_bps = class_rate[c];
+		s->u.htb_class.ceil_bps = rp;
+		s->u.htb_class.burst_bytes = htb_burst(class_rate[c]);
+		s->u.htb_class.cburst_bytes = htb_burst(rp);
+		s->u.htb_class.quantum_bytes = htb_quantum(class_rate[c], b->frame);
+		s->u.htb_class.prio = class_htb_prio(c);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
+		enum workload_class c = class_order[i];
+		char dep[PLAN_ID_MAX];
+		int r;
+
+		if (class_rate[c] == 0)
+			continue;
+		snprintf(dep, sizeof(dep), "uplink.class.%s", class_tag[c]);
+		r = leaf_add(b, c, dep, TC_H_MAKE(H_ROOT, class_minor(c)), leaf_handle(c), ce_us, rp);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* prio band (1-based minor) of a class: inference 1, default 2, training 3 */
+static uint32_t prio_minor(enum workload_class c)
+{
+	return c == CLASS_INFERENCE ? 1 : c == CLASS_DEFAULT ? 2 : 3;
+}
+
+static int tree_prio(struct builder *b, uint64_t fifo_rate_bps, uint32_t ce_us)
+{
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	it = item_add(b, ID_ROOT, NULL);
+	if (!it)
+		return -E2BIG;
+	s = first_alt(it, TC_QDISC, TC_KIND_PRIO, TC_H_ROOT, H_ROOT);
+	s->u.prio.bands = PRIO_BANDS;
+	for (size_t i = 0; i < ARRAY_SIZE(s->u.prio.priomap); i++)
+		s->u.prio.priomap[i] = PRIO_BAND_DEFAULT;
+
+	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
+		enum workload_class c = class_order[i];
+		int r = leaf_add(b, c, ID_ROOT, TC_H_MAKE(H_ROOT, prio_minor(c)), leaf_handle(c), ce_us, fifo_rate_bps);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* A classless root: the AQM of the class that sets the mode. */
+static int tree_root_aqm(struct builder *b, enum workload_class c, uint32_t ce_us)
+{
+	struct plan_item *it = item_add(b, ID_ROOT, NULL);
+
+	if (!it)
+		return -E2BIG;
+	it->tc[0].type = TC_QDISC;
+	it->tc[0].parent = TC_H_ROOT;
+	it->tc[0].handle = H_ROOT;
+	alts_queue(it, c, ce_us, 0);
+	return 0;
+}
+
+/* One address filter to place */
+struct filter_req {
+	const struct node_pod *pod;
+	unsigned ip; /* index in pod->ips */
+	uint32_t classid;
+	char id[PLAN_ID_MAX];
+	uint32_t handle; /* node id, 0 = not assigned yet */
+};
+
+struct prev_ref {
+	const char *id;
+	uint32_t handle;
+};
+
+static int prev_ref_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct prev_ref *)a)->id, ((const struct prev_ref *)b)->id);
+}
+
+static bool bit_test(const uint64_t *bits, uint32_t i)
+{
+	return bits[i / 64] & (1ULL << (i % 64));
+}
+static void bit_set(uint64_t *bits, uint32_t i)
+{
+	bits[i / 64] |= 1ULL << (i % 64);
+}
+
+/* Node ids: from prev first (same id, still free), then hash + linear probe,
+ * both in request order (pods sorted by UID, addresses in order). */
+static int handles_assign(struct filter_req *reqs, unsigned n_reqs, const struct node_plan *prev)
+{
+	uint64_t taken[(NODE_FILTERS_MAX + 1 + 63) / 64] = {0};
+	_cleanup_free_ struct prev_ref *refs = NULL;
+	unsigned n_refs = 0;
+
+	if (prev && prev->n > 0) {
+		refs = calloc(prev->n, sizeof(*refs));
+		if (!refs)
+			return -ENOMEM;
+		for (unsigned i = 0; i < prev->n; i++) {
+			const struct plan_item *it = &prev->items[i];
+			const struct tc_spec *s = &it->tc[0];
+
+			if (it->type != ITEM_TC || it->n_alt < 1 || s->type != TC_FILTER || s->kind != TC_KIND_U32 ||
+			    s->u.u32.match != U32_MATCH_SRC || s->handle < 1 || s->handle > NODE_FILTERS_MAX)
+				continue;
+			refs[n_refs++] = (struct prev_ref){.id = it->id, .handle = s->handle};
+		}
+		qsort(refs, n_refs, sizeof(*refs), prev_ref_cmp);
+	}
+
+	for (unsigned i = 0; i < n_reqs && n_refs > 0; i++) {
+		struct prev_ref key = {.id = reqs[i].id};
+		const struct prev_ref *ref = bsearch(&key, refs, n_refs, sizeof(*refs), prev_ref_cmp);
+
+		if (ref && !bit_test(taken, ref->handle)) {
+			reqs[i].handle = ref->handle;
+			bit_set(taken, ref->handle);
+		}
+	}
+	for (unsigned i = 0; i < n_reqs; i++) {
+		uint32_t h;
+
+		if (reqs[i].handle)
+			continue;
+		h = handle_hash(reqs[i].pod->uid, reqs[i].ip);
+		for (unsigned probe = 0; bit_test(taken, h); probe++) {
+			if (probe >= NODE_FILTERS_MAX)
+				return -E2BIG; /* not reached: n_reqs <= NODE_FILTERS_MAX is checked */
+			h = h % NODE_FILTERS_MAX + 1;
+		}
+		reqs[i].handle = h;
+		bit_set(taken, h);
+	}
+	return 0;
+}
+
+static int pod_ptr_cmp(const void *a, const void *b)
+{
+	return strcmp((*(const struct node_pod *const *)a)->uid, (*(const struct node_pod *const *)b)->uid);
+}
+
+struct uid_hash {
+	uint64_t h;
+	const char *uid;
+};
+
+static int uid_hash_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct uid_hash *)a)->h, y = ((const struct uid_hash *)b)->h;
+	return x < y ? -1 : x > y;
+}
+
+static int pods_check(const struct node_pod *pods, unsigned n, struct error *err)
+{
+	for (unsigned i = 0; i < n; i++) {
+		const struct node_pod *p = &pods[i];
+		const char *ns = memchr(p->namespace_, '\0', sizeof(p->namespace_)) ? p->namespace_ : "?";
+		const char *name = memchr(p->name, '\0', sizeof(p->name)) ? p->name : "?";
+
+		if (!memchr(p->uid, '\0', sizeof(p->uid)) || p->uid[0] == '\0')
+			return error_set(err, 0, EINVAL, "pod %s/%s: missing or overlong UID", ns, name);
+		if (!class_valid(p->class))
+			return error_set(err, 0, EINVAL, "pod %s/%s: invalid class %d", ns, name, (int)p->class);
+		if (p->n_ips > NODE_POD_IPS_MAX)
+			return error_set(err, 0, EINVAL, "pod %s/%s: %u addresses, at most %d", ns, name, p->n_ips,
+			                 NODE_POD_IPS_MAX);
+		for (unsigned k = 0; k < p->n_ips; k++)
+			if (p->ips[k].family != AF_INET && p->ips[k].family != AF_INET6)
+				return error_set(err, 0, EINVAL, "pod %s/%s: address %u has family %d", ns, name, k,
+				                 p->ips[k].family);
+	}
+	return 0;
+}
+
+/* Sorted pod pointers; refuses duplicate UIDs and UID hash collisions. */
+static int pods_sort(const struct node_pod *pods, unsigned n, const struct node_pod ***ret, struct error *err)
+{
+	_cleanup_free_ const struct node_pod **sorted = NULL;
+	_cleanup_free_ struct uid_hash *hashes = NULL;
+
+	sorted = calloc(n ? n : 1, sizeof(*sorted));
+	hashes = calloc(n ? n : 1, sizeof(*hashes));
+	if (!sorted || !hashes)
+		return error_set(err, 0, ENOMEM, "out of memory sorting %u pods", n);
+	for (unsigned i = 0; i < n; i++) {
+		sorted[i] = &pods[i];
+		hashes[i] = (struct uid_hash){.h = fnv1a64(pods[i].uid), .uid = pods[i].uid};
+	}
+	qsort(sorted, n, sizeof(*sorted), pod_ptr_cmp);
+	for (unsigned i = 1; i < n; i++)
+		if (streq(sorted[i - 1]->uid, sorted[i]->uid))
+			return error_set(err, 0, EINVAL, "pods %s/%s and %s/%s have the same UID %s",
+			                 sorted[i - 1]->namespace_, sorted[i - 1]->name, sorted[i]->namespace_,
+			                 sorted[i]->name, sorted[i]->uid);
+	qsort(hashes, n, sizeof(*hashes), uid_hash_cmp);
+	for (unsigned i = 1; i < n; i++)
+		if (hashes[i - 1].h == hashes[i].h)
+			return error_set(err, 0, ENOTUNIQ, "pod UIDs %s and %s have the same item hash %016" PRIx64,
+			                 hashes[i - 1].uid, hashes[i].uid, hashes[i].h);
+	*ret = TAKE_PTR(sorted);
+	return 0;
+}
+
+static void filter_spec(struct tc_spec *s, int family, uint16_t prio_v4, uint16_t prio_v6, uint32_t handle,
+                        uint32_t classid)
+{
+	s->type = TC_FILTER;
+	s->kind = TC_KIND_U32;
+	s->parent = H_ROOT;
+	s->handle = handle;
+	s->prio = family == AF_INET ? prio_v4 : prio_v6;
+	s->protocol = family == AF_INET ? ETH_P_IP : ETH_P_IPV6;
+	s->u.u32.family = family;
+	s->u.u32.classid = classid;
+	s->u.u32.dscp = -1;
+}
+
+static int filters_dscp(struct builder *b, const struct node_config *cfg, const uint32_t classid[_CLASS_MAX])
+{
+	static const struct {
+		enum workload_class c;
+		int family;
+		const char *fam;
+		uint32_t handle;
+	} fs[] = {
+	        {CLASS_INFERENCE, AF_INET, "v4", 1},
+	        {CLASS_INFERENCE, AF_INET6, "v6", 2},
+	        {CLASS_TRAINING, AF_INET, "v4", 3},
+	        {CLASS_TRAINING, AF_INET6, "v6", 4},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(fs); i++) {
+		int dscp = fs[i].c == CLASS_INFERENCE ? cfg->dscp_inference : cfg->dscp_training;
+		char id[PLAN_ID_MAX];
+		struct plan_item *it;
+		struct tc_spec *s;
+
+		if (!classid[fs[i].c])
+			continue;
+		snprintf(id, sizeof(id), "uplink.dscp.%s.%s", class_tag[fs[i].c], fs[i].fam);
+		it = item_add(b, id, ID_ROOT);
+		if (!it)
+			return -E2BIG;
+		s = alt_add(it, TC_KIND_U32);
+		filter_spec(s, fs[i].family, NODE_FILTER_PRIO_DSCP_V4, NODE_FILTER_PRIO_DSCP_V6, fs[i].handle,
+		            classid[fs[i].c]);
+		s->u.u32.match = U32_MATCH_DSFIELD;
+		s->u.u32.tos = (uint8_t)(dscp << 2);
+	}
+	return 0;
+}
+
+static unsigned filters_count(const struct node_pod *pods, unsigned n, const uint32_t classid[_CLASS_MAX])
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (classid[pods[i].class])
+			k += pods[i].n_ips;
+	return k;
+}
+
+static int filters_src(struct builder *b, const struct node_pod *const *sorted, unsigned n,
+                       const uint32_t classid[_CLASS_MAX], unsigned n_reqs, const struct node_plan *prev)
+{
+	_cleanup_free_ struct filter_req *reqs = NULL;
+	unsigned k = 0;
+	int r;
+
+	if (n_reqs == 0)
+		return 0;
+	reqs = calloc(n_reqs, sizeof(*reqs));
+	if (!reqs)
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		const struct node_pod *p = sorted[i];
+
+		if (!classid[p->class])
+			continue;
+		for (unsigned ip = 0; ip < p->n_ips && k < n_reqs; ip++, k++) {
+			reqs[k] = (struct filter_req){.pod = p, .ip = ip, .classid = classid[p->class]};
+			r = node_pod_item_id(p->uid, ip, reqs[k].id, sizeof(reqs[k].id));
+			if (r < 0)
+				return r;
+		}
+	}
+	r = handles_assign(reqs, k, prev);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < k; i++) {
+		const struct node_ip *ip = &reqs[i].pod->ips[reqs[i].ip];
+		struct plan_item *it = item_add(b, reqs[i].id, ID_ROOT);
+		struct tc_spec *s;
+
+		if (!it)
+			return -E2BIG;
+		s = alt_add(it, TC_KIND_U32);
+		filter_spec(s, ip->family, NODE_FILTER_PRIO_SRC_V4, NODE_FILTER_PRIO_SRC_V6, reqs[i].handle,
+		            reqs[i].classid);
+		s->u.u32.match = U32_MATCH_SRC;
+		if (ip->family == AF_INET) {
+			memcpy(s->u.u32.addr, ip->addr, 4);
+			s->u.u32.prefix_len = 32;
+		} else {
+			memcpy(s->u.u32.addr, ip->addr, 16);
+			s->u.u32.prefix_len = 128;
+		}
+	}
+	return 0;
+}
+
+_printf_(2, 3) static void info_warn(struct node_plan_info *info, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (info->n_warn >= NODE_WARN_MAX)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(info->warn[info->n_warn++], NODE_WARN_LEN, fmt, ap);
+	va_end(ap);
+}
+
+/* Rp = R * 97 %, exact in integers */
+static uint64_t shaped_rate(uint64_t r)
+{
+	return r / 100 * NODE_SHAPE_PERCENT + r % 100 * NODE_SHAPE_PERCENT / 100;
+}
+
+static enum workload_class mode_class(enum node_mode m)
+{
+	return m == MODE_TRAINING ? CLASS_TRAINING : CLASS_INFERENCE; /* mixed falls back to inference-style */
+}
+
+int node_plan(const struct node_pod *pods, unsigned n, const struct node_config *cfg, const struct uplink_facts *up,
+              const struct plan_caps *caps, enum node_mode mode, const struct node_plan *prev, struct node_plan *ret,
+              struct node_plan_info *ret_info, struct error *err)
+{
+	_cleanup_free_ const struct node_pod **sorted = NULL;
+	struct node_plan np = {0};
+	struct node_plan_info info = {0};
+	uint32_t classid[_CLASS_MAX] = {0};
+	const char *ifname;
+	unsigned n_filters = 0, cap;
+	bool has_htb;
+	int r;
+
+	if (!ret)
+		return error_set(err, 0, EINVAL, "node plan: no output");
+	if (!pods && n > 0)
+		return error_set(err, 0, EINVAL, "node plan: %u pods but no pod array", n);
+	if (!up)
+		return error_set(err, 0, EINVAL, "node plan: no uplink facts");
+	if (!node_mode_name(mode))
+		return error_set(err, 0, EINVAL, "node plan: invalid mode %d", (int)mode);
+	r = node_config_check(cfg, err);
+	if (r < 0)
+		return r;
+	r = pods_check(pods, n, err);
+	if (r < 0)
+		return r;
+	r = pods_sort(pods, n, &sorted, err);
+	if (r < 0)
+		return r;
+	ifname = up->ifname[0] && memchr(up->ifname, '\0', sizeof(up->ifname)) ? up->ifname : "uplink";
+
+	info.mode = mode;
+	node_pods_count(pods, n, &info.counts);
+	node_shares_compute(&info.counts, cfg->inference_share, mode, &info.shares);
+	info.rate_configured = cfg->uplink_rate_bps > 0;
+	info.rate_bps = info.rate_configured ? cfg->uplink_rate_bps : up->speed_bps;
+	info.ce_threshold_us = info.counts.n_dctcp_training > 0 ? NODE_CE_THRESHOLD_US : 0;
+	has_htb = plan_caps_has(caps, TC_KIND_HTB) && plan_caps_has(caps, TC_KIND_HTB_CLASS);
+
+	/* The structure (see node.h) */
+	if (mode == MODE_IDLE)
+		info.shape = SHAPE_NONE;
+	else if (info.rate_bps > 0 && has_htb && (info.rate_configured || up->is_virtual))
+		info.shape = SHAPE_HTB;
+	else if (mode != MODE_MIXED)
+		info.shape = SHAPE_ROOT_AQM;
+	else if (plan_caps_has(caps, TC_KIND_PRIO))
+		info.shape = SHAPE_PRIO;
+	else if (info.rate_bps > 0 && has_htb)
+		info.shape = SHAPE_HTB;
+	else
+		info.shape = SHAPE_ROOT_AQM;
+
+	if (mode != MODE_IDLE) {
+		if (info.rate_bps == 0 && up->is_virtual)
+			info_warn(&info, "uplink %s is virtual and its rate is unknown: set uplinkRate to shape it",
+			          ifname);
+		else if (info.shape == SHAPE_HTB && !info.rate_configured && up->is_virtual)
+			info_warn(&info,
+			          "uplink %s is virtual: shaping at its reported speed; set uplinkRate to the real "
+			          "bottleneck rate",
+			          ifname);
+		if (!has_htb && info.rate_bps > 0 && (info.rate_configured || up->is_virtual))
+			info_warn(&info, "htb is unavailable: uplink %s is not shaped", ifname);
+		if (mode == MODE_MIXED && info.shape == SHAPE_ROOT_AQM)
+			info_warn(&info,
+			          "mixed mode on %s without prio and without a known rate: root fq_codel flow "
+			          "isolation instead of class priorities",
+			          ifname);
+	}
+
+	if (info.shape == SHAPE_HTB) {
+		uint64_t rp = shaped_rate(info.rate_bps), used = 0;
+
+		info.shaped_bps = rp;
+		for (int c = 0; c < _CLASS_MAX; c++)
+			if (c != CLASS_TRAINING && info.shares.share_pm[c]) {
+				info.class_rate_bps[c] = rp * info.shares.share_pm[c] / 1000;
+				if (info.class_rate_bps[c] == 0)
+					info.class_rate_bps[c] = 1;
+				used += info.class_rate_bps[c];
+			}
+		if (info.shares.share_pm[CLASS_TRAINING])
+			info.class_rate_bps[CLASS_TRAINING] = rp > used + 1 ? rp - used : 1;
+		for (int c = 0; c < _CLASS_MAX; c++)
+			if (c != CLASS_DEFAULT && info.class_rate_bps[c])
+				classid[c] = TC_H_MAKE(H_ROOT, class_minor(c));
+	} else if (info.shape == SHAPE_PRIO) {
+		classid[CLASS_INFERENCE] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_INFERENCE));
+		classid[CLASS_TRAINING] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_TRAINING));
+	}
+	/* classid[CLASS_DEFAULT] stays 0: default traffic is unclassified */
+
+	if (cfg->classify == CLASSIFY_SRC_IP) {
+		n_filters = filters_count(pods, n, classid);
+		if (n_filters > NODE_FILTERS_MAX)
+			return error_set(err, 0, E2BIG, "uplink %s: %u pod addresses to classify, at most %u", ifname,
+			                 n_filters, NODE_FILTERS_MAX);
+	} else {
+		for (int c = 0; c < _CLASS_MAX; c++)
+			if (classid[c])
+				n_filters += 2;
+	}
+
+	cap = TREE_ITEMS_MAX + n_filters;
+	np.items = calloc(cap, sizeof(*np.items));
+	if (!np.items)
+		return error_set(err, 0, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
+	np.cap = cap;
+
+	struct builder b = {
+	        .p = &np,
+	        .caps = caps,
+	        .frame = (up->mtu ? up->mtu : MTU_DEFAULT) + ETH_HLEN_BYTES,
+	};
+	switch (info.shape) {
+	case SHAPE_HTB:
+		r = tree_htb(&b, info.shaped_bps, info.class_rate_bps, info.ce_threshold_us);
+		break;
+	case SHAPE_PRIO:
+		r = tree_prio(&b, info.rate_bps ? info.rate_bps : NODE_NOMINAL_RATE_BPS, info.ce_threshold_us);
+		break;
+	case SHAPE_ROOT_AQM:
+		r = tree_root_aqm(&b, mode_class(mode), info.ce_threshold_us);
+		break;
+	default:
+		r = 0;
+		break;
+	}
+	if (r >= 0 && n_filters > 0) {
+		if (cfg->classify == CLASSIFY_SRC_IP)
+			r = filters_src(&b, sorted, n, classid, n_filters, prev);
+		else
+			r = filters_dscp(&b, cfg, classid);
+	}
+	if (r < 0) {
+		node_plan_free(&np);
+		return error_set(err, 0, -r, "uplink %s: building the %s plan failed", ifname, node_mode_name(mode));
+	}
+	info.n_filters = n_filters;
+
+	node_plan_free(ret);
+	*ret = np;
+	if (ret_info)
+		*ret_info = info;
+	return 0;
+}
+
+/* ---- comparing plans ---- */
+
+/* Plans are built from zeroed memory (calloc/memset, then field stores), so
+ * specs compare bytewise, padding included. */
+bool node_item_same_desired(const struct plan_item *a, const struct plan_item *b)
+{
+	if (a->type != b->type || a->dev != b->dev || a->n_alt != b->n_alt || !streq(a->id, b->id) ||
+	    !streq(a->depends, b->depends) || a->n_alt > PLAN_ALT_MAX)
+		return false;
+	if (a->type == ITEM_SYSCTL) {
+		if (!streq(a->key, b->key))
+			return false;
+		for (unsigned i = 0; i < a->n_alt; i++)
+			if (!streq(a->val[i], b->val[i]))
+				return false;
+		return true;
+	}
+	for (unsigned i = 0; i < a->n_alt; i++)
+		if (memcmp(&a->tc[i], &b->tc[i], sizeof(a->tc[i])) != 0)
+			return false;
+	return true;
+}
+
+struct id_ref {
+	const char *id;
+	unsigned idx;
+};
+
+static int id_ref_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct id_ref *)a)->id, ((const struct id_ref *)b)->id);
+}
+
+static struct id_ref *id_index(const struct node_plan *p)
+{
+	struct id_ref *refs = calloc(p && p->n ? p->n : 1, sizeof(*refs));
+
+	if (!refs)
+		return NULL;
+	for (unsigned i = 0; p && i < p->n; i++)
+		refs[i] = (struct id_ref){.id = p->items[i].id, .idx = i};
+	if (p && p->n > 1)
+		qsort(refs, p->n, sizeof(*refs), id_ref_cmp);
+	return refs;
+}
+
+void node_plan_delta_free(struct node_plan_delta *d)
+{
+	if (!d)
+		return;
+	free(d->removed);
+	free(d->added);
+	free(d->changed);
+	memset(d, 0, sizeof(*d));
+}
+
+static int uint_cmp(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Does replacing old by new destroy the object and everything under it?
+ * A qdisc replaced by another kind (or handle) is grafted anew: its
+ * classes, child qdiscs and filters go with the old one. A class or a
+ * qdisc of the same kind changes in place. */
+static bool item_recreates(const struct plan_item *o, const struct plan_item *n)
+{
+	if (o->type != ITEM_TC || n->type != ITEM_TC || o->n_alt == 0 || n->n_alt == 0)
+		return false;
+	if (o->tc[0].type != n->tc[0].type || o->tc[0].handle != n->tc[0].handle || o->tc[0].parent != n->tc[0].parent)
+		return true;
+	if (n->tc[0].type != TC_QDISC)
+		return false;
+	if (o->n_alt != n->n_alt)
+		return true;
+	for (unsigned i = 0; i < n->n_alt && i < PLAN_ALT_MAX; i++)
+		if (o->tc[i].kind != n->tc[i].kind)
+			return true;
+	return false;
+}
+
+int node_plan_delta(const struct node_plan *old, const struct node_plan *new_, struct node_plan_delta *ret)
+{
+	_cleanup_free_ struct id_ref *io = NULL, *in = NULL;
+	_cleanup_free_ int *old_of = NULL;    /* per new item: index in old, -1 = added */
+	_cleanup_free_ uint8_t *state = NULL; /* per new item: 0 same, 1 changed, 2 recreated */
+	unsigned no = old ? old->n : 0, nn = new_ ? new_->n : 0, i = 0, j = 0;
+	struct node_plan_delta d = {0};
+
+	memset(ret, 0, sizeof(*ret));
+	io = id_index(old);
+	in = id_index(new_);
+	old_of = calloc(nn ? nn : 1, sizeof(*old_of));
+	state = calloc(nn ? nn : 1, sizeof(*state));
+	d.removed = calloc(no ? no : 1, sizeof(unsigned));
+	d.added = calloc(nn ? nn : 1, sizeof(unsigned));
+	d.changed = calloc(nn ? nn : 1, sizeof(unsigned));
+	if (!io || !in || !old_of || !state || !d.removed || !d.added || !d.changed) {
+		node_plan_delta_free(&d);
+		return -ENOMEM;
+	}
+	for (unsigned k = 0; k < nn; k++)
+		old_of[k] = -1;
+	while (i < no || j < nn) {
+		int c = i >= no ? 1 : j >= nn ? -1 : strcmp(io[i].id, in[j].id);
+
+		if (c < 0) {
+			d.removed[d.n_removed++] = io[i++].idx;
+		} else if (c > 0) {
+			j++;
+		} else {
+			old_of[in[j].idx] = (int)io[i].idx;
+			i++;
+			j++;
+		}
+	}
+	/* In plan order (dependencies come first): an item is re-applied when
+	 * it differs, and recreated (with everything depending on it) when
+	 * its object is replaced or what it depends on is recreated. */
+	for (unsigned k = 0; k < nn; k++) {
+		const struct plan_item *it = &new_->items[k];
+		bool parent_recreated = false;
+
+		if (it->depends[0]) {
+			struct id_ref key = {.id = it->depends};
+			const struct id_ref *dep = bsearch(&key, in, nn, sizeof(*in), id_ref_cmp);
+
+			parent_recreated = dep && dep->idx < k && (state[dep->idx] == 2 || old_of[dep->idx] < 0);
+		}
+		if (old_of[k] < 0) {
+			d.added[d.n_added++] = k;
+			state[k] = 2;
+			continue;
+		}
+		if (parent_recreated || item_recreates(&old->items[old_of[k]], it))
+			state[k] = 2;
+		else if (!node_item_same_desired(&old->items[old_of[k]], it))
+			state[k] = 1;
+		if (state[k])
+			d.changed[d.n_changed++] = k;
+		else
+			d.n_same++;
+	}
+	qsort(d.removed, d.n_removed, sizeof(unsigned), uint_cmp);
+	*ret = d;
+	return 0;
+}
+
+int node_plan_carry_effective(struct node_plan *new_, const struct node_plan *old)
+{
+	struct node_plan_delta d;
+	_cleanup_free_ bool *redo = NULL;
+	_cleanup_free_ struct id_ref *io = NULL;
+	int carried = 0, r;
+
+	if (!new_ || !old || old->n == 0 || new_->n == 0)
+		return 0;
+	r = node_plan_delta(old, new_, &d);
+	if (r < 0)
+		return r;
+	redo = calloc(new_->n, sizeof(*redo));
+	io = id_index(old);
+	if (!redo || !io) {
+		node_plan_delta_free(&d);
+		return -ENOMEM;
+	}
+	for (unsigned k = 0; k < d.n_added; k++)
+		redo[d.added[k]] = true;
+	for (unsigned k = 0; k < d.n_changed; k++)
+		redo[d.changed[k]] = true;
+	node_plan_delta_free(&d);
+	for (unsigned k = 0; k < new_->n; k++) {
+		struct plan_item *it = &new_->items[k];
+		struct id_ref key = {.id = it->id};
+		const struct id_ref *ref;
+		const struct plan_item *o;
+
+		if (redo[k])
+			continue;
+		ref = bsearch(&key, io, old->n, sizeof(*io), id_ref_cmp);
+		if (!ref)
+			continue;
+		o = &old->items[ref->idx];
+		it->status = o->status;
+		it->chosen = o->chosen;
+		it->err = o->err;
+		carried++;
+	}
+	return carried;
+}

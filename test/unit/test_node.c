@@ -1,0 +1,1562 @@
+/* test_node.c — unit tests of the node planner (node.h): mode decision with
+ * hysteresis on a fake clock, the shares formula, uplink plans per mode x
+ * link x kernel x classification (golden files test/unit/golden/node-*.txt,
+ * rewritten with AIQOS_UPDATE_GOLDEN=1), filters, handles and incrementality. */
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "node.h"
+#include "t.h"
+
+/* ---- fixtures ---- */
+
+static void ip_parse(struct node_ip *ip, const char *s)
+{
+	memset(ip, 0, sizeof(*ip));
+	if (strchr(s, ':')) {
+		ip->family = AF_INET6;
+		CHECK_INT(inet_pton(AF_INET6, s, ip->addr), 1);
+	} else {
+		ip->family = AF_INET;
+		CHECK_INT(inet_pton(AF_INET, s, ip->addr), 1);
+	}
+}
+
+static struct node_pod mkpod(const char *name, const char *uid, enum workload_class c, const char *ip1, const char *ip2)
+{
+	struct node_pod p;
+
+	memset(&p, 0, sizeof(p));
+	str_copy(p.namespace_, sizeof(p.namespace_), "ml");
+	str_copy(p.name, sizeof(p.name), name);
+	str_copy(p.uid, sizeof(p.uid), uid);
+	p.class = c;
+	if (ip1)
+		ip_parse(&p.ips[p.n_ips++], ip1);
+	if (ip2)
+		ip_parse(&p.ips[p.n_ips++], ip2);
+	return p;
+}
+
+/* The golden pod set: two inference pods (one dual-stack), two training
+ * pods (one dual-stack, one running training-dctcp), one default pod. */
+static unsigned fixture_pods(enum node_mode mode, struct node_pod *pods)
+{
+	unsigned n = 0;
+
+	if (mode == MODE_INFERENCE || mode == MODE_MIXED) {
+		pods[n++] =
+		        mkpod("infer-a", "1b4e28ba-2fa1-11d2-883f-0016d3cca427", CLASS_INFERENCE, "10.244.1.10", NULL);
+		pods[n++] = mkpod("infer-b", "6fa459ea-ee8a-3ca4-894e-db77e160355e", CLASS_INFERENCE, "10.244.1.11",
+		                  "fd00:10:244:1::11");
+	}
+	if (mode == MODE_TRAINING || mode == MODE_MIXED) {
+		pods[n] = mkpod("train-a", "886313e1-3b8a-5372-9b90-0c9aee199e5d", CLASS_TRAINING, "10.244.1.20", NULL);
+		pods[n++].ce_marking = true;
+		pods[n++] = mkpod("train-b", "0f8fad5b-d9cb-469f-a165-70867728950e", CLASS_TRAINING, "10.244.1.21",
+		                  "fd00:10:244:1::21");
+	}
+	pods[n++] = mkpod("web", "7c9e6679-7425-40de-944b-e07fc1f90ae7", CLASS_DEFAULT, "10.244.1.30", NULL);
+	return n;
+}
+
+/* Many pods: every third inference, the rest training, every tenth default;
+ * even ones dual-stack. UIDs look like UUIDs. */
+static void many_pods(struct node_pod *pods, unsigned n, unsigned seed)
+{
+	for (unsigned i = 0; i < n; i++) {
+		char uid[64], name[64], v4[32], v6[64];
+		unsigned k = i + seed;
+		enum workload_class c = k % 10 == 9 ? CLASS_DEFAULT : k % 3 == 0 ? CLASS_INFERENCE : CLASS_TRAINING;
+
+		snprintf(uid, sizeof(uid), "%08x-%04x-4%03x-8%03x-%012x", k * 2654435761u, k & 0xffff, k & 0xfff,
+		         (k * 7) & 0xfff, k);
+		snprintf(name, sizeof(name), "pod-%u", k);
+		snprintf(v4, sizeof(v4), "10.%u.%u.%u", 100 + k / 65536, (k / 256) % 256, k % 256);
+		snprintf(v6, sizeof(v6), "fd00:10:244::%x", k + 1);
+		pods[i] = mkpod(name, uid, c, v4, k % 2 == 0 ? v6 : NULL);
+	}
+}
+
+static const struct uplink_facts NIC_10G = {.ifname = "ens5", .speed_bps = 10000000000ULL, .tx_queues = 8, .mtu = 1500};
+static const struct uplink_facts VETH = {
+        .ifname = "eth0", .speed_bps = 0, .is_virtual = true, .tx_queues = 1, .mtu = 1500};
+
+static struct plan_caps caps_full(void)
+{
+	return (struct plan_caps){0};
+}
+
+/* The CI kernel: no fq, fq_codel, prio (DESIGN §3) */
+static struct plan_caps caps_ci(void)
+{
+	struct plan_caps c = {0};
+
+	plan_caps_mark_missing(&c, TC_KIND_FQ);
+	plan_caps_mark_missing(&c, TC_KIND_FQ_CODEL);
+	plan_caps_mark_missing(&c, TC_KIND_PRIO);
+	return c;
+}
+
+struct scenario {
+	const char *name;
+	uint64_t rate_bps;
+	const struct uplink_facts *up;
+	bool ci;
+	enum node_shape shape[_MODE_MAX];
+};
+
+static const struct scenario scenarios[] = {
+        /* uplinkRate on a real NIC, full kernel */
+        {"shaped", 500000000ULL, &NIC_10G, false, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
+        /* veth of unknown rate, no uplinkRate, full kernel */
+        {"virtual", 0, &VETH, false, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_PRIO}},
+        /* real 10G NIC, link speed, full kernel: work-conserving */
+        {"nic", 0, &NIC_10G, false, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_PRIO}},
+        /* real 10G NIC on the CI kernel: mixed falls back to HTB at link speed */
+        {"ci", 0, &NIC_10G, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_HTB}},
+        /* the P4 lab: veth + uplinkRate 500mbit on the CI kernel */
+        {"lab", 500000000ULL, &VETH, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
+};
+
+static int plan_for(const struct scenario *sc, enum node_classify cl, enum node_mode mode, const struct node_pod *pods,
+                    unsigned n, struct node_plan *np, struct node_plan_info *info)
+{
+	struct plan_caps caps = sc->ci ? caps_ci() : caps_full();
+	struct node_config cfg;
+	struct error e = {0};
+	int r;
+
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = sc->rate_bps;
+	cfg.classify = cl;
+	r = node_plan(pods, n, &cfg, sc->up, &caps, mode, NULL, np, info, &e);
+	if (r < 0)
+		fprintf(stderr, "  node_plan(%s, %s): %s\n", sc->name, node_mode_name(mode), e.msg);
+	return r;
+}
+
+/* Rendering: an info header, then the plan through plan_render() in
+ * windows of PLAN_ITEMS_MAX items. */
+static char *render(const struct node_plan *np, const struct node_plan_info *info)
+{
+	struct plan *chunk = calloc(1, sizeof(*chunk));
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	if (!chunk || !f) {
+		free(chunk);
+		if (f)
+			fclose(f);
+		free(out);
+		return NULL;
+	}
+	fprintf(f, "# mode %s, shape %s, rate %" PRIu64 " bit/s (%s), shaped %" PRIu64 " bit/s\n",
+	        node_mode_name(info->mode), node_shape_name(info->shape), info->rate_bps,
+	        info->rate_configured ? "uplinkRate" : "link", info->shaped_bps);
+	fprintf(f, "# pods %u: inference %u, training %u (ce-marking %u), default %u; weights by %s %.0f:%.0f\n",
+	        info->counts.n_pods, info->counts.n[CLASS_INFERENCE], info->counts.n[CLASS_TRAINING],
+	        info->counts.n_dctcp_training, info->counts.n[CLASS_DEFAULT],
+	        node_weight_basis_name(info->shares.basis), info->shares.weight[CLASS_INFERENCE],
+	        info->shares.weight[CLASS_TRAINING]);
+	fprintf(f,
+	        "# shares per mille: inference %u, default %u, training %u; rates: %" PRIu64 " %" PRIu64 " %" PRIu64
+	        "\n",
+	        info->shares.share_pm[CLASS_INFERENCE], info->shares.share_pm[CLASS_DEFAULT],
+	        info->shares.share_pm[CLASS_TRAINING], info->class_rate_bps[CLASS_INFERENCE],
+	        info->class_rate_bps[CLASS_DEFAULT], info->class_rate_bps[CLASS_TRAINING]);
+	fprintf(f, "# ce_threshold %uus, filters %u\n", info->ce_threshold_us, info->n_filters);
+	for (unsigned i = 0; i < info->n_warn; i++)
+		fprintf(f, "# warning: %s\n", info->warn[i]);
+	for (unsigned start = 0;; start += PLAN_ITEMS_MAX) {
+		char *txt = NULL;
+		unsigned k = node_plan_slice(np, start, chunk);
+
+		if (k == 0)
+			break;
+		CHECK_INT(plan_render(chunk, NULL, NULL, PLAN_FMT_TEXT, false, &txt), 0);
+		if (txt)
+			fputs(txt, f);
+		free(txt);
+	}
+	fclose(f);
+	free(chunk);
+	return out;
+}
+
+static char *file_read(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m;
+	char tmp[4096];
+	size_t k;
+
+	if (!f)
+		return NULL;
+	m = open_memstream(&buf, &len);
+	if (!m) {
+		fclose(f);
+		return NULL;
+	}
+	while ((k = fread(tmp, 1, sizeof(tmp), f)) > 0)
+		fwrite(tmp, 1, k, m);
+	fclose(f);
+	fclose(m);
+	return buf;
+}
+
+static const char *golden_dir(void)
+{
+	const char *d = getenv("AIQOS_GOLDEN_DIR");
+	return d && d[0] ? d : "test/unit/golden";
+}
+
+/* Compare text with golden file name (or write it when AIQOS_UPDATE_GOLDEN=1). */
+static void golden_check(const char *name, const char *text)
+{
+	char path[512];
+	char *want;
+
+	snprintf(path, sizeof(path), "%s/%s", golden_dir(), name);
+	if (getenv("AIQOS_UPDATE_GOLDEN")) {
+		FILE *f = fopen(path, "we");
+		CHECK(f != NULL);
+		if (f) {
+			fputs(text, f);
+			fclose(f);
+		}
+		return;
+	}
+	want = file_read(path);
+	if (!want) {
+		fprintf(stderr, "  %s: missing (run from the repo root, or AIQOS_UPDATE_GOLDEN=1 to create)\n", path);
+		CHECK(want != NULL);
+		return;
+	}
+	if (!streq(want, text)) {
+		const char *a = want, *b = text, *la = want, *lb = text;
+		unsigned line = 1;
+
+		while (*a && *a == *b) {
+			if (*a == '\n') {
+				line++;
+				la = a + 1;
+				lb = b + 1;
+			}
+			a++;
+			b++;
+		}
+		fprintf(stderr,
+		        "  %s differs at line %u (AIQOS_UPDATE_GOLDEN=1 rewrites it):\n  want: %.*s\n  have: %.*s\n",
+		        path, line, (int)strcspn(la, "\n"), la, (int)strcspn(lb, "\n"), lb);
+		CHECK(streq(want, text));
+	}
+	free(want);
+}
+
+static const struct plan_item *find(const struct node_plan *np, const char *id)
+{
+	return node_plan_find_const(np, id);
+}
+
+static unsigned count_filters(const struct node_plan *np)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < np->n; i++)
+		if (np->items[i].n_alt > 0 && np->items[i].tc[0].type == TC_FILTER)
+			k++;
+	return k;
+}
+
+static unsigned plan_count_pending(const struct node_plan *np)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < np->n; i++)
+		k += np->items[i].status == ITEM_PENDING;
+	return k;
+}
+
+/* ---- names and config ---- */
+
+TEST(node_names)
+{
+	for (int m = 0; m < _MODE_MAX; m++)
+		CHECK_INT(node_mode_from_name(node_mode_name(m)), m);
+	CHECK_STR(node_mode_name(MODE_IDLE), "idle");
+	CHECK_STR(node_mode_name(MODE_TRAINING), "training");
+	CHECK_STR(node_mode_name(MODE_INFERENCE), "inference");
+	CHECK_STR(node_mode_name(MODE_MIXED), "mixed");
+	CHECK(node_mode_name(_MODE_MAX) == NULL);
+	CHECK(node_mode_name(_MODE_INVALID) == NULL);
+	CHECK_INT(node_mode_from_name("Mixed"), _MODE_INVALID);
+	CHECK_INT(node_mode_from_name(NULL), _MODE_INVALID);
+	CHECK_INT(node_classify_from_name("src-ip"), CLASSIFY_SRC_IP);
+	CHECK_INT(node_classify_from_name("dscp"), CLASSIFY_DSCP);
+	CHECK_INT(node_classify_from_name("srcip"), _CLASSIFY_INVALID);
+	CHECK_STR(node_shape_name(SHAPE_ROOT_AQM), "root-aqm");
+	CHECK_STR(node_weight_basis_name(WEIGHT_BANDWIDTH), "bandwidth");
+}
+
+TEST(node_config_defaults_and_check)
+{
+	static const struct {
+		const char *what;
+		double share;
+		uint64_t rate;
+		int classify, dscp_inf, dscp_train;
+		const char *uplink;
+		int want;
+		const char *msg;
+	} cases[] = {
+	        {"defaults", 0.3, 0, CLASSIFY_SRC_IP, 46, 10, "auto", 0, NULL},
+	        {"share 0", 0.0, 0, CLASSIFY_SRC_IP, 46, 10, "auto", 0, NULL},
+	        {"share 1", 1.0, 0, CLASSIFY_SRC_IP, 46, 10, "auto", 0, NULL},
+	        {"share > 1", 1.5, 0, CLASSIFY_SRC_IP, 46, 10, "auto", -EINVAL, "inferenceShare: 1.5"},
+	        {"share < 0", -0.1, 0, CLASSIFY_SRC_IP, 46, 10, "auto", -EINVAL, "inferenceShare"},
+	        {"rate ok", 0.3, 500000000ULL, CLASSIFY_SRC_IP, 46, 10, "eth0", 0, NULL},
+	        {"rate tiny", 0.3, 10, CLASSIFY_SRC_IP, 46, 10, "auto", -EINVAL, "uplinkRate: 10 bit/s"},
+	        {"classify bad", 0.3, 0, 7, 46, 10, "auto", -EINVAL, "classify"},
+	        {"dscp range", 0.3, 0, CLASSIFY_SRC_IP, 64, 10, "auto", -EINVAL, "inference DSCP: 64"},
+	        {"dscp same (src-ip ok)", 0.3, 0, CLASSIFY_SRC_IP, 10, 10, "auto", 0, NULL},
+	        {"dscp same", 0.3, 0, CLASSIFY_DSCP, 10, 10, "auto", -EINVAL, "same DSCP 10"},
+	        {"dscp zero", 0.3, 0, CLASSIFY_DSCP, 46, 0, "auto", -EINVAL, "DSCP 0"},
+	        {"uplink empty", 0.3, 0, CLASSIFY_SRC_IP, 46, 10, "", -EINVAL, "uplink"},
+	};
+	struct node_config cfg;
+
+	node_config_defaults(&cfg);
+	CHECK_STR(cfg.uplink, "auto");
+	CHECK_INT(cfg.uplink_rate_bps, 0);
+	CHECK(cfg.inference_share == 0.3);
+	CHECK_INT(cfg.mixed_hold_s, 30);
+	CHECK_INT(cfg.debounce_ms, 200);
+	CHECK_INT(cfg.classify, CLASSIFY_SRC_IP);
+	CHECK_INT(cfg.dscp_inference, 46);
+	CHECK_INT(cfg.dscp_training, 10);
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct error e = {0};
+
+		node_config_defaults(&cfg);
+		cfg.inference_share = cases[i].share;
+		cfg.uplink_rate_bps = cases[i].rate;
+		cfg.classify = (enum node_classify)cases[i].classify;
+		cfg.dscp_inference = cases[i].dscp_inf;
+		cfg.dscp_training = cases[i].dscp_train;
+		str_copy(cfg.uplink, sizeof(cfg.uplink), cases[i].uplink);
+		if (node_config_check(&cfg, &e) != cases[i].want)
+			fprintf(stderr, "  case %s\n", cases[i].what);
+		CHECK_INT(node_config_check(&cfg, &e), cases[i].want);
+		if (cases[i].msg)
+			CHECK_CONTAINS(e.msg, cases[i].msg);
+	}
+	CHECK_INT(node_config_check(NULL, NULL), -EINVAL);
+}
+
+/* ---- mode ---- */
+
+TEST(node_mode_desired_table)
+{
+	static const struct {
+		unsigned inf, train, def;
+		enum node_mode want;
+	} cases[] = {
+	        {0, 0, 0, MODE_IDLE},     {0, 0, 5, MODE_IDLE},      {0, 3, 0, MODE_TRAINING},
+	        {0, 3, 5, MODE_TRAINING}, {2, 0, 0, MODE_INFERENCE}, {2, 0, 1, MODE_INFERENCE},
+	        {1, 1, 0, MODE_MIXED},    {10, 1, 4, MODE_MIXED},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct node_counts c = {0};
+
+		c.n[CLASS_INFERENCE] = cases[i].inf;
+		c.n[CLASS_TRAINING] = cases[i].train;
+		c.n[CLASS_DEFAULT] = cases[i].def;
+		CHECK_INT(node_mode_desired(&c), cases[i].want);
+	}
+}
+
+TEST(node_pods_count_basic)
+{
+	struct node_pod pods[8];
+	struct node_counts c;
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+
+	pods[0].gpus = 1;
+	pods[2].gpus = 4;
+	pods[3].egress_bps = 1000000;
+	node_pods_count(pods, n, &c);
+	CHECK_INT(c.n_pods, 5);
+	CHECK_INT(c.n[CLASS_INFERENCE], 2);
+	CHECK_INT(c.n[CLASS_TRAINING], 2);
+	CHECK_INT(c.n[CLASS_DEFAULT], 1);
+	CHECK_INT(c.n_dctcp_training, 1);
+	CHECK_INT(c.gpus[CLASS_INFERENCE], 1);
+	CHECK_INT(c.gpus[CLASS_TRAINING], 4);
+	CHECK_INT(c.n_egress[CLASS_TRAINING], 1);
+	CHECK_INT(c.egress_bps[CLASS_TRAINING], 1000000);
+	node_pods_count(NULL, 0, &c);
+	CHECK_INT(c.n_pods, 0);
+}
+
+/* A fake clock walks through transitions; hold 30 s. */
+TEST(node_mode_hysteresis)
+{
+	static const struct {
+		int64_t now_ms;
+		unsigned inf, train;
+		enum node_mode want;
+		int64_t want_recheck;
+	} steps[] = {
+	        {0, 0, 0, MODE_IDLE, -1},
+	        {100, 1, 0, MODE_INFERENCE, -1},  /* immediate */
+	        {200, 0, 2, MODE_TRAINING, -1},   /* immediate (not mixed) */
+	        {1000, 1, 1, MODE_MIXED, -1},     /* entering mixed: immediate */
+	        {2000, 1, 0, MODE_MIXED, 31000},  /* held: mixed last needed at 1000 */
+	        {10000, 1, 1, MODE_MIXED, -1},    /* needed again: hold restarts */
+	        {20000, 0, 1, MODE_MIXED, 40000}, /* flapping within the hold stays mixed */
+	        {25000, 1, 0, MODE_MIXED, 40000},
+	        {39999, 0, 1, MODE_MIXED, 40000}, /* 1 ms before the end of the hold */
+	        {40000, 0, 1, MODE_TRAINING, -1}, /* hold elapsed: leave */
+	        {41000, 1, 1, MODE_MIXED, -1},
+	        {41001, 0, 0, MODE_MIXED, 71000}, /* all pods gone: still held */
+	        {71000, 0, 0, MODE_IDLE, -1},
+	        {71001, 0, 0, MODE_IDLE, -1},
+	};
+	struct node_mode_state s = NODE_MODE_STATE_INIT;
+
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		struct node_counts c = {0};
+		struct node_mode_state next;
+		int64_t recheck;
+
+		c.n[CLASS_INFERENCE] = steps[i].inf;
+		c.n[CLASS_TRAINING] = steps[i].train;
+		recheck = node_mode_decide(&s, &c, steps[i].now_ms, 30, &next);
+		if (next.mode != steps[i].want || recheck != steps[i].want_recheck)
+			fprintf(stderr, "  step %zu at %" PRId64 " ms\n", i, steps[i].now_ms);
+		CHECK_INT(next.mode, steps[i].want);
+		CHECK_INT(recheck, steps[i].want_recheck);
+		s = next;
+	}
+}
+
+TEST(node_mode_hysteresis_edges)
+{
+	struct node_counts mixed = {0}, train = {0};
+	struct node_mode_state s = NODE_MODE_STATE_INIT, next;
+
+	mixed.n[CLASS_INFERENCE] = mixed.n[CLASS_TRAINING] = 1;
+	train.n[CLASS_TRAINING] = 1;
+
+	/* hold 0: leave at once */
+	node_mode_decide(&s, &mixed, 5000, 0, &s);
+	CHECK_INT(s.mode, MODE_MIXED);
+	CHECK_INT(node_mode_decide(&s, &train, 5000, 0, &next), -1);
+	CHECK_INT(next.mode, MODE_TRAINING);
+
+	/* a clock that went back stays within the hold */
+	s = (struct node_mode_state){.mode = MODE_MIXED, .mixed_last_needed_ms = 50000};
+	node_mode_decide(&s, &train, 40000, 30, &next);
+	CHECK_INT(next.mode, MODE_MIXED);
+
+	/* NULL prev = idle start */
+	node_mode_decide(NULL, &train, 0, 30, &next);
+	CHECK_INT(next.mode, MODE_TRAINING);
+
+	/* huge hold does not overflow */
+	s = (struct node_mode_state){.mode = MODE_MIXED, .mixed_last_needed_ms = INT64_MAX - 10};
+	CHECK_INT(node_mode_decide(&s, &train, INT64_MAX - 5, UINT32_MAX, &next), INT64_MAX);
+	CHECK_INT(next.mode, MODE_MIXED);
+}
+
+/* ---- shares ---- */
+
+TEST(node_shares_table)
+{
+	static const struct {
+		const char *what;
+		enum node_mode mode;
+		unsigned n_inf, n_train;
+		uint64_t gpu_inf, gpu_train;
+		unsigned bw_inf_pods, bw_train_pods; /* pods declaring egress bandwidth */
+		uint64_t bw_inf, bw_train;
+		double share;
+		unsigned inf, def, train;
+		enum node_weight_basis basis;
+	} cases[] = {
+	        {"floor wins", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_PODS},
+	        {"equal counts", MODE_MIXED, 5, 5, 0, 0, 0, 0, 0, 0, 0.3, 500, 50, 450, WEIGHT_PODS},
+	        {"inference dominant", MODE_MIXED, 9, 1, 0, 0, 0, 0, 0, 0, 0.3, 900, 50, 50, WEIGHT_PODS},
+	        {"clamp 90%", MODE_MIXED, 99, 1, 0, 0, 0, 0, 0, 0, 0.3, 900, 50, 50, WEIGHT_PODS},
+	        {"clamp 5%", MODE_MIXED, 1, 99, 0, 0, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_PODS},
+	        {"share 1", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 1.0, 900, 50, 50, WEIGHT_PODS},
+	        {"rounding 1/3", MODE_MIXED, 1, 2, 0, 0, 0, 0, 0, 0, 0.0, 333, 50, 617, WEIGHT_PODS},
+	        {"gpus over floor", MODE_MIXED, 1, 1, 1, 7, 0, 0, 0, 0, 0.1, 125, 50, 825, WEIGHT_GPUS},
+	        {"gpus under floor", MODE_MIXED, 1, 1, 1, 7, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_GPUS},
+	        {"gpus beat counts", MODE_MIXED, 3, 1, 0, 8, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_GPUS},
+	        {"gpus inference", MODE_MIXED, 1, 3, 6, 2, 0, 0, 0, 0, 0.3, 750, 50, 200, WEIGHT_GPUS},
+	        {"bandwidth", MODE_MIXED, 2, 1, 0, 0, 2, 1, 200000000, 600000000, 0.0, 250, 50, 700, WEIGHT_BANDWIDTH},
+	        {"bandwidth partial", MODE_MIXED, 2, 2, 0, 0, 2, 1, 200000000, 600000000, 0.0, 500, 50, 450,
+	         WEIGHT_PODS},
+	        {"held mixed, no inference", MODE_MIXED, 0, 3, 0, 0, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_PODS},
+	        {"held mixed, no pods", MODE_MIXED, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_PODS},
+	        {"share out of range", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 7.0, 900, 50, 50, WEIGHT_PODS},
+	        {"training mode", MODE_TRAINING, 0, 4, 0, 0, 0, 0, 0, 0, 0.3, 0, 50, 950, WEIGHT_PODS},
+	        {"inference mode", MODE_INFERENCE, 4, 0, 0, 0, 0, 0, 0, 0, 0.3, 950, 50, 0, WEIGHT_PODS},
+	        {"idle", MODE_IDLE, 0, 0, 0, 0, 0, 0, 0, 0, 0.3, 0, 0, 0, WEIGHT_PODS},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct node_counts c = {0};
+		struct node_shares s;
+
+		c.n[CLASS_INFERENCE] = cases[i].n_inf;
+		c.n[CLASS_TRAINING] = cases[i].n_train;
+		c.gpus[CLASS_INFERENCE] = cases[i].gpu_inf;
+		c.gpus[CLASS_TRAINING] = cases[i].gpu_train;
+		c.n_egress[CLASS_INFERENCE] = cases[i].bw_inf_pods;
+		c.n_egress[CLASS_TRAINING] = cases[i].bw_train_pods;
+		c.egress_bps[CLASS_INFERENCE] = cases[i].bw_inf;
+		c.egress_bps[CLASS_TRAINING] = cases[i].bw_train;
+		node_shares_compute(&c, cases[i].share, cases[i].mode, &s);
+		if (s.share_pm[CLASS_INFERENCE] != cases[i].inf || s.share_pm[CLASS_TRAINING] != cases[i].train ||
+		    s.basis != cases[i].basis)
+			fprintf(stderr, "  case %s\n", cases[i].what);
+		CHECK_INT(s.share_pm[CLASS_INFERENCE], cases[i].inf);
+		CHECK_INT(s.share_pm[CLASS_DEFAULT], cases[i].def);
+		CHECK_INT(s.share_pm[CLASS_TRAINING], cases[i].train);
+		CHECK_INT(s.basis, cases[i].basis);
+		if (cases[i].mode != MODE_IDLE)
+			CHECK_INT(s.share_pm[CLASS_INFERENCE] + s.share_pm[CLASS_DEFAULT] + s.share_pm[CLASS_TRAINING],
+			          1000);
+	}
+}
+
+/* ---- plan structure ---- */
+
+TEST(node_plan_shape_per_scenario)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(scenarios); k++)
+		for (int m = 0; m < _MODE_MAX; m++) {
+			_cleanup_node_plan_ struct node_plan np = {0};
+			struct node_plan_info info;
+			struct node_pod pods[8];
+			unsigned n = m == MODE_IDLE ? 0 : fixture_pods((enum node_mode)m, pods);
+
+			CHECK_INT(plan_for(&scenarios[k], CLASSIFY_SRC_IP, (enum node_mode)m, pods, n, &np, &info), 0);
+			if (info.shape != scenarios[k].shape[m])
+				fprintf(stderr, "  %s/%s: shape %s\n", scenarios[k].name, node_mode_name(m),
+				        node_shape_name(info.shape));
+			CHECK_INT(info.shape, scenarios[k].shape[m]);
+			CHECK_INT(info.mode, m);
+			if (m == MODE_IDLE) {
+				CHECK_INT(np.n, 0);
+				continue;
+			}
+			/* the first item is always the root qdisc, on the uplink */
+			CHECK(np.n > 0);
+			CHECK_STR(np.items[0].id, "uplink.root");
+			CHECK_INT(np.items[0].tc[0].parent, TC_H_ROOT);
+			CHECK_INT(np.items[0].tc[0].handle, 0x10000);
+			for (unsigned i = 0; i < np.n; i++) {
+				const struct plan_item *it = &np.items[i];
+
+				CHECK_INT(it->dev, DEV_UPLINK);
+				CHECK_INT(it->type, ITEM_TC);
+				CHECK_INT(it->status, ITEM_PENDING);
+				CHECK_INT(it->chosen, -1);
+				CHECK(it->n_alt >= 1 && it->n_alt <= PLAN_ALT_MAX);
+				/* a dependency is an earlier item */
+				if (it->depends[0]) {
+					const struct plan_item *d = find(&np, it->depends);
+					CHECK(d != NULL && d < it);
+				}
+				/* every alternative is the same object */
+				for (unsigned a = 1; a < it->n_alt; a++) {
+					CHECK_INT(it->tc[a].type, it->tc[0].type);
+					CHECK_INT(it->tc[a].parent, it->tc[0].parent);
+					CHECK_INT(it->tc[a].handle, it->tc[0].handle);
+				}
+				/* ids are unique */
+				for (unsigned j = 0; j < i; j++)
+					CHECK(!streq(np.items[j].id, it->id));
+			}
+		}
+}
+
+/* The P4 lab numbers: uplinkRate 500mbit -> HTB at 485 Mbit/s. */
+TEST(node_plan_htb_numbers)
+{
+	_cleanup_node_plan_ struct node_plan np = {0};
+	struct node_plan_info info;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	const struct plan_item *it;
+
+	CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
+	CHECK_INT(info.shape, SHAPE_HTB);
+	CHECK_INT(info.rate_bps, 500000000);
+	CHECK_INT(info.shaped_bps, 485000000);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 500); /* 2 vs 2 pods */
+	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 242500000);
+	CHECK_INT(info.class_rate_bps[CLASS_DEFAULT], 24250000);
+	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 218250000);
+	CHECK_INT(info.ce_threshold_us, 1000);
+	CHECK_INT(info.n_warn, 0);
+
+	it = find(&np, "uplink.root");
+	CHECK(it && it->tc[0].kind == TC_KIND_HTB);
+	if (it) {
+		CHECK_INT(it->tc[0].u.htb.defcls, 0x20);
+		CHECK_INT(it->tc[0].u.htb.r2q, 10);
+	}
+	it = find(&np, "uplink.class.parent");
+	CHECK(it != NULL);
+	if (it) {
+		CHECK_INT(it->tc[0].handle, 0x10001);
+		CHECK_INT(it->tc[0].parent, 0x10000);
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 485000000);
+		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
+		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 131072); /* 2 ms = 121250 < 2 GSO */
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 60625);
+	}
+	it = find(&np, "uplink.class.inference");
+	CHECK(it != NULL);
+	if (it) {
+		CHECK_INT(it->tc[0].handle, 0x10010);
+		CHECK_INT(it->tc[0].parent, 0x10001);
+		CHECK_INT(it->tc[0].u.htb_class.prio, 0);
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 242500000);
+		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 30312);
+		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 131072);
+	}
+	it = find(&np, "uplink.class.default");
+	CHECK(it && it->tc[0].handle == 0x10020 && it->tc[0].u.htb_class.prio == 1);
+	if (it)
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3031);
+	it = find(&np, "uplink.class.training");
+	CHECK(it && it->tc[0].handle == 0x10030 && it->tc[0].u.htb_class.prio == 2);
+	/* CI kernel: the AQM alternatives stay listed first (the applier skips
+	 * them and records the byte FIFO as degraded); the FIFO is last */
+	it = find(&np, "uplink.leaf.inference");
+	CHECK(it && it->n_alt == 2 && it->tc[1].kind == TC_KIND_BFIFO);
+	if (it) {
+		CHECK_INT(it->tc[1].parent, 0x10010);
+		CHECK_INT(it->tc[1].handle, 0x100000);
+		CHECK_INT(it->tc[1].u.fifo.limit, 131072);
+		CHECK_STR(it->depends, "uplink.class.inference");
+	}
+	it = find(&np, "uplink.leaf.default");
+	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 303125);
+	it = find(&np, "uplink.leaf.training");
+	CHECK(it && it->n_alt == 3 && it->tc[2].u.fifo.limit == 1212500 && it->tc[2].handle == 0x300000);
+}
+
+TEST(node_plan_leaves_full_kernel)
+{
+	_cleanup_node_plan_ struct node_plan np = {0};
+	struct node_plan_info info;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	const struct plan_item *it;
+
+	CHECK_INT(plan_for(&scenarios[0], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
+	it = find(&np, "uplink.leaf.inference");
+	CHECK(it && it->n_alt == 2 && it->tc[0].kind == TC_KIND_FQ_CODEL && it->tc[1].kind == TC_KIND_BFIFO);
+	if (it) {
+		CHECK_INT(it->tc[0].u.fq_codel.target_us, 1000);
+		CHECK_INT(it->tc[0].u.fq_codel.interval_us, 10000);
+		CHECK_INT(it->tc[0].u.fq_codel.limit_pkts, 1024);
+		CHECK_INT(it->tc[0].u.fq_codel.ecn, TRI_ON);
+		CHECK_INT(it->tc[0].u.fq_codel.ce_threshold_us, 0);
+	}
+	it = find(&np, "uplink.leaf.training");
+	CHECK(it && it->n_alt == 3 && it->tc[0].kind == TC_KIND_FQ && it->tc[1].kind == TC_KIND_FQ_CODEL &&
+	      it->tc[2].kind == TC_KIND_BFIFO);
+	if (it) {
+		CHECK_INT(it->tc[0].u.fq.ce_threshold_us, 1000);
+		CHECK_INT(it->tc[1].u.fq_codel.ce_threshold_us, 1000);
+	}
+
+	/* without a CE-marking training pod: no threshold */
+	pods[2].ce_marking = false;
+	CHECK_INT(plan_for(&scenarios[0], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
+	CHECK_INT(info.ce_threshold_us, 0);
+	it = find(&np, "uplink.leaf.training");
+	CHECK(it && it->tc[0].u.fq.ce_threshold_us == 0 && it->tc[1].u.fq_codel.ce_threshold_us == 0);
+}
+
+TEST(node_plan_unshaped_roots)
+{
+	struct node_pod pods[8];
+	unsigned n;
+	const struct plan_item *it;
+
+	/* training on a real NIC: root fq | fq_codel, no FIFO, no classes */
+	{
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		n = fixture_pods(MODE_TRAINING, pods);
+		CHECK_INT(plan_for(&scenarios[2], CLASSIFY_SRC_IP, MODE_TRAINING, pods, n, &np, &info), 0);
+		CHECK_INT(np.n, 1);
+		it = find(&np, "uplink.root");
+		CHECK(it && it->n_alt == 2 && it->tc[0].kind == TC_KIND_FQ && it->tc[1].kind == TC_KIND_FQ_CODEL);
+		CHECK_INT(info.n_filters, 0);
+	}
+	/* training on the CI kernel: both missing -> kept (the applier skips,
+	 * the original qdisc stays) */
+	{
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		n = fixture_pods(MODE_TRAINING, pods);
+		CHECK_INT(plan_for(&scenarios[3], CLASSIFY_SRC_IP, MODE_TRAINING, pods, n, &np, &info), 0);
+		CHECK_INT(np.n, 1);
+		it = find(&np, "uplink.root");
+		CHECK(it && it->n_alt == 2);
+	}
+	/* inference on a veth of unknown rate: root fq_codel, warning */
+	{
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		n = fixture_pods(MODE_INFERENCE, pods);
+		CHECK_INT(plan_for(&scenarios[1], CLASSIFY_SRC_IP, MODE_INFERENCE, pods, n, &np, &info), 0);
+		CHECK_INT(np.n, 1);
+		it = find(&np, "uplink.root");
+		CHECK(it && it->n_alt == 1 && it->tc[0].kind == TC_KIND_FQ_CODEL &&
+		      it->tc[0].u.fq_codel.target_us == 1000);
+		CHECK_INT(info.n_warn, 1);
+		CHECK_CONTAINS(info.warn[0], "set uplinkRate");
+	}
+	/* mixed on a veth of unknown rate on the CI kernel: no prio, no rate
+	 * -> inference-style root fq_codel, no filters, a warning */
+	{
+		static const struct scenario virt_ci = {"virtual-ci", 0, &VETH, true, {0}};
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		n = fixture_pods(MODE_MIXED, pods);
+		CHECK_INT(plan_for(&virt_ci, CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
+		CHECK_INT(info.shape, SHAPE_ROOT_AQM);
+		CHECK_INT(np.n, 1);
+		it = find(&np, "uplink.root");
+		CHECK(it && it->tc[0].kind == TC_KIND_FQ_CODEL);
+		CHECK_INT(info.n_warn, 2);
+		CHECK_CONTAINS(info.warn[1], "flow isolation");
+	}
+	/* htb known missing with uplinkRate: unshaped layout + warning */
+	{
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+		struct plan_caps caps = {0};
+		struct node_config cfg;
+
+		node_config_defaults(&cfg);
+		cfg.uplink_rate_bps = 500000000ULL;
+		plan_caps_mark_missing(&caps, TC_KIND_HTB);
+		n = fixture_pods(MODE_MIXED, pods);
+		CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, &caps, MODE_MIXED, NULL, &np, &info, NULL), 0);
+		CHECK_INT(info.shape, SHAPE_PRIO);
+		CHECK_CONTAINS(info.warn[0], "htb is unavailable");
+	}
+}
+
+TEST(node_plan_prio)
+{
+	_cleanup_node_plan_ struct node_plan np = {0};
+	struct node_plan_info info;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	const struct plan_item *it;
+
+	CHECK_INT(plan_for(&scenarios[2], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
+	it = find(&np, "uplink.root");
+	CHECK(it && it->n_alt == 1 && it->tc[0].kind == TC_KIND_PRIO);
+	if (it) {
+		CHECK_INT(it->tc[0].u.prio.bands, 3);
+		for (unsigned i = 0; i <= TC_PRIO_MAX; i++)
+			CHECK_INT(it->tc[0].u.prio.priomap[i], 1);
+	}
+	CHECK(find(&np, "uplink.class.parent") == NULL);
+	it = find(&np, "uplink.leaf.inference");
+	CHECK(it && it->tc[0].parent == 0x10001 && it->tc[0].handle == 0x100000);
+	/* FIFO fallback sized at the link speed: 10 Gbit/s * 2 ms */
+	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 2500000);
+	it = find(&np, "uplink.leaf.default");
+	CHECK(it && it->tc[0].parent == 0x10002);
+	it = find(&np, "uplink.leaf.training");
+	CHECK(it && it->tc[0].parent == 0x10003);
+	/* a 10G FIFO of 20 ms is capped at 16 MiB */
+	CHECK(it && it->n_alt == 3 && it->tc[2].u.fifo.limit == 16u << 20);
+	CHECK_INT(info.n_filters, 6);
+	for (unsigned i = 0; i < np.n; i++) {
+		const struct tc_spec *s = &np.items[i].tc[0];
+
+		if (s->type != TC_FILTER)
+			continue;
+		CHECK(s->u.u32.classid == 0x10001 || s->u.u32.classid == 0x10003);
+	}
+}
+
+/* ---- filters ---- */
+
+TEST(node_plan_src_filters_dual_stack)
+{
+	_cleanup_node_plan_ struct node_plan np = {0};
+	struct node_plan_info info;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods), v4 = 0, v6 = 0;
+
+	CHECK_INT(plan_for(&scenarios[0], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
+	CHECK_INT(info.n_filters, 6);
+	CHECK_INT(count_filters(&np), 6);
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t want_class = pods[i].class == CLASS_INFERENCE ? 0x10010 : 0x10030;
+
+		for (unsigned k = 0; k < pods[i].n_ips; k++) {
+			char id[PLAN_ID_MAX];
+			const struct plan_item *it;
+			const struct tc_spec *s;
+
+			CHECK_INT(node_pod_item_id(pods[i].uid, k, id, sizeof(id)), 0);
+			it = find(&np, id);
+			if (pods[i].class == CLASS_DEFAULT) {
+				CHECK(it == NULL); /* default pods ride the default class */
+				continue;
+			}
+			CHECK(it != NULL);
+			if (!it)
+				continue;
+			s = &it->tc[0];
+			CHECK_INT(it->n_alt, 1);
+			CHECK_STR(it->depends, "uplink.root");
+			CHECK_INT(s->type, TC_FILTER);
+			CHECK_INT(s->kind, TC_KIND_U32);
+			CHECK_INT(s->parent, 0x10000);
+			CHECK_INT(s->u.u32.match, U32_MATCH_SRC);
+			CHECK_INT(s->u.u32.classid, want_class);
+			CHECK_INT(s->u.u32.dscp, -1);
+			CHECK(s->handle >= 1 && s->handle <= 0xfff);
+			CHECK_INT(s->u.u32.family, pods[i].ips[k].family);
+			if (pods[i].ips[k].family == AF_INET) {
+				v4++;
+				CHECK_INT(s->prio, 10);
+				CHECK_INT(s->protocol, ETH_P_IP);
+				CHECK_INT(s->u.u32.prefix_len, 32);
+				CHECK(memcmp(s->u.u32.addr, pods[i].ips[k].addr, 4) == 0);
+			} else {
+				v6++;
+				CHECK_INT(s->prio, 11);
+				CHECK_INT(s->protocol, ETH_P_IPV6);
+				CHECK_INT(s->u.u32.prefix_len, 128);
+				CHECK(memcmp(s->u.u32.addr, pods[i].ips[k].addr, 16) == 0);
+			}
+		}
+	}
+	CHECK_INT(v4, 4);
+	CHECK_INT(v6, 2);
+	/* handles are unique */
+	for (unsigned i = 0; i < np.n; i++)
+		for (unsigned j = 0; j < i; j++)
+			if (np.items[i].tc[0].type == TC_FILTER && np.items[j].tc[0].type == TC_FILTER)
+				CHECK(np.items[i].tc[0].handle != np.items[j].tc[0].handle);
+}
+
+TEST(node_plan_filters_only_for_existing_classes)
+{
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+
+	/* mode training (e.g. decided before the inference pods arrived):
+	 * inference pods have no class and get no filter */
+	{
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		CHECK_INT(plan_for(&scenarios[0], CLASSIFY_SRC_IP, MODE_TRAINING, pods, n, &np, &info), 0);
+		CHECK_INT(info.n_filters, 3);
+		CHECK(find(&np, "uplink.class.inference") == NULL);
+		for (unsigned i = 0; i < np.n; i++)
+			if (np.items[i].tc[0].type == TC_FILTER)
+				CHECK_INT(np.items[i].tc[0].u.u32.classid, 0x10030);
+	}
+	{
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		CHECK_INT(plan_for(&scenarios[0], CLASSIFY_SRC_IP, MODE_INFERENCE, pods, n, &np, &info), 0);
+		CHECK_INT(info.n_filters, 3);
+		CHECK(find(&np, "uplink.class.training") == NULL);
+		for (unsigned i = 0; i < np.n; i++)
+			if (np.items[i].tc[0].type == TC_FILTER)
+				CHECK_INT(np.items[i].tc[0].u.u32.classid, 0x10010);
+	}
+}
+
+TEST(node_plan_dscp_filters)
+{
+	static const struct {
+		enum node_mode mode;
+		unsigned n;
+		const char *ids[4];
+	} cases[] = {
+	        {MODE_MIXED,
+	         4,
+	         {"uplink.dscp.inference.v4", "uplink.dscp.inference.v6", "uplink.dscp.training.v4",
+	          "uplink.dscp.training.v6"}},
+	        {MODE_TRAINING, 2, {"uplink.dscp.training.v4", "uplink.dscp.training.v6"}},
+	        {MODE_INFERENCE, 2, {"uplink.dscp.inference.v4", "uplink.dscp.inference.v6"}},
+	};
+
+	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+		struct node_pod pods[8];
+		unsigned n = fixture_pods(cases[c].mode, pods);
+
+		CHECK_INT(plan_for(&scenarios[0], CLASSIFY_DSCP, cases[c].mode, pods, n, &np, &info), 0);
+		CHECK_INT(info.n_filters, cases[c].n);
+		CHECK_INT(count_filters(&np), cases[c].n);
+		for (unsigned i = 0; i < cases[c].n; i++) {
+			const struct plan_item *it = find(&np, cases[c].ids[i]);
+			const struct tc_spec *s;
+			bool inf = strstr(cases[c].ids[i], "inference") != NULL;
+			bool v6 = strstr(cases[c].ids[i], ".v6") != NULL;
+
+			CHECK(it != NULL);
+			if (!it)
+				continue;
+			s = &it->tc[0];
+			CHECK_INT(s->u.u32.match, U32_MATCH_DSFIELD);
+			CHECK_INT(s->u.u32.tos, inf ? 46 << 2 : 10 << 2);
+			CHECK_INT(s->u.u32.classid, inf ? 0x10010 : 0x10030);
+			CHECK_INT(s->u.u32.family, v6 ? AF_INET6 : AF_INET);
+			CHECK_INT(s->protocol, v6 ? ETH_P_IPV6 : ETH_P_IP);
+			CHECK_INT(s->prio, v6 ? 21 : 20);
+			CHECK_INT(s->u.u32.dscp, -1);
+		}
+	}
+}
+
+TEST(node_plan_errors)
+{
+	struct node_pod pods[8];
+	struct node_config cfg;
+	struct node_plan np = {0};
+	struct error e = {0};
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+
+	node_config_defaults(&cfg);
+
+	pods[1] = pods[0];
+	str_copy(pods[1].name, sizeof(pods[1].name), "infer-dup");
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "same UID 1b4e28ba-2fa1-11d2-883f-0016d3cca427");
+	CHECK_INT(np.n, 0);
+	CHECK(np.items == NULL);
+
+	n = fixture_pods(MODE_MIXED, pods);
+	pods[3].ips[1].family = AF_UNIX;
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "pod ml/train-b: address 1 has family");
+
+	n = fixture_pods(MODE_MIXED, pods);
+	pods[0].n_ips = 5;
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "5 addresses");
+
+	n = fixture_pods(MODE_MIXED, pods);
+	pods[0].class = _CLASS_MAX;
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "invalid class");
+
+	n = fixture_pods(MODE_MIXED, pods);
+	pods[0].uid[0] = '\0';
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "UID");
+
+	n = fixture_pods(MODE_MIXED, pods);
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, _MODE_MAX, NULL, &np, NULL, &e), -EINVAL);
+	CHECK_INT(node_plan(pods, n, &cfg, NULL, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	CHECK_INT(node_plan(NULL, 3, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	cfg.inference_share = 2;
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "inferenceShare");
+	CHECK_INT(np.n, 0);
+
+	/* a failed plan leaves the previous one in place */
+	node_config_defaults(&cfg);
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), 0);
+	CHECK(np.n > 0);
+	cfg.inference_share = -1;
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
+	CHECK(np.n > 0);
+	node_plan_free(&np);
+	CHECK(np.items == NULL && np.n == 0);
+	node_plan_free(&np); /* twice is fine */
+}
+
+TEST(node_plan_too_many_filters)
+{
+	unsigned n = 1024;
+	struct node_pod *pods = calloc(n, sizeof(*pods));
+	struct node_config cfg;
+	struct node_plan np = {0};
+	struct error e = {0};
+
+	CHECK(pods != NULL);
+	if (!pods)
+		return;
+	many_pods(pods, n, 0);
+	for (unsigned i = 0; i < n; i++) {
+		pods[i].class = i % 2 ? CLASS_INFERENCE : CLASS_TRAINING;
+		pods[i].n_ips = 4; /* 4096 addresses > 4095 node ids */
+		for (unsigned k = 0; k < 4; k++) {
+			pods[i].ips[k].family = AF_INET6;
+			pods[i].ips[k].addr[0] = 0xfd;
+			pods[i].ips[k].addr[14] = (uint8_t)(i >> 8);
+			pods[i].ips[k].addr[15] = (uint8_t)k;
+		}
+	}
+	node_config_defaults(&cfg);
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -E2BIG);
+	CHECK_CONTAINS(e.msg, "4096 pod addresses to classify, at most 4095");
+	/* one fewer address fits exactly: every node id is used once */
+	pods[0].n_ips = 3;
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), 0);
+	CHECK_INT(count_filters(&np), 4095);
+	{
+		static bool seen[4096];
+
+		memset(seen, 0, sizeof(seen));
+		for (unsigned i = 0; i < np.n; i++) {
+			const struct tc_spec *s = &np.items[i].tc[0];
+
+			if (s->type != TC_FILTER)
+				continue;
+			CHECK(s->handle >= 1 && s->handle <= 0xfff && !seen[s->handle]);
+			if (s->handle <= 0xfff)
+				seen[s->handle] = true;
+		}
+	}
+	/* with dscp classification the pod count does not matter */
+	pods[0].n_ips = 4;
+	cfg.classify = CLASSIFY_DSCP;
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), 0);
+	CHECK_INT(count_filters(&np), 4);
+	node_plan_free(&np);
+	free(pods);
+}
+
+TEST(node_pod_item_id_format)
+{
+	char id[PLAN_ID_MAX], uid[64];
+
+	memset(uid, 'f', 63);
+	uid[63] = '\0';
+	CHECK_INT(node_pod_item_id(uid, 3, id, sizeof(id)), 0);
+	CHECK_INT(strlen(id), 29);
+	CHECK(strncmp(id, "uplink.pod.", 11) == 0);
+	CHECK_STR(id + 27, ".3");
+	CHECK_INT(node_pod_item_id("a", 0, id, 8), -ENOBUFS);
+	/* stable across runs and builds (FNV-1a 64 of the UID) */
+	CHECK_INT(node_pod_item_id("1b4e28ba-2fa1-11d2-883f-0016d3cca427", 0, id, sizeof(id)), 0);
+	{
+		char again[PLAN_ID_MAX];
+		CHECK_INT(node_pod_item_id("1b4e28ba-2fa1-11d2-883f-0016d3cca427", 0, again, sizeof(again)), 0);
+		CHECK_STR(id, again);
+		CHECK_INT(node_pod_item_id("1b4e28ba-2fa1-11d2-883f-0016d3cca428", 0, again, sizeof(again)), 0);
+		CHECK(!streq(id, again));
+	}
+}
+
+/* ---- determinism, handles, incrementality ---- */
+
+static bool plans_identical(const struct node_plan *a, const struct node_plan *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (unsigned i = 0; i < a->n; i++)
+		if (!node_item_same_desired(&a->items[i], &b->items[i]))
+			return false;
+	return true;
+}
+
+TEST(node_plan_order_independent)
+{
+	unsigned n = 60;
+	struct node_pod *pods = calloc(n, sizeof(*pods)), *rev = calloc(n, sizeof(*rev));
+	_cleanup_node_plan_ struct node_plan a = {0}, b = {0};
+	struct node_plan_info info;
+
+	CHECK(pods && rev);
+	if (!pods || !rev) {
+		free(pods);
+		free(rev);
+		return;
+	}
+	many_pods(pods, n, 7);
+	for (unsigned i = 0; i < n; i++)
+		rev[i] = pods[n - 1 - i];
+	CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &a, &info), 0);
+	CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, rev, n, &b, &info), 0);
+	CHECK(plans_identical(&a, &b));
+	/* filters come in pod-UID order, addresses in order */
+	{
+		unsigned f = 0;
+
+		while (f < a.n && a.items[f].tc[0].type != TC_FILTER)
+			f++;
+		for (unsigned i = 0; i < n; i++) {
+			const struct node_pod *min = NULL;
+
+			/* selection of the i-th smallest UID */
+			for (unsigned j = 0; j < n; j++) {
+				unsigned smaller = 0;
+				for (unsigned q = 0; q < n; q++)
+					smaller += strcmp(pods[q].uid, pods[j].uid) < 0;
+				if (smaller == i)
+					min = &pods[j];
+			}
+			CHECK(min != NULL);
+			if (!min || min->class == CLASS_DEFAULT)
+				continue;
+			for (unsigned k = 0; k < min->n_ips; k++, f++) {
+				char id[PLAN_ID_MAX];
+
+				node_pod_item_id(min->uid, k, id, sizeof(id));
+				CHECK(f < a.n);
+				if (f < a.n)
+					CHECK_STR(a.items[f].id, id);
+			}
+		}
+		CHECK_INT(f, a.n);
+	}
+	free(pods);
+	free(rev);
+}
+
+/* Find a UID whose first filter takes the same node id as `uid`'s. */
+static bool find_colliding_uid(const char *uid, char *ret, size_t size)
+{
+	struct node_config cfg;
+	struct node_pod a = mkpod("a", uid, CLASS_TRAINING, "10.0.0.1", NULL);
+	_cleanup_node_plan_ struct node_plan pa = {0}, pb = {0};
+	uint32_t ha;
+
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 1000000000ULL;
+	if (node_plan(&a, 1, &cfg, &NIC_10G, NULL, MODE_TRAINING, NULL, &pa, NULL, NULL) < 0)
+		return false;
+	ha = pa.items[pa.n - 1].tc[0].handle;
+	for (unsigned i = 0; i < 200000; i++) {
+		char cand[64];
+		struct node_pod b;
+
+		/* "0..." sorts before the UIDs used below ("a...") */
+		snprintf(cand, sizeof(cand), "0-candidate-%u", i);
+		b = mkpod("b", cand, CLASS_TRAINING, "10.0.0.2", NULL);
+		if (node_plan(&b, 1, &cfg, &NIC_10G, NULL, MODE_TRAINING, NULL, &pb, NULL, NULL) < 0)
+			return false;
+		if (pb.items[pb.n - 1].tc[0].handle == ha) {
+			str_copy(ret, size, cand);
+			return true;
+		}
+	}
+	return false;
+}
+
+TEST(node_plan_handle_collisions)
+{
+	const char *uid_a = "a1b2c3d4-0000-4000-8000-000000000001";
+	char uid_b[64];
+	struct node_config cfg;
+	struct node_pod pods[2];
+	_cleanup_node_plan_ struct node_plan p1 = {0}, p2 = {0}, p3 = {0}, p4 = {0};
+	char id_a[PLAN_ID_MAX], id_b[PLAN_ID_MAX];
+	const struct plan_item *ia, *ib;
+	uint32_t ha;
+
+	CHECK(find_colliding_uid(uid_a, uid_b, sizeof(uid_b)));
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 1000000000ULL;
+	node_pod_item_id(uid_a, 0, id_a, sizeof(id_a));
+	node_pod_item_id(uid_b, 0, id_b, sizeof(id_b));
+
+	pods[0] = mkpod("a", uid_a, CLASS_TRAINING, "10.0.0.1", NULL);
+	CHECK_INT(node_plan(pods, 1, &cfg, &NIC_10G, NULL, MODE_TRAINING, NULL, &p1, NULL, NULL), 0);
+	ia = find(&p1, id_a);
+	CHECK(ia != NULL);
+	if (!ia)
+		return;
+	ha = ia->tc[0].handle;
+
+	/* B (sorting first) collides with A. Without the plan in force, the
+	 * pure function of the set lets B take the slot and A probes on... */
+	pods[1] = mkpod("b", uid_b, CLASS_TRAINING, "10.0.0.2", NULL);
+	CHECK_INT(node_plan(pods, 2, &cfg, &NIC_10G, NULL, MODE_TRAINING, NULL, &p2, NULL, NULL), 0);
+	ia = find(&p2, id_a);
+	ib = find(&p2, id_b);
+	CHECK(ia && ib);
+	if (ia && ib) {
+		CHECK_INT(ib->tc[0].handle, ha);
+		CHECK_INT(ia->tc[0].handle, ha % 0xfff + 1);
+	}
+	/* ... with prev, A keeps its handle and B probes instead */
+	CHECK_INT(node_plan(pods, 2, &cfg, &NIC_10G, NULL, MODE_TRAINING, &p1, &p3, NULL, NULL), 0);
+	ia = find(&p3, id_a);
+	ib = find(&p3, id_b);
+	CHECK(ia && ib);
+	if (ia && ib) {
+		CHECK_INT(ia->tc[0].handle, ha);
+		CHECK_INT(ib->tc[0].handle, ha % 0xfff + 1);
+	}
+	/* deterministic: the same inputs give the same handles, also with
+	 * the plan itself as prev and as output (in place) */
+	CHECK_INT(node_plan(pods, 2, &cfg, &NIC_10G, NULL, MODE_TRAINING, &p1, &p4, NULL, NULL), 0);
+	CHECK(plans_identical(&p3, &p4));
+	CHECK_INT(node_plan(pods, 2, &cfg, &NIC_10G, NULL, MODE_TRAINING, &p4, &p4, NULL, NULL), 0);
+	CHECK(plans_identical(&p3, &p4));
+}
+
+static void check_only(const struct node_plan *old, const struct node_plan *new_, unsigned n_added, unsigned n_removed,
+                       const char *added_uid, const char *removed_uid)
+{
+	struct node_plan_delta d;
+
+	CHECK_INT(node_plan_delta(old, new_, &d), 0);
+	CHECK_INT(d.n_added, n_added);
+	CHECK_INT(d.n_removed, n_removed);
+	CHECK_INT(d.n_changed, 0);
+	CHECK_INT(d.n_same + d.n_added, new_->n);
+	CHECK_INT(d.n_same + d.n_removed, old->n);
+	for (unsigned i = 0; i < d.n_added; i++) {
+		char id[PLAN_ID_MAX];
+		node_pod_item_id(added_uid, 0, id, sizeof(id));
+		/* "uplink.pod.<H>." prefix of the added pod */
+		CHECK(strncmp(new_->items[d.added[i]].id, id, 28) == 0);
+	}
+	for (unsigned i = 0; i < d.n_removed; i++) {
+		char id[PLAN_ID_MAX];
+		node_pod_item_id(removed_uid, 0, id, sizeof(id));
+		CHECK(strncmp(old->items[d.removed[i]].id, id, 28) == 0);
+	}
+	/* every other item, handle included, is identical */
+	for (unsigned i = 0; i < old->n; i++) {
+		const struct plan_item *o = &old->items[i], *nw = node_plan_find_const(new_, o->id);
+
+		if (!nw)
+			continue;
+		CHECK(node_item_same_desired(o, nw));
+		CHECK_INT(nw->tc[0].handle, o->tc[0].handle);
+	}
+	node_plan_delta_free(&d);
+}
+
+TEST(node_plan_incremental)
+{
+	unsigned n = 50;
+	struct node_pod *pods = calloc(n + 1, sizeof(*pods));
+	struct node_config cfg;
+	struct node_plan_info info;
+	_cleanup_node_plan_ struct node_plan p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0};
+	struct plan_caps caps = caps_ci();
+
+	CHECK(pods != NULL);
+	if (!pods)
+		return;
+	/* 10 inference, 35 training, 5 default: the 30 % floor sets the
+	 * share, so one pod more or less does not move the class rates */
+	many_pods(pods, n, 0);
+	for (unsigned i = 0; i < n; i++)
+		pods[i].class = i < 10 ? CLASS_INFERENCE : i < 45 ? CLASS_TRAINING : CLASS_DEFAULT;
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	CHECK_INT(node_plan(pods, n, &cfg, &VETH, &caps, MODE_MIXED, NULL, &p0, &info, NULL), 0);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 300);
+
+	/* add one dual-stack training pod */
+	pods[n] = mkpod("new", "5e1f0c7a-1111-4222-8333-944455556666", CLASS_TRAINING, "10.200.0.1", "fd00:200::1");
+	CHECK_INT(node_plan(pods, n + 1, &cfg, &VETH, &caps, MODE_MIXED, &p0, &p1, &info, NULL), 0);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 300);
+	check_only(&p0, &p1, 2, 0, pods[n].uid, NULL);
+
+	/* remove a dual-stack inference pod (index 0 is dual-stack) */
+	CHECK_INT(pods[0].n_ips, 2);
+	CHECK_INT(node_plan(pods + 1, n, &cfg, &VETH, &caps, MODE_MIXED, &p1, &p2, &info, NULL), 0);
+	check_only(&p1, &p2, 0, 2, NULL, pods[0].uid);
+
+	/* a pod that changes class from training to default loses exactly its filters */
+	pods[20].class = CLASS_DEFAULT;
+	CHECK_INT(node_plan(pods + 1, n, &cfg, &VETH, &caps, MODE_MIXED, &p2, &p3, &info, NULL), 0);
+	check_only(&p2, &p3, 0, pods[20].n_ips, NULL, pods[20].uid);
+	free(pods);
+}
+
+/* When the weights move the shares, only class rates change. */
+TEST(node_plan_incremental_shares)
+{
+	struct node_pod pods[12];
+	struct node_config cfg;
+	struct node_plan_delta d;
+	_cleanup_node_plan_ struct node_plan p0 = {0}, p1 = {0};
+
+	many_pods(pods, 12, 0);
+	for (unsigned i = 0; i < 11; i++)
+		pods[i].class = i < 5 ? CLASS_INFERENCE : CLASS_TRAINING;
+	pods[11].class = CLASS_INFERENCE;
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	CHECK_INT(node_plan(pods, 11, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &p0, NULL, NULL), 0);
+	CHECK_INT(node_plan(pods, 12, &cfg, &NIC_10G, NULL, MODE_MIXED, &p0, &p1, NULL, NULL), 0);
+	CHECK_INT(node_plan_delta(&p0, &p1, &d), 0);
+	CHECK_INT(d.n_added, pods[11].n_ips);
+	CHECK_INT(d.n_removed, 0);
+	CHECK_INT(d.n_changed, 2);
+	for (unsigned i = 0; i < d.n_changed; i++) {
+		const char *id = p1.items[d.changed[i]].id;
+		CHECK(streq(id, "uplink.class.inference") || streq(id, "uplink.class.training"));
+	}
+	/* plan order: parents first */
+	for (unsigned i = 1; i < d.n_changed; i++)
+		CHECK(d.changed[i - 1] < d.changed[i]);
+	node_plan_delta_free(&d);
+}
+
+/* Replacing a qdisc by another kind destroys what hangs under it: the
+ * delta lists every dependent as changed; same-kind changes stay local. */
+TEST(node_plan_delta_recreate)
+{
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	_cleanup_node_plan_ struct node_plan full = {0}, ci = {0}, old = {0};
+	struct node_plan_info info;
+	struct node_plan_delta d;
+
+	/* lab link, full kernel vs CI kernel: the same items (capabilities only
+	 * change structure, e.g. prio vs HTB, never the alternatives listed) */
+	{
+		struct scenario full_sc = scenarios[4];
+
+		full_sc.ci = false;
+		CHECK_INT(plan_for(&full_sc, CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &full, &info), 0);
+		CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &ci, &info), 0);
+	}
+	CHECK_INT(node_plan_delta(&full, &ci, &d), 0);
+	CHECK_INT(d.n_added, 0);
+	CHECK_INT(d.n_removed, 0);
+	CHECK_INT(d.n_changed, 0);
+	CHECK_INT(d.n_same, ci.n);
+	node_plan_delta_free(&d);
+
+	/* the same plan over a root of another kind: everything is redone */
+	CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &old, &info), 0);
+	old.items[0].tc[0].kind = TC_KIND_PRIO;
+	CHECK_INT(node_plan_delta(&old, &ci, &d), 0);
+	CHECK_INT(d.n_changed, ci.n);
+	CHECK_INT(d.n_same, 0);
+	for (unsigned i = 0; i < d.n_changed; i++)
+		CHECK_INT(d.changed[i], i);
+	node_plan_delta_free(&d);
+	for (unsigned i = 0; i < old.n; i++) {
+		old.items[i].status = ITEM_APPLIED;
+		old.items[i].chosen = 0;
+	}
+	CHECK_INT(node_plan_carry_effective(&ci, &old), 0);
+	CHECK_INT(plan_count_pending(&ci), ci.n);
+
+	/* prio (full kernel NIC) -> HTB (prio learned missing): all redone,
+	 * the old leaves' and filters' ids survive but not their objects */
+	{
+		_cleanup_node_plan_ struct node_plan prio = {0}, htb = {0};
+		struct plan_caps caps = {0};
+		struct node_config cfg;
+
+		node_config_defaults(&cfg);
+		CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, &caps, MODE_MIXED, NULL, &prio, NULL, NULL), 0);
+		plan_caps_mark_missing(&caps, TC_KIND_PRIO);
+		CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, &caps, MODE_MIXED, &prio, &htb, NULL, NULL), 0);
+		CHECK_INT(node_plan_delta(&prio, &htb, &d), 0);
+		CHECK_INT(d.n_same, 0);
+		CHECK_INT(d.n_removed, 0);
+		CHECK_INT(d.n_added, 4); /* parent + 3 classes */
+		CHECK_INT(d.n_changed + d.n_added, htb.n);
+		node_plan_delta_free(&d);
+	}
+}
+
+TEST(node_plan_carry_and_slice)
+{
+	unsigned n = 120;
+	struct node_pod *pods = calloc(n, sizeof(*pods));
+	struct plan *chunk = calloc(1, sizeof(*chunk));
+	struct node_config cfg;
+	_cleanup_node_plan_ struct node_plan p0 = {0}, p1 = {0};
+	unsigned total = 0;
+
+	CHECK(pods && chunk);
+	if (!pods || !chunk) {
+		free(pods);
+		free(chunk);
+		return;
+	}
+	many_pods(pods, n, 3);
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 1000000000ULL;
+	CHECK_INT(node_plan(pods, n - 1, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &p0, NULL, NULL), 0);
+	for (unsigned i = 0; i < p0.n; i++) {
+		p0.items[i].status = ITEM_APPLIED;
+		p0.items[i].chosen = 0;
+	}
+	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, &p0, &p1, NULL, NULL), 0);
+	/* the new pod moves the pod-count shares: the two class items
+	 * changed and must be re-applied, everything else carries over */
+	{
+		struct node_plan_delta d;
+
+		CHECK_INT(node_plan_delta(&p0, &p1, &d), 0);
+		CHECK_INT(d.n_changed, 2);
+		CHECK_INT(d.n_removed, 0);
+		CHECK_INT(node_plan_carry_effective(&p1, &p0), (int)d.n_same);
+		CHECK_INT(d.n_same, p0.n - 2);
+		node_plan_delta_free(&d);
+	}
+	for (unsigned i = 0; i < p1.n; i++) {
+		const struct plan_item *o = node_plan_find_const(&p0, p1.items[i].id);
+		bool same = o && node_item_same_desired(o, &p1.items[i]);
+
+		CHECK_INT(p1.items[i].status, same ? ITEM_APPLIED : ITEM_PENDING);
+		CHECK_INT(p1.items[i].chosen, same ? 0 : -1);
+		if (o && !same)
+			CHECK(strncmp(p1.items[i].id, "uplink.class.", 13) == 0);
+	}
+	CHECK(p1.n > PLAN_ITEMS_MAX);
+	for (unsigned start = 0;; start += PLAN_ITEMS_MAX) {
+		unsigned k = node_plan_slice(&p1, start, chunk);
+
+		if (k == 0)
+			break;
+		CHECK(k <= PLAN_ITEMS_MAX);
+		CHECK_INT(chunk->n, k);
+		for (unsigned i = 0; i < k; i++)
+			CHECK_STR(chunk->items[i].id, p1.items[start + i].id);
+		total += k;
+	}
+	CHECK_INT(total, p1.n);
+	free(pods);
+	free(chunk);
+}
+
+/* ---- golden plans ---- */
+
+TEST(node_plan_golden)
+{
+	static const enum node_mode modes[] = {MODE_TRAINING, MODE_INFERENCE, MODE_MIXED};
+
+	for (size_t k = 0; k < ARRAY_SIZE(scenarios); k++)
+		for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
+			for (int cl = 0; cl < _CLASSIFY_MAX; cl++) {
+				_cleanup_node_plan_ struct node_plan np = {0};
+				struct node_plan_info info;
+				struct node_pod pods[8];
+				unsigned n = fixture_pods(modes[m], pods);
+				char name[128];
+				char *text;
+
+				CHECK_INT(
+				        plan_for(&scenarios[k], (enum node_classify)cl, modes[m], pods, n, &np, &info),
+				        0);
+				text = render(&np, &info);
+				CHECK(text != NULL);
+				if (!text)
+					continue;
+				snprintf(name, sizeof(name), "node-%s-%s-%s.txt", node_mode_name(modes[m]),
+				         scenarios[k].name, node_classify_name((enum node_classify)cl));
+				golden_check(name, text);
+				free(text);
+			}
+	{
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+		struct node_pod pods[8];
+		unsigned n = fixture_pods(MODE_IDLE, pods); /* only a default pod */
+		char *text;
+
+		CHECK_INT(plan_for(&scenarios[0], CLASSIFY_SRC_IP, MODE_IDLE, pods, n, &np, &info), 0);
+		CHECK_INT(np.n, 0);
+		text = render(&np, &info);
+		CHECK(text != NULL);
+		if (text)
+			golden_check("node-idle.txt", text);
+		free(text);
+	}
+}
+
+/* ---- scale ---- */
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+TEST(node_plan_250_pods)
+{
+	unsigned n = 250, rounds = 20;
+	struct node_pod *pods = calloc(n, sizeof(*pods));
+	struct node_config cfg;
+	struct plan_caps caps = caps_ci();
+	struct node_plan_info info;
+	_cleanup_node_plan_ struct node_plan np = {0}, prev = {0};
+	struct node_plan_delta d;
+	int64_t t0, t_fresh, t_prev, t_delta;
+
+	CHECK(pods != NULL);
+	if (!pods)
+		return;
+	many_pods(pods, n, 11);
+	for (unsigned i = 0; i < n; i++) /* worst case: every pod dual-stack */
+		if (pods[i].n_ips == 1) {
+			pods[i].ips[1].family = AF_INET6;
+			pods[i].ips[1].addr[0] = 0xfd;
+			pods[i].ips[1].addr[14] = (uint8_t)(i >> 8);
+			pods[i].ips[1].addr[15] = (uint8_t)i;
+			pods[i].n_ips = 2;
+		}
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+
+	t0 = mono_ns();
+	for (unsigned r = 0; r < rounds; r++)
+		CHECK_INT(node_plan(pods, n, &cfg, &VETH, &caps, MODE_MIXED, NULL, &prev, &info, NULL), 0);
+	t_fresh = (mono_ns() - t0) / rounds;
+	t0 = mono_ns();
+	for (unsigned r = 0; r < rounds; r++)
+		CHECK_INT(node_plan(pods, n, &cfg, &VETH, &caps, MODE_MIXED, &prev, &np, &info, NULL), 0);
+	t_prev = (mono_ns() - t0) / rounds;
+	t0 = mono_ns();
+	CHECK_INT(node_plan_delta(&prev, &np, &d), 0);
+	t_delta = mono_ns() - t0;
+	CHECK_INT(d.n_same, np.n);
+	node_plan_delta_free(&d);
+
+	CHECK_INT(info.counts.n_pods, 250);
+	CHECK_INT(np.n, 8 + info.n_filters);
+	printf("  250 pods: %u items (%u filters, %zu KiB), plan %.1f us fresh, %.1f us with prev, delta %.1f us\n",
+	       np.n, info.n_filters, np.n * sizeof(struct plan_item) / 1024, t_fresh / 1000.0, t_prev / 1000.0,
+	       t_delta / 1000.0);
+	free(pods);
+}
