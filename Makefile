@@ -26,6 +26,10 @@ endif
 
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS_PLUGIN) 2>/dev/null)
 PLUGIN_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS_PLUGIN) 2>/dev/null)
+# The agent adds these; only agent objects and agent binaries/tests use them.
+PKGS_AGENT := libcurl libsystemd yaml-0.1 libmicrohttpd
+AGENT_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS_AGENT) 2>/dev/null)
+AGENT_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS_AGENT) 2>/dev/null)
 
 CFLAGS  ?=
 CFLAGS  += $(CSTD) $(WARN) $(HARDEN) $(OPT) -MMD -MP -Ishared $(PKG_CFLAGS)
@@ -33,6 +37,7 @@ LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(LDSAN)
 
 SHARED_SRC := $(sort $(wildcard shared/*.c shared/tc/*.c))
 CNI_SRC    := $(sort $(wildcard cni/*.c))
+AGENT_SRC  := $(sort $(wildcard agent/*.c))
 UNIT_SRC   := $(sort $(wildcard test/unit/test_*.c))
 UNIT_HELPER_SRC := $(filter-out $(UNIT_SRC),$(wildcard test/unit/*.c))
 
@@ -41,7 +46,10 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB        := $(BUILD)/lib/libaiqos.a
 PLUGIN     := $(BUILD)/bin/aiqos
 UNIT_BINS  := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRC))
+# agent objects linked into unit tests (everything but the programs' main files)
+AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c agent/aiqosctl.c,$(AGENT_SRC)))
 
+.SECONDARY:
 .PHONY: all deps test test-unit test-integration lint fmt fmt-check clean bench-cni bench demo
 all: $(PLUGIN)
 
@@ -58,7 +66,21 @@ $(PLUGIN): $(call obj,$(CNI_SRC)) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CNI_SRC)) $(LIB) $(PLUGIN_LIBS)
 
+# Agent objects and agent unit tests need the agent's libraries. The
+# test_agent_% rule has a shorter stem than $(BUILD)/test/%, so make picks it.
+$(BUILD)/obj/agent/%.o $(BUILD)/obj/test/unit/test_agent_%.o: CFLAGS += $(AGENT_CFLAGS)
+$(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(UNIT_HELPER_SRC)) $(AGENT_LIB_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS)
+
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(call obj,$(UNIT_HELPER_SRC)) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PLUGIN_LIBS)
+
+# Unit tests of the plugin (test_cni_*) also link its objects, all but main.o
+# (main() is alone there). Shorter stem: GNU make prefers this rule.
+CNI_TEST_OBJ := $(filter-out $(BUILD)/obj/cni/main.o,$(call obj,$(CNI_SRC)))
+$(BUILD)/test/test_cni_%: $(BUILD)/obj/test/unit/test_cni_%.o $(CNI_TEST_OBJ) $(call obj,$(UNIT_HELPER_SRC)) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PLUGIN_LIBS)
 

@@ -1,0 +1,173 @@
+/* add.c — ADD: resolve the pod's workload (runtime annotations, else the
+ * agent, else class default), plan with the one planner, apply, record the
+ * attachment, and pass prevResult through. Tuning failures follow
+ * failurePolicy: open logs and records them, closed undoes and fails. */
+#include <time.h>
+
+#include "cni.h"
+
+/* Annotations: runtimeConfig (no network call), else the agent's cache,
+ * else none. Bad values never fail the pod: they become warnings. */
+static void workload_resolve(struct cni_ctx *ctx, struct workload *w, char *source, size_t size)
+{
+	const struct cni_conf *c = &ctx->conf;
+	struct error e = {0};
+
+	workload_from_annotations(NULL, w, NULL);
+	if (c->runtime_annotations) {
+		if (workload_from_annotations(c->runtime_annotations, w, &e) < 0) {
+			workload_from_annotations(NULL, w, NULL);
+			workload_add_warning(w, "runtime annotations ignored: %s", e.msg);
+		}
+		snprintf(source, size, "runtime");
+	} else {
+		_cleanup_cjson_ cJSON *ann = NULL;
+		int r = cni_agent_pod_annotations(c, &ctx->args, &ann, &e);
+
+		snprintf(source, size, "none");
+		ctx->agent_failed = r < 0;
+		if (r < 0)
+			log_msg(LOG_LVL_INFO, "no annotations from the agent; class default until it re-tunes", "agent",
+			        c->agent_socket, "error", e.msg, (char *)NULL);
+		else if (r > 0 && workload_from_annotations(ann, w, &e) == 0)
+			snprintf(source, size, "agent");
+	}
+	if (c->runtime_bandwidth) {
+		error_clear(&e);
+		if (workload_apply_runtime_bandwidth(c->runtime_bandwidth, w, &e) < 0)
+			workload_add_warning(w, "runtimeConfig.bandwidth ignored: %s", e.msg);
+	}
+}
+
+static void state_identity_fill(struct attach_state *s, const struct cni_ctx *ctx)
+{
+	const struct cni_conf *c = &ctx->conf;
+
+	str_copy(s->container_id, sizeof(s->container_id), ctx->env->container_id);
+	str_copy(s->ifname, sizeof(s->ifname), ctx->env->ifname);
+	str_copy(s->netns, sizeof(s->netns), ctx->env->netns);
+	str_copy(s->pod_namespace, sizeof(s->pod_namespace), ctx->args.pod_namespace);
+	str_copy(s->pod_name, sizeof(s->pod_name), ctx->args.pod_name);
+	str_copy(s->pod_uid, sizeof(s->pod_uid), ctx->args.pod_uid);
+	str_copy(s->network, sizeof(s->network), c->name);
+	s->n_ips = 0;
+	for (unsigned i = 0; i < c->prev.n_ips && s->n_ips < ARRAY_SIZE(s->ips); i++)
+		str_copy(s->ips[s->n_ips++], sizeof(s->ips[0]), c->prev.ips[i].address);
+	s->pod_ifindex = 0;
+	s->host_ifindex = 0;
+}
+
+static void log_add(const struct cni_ctx *ctx, const struct attach_state *s, const char *outcome)
+{
+	char pod[512], eff[1024], deg[1024], dur[32];
+	enum log_level level = LOG_LVL_INFO;
+
+	cni_plan_summary(&s->plan, eff, sizeof(eff), deg, sizeof(deg));
+	if (s->failure[0])
+		level = LOG_LVL_ERROR;
+	else if (deg[0])
+		level = LOG_LVL_WARN;
+	snprintf(dur, sizeof(dur), "%llu", (unsigned long long)((cni_now_ns() - ctx->start_ns) / 1000));
+	log_msg(level, outcome, "command", "ADD", "container", s->container_id, "ifname", s->ifname, "pod",
+	        cni_pod_display(&ctx->args, pod, sizeof(pod)), "class", workload_class_name(s->workload.class) ?: "?",
+	        "profile", s->profile, "source", s->annotations_source, "host", s->ifs.host_ifname, "effective", eff,
+	        "degraded", deg, "failure", s->failure, "policy", cni_failure_policy_name(ctx->conf.failure_policy),
+	        "duration_us", dur, (char *)NULL);
+}
+
+/* failurePolicy closed: take back what was applied and the record of it. */
+static void add_undo(const struct cni_ctx *ctx, const struct attach_state *s, const struct cni_attach *a)
+{
+	struct error e = {0};
+
+	if (cni_plan_remove(&s->plan, a, &e) < 0)
+		log_msg(LOG_LVL_WARN, "undo after a failed ADD incomplete", "container", s->container_id, "error",
+		        e.msg, (char *)NULL);
+	error_clear(&e);
+	if (state_remove(ctx->conf.state_dir, s->container_id, s->ifname, &e) < 0)
+		log_msg(LOG_LVL_WARN, "cannot remove state after a failed ADD", "container", s->container_id, "error",
+		        e.msg, (char *)NULL);
+}
+
+int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
+{
+	struct cni_conf *c = &ctx->conf;
+	const struct cni_env *env = ctx->env;
+	_cleanup_free_ struct attach_state *s = NULL;
+	const struct profile *p;
+	struct cni_attach a;
+	struct error fail = {0}, e = {0};
+	char pwarn[256] = "", pod[512];
+	int r;
+
+	if (!c->prev_result)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, CNI_MSG_NO_PREV_RESULT);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+	state_identity_fill(s, ctx);
+
+	workload_resolve(ctx, &s->workload, s->annotations_source, sizeof(s->annotations_source));
+	cni_pod_display(&ctx->args, pod, sizeof(pod));
+	for (unsigned i = 0; i < s->workload.n_warn && i < WORKLOAD_WARN_MAX; i++)
+		log_msg(LOG_LVL_WARN, "annotation ignored", "container", s->container_id, "pod", pod, "warning",
+		        s->workload.warn[i], (char *)NULL);
+	p = profile_resolve(&c->profiles, &s->workload, pwarn, sizeof(pwarn));
+	if (pwarn[0])
+		log_msg(LOG_LVL_WARN, "profile fallback", "container", s->container_id, "pod", pod, "warning", pwarn,
+		        (char *)NULL);
+	str_copy(s->profile, sizeof(s->profile), p->name);
+
+	cni_attach_init(&a);
+	r = cni_attach_discover(&a, env->netns, env->ifname, &c->prev, &fail);
+	if (r >= 0) {
+		struct plan_caps caps = {0};
+
+		s->ifs = a.ifs;
+		s->pod_ifindex = a.pod.ifindex;
+		s->host_ifindex = a.host.ifindex;
+		log_msg(LOG_LVL_DEBUG, "interfaces", "container", s->container_id, "pod_if", a.ifs.pod_ifname, "host",
+		        a.note, (char *)NULL);
+		r = plan_pod(&s->workload, p, &s->ifs, &caps, &s->plan);
+		if (r < 0)
+			error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
+		else
+			r = apply_plan(&s->plan, &a.target, &caps, &fail);
+	}
+	if (r < 0) {
+		if (!fail.msg[0])
+			snprintf(fail.msg, sizeof(fail.msg), "%s", strerror(-r));
+		str_copy(s->failure, sizeof(s->failure), fail.msg);
+	}
+	s->updated_unix = (int64_t)time(NULL);
+
+	if (r < 0 && c->failure_policy == CNI_POLICY_CLOSED) {
+		add_undo(ctx, s, &a);
+		cni_attach_close(&a);
+		log_add(ctx, s, "tuning failed, ADD refused (failurePolicy closed)");
+		return error_set(err, CNI_ERR_TUNE_FAILED, fail.errnum ? fail.errnum : -r, "%s", fail.msg);
+	}
+
+	/* Always recorded, also after a failure: the agent retries from it. */
+	if (state_save(c->state_dir, s, &e) < 0) {
+		if (c->failure_policy == CNI_POLICY_CLOSED) {
+			add_undo(ctx, s, &a);
+			cni_attach_close(&a);
+			log_add(ctx, s, "state not saved, ADD refused (failurePolicy closed)");
+			if (!e.code)
+				e.code = CNI_ERR_STATE;
+			if (err)
+				*err = e;
+			return e.errnum ? -e.errnum : -EIO;
+		}
+		log_msg(LOG_LVL_ERROR, "cannot save state", "container", s->container_id, "error", e.msg, (char *)NULL);
+	}
+	cni_attach_close(&a);
+
+	/* best effort; not again when the agent just failed to answer (ADD
+	 * stays within one timeout) */
+	if (!ctx->agent_failed)
+		cni_agent_notify(c, PROTO_OP_ATTACHED, s->container_id, s->ifname, &ctx->args);
+	log_add(ctx, s, r < 0 ? "tuning failed, pod started anyway (failurePolicy open)" : "tuned");
+	return cni_result_print(ctx->out, c->prev_result, c->cni_version, err);
+}

@@ -1,0 +1,265 @@
+/* cni.h — internal API of the `aiqos` chained CNI plugin: the request (env,
+ * network config, CNI_ARGS, prevResult), result/error printing, one function
+ * per verb, the attachment plumbing shared by the verbs and the agent client.
+ * main.c only builds a struct cni_env and calls cni_run(). */
+#ifndef AIQOS_CNI_H
+#define AIQOS_CNI_H
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+#include "apply.h"
+#include "error.h"
+#include "log.h"
+#include "nl.h"
+#include "plan.h"
+#include "profile.h"
+#include "proto.h"
+#include "state.h"
+
+static inline void cni_cjson_deletep(cJSON **j)
+{
+	if (*j)
+		cJSON_Delete(*j);
+}
+#define _cleanup_cjson_ _cleanup_(cni_cjson_deletep)
+
+#define CNI_PROGRAM                  "aiqos"
+#define CNI_STDIN_MAX                (1024 * 1024) /* network config on stdin, bytes */
+#define CNI_VERSION_LATEST           "1.1.0"
+#define CNI_STATE_DIR_DEFAULT        "/var/lib/aiqos"
+#define CNI_AGENT_TIMEOUT_MS_DEFAULT 200 /* pod annotations / STATUS */
+#define CNI_AGENT_TIMEOUT_MS_MAX     5000
+#define CNI_AGENT_NOTIFY_TIMEOUT_MS  50   /* attached/detached, best effort */
+#define CNI_ARGS_MAX                 8192 /* CNI_ARGS length, bytes */
+#define CNI_DETAILS_MAX              8192
+#define CNI_SOCKET_PATH_MAX          108 /* sizeof(sockaddr_un.sun_path) */
+#define CNI_NAME_MAX                 128 /* network name (attach_state.network) */
+#define CNI_TYPE_MAX                 64
+#define CNI_PREV_IFACES_MAX          16 /* further prevResult interfaces are ignored */
+#define CNI_PREV_IPS_MAX             4  /* == ARRAY_SIZE(attach_state.ips) */
+#define CNI_ADDR_MAX                 64 /* "fd00::1/64" */
+#define CNI_MAC_MAX                  32
+
+#define CNI_KEY_POD_ANNOTATIONS   "io.kubernetes.cri.pod-annotations"
+#define CNI_KEY_BANDWIDTH         "bandwidth"
+#define CNI_KEY_VALID_ATTACHMENTS "cni.dev/valid-attachments"
+
+#define CNI_MSG_NO_PREV_RESULT \
+	"aiqos is a chained plugin: prevResult missing (put aiqos after the main plugin in a conflist)"
+
+enum cni_command {
+	CNI_CMD_ADD,
+	CNI_CMD_DEL,
+	CNI_CMD_CHECK,
+	CNI_CMD_STATUS,
+	CNI_CMD_GC,
+	CNI_CMD_VERSION,
+	_CNI_CMD_MAX,
+	_CNI_CMD_INVALID = -1,
+};
+
+/* Spec versions the plugin speaks, oldest first (comparable with <). */
+enum cni_version {
+	CNI_V_0_3_0,
+	CNI_V_0_3_1,
+	CNI_V_0_4_0,
+	CNI_V_1_0_0,
+	CNI_V_1_1_0,
+	_CNI_V_MAX,
+	_CNI_V_INVALID = -1,
+};
+
+enum cni_failure_policy {
+	CNI_POLICY_OPEN,   /* tuning failure: log, record, pass prevResult through */
+	CNI_POLICY_CLOSED, /* tuning failure: undo and fail ADD (code 100) */
+	_CNI_POLICY_MAX,
+	_CNI_POLICY_INVALID = -1,
+};
+
+/* The CNI_* environment as given (NULL = unset). Injectable for tests. */
+struct cni_env {
+	const char *command;
+	const char *container_id;
+	const char *netns;
+	const char *ifname;
+	const char *args;
+	const char *path;
+};
+
+/* CNI_ARGS as containerd/CRI-O set them. "" = not given. */
+struct cni_args {
+	char pod_namespace[254];
+	char pod_name[254];
+	char pod_uid[64];
+	char infra_container_id[STATE_ID_MAX];
+	bool ignore_unknown;
+};
+
+struct cni_prev_iface {
+	char name[IFNAME_LEN];
+	char mac[CNI_MAC_MAX];
+	char sandbox[STATE_PATH_MAX]; /* "" = host side */
+};
+
+struct cni_prev_ip {
+	char address[CNI_ADDR_MAX]; /* CIDR as given ("10.244.1.5/24") */
+	int interface;              /* index into interfaces, -1 = not given */
+};
+
+/* The parts of prevResult the plugin uses (the raw JSON is passed through). */
+struct cni_prev_result {
+	unsigned n_ifaces;
+	struct cni_prev_iface ifaces[CNI_PREV_IFACES_MAX];
+	unsigned n_ips;
+	struct cni_prev_ip ips[CNI_PREV_IPS_MAX];
+};
+
+/* The parsed network config. Pointers into `root` are borrowed from it. */
+struct cni_conf {
+	struct cJSON *root; /* owns the document */
+	enum cni_version version;
+	char cni_version[16];
+	char name[CNI_NAME_MAX];
+	char type[CNI_TYPE_MAX];
+	char agent_socket[CNI_SOCKET_PATH_MAX];
+	bool agent_required;
+	int agent_timeout_ms;
+	char state_dir[STATE_PATH_MAX];
+	enum cni_failure_policy failure_policy;
+	char log_file[STATE_PATH_MAX]; /* "" = stderr */
+	enum log_level log_level;
+	struct profile_set profiles;             /* built-in + config "profiles" */
+	const struct cJSON *runtime_annotations; /* runtimeConfig pod-annotations object, NULL = none */
+	const struct cJSON *runtime_bandwidth;   /* runtimeConfig.bandwidth object, NULL = none */
+	const struct cJSON *prev_result;         /* NULL = none */
+	struct cni_prev_result prev;
+	bool has_valid_attachments;            /* key present (GC) */
+	const struct cJSON *valid_attachments; /* array, or NULL when the key is null/absent */
+};
+
+/* Everything one invocation works with. */
+struct cni_ctx {
+	const struct cni_env *env;
+	enum cni_command cmd;
+	struct cni_conf conf;
+	struct cni_args args;
+	FILE *out;
+	uint64_t start_ns;             /* CLOCK_MONOTONIC once the request is read */
+	bool agent_failed;             /* the agent did not answer once: skip further calls */
+	char details[CNI_DETAILS_MAX]; /* "details" of an error result ("" = none) */
+};
+
+/* run.c: the dispatcher. Reads the config from `in` (at most CNI_STDIN_MAX
+ * bytes), prints the result or error JSON on `out`, logs to stderr or
+ * logFile. Returns the process exit code (0, or 1 after an error result). */
+int cni_run(const struct cni_env *env, FILE *in, FILE *out);
+
+/* conf.c */
+const char *cni_command_name(enum cni_command c);
+enum cni_command cni_command_from_name(const char *s);
+const char *cni_version_name(enum cni_version v);
+enum cni_version cni_version_from_name(const char *s);
+/* Which versions define a verb: CHECK >= 0.4.0, STATUS/GC >= 1.1.0. Error
+ * code 1 naming both when not. */
+int cni_version_check_command(enum cni_version v, enum cni_command c, struct error *err);
+const char *cni_failure_policy_name(enum cni_failure_policy p);
+
+/* Parse and validate the network config (len bytes, need not be terminated).
+ * Codes: 6 undecodable, 1 unsupported cniVersion, 7 anything else invalid
+ * (the message names the key). ret is zeroed first; free with cni_conf_free
+ * (also after a failure). */
+int cni_conf_parse(const char *data, size_t len, struct cni_conf *ret, struct error *err);
+void cni_conf_free(struct cni_conf *c);
+/* prevResult (any supported version's result format). Code 7 naming the key. */
+int cni_prev_result_parse(const struct cJSON *j, struct cni_prev_result *ret, struct error *err);
+/* Whether name is one of prevResult's host-side (no sandbox) interfaces,
+ * and how many of those there are. */
+bool cni_prev_has_host_iface(const struct cni_prev_result *p, const char *name);
+unsigned cni_prev_count_host_ifaces(const struct cni_prev_result *p);
+
+/* CNI_ARGS ("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;..."). NULL/"" is empty.
+ * Code 4 naming the pair or key. Values are validated (DNS names, UID,
+ * container ID); unknown keys are refused unless IgnoreUnknown is true. */
+int cni_args_parse(const char *s, struct cni_args *ret, struct error *err);
+/* Required CNI_* variables for the command, and their syntax. Code 4. */
+int cni_env_check(enum cni_command cmd, const struct cni_env *env, struct error *err);
+/* Copy at most size-1 bytes of s into buf for a message: non-printable
+ * bytes become '?', a cut is marked with "...". */
+const char *cni_sanitize(const char *s, char *buf, size_t size);
+
+/* result.c */
+/* prevResult unchanged except "cniVersion" := cni_version, then "\n". */
+int cni_result_print(FILE *out, const struct cJSON *prev_result, const char *cni_version, struct error *err);
+/* {"cniVersion","code","msg"[,"details"]}; details NULL/"" = omitted. */
+int cni_error_print(FILE *out, const char *cni_version, int code, const char *msg, const char *details);
+/* {"cniVersion":"1.1.0","supportedVersions":[...]} */
+int cni_version_print(FILE *out);
+
+/* One function per verb (add.c, del.c, ...). 0 on success (the verb printed
+ * its result, if any); negative errno with err (and ctx->details) on error. */
+int cni_cmd_add(struct cni_ctx *ctx, struct error *err);
+int cni_cmd_del(struct cni_ctx *ctx, struct error *err);
+int cni_cmd_check(struct cni_ctx *ctx, struct error *err);
+int cni_cmd_status(struct cni_ctx *ctx, struct error *err);
+int cni_cmd_gc(struct cni_ctx *ctx, struct error *err);
+int cni_cmd_version(struct cni_ctx *ctx, struct error *err);
+
+/* attach.c: the pod/host interfaces of one attachment and their sockets. */
+struct cni_attach {
+	int pod_nsfd;            /* -1 = none */
+	struct nl_sock *pod_sk;  /* in the pod netns, NULL = none */
+	struct nl_sock *host_sk; /* in the host netns, NULL = none */
+	struct link_info pod;    /* ifindex 0 = not found */
+	struct link_info host;   /* ifindex 0 = no host side */
+	struct attach_ifaces ifs;
+	struct apply_target target;
+	char note[256]; /* how the host side was found, or why there is none */
+};
+void cni_attach_init(struct cni_attach *a);
+void cni_attach_close(struct cni_attach *a);
+/* ADD/CHECK: open netns, find ifname in it (nl_link_get), and for a veth
+ * its host-side peer (by the peer ifindex, verified; prevResult's host
+ * interface names as fallback and cross-check). One socket per netns, no
+ * dumps. Errors: netns or pod interface missing, socket failures. */
+int cni_attach_discover(struct cni_attach *a, const char *netns, const char *ifname, const struct cni_prev_result *prev,
+                        struct error *err);
+/* DEL/GC: the recorded host veth, if it still exists with the recorded
+ * ifindex (returns 1; 0 = gone or not ours). */
+int cni_attach_open_host(struct cni_attach *a, const struct attach_state *s, struct error *err);
+/* DEL: the pod interface in netns, if netns and an interface with the
+ * recorded name and ifindex still exist (1), else 0. */
+int cni_attach_open_pod(struct cni_attach *a, const char *netns, const struct attach_state *s, struct error *err);
+
+/* The profile a stored attachment was tuned with: by its recorded name, or
+ * re-resolved from the workload when the config no longer has it (then
+ * *ret_changed is set). Never NULL. */
+const struct profile *cni_profile_for_state(const struct cni_conf *c, const struct attach_state *s, bool *ret_changed);
+/* Recompute s->plan with the planner from s's workload/profile/interfaces
+ * and merge the stored effective choices (may be NULL). */
+int cni_plan_restore(const struct cni_conf *c, struct attach_state *s, const struct cJSON *choices,
+                     bool *ret_profile_changed, struct error *err);
+/* Undo what the plan put on the available devices (best effort: the first
+ * error is returned, every device is tried). */
+int cni_plan_remove(const struct plan *p, const struct cni_attach *a, struct error *err);
+/* For the log line: effective objects ("egress.root=htb,sysctl.ecn=1") and
+ * degraded/skipped items with their reason. */
+void cni_plan_summary(const struct plan *p, char *effective, size_t eff_size, char *degraded, size_t deg_size);
+/* "ns/name", or "" when CNI_ARGS did not say. */
+const char *cni_pod_display(const struct cni_args *a, char *buf, size_t size);
+uint64_t cni_now_ns(void);
+/* Append a printf'd line to a '\n'-separated, bounded buffer. */
+void cni_details_append(char *buf, size_t size, const char *fmt, ...) _printf_(3, 4);
+
+/* agent.c: the node agent over its unix socket (bounded, best effort). */
+/* Pod annotations from the agent's cache: 1 (found, *ret owned object), 0
+ * not known to the agent, negative errno when the agent did not answer. */
+int cni_agent_pod_annotations(const struct cni_conf *c, const struct cni_args *a, struct cJSON **ret,
+                              struct error *err);
+/* attached/detached notification; errors are logged at debug and ignored. */
+void cni_agent_notify(const struct cni_conf *c, enum proto_op op, const char *container_id, const char *ifname,
+                      const struct cni_args *a);
+/* STATUS: 0 when the agent answers {"ok":true}. */
+int cni_agent_status(const struct cni_conf *c, struct error *err);
+
+#endif

@@ -1,0 +1,95 @@
+/* del.c — DEL: idempotent teardown. Removes what ADD put on the host veth
+ * (if it still exists with the recorded ifindex) and on the pod interface
+ * (if the netns is still there), the state file, and tells the agent.
+ * Anything already gone is success; only an unremovable state file fails. */
+#include "cni.h"
+
+static void log_del(const struct cni_ctx *ctx, const struct attach_state *s, const char *outcome, const char *detail)
+{
+	char pod[512], dur[32];
+
+	snprintf(dur, sizeof(dur), "%llu", (unsigned long long)((cni_now_ns() - ctx->start_ns) / 1000));
+	log_msg(LOG_LVL_INFO, outcome, "command", "DEL", "container", ctx->env->container_id, "ifname",
+	        ctx->env->ifname, "pod", cni_pod_display(&ctx->args, pod, sizeof(pod)), "class",
+	        s ? workload_class_name(s->workload.class) ?: "?" : "", "profile", s ? s->profile : "", "host",
+	        s ? s->ifs.host_ifname : "", "removed", detail, "duration_us", dur, (char *)NULL);
+}
+
+/* Remove the tc objects of a recorded attachment (best effort, logged). */
+static void del_objects(const struct cni_ctx *ctx, struct attach_state *s, const cJSON *choices, char *done,
+                        size_t size)
+{
+	struct cni_attach a;
+	struct error e = {0};
+	int r;
+
+	snprintf(done, size, "%s", "");
+	if (cni_plan_restore(&ctx->conf, s, choices, NULL, &e) < 0) {
+		log_msg(LOG_LVL_WARN, "cannot rebuild the plan; tc objects left to the kernel", "container",
+		        s->container_id, "error", e.msg, (char *)NULL);
+		return;
+	}
+	cni_attach_init(&a);
+	r = cni_attach_open_host(&a, s, &e);
+	if (r < 0) {
+		log_msg(LOG_LVL_WARN, "host side not cleaned", "container", s->container_id, "error", e.msg,
+		        (char *)NULL);
+		error_clear(&e);
+	}
+	r = cni_attach_open_pod(&a, ctx->env->netns, s, &e);
+	if (r < 0) {
+		log_msg(LOG_LVL_WARN, "pod side not cleaned", "container", s->container_id, "error", e.msg,
+		        (char *)NULL);
+		error_clear(&e);
+	}
+	if (cni_plan_remove(&s->plan, &a, &e) < 0)
+		log_msg(LOG_LVL_WARN, "tc objects not removed", "container", s->container_id, "error", e.msg,
+		        (char *)NULL);
+	snprintf(done, size, "%s%s%s", a.target.host_ifindex ? "host" : "",
+	         a.target.host_ifindex && a.target.pod_ifindex ? "," : "", a.target.pod_ifindex ? "pod" : "");
+	cni_attach_close(&a);
+}
+
+int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
+{
+	const struct cni_conf *c = &ctx->conf;
+	const struct cni_env *env = ctx->env;
+	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_cjson_ cJSON *choices = NULL;
+	struct error e = {0};
+	char done[32] = "";
+	bool loaded;
+	int r;
+
+	if (!s)
+		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
+	loaded = r >= 0;
+	if (r == -ENOENT) {
+		/* never added, already deleted, or ADD failed closed */
+		cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
+		log_del(ctx, NULL, "nothing to delete", "");
+		return 0;
+	}
+	if (r < 0) {
+		/* Unreadable state cannot tell what to remove; the tc objects go
+		 * with the veth when the netns goes. Drop the record. */
+		log_msg(LOG_LVL_WARN, "state unreadable, removing it", "container", env->container_id, "error", e.msg,
+		        (char *)NULL);
+	} else {
+		del_objects(ctx, s, choices, done, sizeof(done));
+	}
+
+	error_clear(&e);
+	r = state_remove(c->state_dir, env->container_id, env->ifname, &e);
+	if (r < 0 && r != -ENOENT) {
+		if (!e.code)
+			e.code = CNI_ERR_STATE;
+		if (err)
+			*err = e;
+		return r;
+	}
+	cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
+	log_del(ctx, loaded ? s : NULL, "deleted", done);
+	return 0;
+}
