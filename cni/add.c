@@ -84,6 +84,10 @@ static void add_undo(const struct cni_ctx *ctx, const struct attach_state *s, co
 		log_msg(LOG_LVL_WARN, "undo after a failed ADD incomplete", "container", s->container_id, "error",
 		        e.msg, (char *)NULL);
 	error_clear(&e);
+	if (a->target.pod_nsfd >= 0 && apply_restore_sysctls(&s->plan, &a->target, &e) < 0)
+		log_msg(LOG_LVL_WARN, "undo after a failed ADD: sysctls not restored", "container", s->container_id,
+		        "error", e.msg, (char *)NULL);
+	error_clear(&e);
 	if (state_remove(ctx->conf.state_dir, s->container_id, s->ifname, &e) < 0)
 		log_msg(LOG_LVL_WARN, "cannot remove state after a failed ADD", "container", s->container_id, "error",
 		        e.msg, (char *)NULL);
@@ -133,6 +137,14 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
 		else
 			r = apply_plan(&s->plan, &a.target, &caps, &fail);
+	}
+	if (r < 0 && fail.code == CNI_ERR_ENV) {
+		cni_attach_close(&a);
+		str_copy(s->failure, sizeof(s->failure), fail.msg);
+		log_add(ctx, s, "ADD refused: broken precondition");
+		if (err)
+			*err = fail;
+		return r;
 	}
 	if (r < 0) {
 		if (!fail.msg[0])

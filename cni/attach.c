@@ -104,12 +104,21 @@ int cni_attach_discover(struct cni_attach *a, const char *netns, const char *ifn
 {
 	int r;
 
+	/* A netns that is gone or is not a netns is a broken precondition
+	 * (CNI_NETNS), not a tuning failure: callers refuse ADD whatever the
+	 * failure policy (code 4; nothing was changed). */
 	r = netns_open(netns, &a->pod_nsfd, err); /* err names the path */
-	if (r < 0)
+	if (r < 0) {
+		error_prefix(err, "CNI_NETNS");
+		if (err)
+			err->code = CNI_ERR_ENV;
 		return r;
+	}
 	r = nl_open_in_netns(a->pod_nsfd, &a->pod_sk, err);
 	if (r < 0) {
-		error_prefix(err, "open rtnetlink in netns %s", netns);
+		error_prefix(err, "CNI_NETNS '%s' is not a usable network namespace: open rtnetlink", netns);
+		if (err && r == -EINVAL)
+			err->code = CNI_ERR_ENV;
 		return r;
 	}
 	r = nl_link_get(a->pod_sk, ifname, 0, &a->pod, err); /* err names the interface */

@@ -316,11 +316,56 @@ static bool word_in_list(const char *list, const char *name)
 	return false;
 }
 
-/* Called with the thread already in the right netns. */
-static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps, struct error *err)
+#define SYSCTL_CC_ALLOWED_KEY "net/ipv4/tcp_allowed_congestion_control"
+
+/* Outside the initial netns only the algorithms listed in the host's
+ * tcp_allowed_congestion_control may be chosen (EPERM otherwise; the list
+ * holds reno and the host default). Adding one there changes no default,
+ * it only makes the algorithm selectable by pods. Called in the host netns. */
+static int cc_allow_in_host(const char *cc)
+{
+	char list[SYSCTL_WRITE_MAX + 1], val[SYSCTL_WRITE_MAX + 1];
+	int r;
+
+	r = sysctl_read(SYSCTL_CC_ALLOWED_KEY, list, sizeof(list), NULL);
+	if (r < 0)
+		return r;
+	if (word_in_list(list, cc))
+		return 0;
+	if ((size_t)snprintf(val, sizeof(val), "%s %s", list, cc) >= sizeof(val))
+		return -ENAMETOOLONG;
+	return sysctl_write(SYSCTL_CC_ALLOWED_KEY, val, NULL);
+}
+
+/* From inside the pod netns: step out to the host netns (saved), allow cc,
+ * step back in. Returns 0 when cc is now allowed and we are back inside. */
+static int cc_allow_from_pod(const char *cc, int pod_nsfd, int *saved, struct error *err)
+{
+	int r, q;
+
+	if (pod_nsfd < 0 || *saved < 0)
+		return -EPERM;
+	r = netns_leave(*saved, err);
+	*saved = -1;
+	if (r < 0)
+		return r;
+	q = cc_allow_in_host(cc);
+	r = netns_enter(pod_nsfd, saved, err);
+	return r < 0 ? r : q;
+}
+
+/* Called with the thread already in the right netns; for pod sysctls
+ * *saved is the host netns (see cc_allow_from_pod). */
+static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps, int pod_nsfd, int *saved,
+                             struct error *err)
 {
 	bool is_cc = sysctl_key_is(it->key, SYSCTL_CC_KEY);
+	char cur[SYSCTL_VAL_MAX];
 
+	/* what to put back if the pod leaves its class or ADD is undone */
+	it->prev[0] = '\0';
+	if (sysctl_read(it->key, cur, sizeof(cur), NULL) == 0)
+		str_copy(it->prev, sizeof(it->prev), cur);
 	for (unsigned i = 0; i < it->n_alt; i++) {
 		const char *val = it->val[i];
 		struct error e = {0};
@@ -331,6 +376,13 @@ static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps,
 			continue;
 		}
 		r = sysctl_write(it->key, val, &e);
+		if (r == -EPERM && is_cc && it->dev == DEV_POD) {
+			int q = cc_allow_from_pod(val, pod_nsfd, saved, err);
+			if (q < 0 && *saved < 0)
+				return q; /* could not get back into the pod netns: hard */
+			if (q == 0)
+				r = sysctl_write(it->key, val, &e);
+		}
 		if (r == 0) {
 			it->chosen = (int)i;
 			it->status = i == 0 ? ITEM_APPLIED : ITEM_DEGRADED;
@@ -338,7 +390,6 @@ static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps,
 		}
 		it->err = -r;
 		if (r == -ENOENT) {
-			char cur[SYSCTL_WRITE_MAX + 1];
 			/* the key itself may be absent: no alternative can help */
 			if (sysctl_read(it->key, cur, sizeof(cur), NULL) == -ENOENT)
 				break;
@@ -445,7 +496,7 @@ int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *c
 				it->err = -r;
 				break;
 			}
-			r = apply_sysctl_item(it, caps, err);
+			r = apply_sysctl_item(it, caps, t->pod_nsfd, &saved, err);
 		}
 		if (r < 0)
 			break;
@@ -603,4 +654,38 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 			return r;
 	}
 	return 0;
+}
+
+int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, struct error *err)
+{
+	int saved = -1, first = 0;
+
+	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+		const struct plan_item *it = &p->items[i];
+		struct error e = {0};
+		int r;
+
+		if (it->type != ITEM_SYSCTL || !it->prev[0] || !plan_item_effective_val(it) ||
+		    sysctl_value_equal(it->prev, plan_item_effective_val(it)))
+			continue;
+		r = sysctl_switch_netns(it, t, &saved, &e);
+		if (r == 0)
+			r = sysctl_write(it->key, it->prev, &e);
+		if (r < 0 && !first) {
+			first = r;
+			if (err)
+				*err = e;
+			error_prefix(err, "restore %s", it->id);
+		}
+	}
+	if (saved >= 0) {
+		struct error e = {0};
+		int q = netns_leave(saved, &e);
+		if (q < 0) {
+			if (err)
+				*err = e;
+			return q;
+		}
+	}
+	return first;
 }

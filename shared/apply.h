@@ -29,6 +29,12 @@ int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *c
  * deleting a root qdisc removes its children). Missing objects are not errors. */
 int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_target *t, struct error *err);
 
+/* Put back the previous value of every sysctl item the plan changed (the
+ * `prev` the applier recorded), e.g. when failurePolicy closed undoes an ADD
+ * or a pod leaves its class. Best effort over all items; returns the first
+ * error. */
+int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, struct error *err);
+
 /* Read what the kernel has for every device and sysctl the plan mentions. */
 int observe_plan(const struct plan *p, const struct apply_target *t, struct observed *ret, struct error *err);
 

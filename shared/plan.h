@@ -64,6 +64,7 @@ struct plan_item {
 	enum item_status status;
 	int chosen;                 /* index of the applied alternative, -1 = none */
 	int err;                    /* errno of the last refused alternative (why degraded/skipped) */
+	char prev[SYSCTL_VAL_MAX];  /* ITEM_SYSCTL: the value before aiqos wrote it ("" = unknown) */
 };
 
 struct plan {

@@ -414,6 +414,8 @@ cJSON *plan_choices_to_json(const struct plan *p)
 			return NULL;
 		if (it->err && !cJSON_AddStringToObject(o, "errText", strerror(it->err)))
 			return NULL;
+		if (it->type == ITEM_SYSCTL && it->prev[0] && !cJSON_AddStringToObject(o, "prev", it->prev))
+			return NULL;
 	}
 	return TAKE_PTR(arr);
 }
@@ -443,6 +445,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		enum item_status status;
 		int chosen, err;
 		bool set;
+		char prev[SYSCTL_VAL_MAX];
 	} next[PLAN_ITEMS_MAX] = {0};
 	const cJSON *c;
 	unsigned idx = 0;
@@ -460,6 +463,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(c, "status");
 		const cJSON *ch = cJSON_GetObjectItemCaseSensitive(c, "chosen");
 		const cJSON *er = cJSON_GetObjectItemCaseSensitive(c, "err");
+		const cJSON *pv = cJSON_GetObjectItemCaseSensitive(c, "prev");
 		const cJSON *label = NULL;
 		const struct plan_item *it = NULL;
 		unsigned k = 0;
@@ -528,6 +532,11 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		next[k].chosen = chosen;
 		next[k].err = e;
 		next[k].set = true;
+		if (pv && (!cJSON_IsString(pv) || !pv->valuestring ||
+		           str_copy(next[k].prev, sizeof(next[k].prev), pv->valuestring) < 0))
+			return error_set(err, CNI_ERR_STATE, EINVAL,
+			                 "choices: item \"%s\": \"prev\" must be a string of at most %d bytes", it->id,
+			                 SYSCTL_VAL_MAX - 1);
 		idx++;
 	}
 
@@ -537,6 +546,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		p->items[k].status = next[k].status;
 		p->items[k].chosen = next[k].chosen;
 		p->items[k].err = next[k].err;
+		memcpy(p->items[k].prev, next[k].prev, sizeof(p->items[k].prev));
 	}
 	return 0;
 }

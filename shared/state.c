@@ -1,6 +1,6 @@
 /* state.c — the per-attachment state store: one JSON file per attachment
  * (<dir>/<containerId>@<ifname>.json), written atomically (O_EXCL temp file,
- * fsync, rename, fsync of the directory) and validated strictly when read
+ * rename; not fsynced, see state_save) and validated strictly when read
  * back: every error names the file and the field. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -130,16 +130,6 @@ static int write_all(int fd, const char *buf, size_t len)
 		buf += k;
 		len -= (size_t)k;
 	}
-	return 0;
-}
-
-static int fsync_dir(const char *dir)
-{
-	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0 && errno != EINVAL) /* some filesystems cannot sync directories */
-		return -errno;
 	return 0;
 }
 
@@ -516,10 +506,11 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 		error_set(err, CNI_ERR_STATE, -r, "write state file '%s': %s", tmp, strerror(-r));
 		goto fail;
 	}
-	if (fsync(fd) < 0) {
-		r = error_set(err, CNI_ERR_STATE, errno, "fsync state file '%s': %s", tmp, strerror(errno));
-		goto fail;
-	}
+	/* No fsync: rename() makes the update atomic for every reader and
+	 * against a crash of the writer, which is what matters. State
+	 * describes attachments that do not survive a reboot (their netns
+	 * die with it; GC and the agent drop stale records), and two fsyncs
+	 * cost milliseconds on every pod start under I/O load. */
 	if (close(TAKE_FD(fd)) < 0) {
 		r = error_set(err, CNI_ERR_STATE, errno, "close state file '%s': %s", tmp, strerror(errno));
 		goto fail;
@@ -528,9 +519,6 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 		r = error_set(err, CNI_ERR_STATE, errno, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
 		goto fail;
 	}
-	r = fsync_dir(dir);
-	if (r < 0)
-		return error_set(err, CNI_ERR_STATE, -r, "fsync state directory '%s': %s", dir, strerror(-r));
 	return 0;
 fail:
 	unlink(tmp);

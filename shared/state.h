@@ -1,7 +1,7 @@
 /* state.h — the per-attachment state store under stateDir. One JSON file per
  * attachment, "<dir>/<containerID>@<ifname>.json" ('@' is allowed in neither
  * part, so the name splits unambiguously), written atomically (O_EXCL temp
- * file "<name>.tmp.<pid>" 0600, fsync, rename, fsync dir; the temp file is
+ * file "<name>.tmp.<pid>" 0600, then rename (no fsync: see state.c); the temp file is
  * unlinked on any failure), read by the plugin (DEL/CHECK/GC) and the agent. */
 #ifndef AIQOS_STATE_H
 #define AIQOS_STATE_H

@@ -1,0 +1,52 @@
+"""VERSION and STATUS verbs of the aiqos plugin (CNI 1.1.0)."""
+
+import os
+
+import cni
+
+
+def test_version_lists_supported_versions(plugin):
+    r = cni.run_plugin(plugin, "VERSION", {"cniVersion": "1.1.0"}).assert_ok()
+    supported = r.json.get("supportedVersions")
+    assert isinstance(supported, list), r.describe()
+    for v in cni.ALL_VERSIONS:
+        assert v in supported, f"{v} not in supportedVersions{r.describe()}"
+    assert r.json.get("cniVersion") == "1.1.0", r.describe()
+
+
+def test_version_with_old_stdin_version(plugin):
+    # A 0.3.1 runtime asks too; the answer must still be a version object.
+    r = cni.run_plugin(plugin, "VERSION", {"cniVersion": "0.3.1"}).assert_ok()
+    assert "0.3.1" in r.json.get("supportedVersions", []), r.describe()
+
+
+def _status_conf(lab, **extra):
+    c = cni.build_plugin_config(lab.aiqos_conf(**extra), "aqt-status", "1.1.0")
+    return c
+
+
+def test_status_ok_without_agent_when_not_required(lab):
+    r = cni.run_plugin(lab.plugin, "STATUS", _status_conf(lab), log_file=lab.log_file)
+    r.assert_ok(output=False)
+    assert r.stdout.strip() == "", f"STATUS success must print nothing{r.describe()}"
+
+
+def test_status_agent_required_but_absent_is_error_50(lab):
+    assert not os.path.exists(lab.agent_socket)
+    r = cni.run_plugin(lab.plugin, "STATUS", _status_conf(lab, agentRequired=True), log_file=lab.log_file)
+    r.assert_error(50)
+
+
+def test_status_agent_required_and_answering(lab):
+    agent = lab.fake_agent(mode="answer")
+    r = cni.run_plugin(lab.plugin, "STATUS", _status_conf(lab, agentRequired=True), log_file=lab.log_file)
+    r.assert_ok(output=False)
+    assert agent.requests, "the plugin did not ask the agent for STATUS"
+
+
+def test_status_agent_required_but_hanging_is_bounded(lab):
+    agent = lab.fake_agent(mode="hang")
+    r = cni.run_plugin(lab.plugin, "STATUS", _status_conf(lab, agentRequired=True), log_file=lab.log_file)
+    r.assert_error(50)
+    assert agent.connections >= 1, "the plugin did not try the agent"
+    assert r.elapsed_s < 1.0, f"STATUS took {r.elapsed_s:.2f}s with a hanging agent{r.describe()}"
