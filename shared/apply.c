@@ -689,3 +689,123 @@ int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, st
 	}
 	return first;
 }
+
+/* --- item-level API (the agent's node plan is larger than a struct plan) --- */
+
+static bool items_dep_lookup(const struct plan_item *items, unsigned n_items, const struct plan_item *it)
+{
+	for (unsigned i = 0; i < n_items; i++)
+		if (&items[i] != it && streq(items[i].id, it->depends))
+			return items[i].status == ITEM_APPLIED || items[i].status == ITEM_DEGRADED;
+	return false;
+}
+
+/* Errors after which no further item of the same target can succeed. */
+static bool apply_errno_is_fatal(int errnum)
+{
+	if (errnum < 0)
+		errnum = -errnum;
+	return errnum == ENODEV || errnum == ENXIO || errnum == EBADF || errnum == ENOMEM || errnum == EPERM;
+}
+
+int apply_items(struct plan_item *items, unsigned n_items, const unsigned *idx, unsigned n_idx,
+                const struct apply_target *t, struct plan_caps *caps, bool (*dep_ok)(void *ud, const char *id),
+                void *ud, struct error *err)
+{
+	struct apply_run run = {.n_flushed = 0};
+	int saved = -1, first = 0;
+
+	for (unsigned k = 0; k < n_idx; k++) {
+		struct plan_item *it;
+		struct error e = {0};
+		int r;
+
+		if (idx[k] >= n_items) {
+			if (!first)
+				first = error_set(err, CNI_ERR_NONE, EINVAL, "item index %u out of range (%u items)",
+				                  idx[k], n_items);
+			continue;
+		}
+		it = &items[idx[k]];
+		it->status = ITEM_PENDING;
+		it->chosen = -1;
+		it->err = 0;
+		r = validate_item(it, &e);
+		if (r == 0 && it->depends[0] &&
+		    !(dep_ok ? dep_ok(ud, it->depends) : items_dep_lookup(items, n_items, it))) {
+			it->status = ITEM_SKIPPED;
+			it->err = ESRCH;
+			continue;
+		}
+		if (r == 0 && it->type == ITEM_TC) {
+			r = apply_tc_item(&run, it, t, caps, &e);
+		} else if (r == 0) {
+			r = sysctl_switch_netns(it, t, &saved, &e);
+			if (r == 0)
+				r = apply_sysctl_item(it, caps, t->pod_nsfd, &saved, &e);
+		}
+		if (r < 0) {
+			it->status = ITEM_PENDING;
+			it->chosen = -1;
+			if (!it->err)
+				it->err = -r;
+			if (!first) {
+				first = r;
+				if (err)
+					*err = e;
+			}
+			if (apply_errno_is_fatal(r) || saved >= 0)
+				break; /* the target is gone, or we may be stuck in the pod netns */
+		}
+	}
+	if (saved >= 0) {
+		struct error e = {0};
+		int q = netns_leave(saved, &e);
+		if (q < 0) {
+			if (err)
+				*err = e;
+			return q;
+		}
+	}
+	return first;
+}
+
+int apply_remove_item(const struct plan_item *it, const struct apply_target *t, struct error *err)
+{
+	struct nl_sock *sk;
+	int ifindex, r;
+
+	if (it->type == ITEM_SYSCTL) {
+		const char *val = plan_item_effective_val(it);
+		int saved = -1, q;
+
+		if (!it->prev[0] || !val || sysctl_value_equal(it->prev, val))
+			return 0;
+		r = sysctl_switch_netns(it, t, &saved, err);
+		if (r == 0) {
+			r = sysctl_write(it->key, it->prev, err);
+			if (r < 0)
+				error_prefix(err, "restore %s", it->id);
+		}
+		if (saved >= 0) {
+			q = netns_leave(saved, err);
+			if (q < 0)
+				return q;
+		}
+		return r;
+	}
+	const struct tc_spec *s = plan_item_effective_tc(it);
+	if (!s)
+		return 0; /* nothing of this item is in the kernel */
+	r = target_for(t, it->dev, &sk, &ifindex, NULL);
+	if (r < 0)
+		return 0; /* no device: nothing of ours can be there */
+	r = nl_tc_delete(sk, ifindex, s, err);
+	if (r == -ENODEV || (r < 0 && delete_errno_is_absent(r))) {
+		error_clear(err);
+		return 0;
+	}
+	if (r < 0)
+		error_prefix(err, "remove %s from %s (ifindex %d)", it->id, dev_label(it->dev), ifindex);
+	return r;
+}

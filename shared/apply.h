@@ -42,4 +42,21 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
  * than a real failure. */
 bool apply_errno_is_missing_feature(int errnum);
 
+/* Apply items[idx[k]] (k < n_idx) of a plan of any length (the agent's node
+ * plan), in that order, as apply_plan does for each: status/chosen/err
+ * reset and filled, capabilities learned. An item's `depends` is satisfied
+ * when dep_ok(ud, id) says so (NULL: the item with that id in items[] is
+ * APPLIED/DEGRADED). A failing item stays PENDING with its errno in err and
+ * the others are still tried, unless the target itself is gone (ENODEV,
+ * EBADF, EPERM, ...). Returns 0 or the first failure (with err). */
+int apply_items(struct plan_item *items, unsigned n_items, const unsigned *idx, unsigned n_idx,
+                const struct apply_target *t, struct plan_caps *caps, bool (*dep_ok)(void *ud, const char *id),
+                void *ud, struct error *err);
+
+/* Undo one item: delete the object its effective alternative put in the
+ * kernel (u32 filters are found by their hash:node), or put a sysctl's
+ * recorded previous value back. Absent objects and devices are not errors;
+ * pending/skipped items have nothing to undo. */
+int apply_remove_item(const struct plan_item *it, const struct apply_target *t, struct error *err);
+
 #endif

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/gen_stats.h>
 #include <linux/if_link.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -866,4 +867,354 @@ int nl_tc_delete(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 		return error_set(err, 0, ENOENT, "%s: %s (%s)", what, strerror(ENOENT),
 		                 req.ext[0] ? req.ext : "not present");
 	return r;
+}
+
+/* --- dumps of any size (the agent's uplink: one filter per pod address) --- */
+
+struct dump_grow {
+	struct tc_dump_list *d;
+	unsigned max;
+	bool overflow;
+	bool nomem;
+};
+
+static int grow_visit(const struct tc_spec *s, const char *kind_name, void *arg)
+{
+	struct dump_grow *g = arg;
+	struct tc_dump_list *d = g->d;
+
+	if (d->n >= g->max) {
+		g->overflow = true;
+		return 0;
+	}
+	if (d->n == d->cap) {
+		unsigned cap = d->cap ? d->cap * 2 : 64;
+		struct tc_spec *tc;
+		char(*names)[TC_DUMP_KIND_NAME_MAX];
+
+		if (cap > g->max)
+			cap = g->max;
+		tc = realloc(d->tc, (size_t)cap * sizeof(*tc));
+		if (!tc) {
+			g->nomem = true;
+			return -ENOMEM;
+		}
+		d->tc = tc;
+		names = realloc(d->kind_name, (size_t)cap * sizeof(*names));
+		if (!names) {
+			g->nomem = true;
+			return -ENOMEM;
+		}
+		d->kind_name = names;
+		d->cap = cap;
+	}
+	d->tc[d->n] = *s;
+	str_copy(d->kind_name[d->n], TC_DUMP_KIND_NAME_MAX, kind_name);
+	d->n++;
+	return 0;
+}
+
+void tc_dump_list_free(struct tc_dump_list *d)
+{
+	if (!d)
+		return;
+	free(d->tc);
+	free(d->kind_name);
+	memset(d, 0, sizeof(*d));
+}
+
+/* Filter parents of a list dump (as filter_parents): qdiscs with a handle,
+ * classes, clsact hooks. Heap array of at most d->n + 2 entries. */
+static uint32_t *list_filter_parents(const struct tc_dump_list *d, unsigned *ret_n)
+{
+	uint32_t *parents = calloc((size_t)d->n + 2, sizeof(*parents));
+	unsigned n = 0, max = d->n + 2;
+
+	if (!parents)
+		return NULL;
+	for (unsigned i = 0; i < d->n; i++) {
+		const struct tc_spec *s = &d->tc[i];
+
+		if (s->type == TC_QDISC && s->parent == TC_H_CLSACT) {
+			parent_add(parents, &n, max, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));
+			if (streq(d->kind_name[i], "clsact"))
+				parent_add(parents, &n, max, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
+		} else if ((s->type == TC_QDISC || s->type == TC_CLASS) && s->handle) {
+			parent_add(parents, &n, max, s->handle);
+		}
+	}
+	*ret_n = n;
+	return parents;
+}
+
+int nl_tc_dump_alloc(struct nl_sock *sk, int ifindex, unsigned max_objects, struct tc_dump_list *ret,
+                     struct error *err)
+{
+	struct tc_dump_list d = {0};
+	struct nl_req req = {0};
+	char what[96] = "";
+	unsigned max = max_objects ? max_objects : TC_DUMP_LIST_MAX_DEFAULT;
+	int r;
+
+	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
+		struct dump_grow g = {.d = &d, .max = max};
+		_cleanup_free_ uint32_t *parents = NULL;
+		unsigned n_parents = 0;
+		bool intr = false;
+
+		d.n = 0;
+		snprintf(what, sizeof(what), "dump qdiscs of ifindex %d", ifindex);
+		r = tc_dump_one(sk, ifindex, TC_QDISC, 0, 0, grow_visit, &g, &intr, &req);
+		if (r >= 0) {
+			snprintf(what, sizeof(what), "dump classes of ifindex %d", ifindex);
+			r = tc_dump_one(sk, ifindex, TC_CLASS, 0, 0, grow_visit, &g, &intr, &req);
+		}
+		if (r >= 0) {
+			parents = list_filter_parents(&d, &n_parents);
+			if (!parents)
+				r = -ENOMEM;
+		}
+		for (unsigned i = 0; r >= 0 && i < n_parents; i++) {
+			char h[32];
+
+			tc_handle_format(parents[i], h, sizeof(h));
+			snprintf(what, sizeof(what), "dump filters of ifindex %d parent %s", ifindex, h);
+			r = tc_dump_one(sk, ifindex, TC_FILTER, parents[i], 0, grow_visit, &g, &intr, &req);
+		}
+		if (r < 0 || g.nomem) {
+			tc_dump_list_free(&d);
+			if (g.nomem || r == -ENOMEM)
+				return error_set(err, 0, ENOMEM, "%s: out of memory", what);
+			return req_error(err, r, &req, what);
+		}
+		if (intr)
+			continue;
+		if (g.overflow) {
+			tc_dump_list_free(&d);
+			return error_set(err, 0, E2BIG, "dump tc objects of ifindex %d: more than %u objects", ifindex,
+			                 max);
+		}
+		if (d.n == 0) {
+			struct link_info li;
+			r = nl_link_get(sk, NULL, ifindex, &li, err);
+			if (r < 0) {
+				tc_dump_list_free(&d);
+				return r;
+			}
+		}
+		*ret = d;
+		return 0;
+	}
+	tc_dump_list_free(&d);
+	return error_set(err, 0, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
+	                 ifindex, NL_DUMP_TRIES);
+}
+
+/* --- queue statistics --- */
+
+struct stats_ctx {
+	int ifindex;
+	enum tc_type type;
+	int (*cb)(const struct tc_obj_stats *st, void *ud);
+	void *ud;
+};
+
+static void stats_xstats(struct tc_obj_stats *st, const struct nlattr *x)
+{
+	if (!x)
+		return;
+	if (streq(st->kind, "fq_codel") && nla_len(x) >= (int)sizeof(struct tc_fq_codel_xstats)) {
+		struct tc_fq_codel_xstats xs;
+
+		memcpy(&xs, nla_data(x), sizeof(xs));
+		if (xs.type == TCA_FQ_CODEL_XSTATS_QDISC)
+			st->ecn_marks = (uint64_t)xs.qdisc_stats.ecn_mark + xs.qdisc_stats.ce_mark;
+	} else if (streq(st->kind, "fq") && nla_len(x) >= (int)sizeof(struct tc_fq_qd_stats)) {
+		struct tc_fq_qd_stats fs;
+
+		memcpy(&fs, nla_data(x), sizeof(fs));
+		st->ecn_marks = fs.ce_mark;
+	}
+}
+
+static int stats_on_msg(const struct nlmsghdr *hdr, void *arg)
+{
+	struct stats_ctx *ctx = arg;
+	struct nlattr *tb[TCA_MAX + 1], *sb[TCA_STATS_MAX + 1];
+	const struct tcmsg *t;
+	struct tc_obj_stats st = {0};
+
+	if (!nlmsg_valid_hdr(hdr, sizeof(*t)))
+		return 0;
+	t = nlmsg_data(hdr);
+	if (t->tcm_ifindex != ctx->ifindex)
+		return 0;
+	if (nlmsg_parse((struct nlmsghdr *)(uintptr_t)hdr, sizeof(*t), tb, TCA_MAX, NULL) < 0)
+		return -EBADMSG;
+	st.type = ctx->type;
+	st.parent = t->tcm_parent;
+	st.handle = t->tcm_handle;
+	if (tb[TCA_KIND])
+		nla_strlcpy(st.kind, tb[TCA_KIND], sizeof(st.kind));
+	if (tb[TCA_STATS2] && tc_nla_parse_nested(sb, TCA_STATS_MAX, tb[TCA_STATS2]) == 0) {
+		if (sb[TCA_STATS_BASIC] && nla_len(sb[TCA_STATS_BASIC]) >= (int)sizeof(struct gnet_stats_basic)) {
+			struct gnet_stats_basic b;
+
+			memcpy(&b, nla_data(sb[TCA_STATS_BASIC]), sizeof(b));
+			st.bytes = b.bytes;
+			st.packets = b.packets;
+		}
+		if (sb[TCA_STATS_PKT64] && nla_len(sb[TCA_STATS_PKT64]) >= (int)sizeof(uint64_t))
+			memcpy(&st.packets, nla_data(sb[TCA_STATS_PKT64]), sizeof(uint64_t));
+		if (sb[TCA_STATS_QUEUE] && nla_len(sb[TCA_STATS_QUEUE]) >= (int)sizeof(struct gnet_stats_queue)) {
+			struct gnet_stats_queue q;
+
+			memcpy(&q, nla_data(sb[TCA_STATS_QUEUE]), sizeof(q));
+			st.qlen = q.qlen;
+			st.backlog_bytes = q.backlog;
+			st.drops = q.drops;
+			st.requeues = q.requeues;
+			st.overlimits = q.overlimits;
+		}
+		stats_xstats(&st, sb[TCA_STATS_APP]);
+	}
+	if (!sb[TCA_STATS_APP] || !tb[TCA_STATS2])
+		stats_xstats(&st, tb[TCA_XSTATS]);
+	return ctx->cb(&st, ctx->ud);
+}
+
+int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type, int (*cb)(const struct tc_obj_stats *st, void *ud),
+                     void *ud, struct error *err)
+{
+	static const int msg_type[_TC_TYPE_MAX] = {
+	        [TC_QDISC] = RTM_GETQDISC,
+	        [TC_CLASS] = RTM_GETTCLASS,
+	        [TC_FILTER] = RTM_GETTFILTER,
+	};
+	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
+	struct stats_ctx ctx = {.ifindex = ifindex, .type = type, .cb = cb, .ud = ud};
+	struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex};
+	struct nl_req req = {0};
+	char what[64];
+	int r;
+
+	snprintf(what, sizeof(what), "dump %s statistics of ifindex %d", tc_type_name(type), ifindex);
+	if (type != TC_QDISC && type != TC_CLASS)
+		return error_set(err, 0, EINVAL, "%s: only qdiscs and classes", what);
+	msg = nlmsg_alloc_simple(msg_type[type], NLM_F_DUMP);
+	if (!msg)
+		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
+		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+	r = nl_transact(sk, msg, stats_on_msg, &ctx, &req);
+	if (r < 0)
+		return req_error(err, r, &req, what);
+	return 0;
+}
+
+/* --- root qdisc, raw (record and restore what was there before aiqos) --- */
+
+struct root_raw_ctx {
+	int ifindex;
+	struct tc_qdisc_raw *q;
+	bool found;
+};
+
+static int root_raw_on_msg(const struct nlmsghdr *hdr, void *arg)
+{
+	struct root_raw_ctx *ctx = arg;
+	struct nlattr *tb[TCA_MAX + 1];
+	const struct tcmsg *t;
+	struct tc_qdisc_raw *q = ctx->q;
+
+	if (ctx->found || !nlmsg_valid_hdr(hdr, sizeof(*t)))
+		return 0;
+	t = nlmsg_data(hdr);
+	if (t->tcm_ifindex != ctx->ifindex || t->tcm_parent != TC_H_ROOT)
+		return 0;
+	if (nlmsg_parse((struct nlmsghdr *)(uintptr_t)hdr, sizeof(*t), tb, TCA_MAX, NULL) < 0)
+		return -EBADMSG;
+	memset(q, 0, sizeof(*q));
+	if (tb[TCA_KIND])
+		nla_strlcpy(q->kind, tb[TCA_KIND], sizeof(q->kind));
+	q->handle = t->tcm_handle;
+	q->parent = t->tcm_parent;
+	if (tb[TCA_OPTIONS]) {
+		size_t len = (size_t)nla_len(tb[TCA_OPTIONS]);
+
+		if (len > sizeof(q->options)) {
+			q->options_truncated = true;
+			len = sizeof(q->options);
+		}
+		memcpy(q->options, nla_data(tb[TCA_OPTIONS]), len);
+		q->options_len = len;
+	}
+	ctx->found = true;
+	return 0;
+}
+
+int nl_qdisc_root_get(struct nl_sock *sk, int ifindex, struct tc_qdisc_raw *ret, struct error *err)
+{
+	_cleanup_free_ struct tc_qdisc_raw *q = calloc(1, sizeof(*q));
+	struct nl_req req = {0};
+	char what[64];
+	int r;
+
+	snprintf(what, sizeof(what), "get the root qdisc of ifindex %d", ifindex);
+	if (!q)
+		return error_set(err, 0, ENOMEM, "%s: out of memory", what);
+	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
+		_cleanup_nlmsg_ struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETQDISC, NLM_F_DUMP);
+		struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex};
+		struct root_raw_ctx ctx = {.ifindex = ifindex, .q = q};
+
+		if (!msg)
+			return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+		if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
+			return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+		r = nl_transact(sk, msg, root_raw_on_msg, &ctx, &req);
+		if (r < 0)
+			return req_error(err, r, &req, what);
+		if (req.intr)
+			continue;
+		if (!ctx.found) {
+			struct link_info li;
+			r = nl_link_get(sk, NULL, ifindex, &li, err);
+			if (r < 0)
+				return r;
+			return error_set(err, 0, ENOENT, "%s: no root qdisc reported", what);
+		}
+		memcpy(ret, q, sizeof(*q));
+		return 0;
+	}
+	return error_set(err, 0, EAGAIN, "%s: interrupted %d times by concurrent changes", what, NL_DUMP_TRIES);
+}
+
+int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_raw *q, struct error *err)
+{
+	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
+	struct tcmsg t = {
+	        .tcm_family = AF_UNSPEC,
+	        .tcm_ifindex = ifindex,
+	        .tcm_handle = q->handle,
+	        .tcm_parent = q->parent ? q->parent : TC_H_ROOT,
+	};
+	struct nl_req req = {0};
+	char what[96], h[32];
+	int r;
+
+	tc_handle_format(q->handle, h, sizeof(h));
+	snprintf(what, sizeof(what), "create qdisc %s root handle %s on ifindex %d", q->kind, h, ifindex);
+	if (!q->kind[0] || q->options_truncated)
+		return error_set(err, 0, EINVAL, "%s: %s", what, q->kind[0] ? "options were truncated" : "no kind");
+	msg = nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE);
+	if (!msg)
+		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0 || nla_put_string(msg, TCA_KIND, q->kind) < 0 ||
+	    (q->options_len && nla_put(msg, TCA_OPTIONS, (int)q->options_len, q->options) < 0))
+		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+	r = nl_transact(sk, msg, NULL, NULL, &req);
+	if (r < 0)
+		return req_error(err, r, &req, what);
+	return 0;
 }

@@ -58,4 +58,57 @@ struct tc_dump {
 };
 int nl_tc_dump(struct nl_sock *sk, int ifindex, struct tc_dump *ret, struct error *err);
 
+/* A dump of any size (the agent's uplink holds one filter per pod address,
+ * beyond struct tc_dump's 128): heap arrays grown as needed, at most
+ * max_objects (0 = TC_DUMP_LIST_MAX_DEFAULT; more -> -E2BIG). Same content
+ * and order as nl_tc_dump. Free with tc_dump_list_free (also after errors:
+ * ret is untouched then). */
+#define TC_DUMP_KIND_NAME_MAX    16
+#define TC_DUMP_LIST_MAX_DEFAULT 65536
+struct tc_dump_list {
+	unsigned n;
+	unsigned cap;
+	struct tc_spec *tc;
+	char (*kind_name)[TC_DUMP_KIND_NAME_MAX];
+};
+int nl_tc_dump_alloc(struct nl_sock *sk, int ifindex, unsigned max_objects, struct tc_dump_list *ret,
+                     struct error *err);
+void tc_dump_list_free(struct tc_dump_list *d);
+
+/* Queue statistics of the qdiscs or classes of one interface (TCA_STATS2;
+ * ECN/CE marks from the fq_codel and fq xstats). cb is called per object; a
+ * negative return is passed back after the dump has been read. */
+struct tc_obj_stats {
+	enum tc_type type;
+	uint32_t parent;
+	uint32_t handle;
+	char kind[TC_DUMP_KIND_NAME_MAX];
+	uint64_t bytes;
+	uint64_t packets;
+	uint32_t qlen;
+	uint32_t backlog_bytes;
+	uint32_t drops;
+	uint32_t requeues;
+	uint32_t overlimits;
+	uint64_t ecn_marks; /* fq_codel ecn_mark + ce_mark, fq ce_mark; 0 for other kinds */
+};
+int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type, int (*cb)(const struct tc_obj_stats *st, void *ud),
+                     void *ud, struct error *err);
+
+/* The root qdisc of an interface as the kernel reports it, options raw: the
+ * agent records the uplink's original qdisc (any kind, also ones aiqos does
+ * not model) and re-creates it. -ENOENT when the kernel reports none. */
+#define TC_RAW_OPTIONS_MAX 1024
+struct tc_qdisc_raw {
+	char kind[TC_DUMP_KIND_NAME_MAX];
+	uint32_t handle; /* 0 (major 0) = a default qdisc the kernel attached itself */
+	uint32_t parent; /* TC_H_ROOT */
+	bool options_truncated;
+	size_t options_len;
+	uint8_t options[TC_RAW_OPTIONS_MAX]; /* TCA_OPTIONS payload */
+};
+int nl_qdisc_root_get(struct nl_sock *sk, int ifindex, struct tc_qdisc_raw *ret, struct error *err);
+/* Create (replace) the root qdisc q->kind with q's handle and raw options. */
+int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_raw *q, struct error *err);
+
 #endif
