@@ -62,7 +62,7 @@ static void log_add(const struct cni_ctx *ctx, const struct attach_state *s, con
 	char pod[512], eff[1024], deg[1024], dur[32];
 	enum log_level level = LOG_LVL_INFO;
 
-	cni_plan_summary(&s->plan, eff, sizeof(eff), deg, sizeof(deg));
+	attach_plan_summary(&s->plan, eff, sizeof(eff), deg, sizeof(deg));
 	if (s->failure[0])
 		level = LOG_LVL_ERROR;
 	else if (deg[0])
@@ -76,11 +76,11 @@ static void log_add(const struct cni_ctx *ctx, const struct attach_state *s, con
 }
 
 /* failurePolicy closed: take back what was applied and the record of it. */
-static void add_undo(const struct cni_ctx *ctx, const struct attach_state *s, const struct cni_attach *a)
+static void add_undo(const struct cni_ctx *ctx, const struct attach_state *s, const struct attach *a)
 {
 	struct error e = {0};
 
-	if (cni_plan_remove(&s->plan, a, &e) < 0)
+	if (attach_plan_remove(&s->plan, a, &e) < 0)
 		log_msg(LOG_LVL_WARN, "undo after a failed ADD incomplete", "container", s->container_id, "error",
 		        e.msg, (char *)NULL);
 	error_clear(&e);
@@ -99,7 +99,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	const struct cni_env *env = ctx->env;
 	_cleanup_free_ struct attach_state *s = NULL;
 	const struct profile *p;
-	struct cni_attach a;
+	struct attach a;
 	struct error fail = {0}, e = {0};
 	char pwarn[256] = "", pod[512];
 	int r;
@@ -122,7 +122,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		        (char *)NULL);
 	str_copy(s->profile, sizeof(s->profile), p->name);
 
-	cni_attach_init(&a);
+	attach_init(&a);
 	r = cni_attach_discover(&a, env->netns, env->ifname, &c->prev, &fail);
 	if (r >= 0) {
 		struct plan_caps caps = {0};
@@ -139,7 +139,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			r = apply_plan(&s->plan, &a.target, &caps, &fail);
 	}
 	if (r < 0 && fail.code == CNI_ERR_ENV) {
-		cni_attach_close(&a);
+		attach_close(&a);
 		str_copy(s->failure, sizeof(s->failure), fail.msg);
 		log_add(ctx, s, "ADD refused: broken precondition");
 		if (err)
@@ -155,7 +155,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 
 	if (r < 0 && c->failure_policy == CNI_POLICY_CLOSED) {
 		add_undo(ctx, s, &a);
-		cni_attach_close(&a);
+		attach_close(&a);
 		log_add(ctx, s, "tuning failed, ADD refused (failurePolicy closed)");
 		return error_set(err, CNI_ERR_TUNE_FAILED, fail.errnum ? fail.errnum : -r, "%s", fail.msg);
 	}
@@ -164,7 +164,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	if (state_save(c->state_dir, s, &e) < 0) {
 		if (c->failure_policy == CNI_POLICY_CLOSED) {
 			add_undo(ctx, s, &a);
-			cni_attach_close(&a);
+			attach_close(&a);
 			log_add(ctx, s, "state not saved, ADD refused (failurePolicy closed)");
 			if (!e.code)
 				e.code = CNI_ERR_STATE;
@@ -174,7 +174,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		}
 		log_msg(LOG_LVL_ERROR, "cannot save state", "container", s->container_id, "error", e.msg, (char *)NULL);
 	}
-	cni_attach_close(&a);
+	attach_close(&a);
 
 	/* best effort; not again when the agent just failed to answer (ADD
 	 * stays within one timeout) */

@@ -51,7 +51,7 @@ static int workload_drift(const struct cni_ctx *ctx, const struct attach_state *
 }
 
 /* Interfaces found now vs recorded at ADD. */
-static int iface_drift(const struct cni_attach *a, const struct attach_state *s, char *det, size_t size)
+static int iface_drift(const struct attach *a, const struct attach_state *s, char *det, size_t size)
 {
 	int n = 0;
 
@@ -72,7 +72,7 @@ static void log_check(const struct cni_ctx *ctx, const struct attach_state *s, i
 {
 	char pod[512], eff[1024], deg[1024], dur[32], nb[16];
 
-	cni_plan_summary(&s->plan, eff, sizeof(eff), deg, sizeof(deg));
+	attach_plan_summary(&s->plan, eff, sizeof(eff), deg, sizeof(deg));
 	snprintf(dur, sizeof(dur), "%llu", (unsigned long long)((cni_now_ns() - ctx->start_ns) / 1000));
 	snprintf(nb, sizeof(nb), "%d", n);
 	log_msg(n ? LOG_LVL_WARN : LOG_LVL_INFO, n ? "drift" : "checked", "command", "CHECK", "container",
@@ -86,7 +86,7 @@ struct check_buf {
 	char diff[CNI_DETAILS_MAX];
 };
 
-static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *choices, struct cni_attach *a,
+static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *choices, struct attach *a,
                      struct error *err)
 {
 	const struct cni_conf *c = &ctx->conf;
@@ -107,7 +107,7 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 	if (r < 0)
 		return error_set(err, CNI_ERR_CHECK_DRIFT, -r, "container %s ifname %s: %s", s->container_id, s->ifname,
 		                 e.msg);
-	r = cni_plan_restore(c, s, choices, &profile_changed, &e);
+	r = attach_plan_restore(&c->profiles, s, choices, &profile_changed, &e);
 	if (r < 0) {
 		if (err)
 			*err = e;
@@ -159,7 +159,7 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 	const struct cni_env *env = ctx->env;
 	_cleanup_free_ struct attach_state *s = NULL;
 	_cleanup_cjson_ cJSON *choices = NULL;
-	struct cni_attach a;
+	struct attach a;
 	struct error e = {0};
 	int r;
 
@@ -179,8 +179,8 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 			*err = e;
 		return r;
 	}
-	cni_attach_init(&a);
+	attach_init(&a);
 	r = check_run(ctx, s, choices, &a, err);
-	cni_attach_close(&a);
+	attach_close(&a);
 	return r;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "apply.h"
+#include "attach.h"
 #include "error.h"
 #include "log.h"
 #include "nl.h"
@@ -205,46 +206,14 @@ int cni_cmd_status(struct cni_ctx *ctx, struct error *err);
 int cni_cmd_gc(struct cni_ctx *ctx, struct error *err);
 int cni_cmd_version(struct cni_ctx *ctx, struct error *err);
 
-/* attach.c: the pod/host interfaces of one attachment and their sockets. */
-struct cni_attach {
-	int pod_nsfd;            /* -1 = none */
-	struct nl_sock *pod_sk;  /* in the pod netns, NULL = none */
-	struct nl_sock *host_sk; /* in the host netns, NULL = none */
-	struct link_info pod;    /* ifindex 0 = not found */
-	struct link_info host;   /* ifindex 0 = no host side */
-	struct attach_ifaces ifs;
-	struct apply_target target;
-	char note[256]; /* how the host side was found, or why there is none */
-};
-void cni_attach_init(struct cni_attach *a);
-void cni_attach_close(struct cni_attach *a);
+/* attach.c: the pod/host interfaces of one attachment (struct attach and
+ * the rest of the plumbing are in shared/attach.h). */
 /* ADD/CHECK: open netns, find ifname in it (nl_link_get), and for a veth
  * its host-side peer (by the peer ifindex, verified; prevResult's host
  * interface names as fallback and cross-check). One socket per netns, no
  * dumps. Errors: netns or pod interface missing, socket failures. */
-int cni_attach_discover(struct cni_attach *a, const char *netns, const char *ifname, const struct cni_prev_result *prev,
+int cni_attach_discover(struct attach *a, const char *netns, const char *ifname, const struct cni_prev_result *prev,
                         struct error *err);
-/* DEL/GC: the recorded host veth, if it still exists with the recorded
- * ifindex (returns 1; 0 = gone or not ours). */
-int cni_attach_open_host(struct cni_attach *a, const struct attach_state *s, struct error *err);
-/* DEL: the pod interface in netns, if netns and an interface with the
- * recorded name and ifindex still exist (1), else 0. */
-int cni_attach_open_pod(struct cni_attach *a, const char *netns, const struct attach_state *s, struct error *err);
-
-/* The profile a stored attachment was tuned with: by its recorded name, or
- * re-resolved from the workload when the config no longer has it (then
- * *ret_changed is set). Never NULL. */
-const struct profile *cni_profile_for_state(const struct cni_conf *c, const struct attach_state *s, bool *ret_changed);
-/* Recompute s->plan with the planner from s's workload/profile/interfaces
- * and merge the stored effective choices (may be NULL). */
-int cni_plan_restore(const struct cni_conf *c, struct attach_state *s, const struct cJSON *choices,
-                     bool *ret_profile_changed, struct error *err);
-/* Undo what the plan put on the available devices (best effort: the first
- * error is returned, every device is tried). */
-int cni_plan_remove(const struct plan *p, const struct cni_attach *a, struct error *err);
-/* For the log line: effective objects ("egress.root=htb,sysctl.ecn=1") and
- * degraded/skipped items with their reason. */
-void cni_plan_summary(const struct plan *p, char *effective, size_t eff_size, char *degraded, size_t deg_size);
 /* "ns/name", or "" when CNI_ARGS did not say. */
 const char *cni_pod_display(const struct cni_args *a, char *buf, size_t size);
 uint64_t cni_now_ns(void);

@@ -19,35 +19,35 @@ static void log_del(const struct cni_ctx *ctx, const struct attach_state *s, con
 static void del_objects(const struct cni_ctx *ctx, struct attach_state *s, const cJSON *choices, char *done,
                         size_t size)
 {
-	struct cni_attach a;
+	struct attach a;
 	struct error e = {0};
 	int r;
 
 	snprintf(done, size, "%s", "");
-	if (cni_plan_restore(&ctx->conf, s, choices, NULL, &e) < 0) {
+	if (attach_plan_restore(&ctx->conf.profiles, s, choices, NULL, &e) < 0) {
 		log_msg(LOG_LVL_WARN, "cannot rebuild the plan; tc objects left to the kernel", "container",
 		        s->container_id, "error", e.msg, (char *)NULL);
 		return;
 	}
-	cni_attach_init(&a);
-	r = cni_attach_open_host(&a, s, &e);
+	attach_init(&a);
+	r = attach_open_host(&a, s, &e);
 	if (r < 0) {
 		log_msg(LOG_LVL_WARN, "host side not cleaned", "container", s->container_id, "error", e.msg,
 		        (char *)NULL);
 		error_clear(&e);
 	}
-	r = cni_attach_open_pod(&a, ctx->env->netns, s, &e);
+	r = attach_open_pod(&a, ctx->env->netns, s, &e);
 	if (r < 0) {
 		log_msg(LOG_LVL_WARN, "pod side not cleaned", "container", s->container_id, "error", e.msg,
 		        (char *)NULL);
 		error_clear(&e);
 	}
-	if (cni_plan_remove(&s->plan, &a, &e) < 0)
+	if (attach_plan_remove(&s->plan, &a, &e) < 0)
 		log_msg(LOG_LVL_WARN, "tc objects not removed", "container", s->container_id, "error", e.msg,
 		        (char *)NULL);
 	snprintf(done, size, "%s%s%s", a.target.host_ifindex ? "host" : "",
 	         a.target.host_ifindex && a.target.pod_ifindex ? "," : "", a.target.pod_ifindex ? "pod" : "");
-	cni_attach_close(&a);
+	attach_close(&a);
 }
 
 int cni_cmd_del(struct cni_ctx *ctx, struct error *err)

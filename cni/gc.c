@@ -58,7 +58,7 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 {
 	const struct cni_conf *c = &ctx->conf;
 	_cleanup_cjson_ cJSON *choices = NULL;
-	struct cni_attach a;
+	struct attach a;
 	struct error e = {0};
 	int r;
 
@@ -75,15 +75,15 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 	if (s->network[0] && !streq(s->network, c->name))
 		return 0; /* another network's attachment: its own GC decides */
 
-	if (cni_plan_restore(c, s, choices, NULL, &e) < 0) {
+	if (attach_plan_restore(&c->profiles, s, choices, NULL, &e) < 0) {
 		log_msg(LOG_LVL_WARN, "gc: cannot rebuild the plan; tc objects left to the kernel", "container",
 		        g->container_id, "error", e.msg, (char *)NULL);
 	} else {
-		cni_attach_init(&a);
-		r = cni_attach_open_host(&a, s, &e);
+		attach_init(&a);
+		r = attach_open_host(&a, s, &e);
 		if (r > 0)
-			r = cni_plan_remove(&s->plan, &a, &e);
-		cni_attach_close(&a);
+			r = attach_plan_remove(&s->plan, &a, &e);
+		attach_close(&a);
 		if (r < 0) {
 			if (err)
 				*err = e;
