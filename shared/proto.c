@@ -19,10 +19,8 @@ static void cjson_deletep(cJSON **j)
 #define _cleanup_json_ _cleanup_(cjson_deletep)
 
 static const char *const op_names[_PROTO_OP_MAX] = {
-        [PROTO_OP_POD] = "pod",
-        [PROTO_OP_ATTACHED] = "attached",
-        [PROTO_OP_DETACHED] = "detached",
-        [PROTO_OP_STATUS] = "status",
+        [PROTO_OP_POD] = "pod",       [PROTO_OP_ATTACHED] = "attached", [PROTO_OP_DETACHED] = "detached",
+        [PROTO_OP_STATUS] = "status", [PROTO_OP_EXPLAIN] = "explain",
 };
 
 const char *proto_op_name(enum proto_op op)
@@ -69,12 +67,13 @@ struct field {
 #define OPBIT(op) (1u << (op))
 #define POD_OPS   (OPBIT(PROTO_OP_POD) | OPBIT(PROTO_OP_ATTACHED) | OPBIT(PROTO_OP_DETACHED))
 #define ATT_OPS   (OPBIT(PROTO_OP_ATTACHED) | OPBIT(PROTO_OP_DETACHED))
+#define NAME_OPS  (OPBIT(PROTO_OP_POD) | OPBIT(PROTO_OP_EXPLAIN)) /* requests that need namespace and name */
+#define NAMED_OPS (POD_OPS | OPBIT(PROTO_OP_EXPLAIN))             /* requests that carry namespace and name */
 
 static const struct field fields[] = {
         {"namespace", offsetof(struct proto_request, namespace_), sizeof(((struct proto_request *)0)->namespace_),
-         OPBIT(PROTO_OP_POD), POD_OPS},
-        {"name", offsetof(struct proto_request, name), sizeof(((struct proto_request *)0)->name), OPBIT(PROTO_OP_POD),
-         POD_OPS},
+         NAME_OPS, NAMED_OPS},
+        {"name", offsetof(struct proto_request, name), sizeof(((struct proto_request *)0)->name), NAME_OPS, NAMED_OPS},
         {"uid", offsetof(struct proto_request, uid), sizeof(((struct proto_request *)0)->uid), 0, POD_OPS},
         {"containerId", offsetof(struct proto_request, container_id), sizeof(((struct proto_request *)0)->container_id),
          ATT_OPS, ATT_OPS},
@@ -273,7 +272,8 @@ static int send_all(int fd, const char *buf, size_t len, int64_t deadline)
 
 /* Read up to and including the first '\n' into a malloc'd, NUL-terminated
  * buffer (newline stripped). */
-static int recv_line(int fd, int64_t deadline, char **ret, size_t *ret_len, struct error *err, const char *path)
+static int recv_line(int fd, int64_t deadline, size_t max, char **ret, size_t *ret_len, struct error *err,
+                     const char *path)
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0, cap = 0;
@@ -285,11 +285,11 @@ static int recv_line(int fd, int64_t deadline, char **ret, size_t *ret_len, stru
 		if (len == cap) {
 			size_t ncap = cap ? cap * 2 : 4096;
 			char *nb;
-			if (ncap > PROTO_MSG_MAX + 1)
-				ncap = PROTO_MSG_MAX + 1;
+			if (ncap > max + 1)
+				ncap = max + 1;
 			if (ncap <= len)
 				return error_set(err, CNI_ERR_NONE, EMSGSIZE,
-				                 "agent at '%s': response exceeds %d bytes", path, PROTO_MSG_MAX);
+				                 "agent at '%s': response exceeds %zu bytes", path, max);
 			nb = realloc(buf, ncap);
 			if (!nb)
 				return error_set(err, CNI_ERR_NONE, ENOMEM, "agent at '%s': out of memory", path);
@@ -326,21 +326,27 @@ static int recv_line(int fd, int64_t deadline, char **ret, size_t *ret_len, stru
 		len += (size_t)k;
 		if (nl) {
 			size_t line_len = (size_t)(nl - buf);
-			if (line_len + 1 > PROTO_MSG_MAX)
+			if (line_len + 1 > max)
 				break;
 			*nl = '\0';
 			*ret_len = line_len;
 			*ret = TAKE_PTR(buf);
 			return 0;
 		}
-		if (len >= PROTO_MSG_MAX)
+		if (len >= max)
 			break;
 	}
-	return error_set(err, CNI_ERR_NONE, EMSGSIZE, "agent at '%s': response exceeds %d bytes", path, PROTO_MSG_MAX);
+	return error_set(err, CNI_ERR_NONE, EMSGSIZE, "agent at '%s': response exceeds %zu bytes", path, max);
 }
 
 int proto_call(const char *path, const struct proto_request *r, int timeout_ms, struct cJSON **ret_response,
                struct error *err)
+{
+	return proto_call_max(path, r, timeout_ms, PROTO_MSG_MAX, ret_response, err);
+}
+
+int proto_call_max(const char *path, const struct proto_request *r, int timeout_ms, size_t max_response,
+                   struct cJSON **ret_response, struct error *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	_cleanup_close_ int fd = -1;
@@ -358,11 +364,16 @@ int proto_call(const char *path, const struct proto_request *r, int timeout_ms, 
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	if (timeout_ms <= 0)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "timeout %d ms is not positive", timeout_ms);
+	if (max_response < PROTO_MSG_MAX || max_response > PROTO_LARGE_MSG_MAX)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "response bound %zu is outside %d..%d",
+		                 max_response, PROTO_MSG_MAX, PROTO_LARGE_MSG_MAX);
 	deadline = now_ms() + timeout_ms;
 
 	q = proto_request_encode(r, &req, err);
 	if (q < 0)
 		return q;
+	if (!req)
+		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode request: out of memory");
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return error_set(err, CNI_ERR_NONE, errno, "create socket: %s", strerror(errno));
@@ -374,7 +385,7 @@ int proto_call(const char *path, const struct proto_request *r, int timeout_ms, 
 	if (q < 0)
 		return error_set(err, q == -ETIMEDOUT ? CNI_ERR_TRY_LATER : CNI_ERR_NONE, -q,
 		                 "send to agent at '%s': %s", path, strerror(-q));
-	q = recv_line(fd, deadline, &line, &len, err, path);
+	q = recv_line(fd, deadline, max_response, &line, &len, err, path);
 	if (q < 0)
 		return q;
 	resp = parse_whole(line, len);
@@ -393,4 +404,50 @@ int proto_call(const char *path, const struct proto_request *r, int timeout_ms, 
 	if (ret_response)
 		*ret_response = TAKE_PTR(resp);
 	return 0;
+}
+
+/* ---- server side ---- */
+
+size_t proto_response_max(enum proto_op op)
+{
+	return op == PROTO_OP_STATUS || op == PROTO_OP_EXPLAIN ? PROTO_LARGE_MSG_MAX : PROTO_MSG_MAX;
+}
+
+int proto_response_encode(const cJSON *resp, size_t max, char **ret, size_t *ret_len, struct error *err)
+{
+	_cleanup_free_ char *text = NULL;
+	char *line;
+	size_t n;
+
+	if (!cJSON_IsObject(resp) || !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(resp, "ok")))
+		return error_set(err, CNI_ERR_NONE, EINVAL, "encode response: not an object with a boolean 'ok'");
+	text = cJSON_PrintUnformatted(resp);
+	if (!text)
+		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode response: out of memory");
+	/* cJSON escapes control characters in strings: the text has no newline */
+	n = strlen(text);
+	if (n + 1 > max)
+		return error_set(err, CNI_ERR_NONE, EMSGSIZE, "encode response: %zu bytes exceed %zu", n + 1, max);
+	line = realloc(text, n + 2);
+	if (!line)
+		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode response: out of memory");
+	text = NULL;
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	*ret = line;
+	*ret_len = n + 1;
+	return 0;
+}
+
+char *proto_response_error_line(const char *msg)
+{
+	_cleanup_json_ cJSON *j = cJSON_CreateObject();
+	char *line = NULL;
+	size_t n;
+
+	if (!j || !cJSON_AddFalseToObject(j, "ok") || !cJSON_AddStringToObject(j, "error", msg ? msg : "error"))
+		return NULL;
+	if (proto_response_encode(j, PROTO_LARGE_MSG_MAX, &line, &n, NULL) < 0)
+		return NULL;
+	return line;
 }

@@ -2,12 +2,17 @@
  * object per line each way, request then response, connection closed after.
  * Requests: {"op":"pod","namespace","name","uid"} -> {"ok":true,"found":bool,
  * "annotations":{...}}; {"op":"attached"|"detached","containerId","ifname",
- * "namespace","name","uid"} -> {"ok":true}; {"op":"status"} -> {"ok":true,...}.
- * Errors: {"ok":false,"error":"..."}.
- * Bounded: a message is at most PROTO_MSG_MAX bytes including its '\n'.
- * Required fields: "pod" needs namespace and name; "attached"/"detached" need
- * containerId and ifname; the others are optional. Unknown fields are
- * ignored (forward compatibility); known fields must be strings that fit. */
+ * "namespace","name","uid"} -> {"ok":true}; {"op":"status"} -> {"ok":true,...}
+ * (the status object with "ok" added); {"op":"explain","namespace","name"} ->
+ * {"ok":true,"found":bool,...} (the pod's explain object with "ok" and
+ * "found" added). Errors: {"ok":false,"error":"..."}.
+ * Bounded: a request, and the response to "pod", "attached", "detached", is
+ * at most PROTO_MSG_MAX bytes including its '\n'; the responses to "status"
+ * and "explain" (every pod of the node) at most PROTO_LARGE_MSG_MAX.
+ * Required fields: "pod" and "explain" need namespace and name;
+ * "attached"/"detached" need containerId and ifname; the others are
+ * optional. Unknown fields are ignored (forward compatibility); known fields
+ * must be strings that fit. */
 #ifndef AIQOS_PROTO_H
 #define AIQOS_PROTO_H
 
@@ -16,6 +21,7 @@
 struct cJSON;
 
 #define PROTO_MSG_MAX        65536
+#define PROTO_LARGE_MSG_MAX  (16 * 1024 * 1024)
 #define PROTO_DEFAULT_SOCKET "/run/aiqos/agent.sock"
 
 enum proto_op {
@@ -23,6 +29,7 @@ enum proto_op {
 	PROTO_OP_ATTACHED,
 	PROTO_OP_DETACHED,
 	PROTO_OP_STATUS,
+	PROTO_OP_EXPLAIN,
 	_PROTO_OP_MAX,
 	_PROTO_OP_INVALID = -1,
 };
@@ -54,5 +61,19 @@ int proto_request_decode(const char *line, size_t len, struct proto_request *ret
  * response object (caller frees with cJSON_Delete). */
 int proto_call(const char *path, const struct proto_request *r, int timeout_ms, struct cJSON **ret_response,
                struct error *err);
+/* The same with another bound on the response (PROTO_MSG_MAX..PROTO_LARGE_MSG_MAX):
+ * "status" and "explain" responses may exceed PROTO_MSG_MAX. */
+int proto_call_max(const char *path, const struct proto_request *r, int timeout_ms, size_t max_response,
+                   struct cJSON **ret_response, struct error *err);
+
+/* Server side: the largest response allowed for op (PROTO_MSG_MAX, or
+ * PROTO_LARGE_MSG_MAX for status and explain). */
+size_t proto_response_max(enum proto_op op);
+/* Encode a response object as one line ('\n'-terminated, malloc'd, *ret_len
+ * bytes without the NUL). -EMSGSIZE (err says how large) when it exceeds
+ * max bytes, -EINVAL when resp is not an object with a boolean "ok". */
+int proto_response_encode(const struct cJSON *resp, size_t max, char **ret, size_t *ret_len, struct error *err);
+/* A {"ok":false,"error":msg} line ('\n'-terminated, malloc'd); NULL on ENOMEM. */
+char *proto_response_error_line(const char *msg);
 
 #endif
