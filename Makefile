@@ -73,6 +73,16 @@ $(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(U
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS)
 
+# aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
+# libsystemd, libmicrohttpd). Its test runs the binary.
+CTL     := $(BUILD)/bin/aiqosctl
+CTL_OBJ := $(call obj,agent/aiqosctl.c agent/config.c agent/event.c)
+all: $(CTL)
+$(CTL): $(CTL_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS)
+$(BUILD)/test/test_agent_aiqosctl: | $(CTL)
+
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(call obj,$(UNIT_HELPER_SRC)) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PLUGIN_LIBS)
