@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# hack/lab.sh — entry point of the aiqos lab (issue #5; test/bench/lab.py):
+#   hack/lab.sh demo [BUILD]       `make demo`: the workload without and with aiqos, table + plot
+#   hack/lab.sh bench [BUILD]      `make bench`: every benchmark, regenerates docs/benchmarks.md
+#   hack/lab.sh bench-lab [BUILD]  `make bench-lab`: only the network-outcome arms (P4)
+#   hack/lab.sh up [BUILD]         a lab to explore by hand (Ctrl-C tears it down)
+#   hack/lab.sh down               remove what killed runs left (netns aqt-lab-*, their processes)
+# Root. Whatever happens, the run's namespaces and processes are removed on exit.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cmd=${1:-}
+build=${2:-$top/build}
+py=/usr/bin/python3
+
+case "$cmd" in
+demo | bench | bench-lab | up | down) ;;
+*)
+	sed -n '2,8p' "$0" >&2
+	exit 2
+	;;
+esac
+if [ "$(id -u)" -ne 0 ]; then
+	echo "lab: $cmd needs root (network namespaces, qdiscs)" >&2
+	exit 1
+fi
+if [ "$cmd" = down ]; then
+	exec "$py" "$top/test/bench/lab.py" down --all
+fi
+
+tag=$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
+export AQT_LAB_TAG=$tag
+cleanup() {
+	"$py" "$top/test/bench/lab.py" down --tag "$tag" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+case "$cmd" in
+up) "$py" "$top/test/bench/lab.py" up --build "$build" --tag "$tag" ;;
+*) "$py" "$top/test/bench/bench.py" "$cmd" "$build" ;;
+esac
