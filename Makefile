@@ -50,7 +50,7 @@ UNIT_BINS  := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRC))
 AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c agent/aiqosctl.c,$(AGENT_SRC)))
 
 .SECONDARY:
-.PHONY: all deps test test-unit test-integration lint fmt fmt-check clean bench-cni bench demo
+.PHONY: all deps test test-unit test-integration lint fmt fmt-check clean bench-cni bench demo bench-lab
 all: $(PLUGIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -111,6 +111,26 @@ test-integration: all
 
 bench-cni: all
 	@bash test/bench/cni-latency.sh $(BUILD)
+
+# The lab (issue #5): open-loop load generator, `make demo` (README's first
+# command), `make bench` (every benchmark, regenerates docs/benchmarks.md),
+# `make bench-lab` (only the network outcome arms). Root; see hack/lab.sh.
+LOADGEN := $(BUILD)/bench/loadgen
+all: $(LOADGEN)
+$(LOADGEN): $(BUILD)/obj/test/bench/loadgen.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -lm
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@bash hack/lab.sh demo $(BUILD)
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@bash hack/lab.sh bench $(BUILD)
+
+bench-lab: all
+	@bash hack/lab.sh bench-lab $(BUILD)
 
 LINT_C := $(SHARED_SRC) $(CNI_SRC) $(UNIT_SRC) $(wildcard shared/*.h shared/tc/*.h cni/*.h test/unit/*.h)
 LINT_SH := $(wildcard hack/*.sh test/*.sh test/bench/*.sh .ci/run)

@@ -1,0 +1,671 @@
+#!/usr/bin/env python3
+"""bench.py — `make demo`, `make bench` and `make bench-lab` (issue #5).
+
+  bench.py demo BUILD        the same workload without aiqos (deep FIFO) and with
+                             aiqos (plugin + agent), a short table and a latency
+                             CDF plot (build/demo/latency-cdf.png)
+  bench.py bench-lab BUILD   the P4 arms, interleaved, repeated, with an idle
+                             baseline per repetition; table on stdout and
+                             BUILD/bench/lab-<time>/ (raw results, plots)
+  bench.py bench BUILD       P1 (test/bench/cni-latency.sh), P4 as above, the
+                             dynamic re-tune experiment, P2/P3/P5 when the agent
+                             and its `make bench-agent` exist; regenerates
+                             docs/benchmarks.md (+ docs/bench/*.png, results.json)
+
+Environment: BENCH_REPS (default 5), BENCH_SECONDS (measured seconds per arm,
+default 12), BENCH_CCS (default "cubic bbr"), BENCH_ARMS (default all),
+BENCH_RATE_MBIT (default 500). Every number in the outputs comes from the run."""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import lab as L  # noqa: E402
+import outcome as O  # noqa: E402
+
+REPO = L.REPO
+ALL_ARMS = ["idle", "fifo", "bandwidth", "aiqos", "fq_codel"]
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# formatting and statistics
+
+
+def ms(us):
+    if us is None:
+        return "—"
+    v = us / 1000.0
+    if v < 1:
+        return f"{v:.2f} ms"
+    if v < 100:
+        return f"{v:.1f} ms"
+    return f"{v:.0f} ms"
+
+
+def mbit(bps):
+    return "—" if bps is None else f"{bps / 1e6:.0f} Mbit/s"
+
+
+def med_range(values, fmt):
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "—"
+    m = statistics.median(vals)
+    if len(vals) == 1 or fmt(min(vals)) == fmt(max(vals)):
+        return fmt(m)
+    return f"{fmt(m)} ({fmt(min(vals))}–{fmt(max(vals))})"
+
+
+def ratio_fmt(x):
+    if x is None:
+        return "—"
+    return f"{x:.1f}×" if x >= 10 else f"{x:.2f}×"
+
+
+def pct_fmt(x):
+    return "—" if x is None else f"{100 * x:.1f} %"
+
+
+def machine():
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_kb = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    osname = platform.system()
+    if os.path.exists("/etc/os-release"):
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    osname = line.split("=", 1)[1].strip().strip('"')
+    rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True)
+    iperf = subprocess.run(["iperf3", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    return {"nproc": os.cpu_count(), "kernel": platform.release(), "cpu": cpu, "mem_gib": round(mem_kb / 2**20, 1),
+            "os": osname, "commit": rev.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else ""),
+            "iperf3": iperf, "loadavg": open("/proc/loadavg").read().split()[:3]}
+
+
+# ---------------------------------------------------------------------------
+# plots (gnuplot, pngcairo)
+
+
+def gnuplot(script, outdir):
+    if shutil.which("gnuplot") is None:
+        return "gnuplot is not installed (hack/install-deps.sh installs gnuplot-nox)"
+    p = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True, cwd=outdir, timeout=60)
+    if p.returncode != 0:
+        return f"gnuplot failed: {p.stderr.strip()[:500]}"
+    return None
+
+
+def plot_cdf(path, series, title):
+    """series: [(label, [[us, fraction], ...])] -> PNG: the CDF (latency on a
+    log axis) and, beside it, the tail (fraction of requests slower, log-log)."""
+    outdir = os.path.dirname(path)
+    cdf_plots, tail_plots = [], []
+    for i, (label, cdf) in enumerate(series):
+        dat = os.path.join(outdir, f".cdf-{i}.dat")
+        with open(dat, "w") as f:
+            prev = 0.0
+            for us, frac in cdf:
+                f.write(f"{us / 1000.0:.4f} {prev:.6f}\n{us / 1000.0:.4f} {frac:.6f}\n")
+                prev = frac
+        cdf_plots.append(f"'{dat}' using 1:2 with lines lw 2 lc {i + 1} title '{label}'")
+        tail_plots.append(f"'{dat}' using 1:(1-$2 > 0 ? 1-$2 : 1/0) with lines lw 2 lc {i + 1} notitle")
+    script = (f"set terminal pngcairo size 1200,560 font 'sans,11'\nset output '{path}'\n"
+              f"set multiplot title '{title}' layout 1,2\n"
+              "set logscale x\nset format x '%g'\nset xlabel 'request latency (ms, log scale)'\n"
+              "set grid xtics ytics mxtics\nset key center center reverse Left box opaque\n"
+              "set ylabel 'fraction of requests'\nset yrange [0:1.02]\n"
+              f"plot {', '.join(cdf_plots)}\n"
+              "unset key\nset logscale y\nset format y '10^{%L}'\nset yrange [1e-4:1]\nset ylabel 'fraction of requests slower "
+              "(tail, log scale)'\n"
+              f"plot {', '.join(tail_plots)}\nunset multiplot\n")
+    err = gnuplot(script, outdir)
+    for i in range(len(series)):
+        os.unlink(os.path.join(outdir, f".cdf-{i}.dat"))
+    return err
+
+
+def plot_p99(path, rows, title):
+    """rows: [(label, median_us, min_us, max_us)] -> PNG of p99 with min-max bars (log y)."""
+    outdir = os.path.dirname(path)
+    dat = os.path.join(outdir, ".p99.dat")
+    with open(dat, "w") as f:
+        for i, (label, m, lo, hi) in enumerate(rows):
+            f.write(f"{i} \"{label}\" {m / 1000:.4f} {lo / 1000:.4f} {hi / 1000:.4f}\n")
+    script = (f"set terminal pngcairo size 960,540 font 'sans,11'\nset output '{path}'\nset title '{title}'\n"
+              "set logscale y\nset ylabel 'inference p99 (ms, log scale; median and min–max)'\nset grid ytics\n"
+              f"set xrange [-0.6:{len(rows) - 0.4}]\nset xtics rotate by -25\nset format y '%g'\nunset key\n"
+              f"plot '{dat}' using 1:3:4:5:xtic(2) with yerrorbars pt 7 ps 1.5 lw 2\n")
+    err = gnuplot(script, outdir)
+    os.unlink(dat)
+    return err
+
+
+def plot_timeline(path, dyns, title):
+    """dyns: run_dynamic results -> p99 per window over time, mode changes marked."""
+    outdir = os.path.dirname(path)
+    plots, sets = [], []
+    for i, d in enumerate(dyns):
+        dat = os.path.join(outdir, f".tl-{i}.dat")
+        with open(dat, "w") as f:
+            for t, p99, n in d["windows"]:
+                if p99 is not None and n:
+                    f.write(f"{t:.3f} {p99 / 1000:.4f}\n")
+        plots.append(f"'{dat}' using 1:2 with linespoints pt 7 ps 0.4 lw 1.5 title 'inference p99 per 100 ms: "
+                     f"{d['title']}'")
+        gdat = os.path.join(outdir, f".gp-{i}.dat")
+        with open(gdat, "w") as f:
+            for t, bps in d["goodput"]:
+                f.write(f"{t:.3f} {bps / 1e6:.1f}\n")
+        plots.append(f"'{gdat}' using 1:2 axes x1y2 with steps dt 2 lw 1 title 'training goodput: {d['title']}'")
+        for t, m in d.get("mode_changes", []):
+            sets.append(f"set arrow from {t:.3f}, graph 0 to {t:.3f}, graph 1 nohead dt 3 lw 1.5 lc rgb 'dark-green'\n"
+                        f"set label 'mode: {m}' at {t:.3f}, graph 0.95 offset 0.5,0 tc rgb 'dark-green'\n")
+    arrive = dyns[0]["inference_arrived_s"]
+    sets.append(f"set arrow from {arrive:.3f}, graph 0 to {arrive:.3f}, graph 1 nohead lw 1 lc rgb 'gray'\n"
+                f"set label 'inference pod arrives' at {arrive:.3f}, graph 0.05 offset 0.5,0 tc rgb 'gray40'\n")
+    script = (f"set terminal pngcairo size 1100,560 font 'sans,11'\nset output '{path}'\nset title '{title}'\n"
+              "set xlabel 'time since the training pods started (s)'\nset logscale y\nset format y '%g'\n"
+              "set ylabel 'inference p99 per 100 ms window (ms, log)'\nset y2label 'training goodput (Mbit/s)'\n"
+              "set y2range [0:*]\nset y2tics\nset ytics nomirror\nset grid xtics ytics\nset key outside bottom center "
+              f"horizontal\n{''.join(sets)}plot {', '.join(plots)}\n")
+    err = gnuplot(script, outdir)
+    for i in range(len(dyns)):
+        for n in (f".tl-{i}.dat", f".gp-{i}.dat"):
+            os.unlink(os.path.join(outdir, n))
+    return err
+
+
+# ---------------------------------------------------------------------------
+# demo
+
+
+def qdisc_kind(tc_line):
+    """'qdisc replace dev X parent 1:10 handle 10: fq_codel ...' -> 'fq_codel ...' (kind and options)."""
+    tok = str(tc_line or "").split()
+    if "handle" in tok:
+        i = tok.index("handle") + 2
+        return " ".join(tok[i:i + 3])
+    return " ".join(tok[-3:])
+
+
+def demo(build):
+    t_start = time.monotonic()
+    outdir = os.path.join(build, "demo")
+    os.makedirs(outdir, exist_ok=True)
+    w = O.Workload(duration_s=float(os.environ.get("BENCH_SECONDS", 12)))
+    cc = "cubic"
+    agent_ok = L.Agent.available(build)
+    lab = L.Lab(build, rate_mbit=int(os.environ.get("BENCH_RATE_MBIT", L.DEFAULT_RATE_MBIT)))
+    log("aiqos demo: inference latency while training fills the node's uplink\n")
+    log(f"The lab (network namespaces on this machine): a node whose uplink is a {lab.rate_mbit} Mbit/s link with a\n"
+        f"deep {lab.fifo_bytes / 1e6:.1f} MB FIFO, what a NIC queue does by default. Pods are created through the real\n"
+        "CNI chain (ptp + host-local; then aiqos in the aiqos arm).\n"
+        f"Workload: {textwrap.fill(w.describe(lab.rate_mbit), 100, subsequent_indent='  ')}.\n"
+        f"Congestion control {cc} everywhere. Latency counts from each request's scheduled send time.\n\n"
+        "aiqos reads each pod's annotation ai.workload (training | inference); its agent sees both kinds on the\n"
+        "node and puts the uplink in mode \"mixed\": inference first with a guaranteed share, training borrows\n"
+        "all the rest, each class with its own short queue.\n")
+    results = {}
+    failed = None
+    try:
+        lab.setup()
+        for arm in ("idle", "fifo", "aiqos"):
+            if arm == "aiqos" and not agent_ok:
+                failed = (f"the aiqos arm needs the agent: {build}/bin/aiqos-agent and aiqosctl are not built yet "
+                          "(issue #3); nothing is emulated in its place")
+                break
+            log(f"  running: {O.ARMS[arm]['title']} ...")
+            d = w if arm != "idle" else O.Workload(duration_s=min(6.0, w.duration_s))
+            results[arm] = O.run_arm(lab, arm, cc, d, 0, outdir, log=log)
+    except L.LabError as e:
+        failed = str(e)
+    finally:
+        for p in lab.teardown():
+            log(f"teardown: {p}")
+    log()
+    hdr = f"{'':28}{'inference latency':30}  {'training':12}  {'node'}"
+    log(hdr)
+    log(f"{'arm':28}{'p50':>9} {'p99':>9} {'p99.9':>9}    {'goodput':>12}  mode")
+    for arm, r in results.items():
+        mode = r.get("agent_mode") or "—"
+        log(f"{r['title']:28}{ms(r['p50_us']):>9} {ms(r['p99_us']):>9} {ms(r['p999_us']):>9}    "
+            f"{mbit(r.get('goodput_bps')):>12}  {mode}")
+    log()
+    if "fifo" in results and "aiqos" in results:
+        f, a = results["fifo"], results["aiqos"]
+        log(f"With aiqos, inference p99 is {f['p99_us'] / a['p99_us']:.1f}x lower than with the deep FIFO "
+            f"({ms(a['p99_us'])} vs {ms(f['p99_us'])}), and training keeps "
+            f"{100 * a['goodput_bps'] / f['goodput_bps']:.1f} % of its goodput.")
+        if "idle" in results:
+            log(f"Unloaded p99 (inference alone) is {ms(results['idle']['p99_us'])}: with aiqos the loaded p99 is "
+                f"{a['p99_us'] / results['idle']['p99_us']:.1f}x that; with the FIFO "
+                f"{f['p99_us'] / results['idle']['p99_us']:.0f}x.")
+        eff = a.get("agent_uplink_effective") or []
+        if eff:
+            log(f"\nWhat the agent did: mode {a.get('mode_before')} -> {a.get('agent_mode')} "
+                f"{a.get('mode_wait_s', 0):.2f} s after the pods were added; on the uplink (as applied):")
+            for line in eff[:14]:
+                log(f"    tc {line}")
+            if len(eff) > 14:
+                log(f"    ... ({len(eff) - 14} more)")
+            for d in (a.get("agent_uplink_degraded") or [])[:4]:
+                log(f"    degraded {d.get('id')}: wanted {qdisc_kind(d.get('wanted'))}, got "
+                    f"{qdisc_kind(d.get('got'))} (kernel: {d.get('reason')})")
+    elif "fifo" in results:
+        f = results["fifo"]
+        log(f"The deep FIFO adds {ms(f['p50_us'] - results.get('idle', f)['p50_us'])} to the median inference "
+            "request: every request waits behind the training flows' queue.")
+    series = [(results[a]["title"], json.load(open(os.path.join(outdir, results[a]["loadgen_file"])))["cdf"])
+              for a in results]
+    png = os.path.join(outdir, "latency-cdf.png")
+    if series:
+        err = plot_cdf(png, series, f"inference request latency, {lab.rate_mbit} Mbit/s uplink shared with training")
+        log(f"plot: {png}" if err is None else f"plot: not written: {err}")
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    log(f"raw results: {outdir}/ ({time.monotonic() - t_start:.0f} s)")
+    if failed:
+        log(f"\ndemo incomplete: {failed}")
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# bench
+
+
+def run_p4(build, outdir, reps, w, ccs, arms):
+    lab = L.Lab(build, rate_mbit=int(os.environ.get("BENCH_RATE_MBIT", L.DEFAULT_RATE_MBIT)))
+    results, skipped, dynamic = [], {}, []
+    try:
+        lab.setup()
+        runnable = []
+        for arm in arms:
+            ok, why = O.arm_available(lab, arm)
+            if ok:
+                runnable.append(arm)
+            else:
+                skipped[arm] = why
+                log(f"P4: arm '{arm}' skipped: {why}")
+        combos = [("idle", "cubic")] if "idle" in runnable else []
+        combos += [(a, cc) for a in runnable if a != "idle" for cc in ccs]
+        for rep in range(reps):
+            # interleave: every repetition runs every arm, starting one later each time
+            order = combos[rep % len(combos):] + combos[:rep % len(combos)]
+            for arm, cc in order:
+                t = time.monotonic()
+                r = O.run_arm(lab, arm, cc, w if arm != "idle" else w, rep, outdir, log=log)
+                results.append(r)
+                log(f"P4 rep {rep + 1}/{reps} {arm:9} {cc:5}: p50 {ms(r['p50_us']):>8} p99 {ms(r['p99_us']):>8} "
+                    f"p99.9 {ms(r['p999_us']):>8} goodput {mbit(r.get('goodput_bps')):>12} "
+                    f"(load {r['loadavg_start']:.1f}, {time.monotonic() - t:.0f} s)")
+        return lab, results, skipped, runnable
+    except BaseException:
+        for p in lab.teardown():
+            log(f"teardown: {p}")
+        raise
+
+
+def run_dynamic_all(lab, outdir, w, runnable):
+    dyn = []
+    for arm in ("fifo", "aiqos"):
+        if arm in runnable:
+            log(f"dynamic re-tune experiment: {arm} ...")
+            dyn.append(O.run_dynamic(lab, arm, "cubic", w, outdir, log=log))
+    return dyn
+
+
+def summarize(results, ccs):
+    """Per (arm, cc): medians and ranges; ratios per repetition against idle and the peers."""
+    by = {}
+    for r in results:
+        by.setdefault((r["arm"], r["cc"]), []).append(r)
+    idle = {r["rep"]: r for r in results if r["arm"] == "idle"}
+    rows = {}
+    for (arm, cc), rs in by.items():
+        row = {"arm": arm, "cc": cc, "title": rs[0]["title"], "n": len(rs)}
+        for k in ("p50_us", "p99_us", "p999_us", "goodput_bps", "goodput_link", "retransmits", "qdisc_ce_marks",
+                  "sender_ce_delivered", "wire_drops", "uplink_drops", "wire_backlog_max_b", "uplink_backlog_max_b",
+                  "errors", "send_lag_p99_us", "loadavg_start"):
+            row[k] = [r.get(k) for r in rs]
+        row["p99_vs_idle"] = [r["p99_us"] / idle[r["rep"]]["p99_us"] for r in rs if r["rep"] in idle]
+        row["modes"] = sorted({r.get("agent_mode") for r in rs if r.get("agent_mode")})
+        rows[(arm, cc)] = row
+    # per-repetition ratios of aiqos against each peer
+    peers = {}
+    for cc in ccs:
+        a = {r["rep"]: r for r in results if r["arm"] == "aiqos" and r["cc"] == cc}
+        for peer in ("fifo", "bandwidth", "fq_codel"):
+            p = {r["rep"]: r for r in results if r["arm"] == peer and r["cc"] == cc}
+            reps = sorted(set(a) & set(p))
+            if reps:
+                peers[(peer, cc)] = {"p99_ratio": [p[k]["p99_us"] / a[k]["p99_us"] for k in reps],
+                                     "goodput_ratio": [a[k]["goodput_bps"] / p[k]["goodput_bps"] for k in reps]}
+    return rows, peers
+
+
+def p4_tables(rows, ccs, arms):
+    """Two markdown tables: inference latency, then training and queues."""
+    def n0(v):
+        return f"{v:.0f}"
+
+    def kb(v):
+        return f"{v / 1000:.0f} kB"
+
+    lat = ["| arm | cc | inference p50 | p99 | p99.9 | p99 / idle p99 | node mode |", "|---|---|---|---|---|---|---|"]
+    trn = ["| arm | cc | training goodput | goodput / link | retransmits | CE marks: qdiscs / senders | "
+           "bottleneck drops | max backlog: bottleneck / node uplink |", "|---|---|---|---|---|---|---|---|"]
+    for arm in arms:
+        for cc in (["cubic"] if arm == "idle" else ccs):
+            row = rows.get((arm, cc))
+            if not row:
+                continue
+            tr = arm != "idle"
+            c = cc if tr else "—"
+            lat.append(f"| {row['title']} | {c} | {med_range(row['p50_us'], ms)} | {med_range(row['p99_us'], ms)} | "
+                       f"{med_range(row['p999_us'], ms)} | {med_range(row['p99_vs_idle'], ratio_fmt) if tr else '1'} | "
+                       f"{', '.join(row['modes']) or '—'} |")
+            if tr:
+                trn.append(f"| {row['title']} | {c} | {med_range(row['goodput_bps'], mbit)} | "
+                           f"{med_range(row['goodput_link'], pct_fmt)} | {med_range(row['retransmits'], n0)} | "
+                           f"{med_range(row['qdisc_ce_marks'], n0)} / {med_range(row['sender_ce_delivered'], n0)} | "
+                           f"{med_range(row['wire_drops'], n0)} | {med_range(row['wire_backlog_max_b'], kb)} / "
+                           f"{med_range(row['uplink_backlog_max_b'], kb)} |")
+    return "\n".join(lat), "\n".join(trn)
+
+
+def peers_table(peers, ccs):
+    out = ["| aiqos against | cc | inference p99: peer / aiqos | training goodput: aiqos / peer |", "|---|---|---|---|"]
+    for (peer, cc), v in sorted(peers.items(), key=lambda kv: (ALL_ARMS.index(kv[0][0]), kv[0][1])):
+        out.append(f"| {O.ARMS[peer]['title']} | {cc} | {med_range(v['p99_ratio'], ratio_fmt)} | "
+                   f"{med_range(v['goodput_ratio'], pct_fmt)} |")
+    return "\n".join(out)
+
+
+def p4_plots(outdir, results, rows, ccs, arms, rate_mbit):
+    """The CDF of the repetition with the median p99 per arm, and p99 ranges."""
+    plots = {}
+    for cc in ccs:
+        series = []
+        for arm in arms:
+            rs = sorted((r for r in results if r["arm"] == arm and (r["cc"] == cc or arm == "idle")),
+                        key=lambda r: r["p99_us"])
+            if rs:
+                r = rs[len(rs) // 2]
+                with open(os.path.join(outdir, r["loadgen_file"])) as f:
+                    series.append((r["title"], json.load(f)["cdf"]))
+        png = os.path.join(outdir, f"p4-cdf-{cc}.png")
+        err = plot_cdf(png, series, f"inference latency, training {cc}, {rate_mbit} Mbit/s bottleneck "
+                                    "(repetition with the median p99)")
+        plots[f"cdf-{cc}"] = (png, err)
+    prow = []
+    for arm in arms:
+        for cc in (["cubic"] if arm == "idle" else ccs):
+            row = rows.get((arm, cc))
+            if row:
+                v = row["p99_us"]
+                prow.append((f"{arm} {cc}" if arm != "idle" else "idle", statistics.median(v), min(v), max(v)))
+    png = os.path.join(outdir, "p4-p99.png")
+    plots["p99"] = (png, plot_p99(png, prow, "inference p99 per arm"))
+    return plots
+
+
+def run_p1(build):
+    log("P1: test/bench/cni-latency.sh ...")
+    t = time.monotonic()
+    p = subprocess.run(["bash", os.path.join(REPO, "test", "bench", "cni-latency.sh"), build], capture_output=True,
+                       text=True, timeout=3600)
+    log(p.stdout)
+    return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-3000:], "seconds": time.monotonic() - t}
+
+
+def run_agent_bench(build):
+    """P2/P3/P5 belong to the agent (issue #3: `make bench-agent`). Run it when
+    the agent is built and the target exists; otherwise say why not."""
+    if not L.Agent.available(build):
+        return {"skipped": f"{build}/bin/aiqos-agent is not built yet (issue #3)"}
+    probe = subprocess.run(["make", "-C", REPO, "-n", "bench-agent", f"BUILD={build}"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return {"skipped": "the agent is built but `make bench-agent` does not exist yet (issue #3)"}
+    log("P2/P3/P5: make bench-agent ...")
+    p = subprocess.run(["make", "-C", REPO, "--no-print-directory", "bench-agent", f"BUILD={build}"],
+                       capture_output=True, text=True, timeout=3600)
+    log(p.stdout[-4000:])
+    return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-3000:]}
+
+
+def write_docs(path, docs_dir, ctx):
+    m = ctx["machine"]
+    w = ctx["workload"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated by `{ctx['command']}` on {ctx['date']} — every number below comes from that run "
+        "(do not edit by hand; run the command again).",
+        "",
+        "## Machine",
+        "",
+        f"- {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']} GiB, kernel {m['kernel']}, {m['os']}",
+        f"- commit {m['commit']}; {m['iperf3']}",
+        f"- load average when the run started: {' '.join(m['loadavg'])} (other work on the machine shows up as "
+        "latency; the P4 table reports the loadgen's own send lag and the load per arm in results.json)",
+        f"- total time: {ctx['seconds'] / 60:.1f} min",
+        "",
+    ]
+    # P1
+    lines += ["## P1 — CNI exec latency", "", "`test/bench/cni-latency.sh` (aiqos vs the reference `bandwidth` "
+              "and `tuning` plugins and the exec floor; sequential and 10 concurrent):", ""]
+    p1 = ctx.get("p1")
+    if p1 is None:
+        lines += ["Not run (`--skip-p1`).", ""]
+    else:
+        lines += ["```", p1["stdout"].rstrip(), "```", ""]
+        if p1["rc"] != 0:
+            lines += [f"cni-latency.sh exited {p1['rc']}: `{p1['stderr'].strip()[-500:]}`", ""]
+    # P4
+    lines += [
+        "## P4 — the point: inference latency while training fills the uplink",
+        "",
+        "The lab (`test/bench/lab.py`): network namespaces on this machine. A *node* namespace is the pods' host; "
+        f"its uplink crosses a *wire* namespace whose egress is the bottleneck link ({ctx['rate_mbit']} Mbit/s HTB "
+        f"with a deep {ctx['fifo_bytes'] / 1e6:.1f} MB byte FIFO, what a NIC queue does by default; GSO on) to a "
+        "*fabric* namespace with the servers (iperf3, `loadgen server`). Pods are namespaces attached through the "
+        "real CNI chain (reference `ptp` + `host-local`, then `bandwidth` or `aiqos`), executed in the node "
+        "namespace.",
+        "",
+        f"Workload per arm: {w}. Training congestion control set explicitly per run (cubic, bbr); the inference "
+        "client uses the same. Latency counts from each request's *scheduled* send time (open loop, Poisson "
+        "arrivals, `test/bench/loadgen.c`), so queueing is not hidden by a closed loop.",
+        "",
+        "Arms:",
+        "- **idle**: the inference pod alone (the unloaded baseline, once per repetition).",
+        "- **default deep FIFO**: ptp + host-local only; the queue builds in the bottleneck FIFO.",
+        f"- **reference bandwidth plugin**: ptp + `bandwidth` with containerd's runtimeConfig on the training pods "
+        f"(egressRate {ctx['bw_per_pod_mbit']:.0f} Mbit/s each = {100 * ctx['bw_share']:.0f} % of the link in total, "
+        "burst 2^32−1 bits), its 25 ms TBF, over the deep FIFO.",
+        f"- **aiqos**: ptp + `aiqos` (annotations in runtimeConfig, as containerd passes them) + `aiqos-agent` in "
+        f"the node namespace, watching the project's fake API server (`test/apiserver/fakeapi.py`), config "
+        f"`uplinkRate: {ctx['rate_mbit']}mbit`; the agent must report mode `mixed` before traffic starts.",
+        "- **fq_codel everywhere**: fq_codel as the bottleneck leaf, the node uplink root and each pod's qdisc "
+        "(\"just use a good AQM\").",
+        "",
+        f"{ctx['reps']} repetitions, arms interleaved (each repetition runs every arm, starting one arm later), "
+        "reported as median (min–max). Ratios are computed per repetition, then summarised.",
+        "",
+    ]
+    for arm, why in ctx["skipped"].items():
+        lines += [f"- **{O.ARMS[arm]['title']}: not run** — {why}."]
+    if ctx["skipped"]:
+        lines += [""]
+    if "fq_codel" in ctx["skipped"]:
+        lines += ["(A qemu harness boots Debian's full kernel for the fq/fq_codel correctness tests, but it runs "
+                  "under TCG emulation without KVM, where timing is meaningless, so the fq_codel arm is not "
+                  "measured there either.)", ""]
+    lines += ["Inference (the request/response load of the inference pod):", "", ctx["lat_table"], "",
+              "Training and queues:", "", ctx["trn_table"], ""]
+    if ctx["peers_table"]:
+        lines += ["aiqos against each peer (same repetition, same congestion control):", "", ctx["peers_table"], ""]
+    lines += ["Targets (DESIGN §6 P4): inference p99 within 2× of idle and ≥ 10× lower than the deep FIFO, "
+              "training goodput ≥ 95 % of the FIFO arm's.", ""]
+    for key, (png, err) in sorted(ctx["plots"].items()):
+        rel = os.path.relpath(png, os.path.dirname(path))
+        if err is None:
+            lines += [f"![{key}]({rel})", ""]
+        else:
+            lines += [f"Plot {key} not written: {err}", ""]
+    lines += ["Columns: *CE marks* are ECN marks counted by the qdiscs (fq_codel/fq xstats) and "
+              "`TcpExtTCPDeliveredCE` in the pods; *bottleneck drops* are the wire qdisc's drops; *max backlog* is "
+              "sampled every 0.5 s.", ""]
+    # dynamic
+    lines += ["## Dynamic re-tune", "",
+              "Training pods saturate the link from t = 0; the inference pod arrives at t ≈ 4 s (CNI ADD, API object) "
+              "and runs its load to the end; p99 per 100 ms window of send time.", ""]
+    dyn = ctx.get("dynamic") or []
+    if not any(d["arm"] == "aiqos" for d in dyn):
+        lines += ["The aiqos run of this experiment needs the agent (not built for this run); the timeline below "
+                  "shows only the arms that ran.", ""]
+    for d in dyn:
+        ch = ", ".join(f"{m} at {t:.2f} s" for t, m in d.get("mode_changes", [])) or "—"
+        lines += [f"- {d['title']}: pod ready at {d['inference_ready_s']:.2f} s; p99 over the run "
+                  f"{ms(d['latency_us']['p99'])}; agent modes: {ch}"]
+    if dyn:
+        png, err = ctx["plots_dyn"]
+        rel = os.path.relpath(png, os.path.dirname(path))
+        lines += ["", f"![re-tune timeline]({rel})" if err is None else f"Plot not written: {err}", ""]
+    # agent
+    lines += ["## P2 / P3 / P5 — agent reaction, footprint, scale", ""]
+    ab = ctx["agent_bench"]
+    if "skipped" in ab:
+        lines += [f"Not run: {ab['skipped']}. These benchmarks belong to the agent (`make bench-agent`); "
+                  "`make bench` runs and includes them once they exist.", ""]
+    else:
+        lines += ["`make bench-agent`:", "", "```", ab["stdout"].rstrip()[-8000:], "```", ""]
+    lines += ["## Reproduce", "", "```", ctx["command"], "```", "",
+              "Raw results (per-arm loadgen/iperf3 JSON, tc dumps): `BUILD/bench/<run>/`; the summary is "
+              f"`{os.path.relpath(os.path.join(docs_dir, 'results.json'), REPO)}`.", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def bench(build, full, reps, skip_p1=False):
+    t0 = time.monotonic()
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    outdir = os.path.join(build, "bench", f"lab-{stamp}")
+    os.makedirs(outdir, exist_ok=True)
+    w = O.Workload(duration_s=float(os.environ.get("BENCH_SECONDS", 12)))
+    ccs = os.environ.get("BENCH_CCS", "cubic bbr").split()
+    arms = os.environ.get("BENCH_ARMS", " ".join(ALL_ARMS)).split()
+    unknown = [a for a in arms if a not in O.ARMS]
+    if unknown:
+        log(f"unknown arms in BENCH_ARMS: {unknown} (known: {' '.join(ALL_ARMS)})")
+        return 2
+    mach = machine()
+    log(f"bench: {mach['nproc']} CPUs, kernel {mach['kernel']}, load {' '.join(mach['loadavg'])}; results in {outdir}")
+    p1 = run_p1(build) if (full and not skip_p1) else None
+    lab, results, skipped, runnable = run_p4(build, outdir, reps, w, ccs, arms)
+    try:
+        dyn = run_dynamic_all(lab, outdir, w, runnable) if full else []
+    finally:
+        for p in lab.teardown():
+            log(f"teardown: {p}")
+    agent_bench = run_agent_bench(build) if full else {"skipped": "bench-lab"}
+    rows, peers = summarize(results, ccs)
+    arms_run = [a for a in arms if a in runnable]
+    lat_table, trn_table = p4_tables(rows, ccs, arms_run)
+    ptable = lat_table + "\n\n" + trn_table
+    pt = peers_table(peers, ccs) if peers else ""
+    log("\n" + ptable + "\n")
+    if pt:
+        log(pt + "\n")
+    docs_dir = os.path.join(REPO, "docs", "bench") if full else outdir
+    os.makedirs(docs_dir, exist_ok=True)
+    plots = p4_plots(outdir, results, rows, ccs, arms_run, lab.rate_mbit)
+    plots_dyn = None
+    if dyn:
+        png = os.path.join(outdir, "retune-timeline.png")
+        plots_dyn = (png, plot_timeline(png, dyn, "inference p99 while training runs; the inference pod arrives"))
+    summary = {"machine": mach, "workload": vars(w), "results": results, "dynamic": dyn, "skipped": skipped,
+               "p1": p1, "agent_bench": agent_bench}
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    if full:
+        def publish(item):
+            png, err = item
+            if err is None and os.path.exists(png):
+                dst = os.path.join(docs_dir, os.path.basename(png))
+                shutil.copyfile(png, dst)
+                return dst, None
+            return png, err
+        plots = {k: publish(v) for k, v in plots.items()}
+        if plots_dyn:
+            plots_dyn = publish(plots_dyn)
+        with open(os.path.join(docs_dir, "results.json"), "w") as f:
+            json.dump(summary, f, indent=1)
+        env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("BENCH_REPS", "BENCH_SECONDS", "BENCH_CCS", "BENCH_ARMS",
+                                                         "BENCH_RATE_MBIT") if k in os.environ)
+        ctx = {"machine": mach, "workload": w.describe(lab.rate_mbit), "command": f"{env + ' ' if env else ''}make bench",
+               "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "seconds": time.monotonic() - t0,
+               "p1": p1, "rate_mbit": lab.rate_mbit, "fifo_bytes": lab.fifo_bytes, "reps": reps,
+               "bw_share": w.bw_share, "bw_per_pod_mbit": lab.rate_mbit * w.bw_share / w.n_train,
+               "skipped": skipped, "lat_table": lat_table, "trn_table": trn_table, "peers_table": pt, "plots": plots, "dynamic": dyn,
+               "plots_dyn": plots_dyn, "agent_bench": agent_bench}
+        md = os.path.join(REPO, "docs", "benchmarks.md")
+        write_docs(md, docs_dir, ctx)
+        log(f"wrote {md} and {docs_dir}/")
+    log(f"bench: done in {(time.monotonic() - t0) / 60:.1f} min; raw results in {outdir}")
+    return 0
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab"])
+    ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build"))
+    ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 5)))
+    ap.add_argument("--skip-p1", action="store_true", help="bench: do not run cni-latency.sh")
+    a = ap.parse_args(argv)
+    build = os.path.abspath(a.build)
+    if os.geteuid() != 0:
+        log(f"{a.cmd}: needs root (network namespaces, qdiscs)")
+        return 2
+    L.install_signal_teardown()
+    try:
+        if a.cmd == "demo":
+            return demo(build)
+        return bench(build, a.cmd == "bench", max(1, a.reps), a.skip_p1)
+    except L.LabError as e:
+        log(f"{a.cmd}: {e}")
+        return 1
+    except KeyboardInterrupt:
+        log(f"{a.cmd}: interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,400 @@
+"""outcome.py — the network-outcome arms of DESIGN §6 P4 on the lab of
+lab.py: training pods run iperf3 (congestion control set explicitly), an
+inference pod runs the open-loop load generator (loadgen.c) against the
+fabric, and each arm decides what queues where:
+
+  idle       inference alone (the unloaded baseline of each repetition)
+  fifo       default deep FIFO: nothing on the node uplink, the bottleneck's
+             deep byte FIFO takes the queue
+  bandwidth  the reference `bandwidth` plugin on the training pods (TBF, 25 ms
+             queue), containerd's burst (2^32-1 bits), over the deep FIFO
+  aiqos      ptp + aiqos plugin + aiqos-agent (mixed mode, uplinkRate = the
+             bottleneck rate) over the same deep FIFO
+  fq_codel   fq_codel everywhere (bottleneck leaf, node uplink, pods): full
+             kernels only; skipped with the kernel's answer elsewhere
+
+run_arm() returns one flat result dict; run_dynamic() the per-100-ms
+timeline of the re-tune experiment."""
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+import lab as L
+
+ARMS = {
+    "idle": {"chain": "plain", "training": False, "title": "idle (no training)"},
+    "fifo": {"chain": "plain", "training": True, "title": "default deep FIFO"},
+    "bandwidth": {"chain": "bandwidth", "training": True, "title": "reference bandwidth plugin"},
+    "aiqos": {"chain": "aiqos", "training": True, "agent": True, "title": "aiqos (plugin + agent)"},
+    "fq_codel": {"chain": "plain", "training": True, "leaf": "fq_codel", "aqm": "fq_codel",
+                 "title": "fq_codel everywhere"},
+    # not a P4 arm: the plugin without its agent (the lab smoke test)
+    "plugin": {"chain": "aiqos", "training": True, "title": "aiqos plugin alone (no agent)"},
+}
+
+
+class Workload:
+    """What every arm runs (defaults: the demo's and the bench's)."""
+
+    def __init__(self, **kw):
+        self.duration_s = 12.0  # inference load (the measured window)
+        self.warm_s = 3.0  # training alone before the inference load starts
+        self.tail_s = 1.0  # training after it ends
+        self.rate = 1000.0  # inference requests per second (Poisson)
+        self.req_bytes = 64
+        self.resp_bytes = 8192
+        self.conns = 8
+        self.lg_warmup_s = 1.0  # first second of the inference load not in the histogram
+        self.n_train = 2  # training pods
+        self.flows = 2  # iperf3 -P per training pod
+        self.bw_share = 0.9  # bandwidth arm: sum of the training pods' egressRate / link rate
+        self.mixed_hold_s = 2
+        self.debounce_ms = 200
+        self.sample_s = 0.5  # queue sampler period
+        # the load generator runs SCHED_FIFO at this priority (0 = normal) so
+        # that other work on a shared machine does not show up as latency
+        self.rt_prio = 20
+        for k, v in kw.items():
+            if not hasattr(self, k):
+                raise ValueError(f"unknown workload parameter {k}")
+            setattr(self, k, v)
+
+    def describe(self, rate_mbit):
+        return (f"{self.n_train} training pods x {self.flows} iperf3 flows; 1 inference pod sending "
+                f"{self.rate:.0f} req/s (Poisson, {self.req_bytes} B requests, {self.resp_bytes // 1024} KiB responses, "
+                f"{self.conns} connections); {self.duration_s:g} s measured after {self.warm_s:g} s of training alone "
+                f"(first {self.lg_warmup_s:g} s of the load not counted)")
+
+
+def agent_config(lab, w):
+    return {"uplink": L.UPLINK, "uplinkRate": f"{lab.rate_mbit}mbit", "mixedHoldSeconds": w.mixed_hold_s,
+            "debounceMs": w.debounce_ms}
+
+
+def arm_available(lab, arm):
+    """(True, "") or (False, reason)."""
+    spec = ARMS[arm]
+    if spec.get("agent") and not L.Agent.available(lab.build):
+        return False, f"{lab.build}/bin/aiqos-agent and aiqosctl are not built (the agent is issue #3)"
+    if spec.get("aqm"):
+        ok, why = lab.has_qdisc(spec["aqm"])
+        if not ok:
+            return False, (f"this kernel ({os.uname().release}) has no {spec['aqm']} qdisc ({why}); "
+                           "run on a full kernel")
+    return True, ""
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+class QueueSampler(threading.Thread):
+    """Backlog (bytes) of the bottleneck and the node uplink, every period."""
+
+    def __init__(self, lab, period_s):
+        super().__init__(daemon=True)
+        self.lab = lab
+        self.period_s = period_s
+        self.stop_evt = threading.Event()
+        self.samples = {"wire": [], "uplink": []}
+
+    @staticmethod
+    def root_backlog(stats):
+        for q in stats:
+            if q.get("root"):
+                return q.get("backlog", 0) or 0
+        return 0
+
+    def run(self):
+        while not self.stop_evt.wait(self.period_s):
+            self.samples["wire"].append(self.root_backlog(self.lab.qdisc_stats(self.lab.wire, L.WIRE_OUT)))
+            self.samples["uplink"].append(self.root_backlog(self.lab.qdisc_stats(self.lab.node, L.UPLINK)))
+
+    def stop(self):
+        self.stop_evt.set()
+        self.join(timeout=5)
+
+    def summary(self):
+        out = {}
+        for k, v in self.samples.items():
+            out[f"{k}_backlog_max_b"] = max(v) if v else 0
+            out[f"{k}_backlog_mean_b"] = sum(v) / len(v) if v else 0
+        return out
+
+
+def qdisc_counters(stats):
+    """drops (root, which includes its children) and ECN/CE marks (every qdisc's xstats)."""
+    drops = marks = 0
+    for q in stats:
+        if q.get("root"):
+            drops = q.get("drops", 0) or 0
+        xs = q.get("xstats") or {}
+        marks += (xs.get("ecn_mark") or 0) + (xs.get("ce_mark") or 0)
+    return drops, marks
+
+
+def iperf_argv(pod, port, cc, seconds, flows, omit_s=1, interval_s=None):
+    argv = pod.exec("iperf3", "-c", L.FABRIC_IP, "-p", port, "-t", f"{seconds:.1f}", "-P", flows, "-C", cc, "-J",
+                    "--connect-timeout", "3000")
+    if omit_s:
+        argv += ["-O", str(omit_s)]
+    argv += ["-i", str(interval_s) if interval_s else "0"]
+    return argv
+
+
+def loadgen_argv(lab, pod, w, cc, duration_s, out, label, warmup_s=None):
+    rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
+    return pod.exec(*rt, lab.loadgen, "client", "--connect", f"{L.FABRIC_IP}:{L.LOADGEN_PORT}", "--rate", w.rate,
+                    "--duration", f"{duration_s:.2f}", "--conns", w.conns, "--req", w.req_bytes, "--resp",
+                    w.resp_bytes, "--warmup", f"{w.lg_warmup_s if warmup_s is None else warmup_s:.2f}", "--cc", cc,
+                    "--label", label, "--out", out)
+
+
+def _parse_iperf(text, who):
+    try:
+        d = json.loads(text)
+    except ValueError as e:
+        raise L.LabError(f"iperf3 in {who}: output is not JSON ({e}): {text[:300]}") from None
+    if d.get("error"):
+        raise L.LabError(f"iperf3 in {who}: {d['error']}")
+    return d
+
+
+def _bandwidth_rc(lab, w):
+    per_pod = int(lab.rate_mbit * 1e6 * w.bw_share / w.n_train)
+    return {"egressRate": per_pod, "egressBurst": L.BURST_CONTAINERD}
+
+
+def _set_aqm(lab, kind, pods):
+    """fq_codel everywhere: node uplink root and each pod's eth0."""
+    L.sh("tc", "-n", lab.node, "qdisc", "replace", "dev", L.UPLINK, "root", kind)
+    for p in pods:
+        L.sh("tc", "-n", p.netns, "qdisc", "replace", "dev", "eth0", "root", kind)
+
+
+def plugin_classes(lab):
+    """The class of every attachment the aiqos plugin recorded in its state dir."""
+    out = []
+    if os.path.isdir(lab.state_dir):
+        for f in sorted(os.listdir(lab.state_dir)):
+            if f.endswith(".json"):
+                try:
+                    with open(os.path.join(lab.state_dir, f)) as fh:
+                        out.append(json.load(fh).get("class"))
+                except (OSError, ValueError):
+                    out.append(None)
+    return sorted(out, key=str)
+
+
+def node_link_kinds(lab):
+    p = L.sh("ip", "-n", lab.node, "-j", "-d", "link", "show")
+    return [(x.get("linkinfo") or {}).get("info_kind") for x in json.loads(p.stdout or "[]")]
+
+
+def _agent_snapshot(agent):
+    st, why = agent.status_or_error()
+    if st is None:
+        return {"mode": None, "error": why}
+    up = st.get("uplink") or {}
+    return {"mode": st.get("mode"), "uplink_shape": up.get("shape"), "uplink_effective": up.get("effective"),
+            "uplink_degraded": up.get("degraded"), "shares": up.get("shares")}
+
+
+def run_arm(lab, arm, cc, w, rep, outdir, log=print):
+    """One arm with congestion control cc. Returns a flat result dict."""
+    spec = ARMS[arm]
+    tag = f"{arm}-{cc}-r{rep}"
+    res = {"arm": arm, "cc": cc, "rep": rep, "title": spec["title"], "started": time.time(),
+           "loadavg_start": loadavg()}
+    pods, train = [], []
+    agent = None
+    t_arm = time.monotonic()
+    lab.reset_uplink()
+    lab.set_bottleneck(spec.get("leaf", "bfifo"))
+    try:
+        if spec.get("agent"):
+            agent = lab.start_agent(agent_config(lab, w))
+            res["mode_before"] = agent.mode()
+        short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "fq_codel": "fc", "plugin": "pl"}[arm]
+        if spec["training"]:
+            bw = _bandwidth_rc(lab, w) if spec["chain"] == "bandwidth" else None
+            for k in range(w.n_train):
+                train.append(lab.add_pod(f"{short}{rep}{cc[0]}t{k}", "training", spec["chain"], bandwidth=bw))
+        inf = lab.add_pod(f"{short}{rep}{cc[0]}i0", "inference", spec["chain"])
+        pods = train + [inf]
+        res["pod_add_ms"] = [round(p.add_ms, 1) for p in pods]
+        if spec["chain"] == "aiqos":
+            res["plugin_classes"] = plugin_classes(lab)
+        if spec["chain"] == "bandwidth":
+            res["node_ifbs"] = len([x for x in node_link_kinds(lab) if x == "ifb"])
+        if spec.get("aqm"):
+            _set_aqm(lab, spec["aqm"], pods)
+        if agent is not None:
+            want = "mixed" if train else "inference"
+            res["mode_wait_s"] = round(agent.wait_mode(want), 3)
+        wire0 = qdisc_counters(lab.qdisc_stats(lab.wire, L.WIRE_OUT))  # the bottleneck outlives the arms
+        sampler = QueueSampler(lab, w.sample_s)
+        sampler.start()
+        procs = []
+        iperf_s = w.warm_s + w.duration_s + w.tail_s - 1.0  # -O 1: one more second before
+        for k, p in enumerate(train):
+            procs.append(subprocess.Popen(iperf_argv(p, L.IPERF_PORT0 + k, cc, iperf_s, w.flows),
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        if train:
+            time.sleep(w.warm_s)
+        lg_out = os.path.join(outdir, f"loadgen-{tag}.json")
+        lg = subprocess.run(loadgen_argv(lab, inf, w, cc, w.duration_s, lg_out, tag), capture_output=True, text=True,
+                            timeout=w.duration_s + 30)
+        if agent is not None:
+            res.update({f"agent_{k}": v for k, v in _agent_snapshot(agent).items()})
+        goodput = retrans = 0
+        for k, p in enumerate(procs):
+            out, err = p.communicate(timeout=iperf_s + 30)
+            d = _parse_iperf(out, train[k].name)
+            goodput += d["end"]["sum_received"]["bits_per_second"]
+            retrans += d["end"]["sum_sent"].get("retransmits", 0) or 0
+            with open(os.path.join(outdir, f"iperf3-{tag}-{k}.json"), "w") as f:
+                f.write(out)
+        sampler.stop()
+        if lg.returncode not in (0, 1) or not os.path.exists(lg_out):
+            raise L.LabError(f"loadgen in {inf.name}: exit {lg.returncode}: {lg.stderr.strip()[:500]}")
+        with open(lg_out) as f:
+            d = json.load(f)
+        lat = d["latency_us"]
+        res.update({
+            "p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
+            "max_us": lat["max"], "mean_us": lat["mean"], "requests": lat["count"], "errors": d["errors"],
+            "incomplete": d["incomplete"], "overflow": d["overflow"], "achieved_rate": d["achieved_rate"],
+            "send_lag_p99_us": d["send_lag_us"]["p99"], "loadgen_file": os.path.basename(lg_out),
+        })
+        if train:
+            res.update({"goodput_bps": goodput, "goodput_link": goodput / (lab.rate_mbit * 1e6),
+                        "retransmits": retrans})
+        wire_drops, wire_marks = qdisc_counters(lab.qdisc_stats(lab.wire, L.WIRE_OUT))
+        wire_drops, wire_marks = wire_drops - wire0[0], wire_marks - wire0[1]
+        up_drops, up_marks = qdisc_counters(lab.qdisc_stats(lab.node, L.UPLINK))
+        ce = 0
+        for p in pods:
+            ce += lab.netstat(p.netns).get("TcpExt.TCPDeliveredCE", 0)
+        res.update({"wire_drops": wire_drops, "uplink_drops": up_drops, "qdisc_ce_marks": wire_marks + up_marks,
+                    "sender_ce_delivered": ce})
+        res.update(sampler.summary())
+        with open(os.path.join(outdir, f"tc-{tag}.txt"), "w") as f:
+            f.write(lab.tc_text(lab.node, L.UPLINK))
+            f.write(lab.tc_text(lab.wire, L.WIRE_OUT))
+    finally:
+        for p in reversed(pods):
+            try:
+                lab.del_pod(p)
+            except L.LabError as e:
+                log(f"  warning: {e}")
+        if agent is not None:
+            lab.stop_agent()
+        lab.reset_uplink()
+        if spec.get("leaf", "bfifo") != "bfifo":
+            lab.set_bottleneck("bfifo")
+    res["loadavg_end"] = loadavg()
+    res["arm_seconds"] = round(time.monotonic() - t_arm, 1)
+    return res
+
+
+class ModePoller(threading.Thread):
+    """Records (unix time, mode) whenever `aiqosctl status` reports a new mode."""
+
+    def __init__(self, agent, period_s=0.1):
+        super().__init__(daemon=True)
+        self.agent = agent
+        self.period_s = period_s
+        self.stop_evt = threading.Event()
+        self.changes = []
+
+    def run(self):
+        last = None
+        while not self.stop_evt.is_set():
+            t = time.time()
+            m = self.agent.mode()
+            if m is not None and m != last:
+                self.changes.append((t, m))
+                last = m
+            self.stop_evt.wait(self.period_s)
+
+    def stop(self):
+        self.stop_evt.set()
+        self.join(timeout=5)
+
+
+def run_dynamic(lab, arm, cc, w, outdir, total_s=16.0, inference_at_s=4.0, log=print):
+    """Training saturating the link from t=0; the inference pod arrives at
+    inference_at_s and runs its load until the end. Returns the p99 per window
+    (time since t=0), the training goodput per 0.5 s and, with the agent, the
+    mode changes."""
+    spec = ARMS[arm]
+    res = {"arm": arm, "cc": cc, "title": spec["title"], "total_s": total_s, "inference_at_s": inference_at_s}
+    pods = []
+    agent = poller = None
+    lab.reset_uplink()
+    try:
+        if spec.get("agent"):
+            agent = lab.start_agent(agent_config(lab, w))
+            poller = ModePoller(agent)
+            poller.start()
+        short = {"fifo": "dynf", "aiqos": "dyna", "bandwidth": "dynb"}.get(arm, "dynx")
+        bw = _bandwidth_rc(lab, w) if spec["chain"] == "bandwidth" else None
+        t0 = time.time()
+        train = []
+        for k in range(w.n_train):
+            train.append(lab.add_pod(f"{short}t{k}", "training", spec["chain"], bandwidth=bw))
+        pods += train
+        procs = [subprocess.Popen(iperf_argv(p, L.IPERF_PORT0 + k, cc, total_s + 0.5 - (time.time() - t0), w.flows,
+                                             omit_s=0, interval_s=0.5),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for k, p in enumerate(train)]
+        iperf_t0 = time.time()
+        time.sleep(max(0.0, t0 + inference_at_s - time.time()))
+        t_arrive = time.time()
+        inf = lab.add_pod(f"{short}i0", "inference", spec["chain"])
+        pods.append(inf)
+        lg_out = os.path.join(outdir, f"loadgen-dynamic-{arm}.json")
+        lg_s = max(2.0, total_s - (time.time() - t0) - 0.5)
+        lg = subprocess.run(loadgen_argv(lab, inf, w, cc, lg_s, lg_out, f"dynamic-{arm}", warmup_s=0),
+                            capture_output=True, text=True, timeout=lg_s + 30)
+        if lg.returncode not in (0, 1) or not os.path.exists(lg_out):
+            raise L.LabError(f"loadgen (dynamic, {arm}): exit {lg.returncode}: {lg.stderr.strip()[:500]}")
+        goodput_series = {}
+        for k, p in enumerate(procs):
+            out, _ = p.communicate(timeout=total_s + 30)
+            d = _parse_iperf(out, train[k].name)
+            # the pods' 0.5 s intervals, summed by index (their clocks start a few ms apart)
+            for i, iv in enumerate(d.get("intervals", [])):
+                s = iv["sum"]
+                t_mid = round(iperf_t0 - t0 + (i + 0.5) * 0.5, 3)
+                goodput_series[t_mid] = goodput_series.get(t_mid, 0) + s["bits_per_second"]
+        with open(lg_out) as f:
+            d = json.load(f)
+        win_s = d["windows"]["ms"] / 1000.0
+        lg_t0 = d["t0_unix_ns"] / 1e9 - t0
+        res["windows"] = [(round(lg_t0 + (i + 0.5) * win_s, 3), p99, n)
+                          for i, (p99, n) in enumerate(zip(d["windows"]["p99_us"], d["windows"]["count"]))]
+        res["goodput"] = sorted(goodput_series.items())
+        res["inference_arrived_s"] = round(t_arrive - t0, 3)
+        res["inference_ready_s"] = round(t_arrive - t0 + inf.add_ms / 1e3, 3)
+        res["latency_us"] = d["latency_us"]
+        if poller is not None:
+            poller.stop()
+            res["mode_changes"] = [(round(t - t0, 3), m) for t, m in poller.changes]
+    finally:
+        if poller is not None and poller.is_alive():
+            poller.stop()
+        for p in reversed(pods):
+            try:
+                lab.del_pod(p)
+            except L.LabError as e:
+                log(f"  warning: {e}")
+        if agent is not None:
+            lab.stop_agent()
+        lab.reset_uplink()
+    return res
