@@ -708,9 +708,36 @@ static bool apply_errno_is_fatal(int errnum)
 	return errnum == ENODEV || errnum == ENXIO || errnum == EBADF || errnum == ENOMEM || errnum == EPERM;
 }
 
+/* A filter the caller knows is absent: create it without the lookups of a
+ * replace. 0 = done (status set), 1 = use the normal path. */
+static int apply_filter_create(struct plan_item *it, const struct apply_target *t, const struct plan_caps *caps)
+{
+	const struct tc_spec *s = &it->tc[0];
+	struct nl_sock *sk;
+	int ifindex;
+
+	if (it->type != ITEM_TC || it->n_alt != 1 || s->type != TC_FILTER || !s->handle || spec_uses_pedit(s) ||
+	    (caps && s->kind >= 0 && s->kind < _TC_KIND_MAX && !plan_caps_has(caps, s->kind)) ||
+	    target_for(t, it->dev, &sk, &ifindex, NULL) < 0)
+		return 1;
+	if (nl_tc_create(sk, ifindex, s, NULL) < 0)
+		return 1; /* there after all, or refused: the normal path says why */
+	it->status = ITEM_APPLIED;
+	it->chosen = 0;
+	it->err = 0;
+	return 0;
+}
+
 int apply_items(struct plan_item *items, unsigned n_items, const unsigned *idx, unsigned n_idx,
                 const struct apply_target *t, struct plan_caps *caps, bool (*dep_ok)(void *ud, const char *id),
                 void *ud, struct error *err)
+{
+	return apply_items_absent(items, n_items, idx, NULL, n_idx, t, caps, dep_ok, ud, err);
+}
+
+int apply_items_absent(struct plan_item *items, unsigned n_items, const unsigned *idx, const bool *absent,
+                       unsigned n_idx, const struct apply_target *t, struct plan_caps *caps,
+                       bool (*dep_ok)(void *ud, const char *id), void *ud, struct error *err)
 {
 	struct apply_run run = {.n_flushed = 0};
 	int saved = -1, first = 0;
@@ -738,7 +765,8 @@ int apply_items(struct plan_item *items, unsigned n_items, const unsigned *idx, 
 			continue;
 		}
 		if (r == 0 && it->type == ITEM_TC) {
-			r = apply_tc_item(&run, it, t, caps, &e);
+			if (!(absent && absent[k]) || apply_filter_create(it, t, caps) != 0)
+				r = apply_tc_item(&run, it, t, caps, &e);
 		} else if (r == 0) {
 			r = sysctl_switch_netns(it, t, &saved, &e);
 			if (r == 0)

@@ -53,6 +53,15 @@ int apply_items(struct plan_item *items, unsigned n_items, const unsigned *idx, 
                 const struct apply_target *t, struct plan_caps *caps, bool (*dep_ok)(void *ud, const char *id),
                 void *ud, struct error *err);
 
+/* The same, where absent[k] (parallel to idx, may be NULL) says the caller
+ * knows items[idx[k]]'s object is not in the kernel (it read the device):
+ * such filters are created without the lookups a replace needs, which makes
+ * adding n filters O(n) instead of O(n^2). If the object is there after all,
+ * the normal path runs. */
+int apply_items_absent(struct plan_item *items, unsigned n_items, const unsigned *idx, const bool *absent,
+                       unsigned n_idx, const struct apply_target *t, struct plan_caps *caps,
+                       bool (*dep_ok)(void *ud, const char *id), void *ud, struct error *err);
+
 /* Undo one item: delete the object its effective alternative put in the
  * kernel (u32 filters are found by their hash:node), or put a sysctl's
  * recorded previous value back. Absent objects and devices are not errors;

@@ -947,8 +947,7 @@ static uint32_t *list_filter_parents(const struct tc_dump_list *d, unsigned *ret
 	return parents;
 }
 
-int nl_tc_dump_alloc(struct nl_sock *sk, int ifindex, unsigned max_objects, struct tc_dump_list *ret,
-                     struct error *err)
+int nl_tc_dump_alloc(struct nl_sock *sk, int ifindex, unsigned max_objects, struct tc_dump_list *ret, struct error *err)
 {
 	struct tc_dump_list d = {0};
 	struct nl_req req = {0};
@@ -1083,8 +1082,8 @@ static int stats_on_msg(const struct nlmsghdr *hdr, void *arg)
 	return ctx->cb(&st, ctx->ud);
 }
 
-int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type, int (*cb)(const struct tc_obj_stats *st, void *ud),
-                     void *ud, struct error *err)
+int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type,
+                     int (*cb)(const struct tc_obj_stats *st, void *ud), void *ud, struct error *err)
 {
 	static const int msg_type[_TC_TYPE_MAX] = {
 	        [TC_QDISC] = RTM_GETQDISC,
@@ -1217,4 +1216,32 @@ int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_r
 	if (r < 0)
 		return req_error(err, r, &req, what);
 	return 0;
+}
+
+/* --- create without looking first (the caller knows the slot is free) --- */
+
+int nl_tc_create(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err)
+{
+	static const int msg_type[_TC_TYPE_MAX] = {
+	        [TC_QDISC] = RTM_NEWQDISC,
+	        [TC_CLASS] = RTM_NEWTCLASS,
+	        [TC_FILTER] = RTM_NEWTFILTER,
+	};
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	char desc[NL_DESC_MAX], what[NL_DESC_MAX + 48];
+	struct nl_req req = {0};
+	int r;
+
+	tc_describe(s, desc, sizeof(desc));
+	snprintf(what, sizeof(what), "create %s on ifindex %d", desc, ifindex);
+	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
+		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", what, (int)s->kind,
+		                 tc_type_name(s->type));
+	r = tc_send(sk, msg_type[s->type], NLM_F_CREATE | NLM_F_EXCL, ifindex, s, s->handle, true, &req, what, err);
+	/* u32 answers a taken node id with ENOSPC */
+	if (r == -ENOSPC && s->type == TC_FILTER && s->kind == TC_KIND_U32) {
+		error_clear(err);
+		return error_set(err, 0, EEXIST, "%s: %s", what, strerror(EEXIST));
+	}
+	return r;
 }

@@ -92,8 +92,8 @@ struct tc_obj_stats {
 	uint32_t overlimits;
 	uint64_t ecn_marks; /* fq_codel ecn_mark + ce_mark, fq ce_mark; 0 for other kinds */
 };
-int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type, int (*cb)(const struct tc_obj_stats *st, void *ud),
-                     void *ud, struct error *err);
+int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type,
+                     int (*cb)(const struct tc_obj_stats *st, void *ud), void *ud, struct error *err);
 
 /* The root qdisc of an interface as the kernel reports it, options raw: the
  * agent records the uplink's original qdisc (any kind, also ones aiqos does
@@ -110,5 +110,12 @@ struct tc_qdisc_raw {
 int nl_qdisc_root_get(struct nl_sock *sk, int ifindex, struct tc_qdisc_raw *ret, struct error *err);
 /* Create (replace) the root qdisc q->kind with q's handle and raw options. */
 int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_raw *q, struct error *err);
+
+/* Create s (NLM_F_CREATE|NLM_F_EXCL), without the lookups nl_tc_replace
+ * makes: for callers that know the slot is free (the agent's node plan after
+ * reading the uplink). u32 with an htid-0 handle goes into the prio's root
+ * table. -EEXIST when the object (or the u32 node id) is already there: use
+ * nl_tc_replace then. */
+int nl_tc_create(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err);
 
 #endif
