@@ -1,0 +1,333 @@
+/* main.c — aiqos-agent's command line (DESIGN §7): run the node agent, or
+ * --cleanup (give the uplink its original qdisc back), or the install /
+ * uninstall subcommands that chain the plugin into the node's CNI config.
+ * Parses flags, loads the config, sets up logging and hands over to the
+ * loop; the only place that exits. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+#include "agent.h"
+#include "chain.h"
+#include "nl.h"
+#include "proto.h"
+
+#define EXIT_USAGE 2
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	        "Usage: %s [OPTIONS]            run the node agent\n"
+	        "       %s --cleanup [OPTIONS]  restore the uplink's original qdisc and exit\n"
+	        "       %s install --cni-conf-dir DIR --cni-bin-dir DIR [--plugin-src PATH] [--plugin-conf JSON]\n"
+	        "                  [--dropin] [--in-place]\n"
+	        "       %s uninstall --cni-conf-dir DIR [--cni-bin-dir DIR] [--remove-binary] [--state-dir DIR]\n"
+	        "                  [--keep-qdiscs]\n"
+	        "\n"
+	        "Options:\n"
+	        "  --node-name NAME      this node (default $NODE_NAME)\n"
+	        "  --kubeconfig PATH     API server access (default: in-cluster service account)\n"
+	        "  --config PATH         agent config (default %s; a missing file means defaults)\n"
+	        "  --socket PATH         plugin socket (default %s)\n"
+	        "  --state-dir PATH      the plugin's stateDir (default %s)\n"
+	        "  --metrics-addr ADDR   /metrics, /healthz, /readyz (default %s; \"\" or 0 = off)\n"
+	        "  --log-level LEVEL     error, warn, info, debug (default info)\n"
+	        "  --cni-conf-dir DIR    keep aiqos chained in this CNI config dir (watched)\n"
+	        "  --cni-bin-dir DIR     CNI plugin dir to install the aiqos binary into\n"
+	        "  --plugin-src PATH     the aiqos binary to copy into --cni-bin-dir\n"
+	        "  --plugin-conf JSON    the aiqos entry of the chain (default: capabilities, failurePolicy open)\n"
+	        "  --dropin              prefer the libcni drop-in dir (containerd 2.x)\n"
+	        "  --in-place            edit the primary config instead of an owned copy\n"
+	        "  --cleanup             restore the uplink's recorded qdisc, remove aiqos's uplink objects, exit\n"
+	        "  --once                one list and reconcile, then exit\n"
+	        "  --remove-binary       uninstall: also remove the plugin binary\n"
+	        "  --keep-qdiscs         uninstall: leave the uplink as it is\n"
+	        "  -h, --help            this help\n"
+	        "  --version             print the version\n",
+	        AGENT_PROGRAM, AGENT_PROGRAM, AGENT_PROGRAM, AGENT_PROGRAM, AGENT_CONFIG_DEFAULT_PATH,
+	        PROTO_DEFAULT_SOCKET, AGENT_STATE_DIR_DEFAULT, AGENT_METRICS_DEFAULT);
+}
+
+enum {
+	OPT_NODE_NAME = 256,
+	OPT_KUBECONFIG,
+	OPT_CONFIG,
+	OPT_SOCKET,
+	OPT_STATE_DIR,
+	OPT_METRICS_ADDR,
+	OPT_LOG_LEVEL,
+	OPT_CNI_CONF_DIR,
+	OPT_CNI_BIN_DIR,
+	OPT_PLUGIN_SRC,
+	OPT_PLUGIN_CONF,
+	OPT_DROPIN,
+	OPT_IN_PLACE,
+	OPT_CLEANUP,
+	OPT_ONCE,
+	OPT_REMOVE_BINARY,
+	OPT_KEEP_QDISCS,
+	OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+        {"node-name", required_argument, NULL, OPT_NODE_NAME},
+        {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+        {"metrics-addr", required_argument, NULL, OPT_METRICS_ADDR},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"cni-conf-dir", required_argument, NULL, OPT_CNI_CONF_DIR},
+        {"cni-bin-dir", required_argument, NULL, OPT_CNI_BIN_DIR},
+        {"plugin-src", required_argument, NULL, OPT_PLUGIN_SRC},
+        {"plugin-conf", required_argument, NULL, OPT_PLUGIN_CONF},
+        {"dropin", no_argument, NULL, OPT_DROPIN},
+        {"in-place", no_argument, NULL, OPT_IN_PLACE},
+        {"cleanup", no_argument, NULL, OPT_CLEANUP},
+        {"once", no_argument, NULL, OPT_ONCE},
+        {"remove-binary", no_argument, NULL, OPT_REMOVE_BINARY},
+        {"keep-qdiscs", no_argument, NULL, OPT_KEEP_QDISCS},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+};
+
+struct cmdline {
+	struct agent_options o;
+	bool cleanup;
+	bool remove_binary;
+	bool keep_qdiscs;
+	const char *subcommand; /* NULL, "install", "uninstall" */
+};
+
+static int usage_error(const char *fmt, ...) _printf_(1, 2);
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", AGENT_PROGRAM);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", AGENT_PROGRAM);
+	return EXIT_USAGE;
+}
+
+/* Returns -1 to go on, else an exit code. */
+static int parse(int argc, char **argv, struct cmdline *c)
+{
+	int opt;
+
+	c->o.config_path = AGENT_CONFIG_DEFAULT_PATH;
+	c->o.socket_path = PROTO_DEFAULT_SOCKET;
+	c->o.state_dir = AGENT_STATE_DIR_DEFAULT;
+	c->o.metrics_addr = AGENT_METRICS_DEFAULT;
+	c->o.log_level = LOG_LVL_INFO;
+	c->o.node_name = getenv("NODE_NAME");
+	if (argc > 1 && (streq(argv[1], "install") || streq(argv[1], "uninstall"))) {
+		c->subcommand = argv[1];
+		argv++;
+		argc--;
+	}
+	while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_NODE_NAME:
+			c->o.node_name = optarg;
+			break;
+		case OPT_KUBECONFIG:
+			c->o.kubeconfig = optarg;
+			break;
+		case OPT_CONFIG:
+			c->o.config_path = optarg;
+			break;
+		case OPT_SOCKET:
+			c->o.socket_path = optarg;
+			break;
+		case OPT_STATE_DIR:
+			c->o.state_dir = optarg;
+			break;
+		case OPT_METRICS_ADDR:
+			c->o.metrics_addr = optarg;
+			break;
+		case OPT_LOG_LEVEL:
+			c->o.log_level = log_level_from_name(optarg);
+			if (c->o.log_level == _LOG_LVL_INVALID)
+				return usage_error("--log-level: '%s' is not one of error, warn, info, debug", optarg);
+			break;
+		case OPT_CNI_CONF_DIR:
+			c->o.cni_conf_dir = optarg;
+			break;
+		case OPT_CNI_BIN_DIR:
+			c->o.cni_bin_dir = optarg;
+			break;
+		case OPT_PLUGIN_SRC:
+			c->o.plugin_src = optarg;
+			break;
+		case OPT_PLUGIN_CONF:
+			c->o.plugin_conf = optarg;
+			break;
+		case OPT_DROPIN:
+			c->o.chain_dropin = true;
+			break;
+		case OPT_IN_PLACE:
+			c->o.chain_in_place = true;
+			break;
+		case OPT_CLEANUP:
+			c->cleanup = true;
+			break;
+		case OPT_ONCE:
+			c->o.once = true;
+			break;
+		case OPT_REMOVE_BINARY:
+			c->remove_binary = true;
+			break;
+		case OPT_KEEP_QDISCS:
+			c->keep_qdiscs = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_SUCCESS;
+		case OPT_VERSION:
+			printf("%s %s\n", AGENT_PROGRAM, AIQOS_VERSION);
+			return EXIT_SUCCESS;
+		default:
+			fprintf(stderr, "Try '%s --help'.\n", AGENT_PROGRAM);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (c->subcommand && !c->o.cni_conf_dir)
+		return usage_error("%s needs --cni-conf-dir", c->subcommand);
+	if (c->subcommand && streq(c->subcommand, "install") && c->o.plugin_src && !c->o.cni_bin_dir)
+		return usage_error("%s", "install --plugin-src needs --cni-bin-dir");
+	if (c->remove_binary && !c->o.cni_bin_dir)
+		return usage_error("%s", "--remove-binary needs --cni-bin-dir");
+	if (!c->subcommand && !c->cleanup) {
+		if (!c->o.node_name || !c->o.node_name[0])
+			return usage_error("%s", "no node name: pass --node-name or set NODE_NAME");
+		if (strlen(c->o.node_name) >= KUBE_NAME_MAX)
+			return usage_error("--node-name '%s' is too long", c->o.node_name);
+		if (c->o.cni_bin_dir && !c->o.cni_conf_dir)
+			return usage_error("%s", "--cni-bin-dir needs --cni-conf-dir");
+	}
+	if (strlen(c->o.state_dir) >= AGENT_PATH_MAX - 64 || strlen(c->o.config_path) >= AGENT_PATH_MAX)
+		return usage_error("%s", "--state-dir or --config path too long");
+	return -1;
+}
+
+static int cmd_install(const struct cmdline *c)
+{
+	struct chain_options o = {
+	        .conf_dir = c->o.cni_conf_dir,
+	        .bin_dir = c->o.cni_bin_dir,
+	        .plugin_src = c->o.plugin_src,
+	        .plugin_conf = c->o.plugin_conf,
+	        .dropin = c->o.chain_dropin,
+	        .edit_in_place = c->o.chain_in_place,
+	};
+	struct error e = {0};
+	char what[CHAIN_WHAT_MAX] = "";
+	bool changed = false;
+
+	if (chain_ensure(&o, &changed, what, sizeof(what), &e) < 0) {
+		log_msg(LOG_LVL_ERROR, "install failed", "dir", o.conf_dir, "error", e.msg, (char *)NULL);
+		return EXIT_FAILURE;
+	}
+	log_msg(LOG_LVL_INFO, changed ? "installed" : "already installed", "dir", o.conf_dir, "what", what,
+	        (char *)NULL);
+	return EXIT_SUCCESS;
+}
+
+static int restore_uplink(const char *state_dir)
+{
+	struct agent ag;
+	struct error e = {0};
+	int r;
+
+	agent_init(&ag);
+	str_copy(ag.state_dir, sizeof(ag.state_dir), state_dir);
+	r = nl_open(&ag.sk, &e);
+	if (r == 0)
+		r = agent_cleanup_uplink(&ag, &e);
+	agent_done(&ag);
+	if (r < 0) {
+		log_msg(LOG_LVL_ERROR, "cleanup failed", "state_dir", state_dir, "error", e.msg, (char *)NULL);
+		return EXIT_FAILURE;
+	}
+	return EXIT_SUCCESS;
+}
+
+static int cmd_uninstall(const struct cmdline *c)
+{
+	struct chain_options o = {
+	        .conf_dir = c->o.cni_conf_dir,
+	        .bin_dir = c->o.cni_bin_dir,
+	        .plugin_conf = c->o.plugin_conf,
+	};
+	struct error e = {0};
+	int rc = EXIT_SUCCESS;
+
+	if (chain_remove(&o, c->remove_binary, &e) < 0) {
+		log_msg(LOG_LVL_ERROR, "uninstall failed", "dir", o.conf_dir, "error", e.msg, (char *)NULL);
+		rc = EXIT_FAILURE;
+	} else {
+		log_msg(LOG_LVL_INFO, "uninstalled", "dir", o.conf_dir, (char *)NULL);
+	}
+	if (!c->keep_qdiscs && restore_uplink(c->o.state_dir) != EXIT_SUCCESS)
+		rc = EXIT_FAILURE;
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct cmdline c = {0};
+	struct agent *ag;
+	struct error e = {0};
+	int rc, r;
+
+	rc = parse(argc, argv, &c);
+	if (rc >= 0)
+		return rc;
+	log_setup(AGENT_PROGRAM, c.o.log_level, NULL);
+	umask(077);
+	if (c.subcommand && streq(c.subcommand, "install"))
+		return cmd_install(&c);
+	if (c.subcommand)
+		return cmd_uninstall(&c);
+	if (c.cleanup)
+		return restore_uplink(c.o.state_dir);
+
+	ag = calloc(1, sizeof(*ag));
+	if (!ag) {
+		fprintf(stderr, "%s: out of memory\n", AGENT_PROGRAM);
+		return EXIT_FAILURE;
+	}
+	agent_init(ag);
+	ag->opt = c.o;
+	str_copy(ag->config_path, sizeof(ag->config_path), c.o.config_path);
+	str_copy(ag->state_dir, sizeof(ag->state_dir), c.o.state_dir);
+	str_copy(ag->node_name, sizeof(ag->node_name), c.o.node_name);
+	agent_config_done(&ag->cfg);
+	r = agent_config_load(ag->config_path, &ag->cfg, &e);
+	if (r < 0) {
+		/* at start a bad config is fatal (at a reload the old one stays) */
+		log_msg(LOG_LVL_ERROR, "invalid config", "error", e.msg, (char *)NULL);
+		agent_config_defaults(&ag->cfg);
+		agent_done(ag);
+		free(ag);
+		return EXIT_FAILURE;
+	}
+	ag->config_loaded_unix = agent_now_unix();
+	if (getenv("AIQOS_AGENT_TEST_SLOW_APPLY_US")) {
+		unsigned long us = strtoul(getenv("AIQOS_AGENT_TEST_SLOW_APPLY_US"), NULL, 10);
+		ag->test_slow_apply_us = us > 1000000 ? 1000000 : (unsigned)us;
+		log_msg(LOG_LVL_WARN, "test failpoint: slow uplink apply", "pause_us",
+		        getenv("AIQOS_AGENT_TEST_SLOW_APPLY_US"), (char *)NULL);
+	}
+	sched_configure(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());
+	r = agent_run(ag);
+	agent_done(ag);
+	free(ag);
+	return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

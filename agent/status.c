@@ -1,0 +1,580 @@
+/* status.c — what the agent tells people: the `aiqosctl status` object
+ * (mode, uplink plan in force, pods and their attachments: desired vs
+ * effective), `aiqosctl explain` for one pod (its plan as text and tc
+ * commands, its uplink filters, and why), and the Prometheus metrics
+ * (mode, pods, re-tunes, watch, plugin requests, qdisc statistics of the
+ * uplink classes and of each pod's interfaces). Runs on the loop thread. */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+#include "agent.h"
+#include "attach.h"
+#include "kube.h"
+#include "metrics.h"
+#include "netns.h"
+#include "nl.h"
+#include "server.h"
+
+static void cjson_deletep(cJSON **j)
+{
+	if (*j)
+		cJSON_Delete(*j);
+}
+#define _cleanup_cjson_ _cleanup_(cjson_deletep)
+
+static const char *class_name(enum workload_class c)
+{
+	return workload_class_name(c) ?: "default";
+}
+
+static cJSON *ips_json(unsigned n, const struct node_ip *ips)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (unsigned i = 0; arr && i < n; i++) {
+		char buf[INET6_ADDRSTRLEN];
+
+		if (!inet_ntop(ips[i].family, ips[i].addr, buf, sizeof(buf)))
+			continue;
+		cJSON_AddItemToArray(arr, cJSON_CreateString(buf));
+	}
+	return arr;
+}
+
+/* The record file of an attachment as JSON (NULL when unreadable). */
+static cJSON *record_json(const struct agent *ag, const struct agent_attach *at)
+{
+	char path[STATE_PATH_MAX + 256];
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	struct stat st;
+	size_t len = 0;
+	ssize_t n;
+
+	if (state_path(ag->state_dir, at->container_id, at->ifname, path, sizeof(path)) < 0)
+		return NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > STATE_FILE_MAX)
+		return NULL;
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return NULL;
+	while (len < (size_t)st.st_size && (n = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
+		len += (size_t)n;
+	return cJSON_ParseWithLength(buf, len);
+}
+
+static cJSON *copy_or(const cJSON *from, const char *key, cJSON *(*fallback)(void))
+{
+	const cJSON *v = from ? cJSON_GetObjectItemCaseSensitive(from, key) : NULL;
+	return v ? cJSON_Duplicate(v, true) : fallback();
+}
+
+static cJSON *attachment_json(const struct agent *ag, const struct agent_attach *at)
+{
+	_cleanup_cjson_ cJSON *rec = record_json(ag, at);
+	cJSON *o = cJSON_CreateObject();
+	const cJSON *failure = rec ? cJSON_GetObjectItemCaseSensitive(rec, "failure") : NULL;
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "containerId", at->container_id);
+	cJSON_AddStringToObject(o, "ifname", at->ifname);
+	cJSON_AddStringToObject(o, "hostIfname", at->host_ifname);
+	cJSON_AddStringToObject(o, "class", class_name(at->class));
+	cJSON_AddStringToObject(o, "profile", at->profile);
+	cJSON_AddItemToObject(o, "effective", copy_or(rec, "effective", cJSON_CreateArray));
+	cJSON_AddItemToObject(o, "degraded", copy_or(rec, "degraded", cJSON_CreateArray));
+	cJSON_AddStringToObject(o, "failure", cJSON_IsString(failure) ? failure->valuestring : "");
+	return o;
+}
+
+static cJSON *pod_json(const struct agent *ag, const struct agent_pod *p)
+{
+	cJSON *o = cJSON_CreateObject(), *atts;
+	struct node_pod np = {0};
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "namespace", p->namespace_);
+	cJSON_AddStringToObject(o, "name", p->name);
+	cJSON_AddStringToObject(o, "uid", p->uid);
+	cJSON_AddStringToObject(o, "class", class_name(pod_node_class(p)));
+	cJSON_AddStringToObject(o, "profile", p->in_api ? p->want.profile : p->n_att ? p->att[0].profile : "");
+	cJSON_AddStringToObject(o, "source", p->in_api ? "api" : "plugin");
+	if (p->in_api) {
+		cJSON_AddNumberToObject(o, "egressBps", (double)p->want.egress_bps);
+		cJSON_AddNumberToObject(o, "ingressBps", (double)p->want.ingress_bps);
+		if (p->want.invalid[0])
+			cJSON_AddStringToObject(o, "warning", p->want.invalid);
+	}
+	/* the addresses the uplink classifies */
+	if (p->in_api && p->n_ips) {
+		cJSON_AddItemToObject(o, "ips", ips_json(p->n_ips, p->ips));
+	} else {
+		for (unsigned k = 0; k < p->n_att; k++)
+			for (unsigned i = 0; i < p->att[k].n_ips && np.n_ips < NODE_POD_IPS_MAX; i++)
+				np.ips[np.n_ips++] = p->att[k].ips[i];
+		cJSON_AddItemToObject(o, "ips", ips_json(np.n_ips, np.ips));
+	}
+	cJSON_AddStringToObject(o, "status", pod_status_name(p->status));
+	cJSON_AddBoolToObject(o, "countsForNode", pod_counts_for_node(p, ag->api_listed));
+	if (p->failure[0])
+		cJSON_AddStringToObject(o, "failure", p->failure);
+	if (p->retry_at_ms >= 0)
+		cJSON_AddNumberToObject(o, "retryInMs", (double)(p->retry_at_ms - agent_now_ms()));
+	atts = cJSON_AddArrayToObject(o, "attachments");
+	for (unsigned k = 0; atts && k < p->n_att; k++) {
+		cJSON *a = attachment_json(ag, &p->att[k]);
+		if (a)
+			cJSON_AddItemToArray(atts, a);
+	}
+	return o;
+}
+
+static void spec_line(const struct agent *ag, const struct tc_spec *s, char *buf, size_t size)
+{
+	if (tc_spec_format(s, ag->up.ifname[0] ? ag->up.ifname : "uplink", "replace", buf, size) < 0)
+		snprintf(buf, size, "(unprintable)");
+}
+
+static cJSON *uplink_json(const struct agent *ag)
+{
+	cJSON *o = cJSON_CreateObject(), *shares, *eff, *deg;
+	const struct node_plan_info *info = &ag->info;
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "ifname", ag->up.ifname);
+	cJSON_AddStringToObject(o, "kind", ag->up.kind[0] ? ag->up.kind : (ag->up.ifname[0] ? "physical" : ""));
+	cJSON_AddBoolToObject(o, "virtual", ag->up.facts.is_virtual);
+	cJSON_AddNumberToObject(o, "speedBps", (double)ag->up.facts.speed_bps);
+	cJSON_AddNumberToObject(o, "rateBps", (double)(ag->have_info ? info->rate_bps : 0));
+	cJSON_AddNumberToObject(o, "shapedBps", (double)(ag->have_info ? info->shaped_bps : 0));
+	cJSON_AddStringToObject(o, "shape", node_shape_name(ag->have_info ? info->shape : SHAPE_NONE) ?: "none");
+	shares = cJSON_AddObjectToObject(o, "shares");
+	for (int c = 0; shares && ag->have_info && c < _CLASS_MAX; c++)
+		if (info->shares.share_pm[c])
+			cJSON_AddNumberToObject(shares, class_name((enum workload_class)c),
+			                        info->shares.share_pm[c] / 1000.0);
+	if (ag->have_info && info->mode == MODE_MIXED)
+		cJSON_AddStringToObject(o, "weightBasis", node_weight_basis_name(info->shares.basis) ?: "");
+	eff = cJSON_AddArrayToObject(o, "effective");
+	deg = cJSON_AddArrayToObject(o, "degraded");
+	for (unsigned i = 0; eff && deg && i < ag->in_force.n && i < AGENT_STATUS_ITEMS_MAX; i++) {
+		const struct plan_item *it = &ag->in_force.items[i];
+		const struct tc_spec *s = plan_item_effective_tc(it);
+		char line[TC_FORMAT_MAX];
+
+		if (s) {
+			spec_line(ag, s, line, sizeof(line));
+			cJSON_AddItemToArray(eff, cJSON_CreateString(line));
+		}
+		if (it->status == ITEM_DEGRADED || it->status == ITEM_SKIPPED) {
+			cJSON *d = cJSON_CreateObject();
+			char wanted[TC_FORMAT_MAX];
+
+			if (!d)
+				continue;
+			spec_line(ag, &it->tc[0], wanted, sizeof(wanted));
+			cJSON_AddStringToObject(d, "id", it->id);
+			cJSON_AddStringToObject(d, "wanted", wanted);
+			cJSON_AddStringToObject(d, "got", s ? line : "");
+			cJSON_AddStringToObject(d, "reason", it->err ? strerror(it->err) : "");
+			cJSON_AddItemToArray(deg, d);
+		}
+	}
+	if (ag->up.have_record)
+		cJSON_AddStringToObject(o, "original", ag->up.record.rendered);
+	if (ag->up_failure[0])
+		cJSON_AddStringToObject(o, "failure", ag->up_failure);
+	if (ag->up_n_warn) {
+		cJSON *w = cJSON_AddArrayToObject(o, "warnings");
+		for (unsigned i = 0; w && i < ag->up_n_warn; i++)
+			cJSON_AddItemToArray(w, cJSON_CreateString(ag->up_warn[i]));
+	}
+	return o;
+}
+
+cJSON *agent_status_json(struct agent *ag)
+{
+	_cleanup_cjson_ cJSON *o = cJSON_CreateObject();
+	cJSON *cfg, *pods, *up;
+
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "node", ag->node_name);
+	cJSON_AddStringToObject(o, "version", AIQOS_VERSION);
+	cJSON_AddStringToObject(o, "mode", node_mode_name(ag->mode.mode));
+	cJSON_AddNumberToObject(o, "modeSince", (double)ag->mode_since_unix);
+	up = uplink_json(ag);
+	if (!up)
+		return NULL;
+	cJSON_AddItemToObject(o, "uplink", up);
+	cJSON_AddBoolToObject(o, "apiConnected", ag->api_connected);
+	cJSON_AddBoolToObject(o, "apiSynced", ag->api_listed);
+	if (!ag->api_connected && ag->api_why[0])
+		cJSON_AddStringToObject(o, "apiError", ag->api_why);
+	cJSON_AddBoolToObject(o, "ready", ag->ready);
+	cfg = cJSON_AddObjectToObject(o, "config");
+	if (cfg) {
+		cJSON_AddStringToObject(cfg, "path", ag->config_path);
+		cJSON_AddBoolToObject(cfg, "fromFile", ag->cfg.from_file);
+		cJSON_AddNumberToObject(cfg, "loadedAt", (double)ag->config_loaded_unix);
+		cJSON_AddStringToObject(cfg, "error", ag->config_error);
+	}
+	pods = cJSON_AddArrayToObject(o, "pods");
+	if (!pods)
+		return NULL;
+	for (unsigned i = 0; i < ag->pods.n; i++) {
+		cJSON *p = pod_json(ag, ag->pods.v[i]);
+		if (!p)
+			return NULL;
+		cJSON_AddItemToArray(pods, p);
+	}
+	return TAKE_PTR(o);
+}
+
+/* ---- explain ---- */
+
+static void why_add(cJSON *why, const char *fmt, ...) _printf_(2, 3);
+static void why_add(cJSON *why, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	cJSON_AddItemToArray(why, cJSON_CreateString(buf));
+}
+
+static const char *annotation(const struct agent_pod *p, const char *key)
+{
+	const cJSON *v = p->annotations ? cJSON_GetObjectItemCaseSensitive(p->annotations, key) : NULL;
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void explain_why(const struct agent *ag, const struct agent_pod *p, cJSON *why)
+{
+	const char *wl = annotation(p, ANNOT_WORKLOAD), *prof = annotation(p, ANNOT_PROFILE);
+	const char *eg = annotation(p, ANNOT_EGRESS_BW), *in = annotation(p, ANNOT_INGRESS_BW);
+
+	if (!p->in_api) {
+		why_add(why, "not in the API view: class %s as the plugin recorded it", class_name(pod_node_class(p)));
+	} else if (p->want.invalid[0]) {
+		why_add(why, "class default: %s", p->want.invalid);
+	} else if (wl) {
+		why_add(why, "class %s from annotation %s=%s", class_name(p->want.class), ANNOT_WORKLOAD, wl);
+	} else {
+		why_add(why, "class default: no %s annotation", ANNOT_WORKLOAD);
+	}
+	if (p->in_api) {
+		if (prof && streq(prof, p->want.profile))
+			why_add(why, "profile %s from annotation %s=%s", p->want.profile, ANNOT_PROFILE, prof);
+		else if (prof)
+			why_add(why, "profile %s: the requested %s=%s is unknown or of another class", p->want.profile,
+			        ANNOT_PROFILE, prof);
+		else
+			why_add(why, "profile %s (the default of class %s)", p->want.profile,
+			        class_name(p->want.class));
+		if (eg)
+			why_add(why, "egress limit %llu bit/s from %s=%s", (unsigned long long)p->want.egress_bps,
+			        ANNOT_EGRESS_BW, eg);
+		if (in)
+			why_add(why, "ingress limit %llu bit/s from %s=%s", (unsigned long long)p->want.ingress_bps,
+			        ANNOT_INGRESS_BW, in);
+	}
+	if (!pod_counts_for_node(p, ag->api_listed))
+		why_add(why, "not counted for the node mode (%s)",
+		        p->host_network ? "host network"
+		        : p->in_api     ? "finished"
+		                        : "not in the API");
+	why_add(why, "node mode %s on uplink %s", node_mode_name(ag->mode.mode),
+	        ag->up.ifname[0] ? ag->up.ifname : "-");
+	if (p->n_att == 0)
+		why_add(why, "no attachment recorded by the plugin on this node yet");
+}
+
+/* Plan of the pod's first attachment (its record), else a dry run on eth0. */
+static int explain_plan(struct agent *ag, const struct agent_pod *p, cJSON *o)
+{
+	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_free_ char *text = NULL, *tc = NULL;
+	cJSON *plan, *choices = NULL;
+	const char *netns = NULL;
+	int r = -ENOENT;
+
+	if (!s)
+		return -ENOMEM;
+	if (p->n_att > 0) {
+		r = state_load(ag->state_dir, p->att[0].container_id, p->att[0].ifname, s, &choices, NULL);
+		if (r == 0) {
+			r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, NULL);
+			netns = s->netns;
+		}
+		cJSON_Delete(choices);
+	}
+	if (r < 0) {
+		struct workload w = {
+		        .class = p->want.class, .egress_bps = p->want.egress_bps, .ingress_bps = p->want.ingress_bps};
+		struct attach_ifaces ifs = {.pod_ifname = "eth0", .host_ifname = "veth-host"};
+
+		str_copy(w.profile, sizeof(w.profile), p->want.profile_requested);
+		r = plan_pod(&w, profile_resolve(&ag->cfg.profiles, &w, NULL, 0), &ifs, &ag->pod_caps, &s->plan);
+		s->ifs = ifs;
+		if (r < 0)
+			return r;
+	}
+	if (plan_render(&s->plan, &s->ifs, netns, PLAN_FMT_TEXT, false, &text) < 0 ||
+	    plan_render(&s->plan, &s->ifs, netns, PLAN_FMT_TC, false, &tc) < 0)
+		return -ENOMEM;
+	plan = cJSON_AddObjectToObject(o, "plan");
+	if (!plan)
+		return -ENOMEM;
+	cJSON_AddStringToObject(plan, "text", text);
+	cJSON_AddStringToObject(plan, "tc", tc);
+	cJSON_AddStringToObject(plan, "source", p->n_att ? "record" : "dry-run");
+	return 0;
+}
+
+cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bool *ret_found)
+{
+	struct agent_pod *p = pod_cache_lookup(&ag->pods, ns, name, NULL);
+	_cleanup_cjson_ cJSON *o = NULL;
+	_cleanup_free_ struct node_pod *pods = NULL;
+	cJSON *items, *why;
+	unsigned n = 0;
+
+	*ret_found = p != NULL;
+	if (!p)
+		return NULL;
+	o = pod_json(ag, p);
+	if (!o)
+		return NULL;
+	if (explain_plan(ag, p, o) < 0)
+		return NULL;
+	items = cJSON_AddArrayToObject(o, "uplinkItems");
+	if (items && pod_cache_node_pods(&ag->pods, ag->api_listed, &pods, &n) == 0) {
+		for (unsigned i = 0; i < n; i++) {
+			if (!streq(pods[i].namespace_, p->namespace_) || !streq(pods[i].name, p->name))
+				continue;
+			for (unsigned k = 0; k < pods[i].n_ips; k++) {
+				char id[PLAN_ID_MAX], line[TC_FORMAT_MAX + 64];
+				const struct plan_item *it;
+
+				if (node_pod_item_id(pods[i].uid, k, id, sizeof(id)) < 0)
+					continue;
+				it = node_plan_find_const(&ag->in_force, id);
+				if (!it)
+					continue;
+				spec_line(ag, plan_item_effective_tc(it) ?: &it->tc[0], line, sizeof(line));
+				snprintf(line + strlen(line), sizeof(line) - strlen(line), "  # %s %s", id,
+				         item_status_name(it->status) ?: "?");
+				cJSON_AddItemToArray(items, cJSON_CreateString(line));
+			}
+		}
+	}
+	why = cJSON_AddArrayToObject(o, "why");
+	if (why)
+		explain_why(ag, p, why);
+	return TAKE_PTR(o);
+}
+
+/* ---- metrics ---- */
+
+#define G "gauge"
+#define C "counter"
+
+static const char *class_of_handle(uint32_t h)
+{
+	switch (TC_H_MIN(h) ? TC_H_MIN(h) : TC_H_MAJ(h) >> 16) {
+	case 0x10:
+		return "inference";
+	case 0x20:
+		return "default";
+	case 0x30:
+		return "training";
+	default:
+		return NULL;
+	}
+}
+
+static void qdisc_stats_write(struct metrics_writer *w, const struct tc_obj_stats *st, const char *l1, const char *v1,
+                              const char *l2, const char *v2, const char *l3, const char *v3)
+{
+	metrics_write(w, "aiqos_qdisc_backlog_bytes", "Bytes queued in an aiqos-managed queue", G,
+	              (double)st->backlog_bytes, l1, v1, l2, v2, l3, v3, (char *)NULL);
+	metrics_write(w, "aiqos_qdisc_drops_total", "Packets dropped by an aiqos-managed queue", C, (double)st->drops,
+	              l1, v1, l2, v2, l3, v3, (char *)NULL);
+	metrics_write(w, "aiqos_qdisc_ecn_marks_total", "Packets ECN/CE-marked by an aiqos-managed queue", C,
+	              (double)st->ecn_marks, l1, v1, l2, v2, l3, v3, (char *)NULL);
+	metrics_write(w, "aiqos_qdisc_overlimits_total", "Overlimit events of an aiqos-managed queue or shaper", C,
+	              (double)st->overlimits, l1, v1, l2, v2, l3, v3, (char *)NULL);
+	metrics_write(w, "aiqos_qdisc_requeues_total", "Requeues of an aiqos-managed queue", C, (double)st->requeues,
+	              l1, v1, l2, v2, l3, v3, (char *)NULL);
+	metrics_write(w, "aiqos_qdisc_sent_bytes_total", "Bytes sent through an aiqos-managed queue", C,
+	              (double)st->bytes, l1, v1, l2, v2, l3, v3, (char *)NULL);
+}
+
+struct uplink_stats_ctx {
+	struct metrics_writer *w;
+	const char *dev;
+};
+
+/* Uplink: the leaf queues of the classes (10: 20: 30:), HTB classes
+ * (overlimits: shaping), and the root. */
+static int uplink_stats_visit(const struct tc_obj_stats *st, void *ud)
+{
+	struct uplink_stats_ctx *c = ud;
+	const char *cls;
+
+	if (st->type == TC_QDISC && st->parent == TC_H_ROOT) {
+		qdisc_stats_write(c->w, st, "dev", c->dev, "class", "all", "object", "root");
+		return 0;
+	}
+	cls = st->type == TC_CLASS ? class_of_handle(st->handle) : class_of_handle(st->handle & 0xffff0000u);
+	if (cls)
+		qdisc_stats_write(c->w, st, "dev", c->dev, "class", cls, "object",
+		                  st->type == TC_CLASS ? "class" : "queue");
+	return 0;
+}
+
+struct pod_stats_ctx {
+	struct metrics_writer *w;
+	const struct agent_pod *p;
+	const char *side;
+	const char *ifname;
+};
+
+static int pod_stats_visit(const struct tc_obj_stats *st, void *ud)
+{
+	struct pod_stats_ctx *c = ud;
+
+	/* the root queue of the interface (the shaper or the AQM) */
+	if (st->type != TC_QDISC || st->parent != TC_H_ROOT || streq(st->kind, "noqueue"))
+		return 0;
+	metrics_write(c->w, "aiqos_qdisc_backlog_bytes", "Bytes queued in an aiqos-managed queue", G,
+	              (double)st->backlog_bytes, "namespace", c->p->namespace_, "pod", c->p->name, "ifname", c->ifname,
+	              "side", c->side, (char *)NULL);
+	metrics_write(c->w, "aiqos_qdisc_drops_total", "Packets dropped by an aiqos-managed queue", C,
+	              (double)st->drops, "namespace", c->p->namespace_, "pod", c->p->name, "ifname", c->ifname, "side",
+	              c->side, (char *)NULL);
+	metrics_write(c->w, "aiqos_qdisc_overlimits_total", "Overlimit events of an aiqos-managed queue or shaper", C,
+	              (double)st->overlimits, "namespace", c->p->namespace_, "pod", c->p->name, "ifname", c->ifname,
+	              "side", c->side, (char *)NULL);
+	metrics_write(c->w, "aiqos_qdisc_ecn_marks_total", "Packets ECN/CE-marked by an aiqos-managed queue", C,
+	              (double)st->ecn_marks, "namespace", c->p->namespace_, "pod", c->p->name, "ifname", c->ifname,
+	              "side", c->side, (char *)NULL);
+	return 0;
+}
+
+static void pod_stats(struct agent *ag, struct metrics_writer *w, const struct agent_pod *p)
+{
+	for (unsigned k = 0; k < p->n_att; k++) {
+		const struct agent_attach *at = &p->att[k];
+		struct pod_stats_ctx c = {.w = w, .p = p, .ifname = at->ifname};
+		_cleanup_close_ int nsfd = -1;
+		struct nl_sock *sk = NULL;
+		struct link_info li;
+
+		if (at->host_ifindex > 0 && nl_link_get(ag->sk, NULL, at->host_ifindex, &li, NULL) == 0 &&
+		    streq(li.ifname, at->host_ifname)) {
+			c.side = "host";
+			nl_tc_stats_dump(ag->sk, at->host_ifindex, TC_QDISC, pod_stats_visit, &c, NULL);
+		}
+		if (!at->netns[0] || netns_open(at->netns, &nsfd, NULL) < 0 || nl_open_in_netns(nsfd, &sk, NULL) < 0)
+			continue;
+		if (nl_link_get(sk, at->ifname, 0, &li, NULL) == 0) {
+			c.side = "pod";
+			nl_tc_stats_dump(sk, li.ifindex, TC_QDISC, pod_stats_visit, &c, NULL);
+		}
+		nl_close(sk);
+	}
+}
+
+void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
+{
+	static const char *const scope[] = {"pod", "node"}, *const result[] = {"ok", "degraded", "failed"};
+	unsigned per_class[_CLASS_MAX] = {0}, per_status[_POD_STATUS_MAX] = {0};
+
+	for (int m = 0; m < _MODE_MAX; m++)
+		metrics_write(w, "aiqos_node_mode", "The node's mode (1 for the current one)", G,
+		              ag->mode.mode == (enum node_mode)m ? 1.0 : 0.0, "mode", node_mode_name((enum node_mode)m),
+		              (char *)NULL);
+	metrics_write(w, "aiqos_node_mode_changes_total", "Node mode changes", C, (double)ag->ctr.mode_changes,
+	              (char *)NULL);
+	for (unsigned i = 0; i < ag->pods.n; i++) {
+		const struct agent_pod *p = ag->pods.v[i];
+		if (pod_counts_for_node(p, ag->api_listed))
+			per_class[pod_node_class(p)]++;
+		per_status[p->status]++;
+	}
+	for (int c = 0; c < _CLASS_MAX; c++)
+		metrics_write(w, "aiqos_pods", "Pods on this node by class (those counted for the node mode)", G,
+		              (double)per_class[c], "class", class_name((enum workload_class)c), (char *)NULL);
+	for (int s = 0; s < _POD_STATUS_MAX; s++)
+		metrics_write(w, "aiqos_pods_tuning", "Pods on this node by tuning status", G, (double)per_status[s],
+		              "status", pod_status_name((enum pod_status)s), (char *)NULL);
+	for (int s = 0; s < 2; s++)
+		for (int r = 0; r < 3; r++)
+			metrics_write(w, "aiqos_retunes_total", "Re-tunes by scope and outcome", C,
+			              (double)ag->ctr.retunes[s][r], "scope", scope[s], "result", result[r],
+			              (char *)NULL);
+	metrics_write_summary(w, "aiqos_retune_duration_seconds", "Duration of re-tunes (pod and node)",
+	                      ag->ctr.retune_seconds_sum, ag->ctr.retune_count, (char *)NULL);
+	metrics_write(w, "aiqos_drift_repairs_total", "Kernel objects re-applied or removed by drift repair", C,
+	              (double)ag->ctr.drift_repairs, (char *)NULL);
+	metrics_write(w, "aiqos_events_posted_total", "Kubernetes Events the agent posted", C,
+	              (double)ag->ctr.events_posted, (char *)NULL);
+	metrics_write(w, "aiqos_config_reloads_total", "Config reloads by outcome", C,
+	              (double)ag->ctr.config_reloads[0], "result", "ok", (char *)NULL);
+	metrics_write(w, "aiqos_config_reloads_total", "Config reloads by outcome", C,
+	              (double)ag->ctr.config_reloads[1], "result", "failed", (char *)NULL);
+	metrics_write(w, "aiqos_cni_chain_runs_total", "Runs of the CNI chaining by outcome", C,
+	              (double)ag->ctr.chain_runs[0], "result", "ok", (char *)NULL);
+	metrics_write(w, "aiqos_cni_chain_runs_total", "Runs of the CNI chaining by outcome", C,
+	              (double)ag->ctr.chain_runs[1], "result", "failed", (char *)NULL);
+	metrics_write(w, "aiqos_api_connected", "1 while a watch stream to the API server is open", G,
+	              ag->api_connected ? 1.0 : 0.0, (char *)NULL);
+	metrics_write(w, "aiqos_ready", "1 once the first list and reconcile are done", G, ag->ready ? 1.0 : 0.0,
+	              (char *)NULL);
+	metrics_write(w, "aiqos_uplink_failing", "1 while tuning the uplink fails (retried with backoff)", G,
+	              ag->up_failure[0] ? 1.0 : 0.0, (char *)NULL);
+	for (int t = 0; t < _KUBE_EVENT_MAX; t++)
+		if (t != KUBE_EVENT_EXPIRED)
+			metrics_write(w, "aiqos_watch_events_total", "Watch events received by type", C,
+			              (double)ag->ctr.watch_events[t], "type",
+			              kube_event_type_name((enum kube_event_type)t), (char *)NULL);
+	if (ag->kube) {
+		struct kube_client_stats ks;
+
+		kube_client_get_stats(ag->kube, &ks);
+		metrics_write(w, "aiqos_watch_reconnects_total", "Watch reconnects", C, (double)ks.reconnects,
+		              (char *)NULL);
+		metrics_write(w, "aiqos_watch_relists_total", "Relists after the initial list", C, (double)ks.relists,
+		              (char *)NULL);
+		metrics_write(w, "aiqos_watch_events_bad_total", "Watch events skipped as malformed or oversized", C,
+		              (double)(ks.events_bad + ks.events_oversized), (char *)NULL);
+		metrics_write(w, "aiqos_api_http_errors_total", "HTTP errors from the API server", C,
+		              (double)ks.http_errors, (char *)NULL);
+		metrics_write(w, "aiqos_api_events_post_failed_total", "Kubernetes Events that could not be posted", C,
+		              (double)(ks.events_post_failed + ks.events_post_dropped), (char *)NULL);
+	}
+	if (ag->server)
+		agent_server_write_metrics(ag->server, w);
+
+	if (ag->up.ifname[0] && ag->sk) {
+		struct uplink_stats_ctx c = {.w = w, .dev = ag->up.ifname};
+		nl_tc_stats_dump(ag->sk, ag->up.ifindex, TC_QDISC, uplink_stats_visit, &c, NULL);
+		nl_tc_stats_dump(ag->sk, ag->up.ifindex, TC_CLASS, uplink_stats_visit, &c, NULL);
+		metrics_write(w, "aiqos_uplink_objects", "tc objects of the uplink plan in force", G,
+		              (double)ag->in_force.n, "dev", ag->up.ifname, (char *)NULL);
+	}
+	for (unsigned i = 0; ag->sk && i < ag->pods.n; i++)
+		if (ag->pods.v[i]->n_att)
+			pod_stats(ag, w, ag->pods.v[i]);
+}
