@@ -831,8 +831,13 @@ static int strategy_dropin(const char *dir, const struct conf_entry *pri, const 
 	r = path_join(sub, sizeof(sub), dir, name->valuestring, err);
 	if (r < 0)
 		return r;
-	if (mkdir(sub, 0755) < 0 && errno != EEXIST)
+	if (mkdir(sub, 0755) == 0) {
+		/* readable by the runtime whatever our umask (the unit sets 0077) */
+		if (chmod(sub, 0755) < 0)
+			return error_set(err, CNI_ERR_IO, errno, "%s: chmod: %s", sub, strerror(errno));
+	} else if (errno != EEXIST) {
 		return error_set(err, CNI_ERR_IO, errno, "%s: mkdir: %s", sub, strerror(errno));
+	}
 	text = json_print_file(entry);
 	if (!text)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "%s: out of memory", sub);

@@ -593,13 +593,16 @@ TEST(dropin_mode)
 	/* default mode first: the switch removes the owned copy */
 	CHECK_INT(chain_ensure_report(&o, &rep, &e), 0);
 	o.dropin = true;
+	umask(0077); /* as under the systemd unit */
 	CHECK_INT(chain_ensure_report(&o, &rep, &e), 0);
+	umask(0022);
 	CHECK_STR(e.msg, "");
 	CHECK_INT(rep.strategy, CHAIN_STRATEGY_DROPIN);
 	CHECK_STR(rep.target, dropin);
 	CHECK(rep.conf_changed);
 	CHECK_STR(listing(o.conf_dir), "10-kindnet.conflist kindnet");
 	CHECK_INT(mode_of(dropin), 0644);
+	CHECK_INT(mode_of(pathf(d, "conf", "kindnet")), 0755);
 	j = load(dropin);
 	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(j, "type")), "aiqos");
 	cJSON_Delete(j);
