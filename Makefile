@@ -73,6 +73,15 @@ $(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(U
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS)
 
+# aiqos-agent, the node agent: every agent object but aiqosctl's, with the
+# agent's libraries (libcurl, libsystemd, libyaml, libmicrohttpd).
+AGENT_BIN     := $(BUILD)/bin/aiqos-agent
+AGENT_BIN_OBJ := $(call obj,$(filter-out agent/aiqosctl.c,$(AGENT_SRC)))
+all: $(AGENT_BIN)
+$(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(AGENT_BIN_OBJ) $(LIB) $(AGENT_LIBS) $(PLUGIN_LIBS)
+
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
 CTL     := $(BUILD)/bin/aiqosctl
