@@ -406,3 +406,59 @@ def test_agent_metrics_and_health(node):
     assert 'aiqos_node_mode{mode="inference"} 1' in text, text[:2000]
     assert 'aiqos_pods{class="inference"} 1' in text
     assert "aiqos_retunes_total" in text and "aiqos_qdisc_backlog_bytes" in text
+
+
+def test_agent_drift_repair(node):
+    node.start_agent(dict(BASE_CONFIG, driftRepairSeconds=1))
+    node.add_api_pods([(TRAIN, "10.82.0.1"), (TRAIN, "10.82.0.2"), (INF, "10.82.0.3")])
+    pod = node.add_pod({"ai.workload": "inference", "kubernetes.io/egress-bandwidth": "30M"})
+    assert_mode(node, "mixed")
+    wait_shape(node, lambda: len(node.filters()) == 4 and htb_mixed(node), "the mixed tree")
+    wait_shape(node, lambda: cni.root_qdisc(pod.ns, "eth0")["kind"] == "htb", "the pod's shaper")
+    before = sorted((f["handle"], f["flowid"]) for f in node.filters())
+    # someone deletes a filter, changes a class and adds a filter at aiqos's prio
+    victim = filters_for(node, "10.82.0.1")[0]
+    node.sh("tc", "filter", "del", "dev", "up0", "parent", "1:", "prio", "10", "handle", victim["handle"], "u32")
+    node.sh("tc", "class", "change", "dev", "up0", "parent", "1:1", "classid", "1:10", "htb", "rate", "1mbit",
+            "ceil", "2mbit")
+    node.sh("tc", "filter", "add", "dev", "up0", "parent", "1:", "prio", "10", "protocol", "ip", "u32", "match",
+            "ip", "src", "10.82.9.9/32", "flowid", "1:10")
+    # and the pod's shaper is deleted in its netns
+    cni.sh(*cni.in_ns(pod.ns, "tc", "qdisc", "del", "dev", "eth0", "root"))
+    wait_shape(node, lambda: sorted((f["handle"], f["flowid"]) for f in node.filters()) == before,
+               "the filters repaired", timeout_s=6)
+    wait_shape(node, lambda: classes_by_handle(node)["1:10"]["ceil_bps"] == 485_000_000, "the class repaired")
+    wait_shape(node, lambda: cni.root_qdisc(pod.ns, "eth0")["kind"] == "htb", "the pod's shaper repaired")
+    assert [c["rate_bps"] for c in cni.tc_classes(pod.ns, "eth0")] == [30_000_000]
+
+
+def test_agent_follows_the_default_route_to_another_uplink(node):
+    # a second uplink into the fabric
+    a, b = f"aqu{os.urandom(4).hex()}", f"aqf{os.urandom(4).hex()}"
+    cni.sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+    cni.sh("ip", "link", "set", a, "netns", node.node.name)
+    cni.sh("ip", "link", "set", b, "netns", node.fabric.name)
+    node.sh("ip", "link", "set", a, "name", "up1")
+    cni.sh("ip", "-n", node.fabric.name, "link", "set", b, "name", "fab1")
+    node.sh("ip", "addr", "add", "10.83.0.2/24", "dev", "up1")
+    node.sh("ip", "link", "set", "up1", "up")
+    cni.sh("ip", "-n", node.fabric.name, "addr", "add", "10.83.0.1/24", "dev", "fab1")
+    cni.sh("ip", "-n", node.fabric.name, "link", "set", "fab1", "up")
+    node.start_agent(BASE_CONFIG)
+    node.add_api_pod(TRAIN, "10.83.1.1")
+    wait_shape(node, lambda: htb_training(node), "the tree on up0")
+    node.sh("ip", "route", "replace", "default", "via", "10.83.0.1", "dev", "up1")
+    wait_shape(node, lambda: (node.root("up1") or {}).get("kind") == "htb", "the tree on up1")
+    assert node.root("up0")["kind"] == "noqueue", node.tc_summary("up0")
+    st = node.status()
+    assert st["uplink"]["ifname"] == "up1" and st["mode"] == "training", st["uplink"]
+    rec = json.load(open(os.path.join(node.state_dir, "uplink.json")))
+    assert rec["ifname"] == "up1", rec
+    # the uplink vanishes with the only default route: nothing to tune, no crash
+    node.sh("ip", "link", "del", "up1")
+    wait_shape(node, lambda: node.status()["uplink"]["ifname"] == "", "no uplink")
+    assert node.agent.poll() is None
+    # a default route again: tuned again, the original recorded anew
+    node.sh("ip", "route", "add", "default", "via", f"{node.uplink_net}.1", "dev", "up0")
+    wait_shape(node, lambda: node.status()["uplink"]["ifname"] == "up0" and htb_training(node), "up0 again")
+    assert json.load(open(os.path.join(node.state_dir, "uplink.json")))["ifname"] == "up0"
