@@ -228,8 +228,8 @@ class Agent:
     def __init__(self, lab, api):
         self.lab = lab
         self.api = api
-        self.binary = os.path.join(lab.build, "bin", "aiqos-agent")
-        self.ctl = os.path.join(lab.build, "bin", "aiqosctl")
+        self.binary = os.path.join(lab.bin_dir, "aiqos-agent")
+        self.ctl = os.path.join(lab.bin_dir, "aiqosctl")
         self.config_path = os.path.join(lab.tmp, "agent-config.json")
         self.proc = None
         self.started_at = None
@@ -254,8 +254,10 @@ class Agent:
             if self.proc.poll() is not None:
                 raise LabError(f"aiqos-agent exited ({self.proc.returncode}):\n{self.lab.log_tail('agent')}")
             st, last = self.status_or_error()
-            if st is not None and st.get("ready", True):
-                return st
+            if st is not None:
+                if st.get("ready", True):
+                    return st
+                last = f"status says ready={st.get('ready')!r}, apiConnected={st.get('apiConnected')!r}"
             time.sleep(0.1)
         raise LabError(f"aiqos-agent not ready in {ready_timeout_s} s: {last}\n{self.lab.log_tail('agent')}")
 
@@ -306,8 +308,11 @@ class Lab:
     def __init__(self, build, tag=None, rate_mbit=DEFAULT_RATE_MBIT, fifo_bytes=DEFAULT_FIFO_BYTES, verbose=False,
                  keep_tmp=False):
         self.build = os.path.abspath(build)
+        # setup() copies the binaries into the lab (bin_dir) and uses the
+        # copies: a rebuild of BUILD during a run cannot change them midway
         self.plugin = os.path.join(self.build, "bin", "aiqos")
         self.loadgen = os.path.join(self.build, "bench", "loadgen")
+        self.bin_dir = None
         self.tag = tag or os.environ.get("AQT_LAB_TAG") or secrets.token_hex(2)
         if not self.tag.isalnum() or len(self.tag) > 8:
             raise LabError(f"lab tag {self.tag!r}: want 1-8 alphanumeric characters")
@@ -406,6 +411,14 @@ class Lab:
         self.tmp = tempfile.mkdtemp(prefix=f"{self.prefix}")
         os.chmod(self.tmp, 0o700)
         os.makedirs(os.path.join(self.tmp, "run"), mode=0o700)
+        self.bin_dir = os.path.join(self.tmp, "bin")
+        os.makedirs(self.bin_dir)
+        for src in (self.plugin, self.loadgen, os.path.join(self.build, "bin", "aiqos-agent"),
+                    os.path.join(self.build, "bin", "aiqosctl")):
+            if os.path.exists(src):
+                shutil.copy2(src, self.bin_dir)
+        self.plugin = os.path.join(self.bin_dir, "aiqos")
+        self.loadgen = os.path.join(self.bin_dir, "loadgen")
         self._up = True
         self._write_pids()
         for ns in (self.node, self.wire, self.fabric):
