@@ -134,6 +134,12 @@ test-kernel: all $(BUILD)/test/test_nl $(BUILD)/test/test_apply $(KERNEL_BINS)
 bench-cni: all
 	@bash test/bench/cni-latency.sh $(BUILD)
 
+# The agent's benchmarks (DESIGN §6 P2/P3/P5, root): API event -> kernel
+# latency against an independent tc monitor, RSS and CPU with 250 pods, the
+# first reconcile and a restart's adoption.
+bench-agent: all
+	/usr/bin/python3 test/bench/agent_bench.py --json $(BUILD)/bench-agent.json
+
 # The lab (issue #5): open-loop load generator, `make demo` (README's first
 # command), `make bench` (every benchmark, regenerates docs/benchmarks.md),
 # `make bench-lab` (only the network outcome arms). Root; see hack/lab.sh.
