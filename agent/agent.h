@@ -40,6 +40,7 @@ struct metrics_writer;
 #define AGENT_FAILURE_MAX      (ERROR_MSG_MAX + 128)
 #define AGENT_RELOAD_SETTLE_MS 100 /* config/CNI dir writes settle before reading */
 #define AGENT_STATUS_ITEMS_MAX 1024
+#define AGENT_POD_FAILURE_MAX  256
 #define AGENT_POD_KEY_MAX      (8 + KUBE_NAMESPACE_MAX + KUBE_NAME_MAX + STATE_ID_MAX)
 
 /* ---- the pod cache (pods.c) ---- */
@@ -109,11 +110,11 @@ struct agent_pod {
 	struct agent_attach *att;
 	/* tuning */
 	enum pod_status status;
-	char failure[AGENT_FAILURE_MAX];
-	bool dirty;          /* re-check its attachments in the next pass */
-	bool announce;       /* post the outcome of the plugin's ADD as Events */
-	unsigned retries;    /* consecutive failures */
-	int64_t retry_at_ms; /* -1 = none */
+	char failure[AGENT_POD_FAILURE_MAX]; /* the last re-tune failure, cut (the Event and log have it all) */
+	bool dirty;                          /* re-check its attachments in the next pass */
+	bool announce;                       /* post the outcome of the plugin's ADD as Events */
+	unsigned retries;                    /* consecutive failures */
+	int64_t retry_at_ms;                 /* -1 = none */
 };
 
 struct pod_cache {

@@ -8,6 +8,7 @@
  * (READY after the first list + reconcile, WATCHDOG, STATUS on mode changes). */
 #include <cjson/cJSON.h>
 #include <libgen.h>
+#include <malloc.h>
 #include <linux/rtnetlink.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -177,8 +178,12 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *ud)
 		sched_kick(&ag->sched, now);
 	}
 	due = sched_take_due(&ag->sched, now);
-	if (due)
+	if (due) {
 		agent_pass(ag, now, due);
+		/* a pass allocates and frees (records, plans, dumps): give the
+		 * freed heap back so the footprint stays that of the pods */
+		malloc_trim(0);
+	}
 	if (!lp->ready_sent && ag->api_listed && (due & SCHED_PASS)) {
 		ag->ready = true;
 		lp->ready_sent = true;

@@ -115,7 +115,7 @@ static struct agent_pod *pod_insert(struct pod_cache *c, const char *key)
 		return c->v[i];
 	if (c->n == c->cap) {
 		unsigned cap = c->cap ? c->cap * 2 : 16;
-		struct agent_pod **v = realloc(c->v, cap * sizeof(*v));
+		struct agent_pod **v = realloc(c->v, cap * sizeof(struct agent_pod *));
 		if (!v)
 			return NULL;
 		c->v = v;
@@ -127,7 +127,7 @@ static struct agent_pod *pod_insert(struct pod_cache *c, const char *key)
 	str_copy(p->key, sizeof(p->key), key);
 	p->retry_at_ms = -1;
 	p->status = POD_UNTUNED;
-	memmove(&c->v[i + 1], &c->v[i], (c->n - i) * sizeof(*c->v));
+	memmove(&c->v[i + 1], &c->v[i], (c->n - i) * sizeof(struct agent_pod *));
 	c->v[i] = p;
 	c->n++;
 	return p;
@@ -136,7 +136,7 @@ static struct agent_pod *pod_insert(struct pod_cache *c, const char *key)
 static void pod_remove_at(struct pod_cache *c, unsigned i)
 {
 	pod_free(c->v[i]);
-	memmove(&c->v[i], &c->v[i + 1], (c->n - i - 1) * sizeof(*c->v));
+	memmove(&c->v[i], &c->v[i + 1], (c->n - i - 1) * sizeof(struct agent_pod *));
 	c->n--;
 }
 

@@ -88,7 +88,7 @@ static cJSON *attachment_json(const struct agent *ag, const struct agent_attach 
 	cJSON_AddStringToObject(o, "profile", at->profile);
 	cJSON_AddItemToObject(o, "effective", copy_or(rec, "effective", cJSON_CreateArray));
 	cJSON_AddItemToObject(o, "degraded", copy_or(rec, "degraded", cJSON_CreateArray));
-	cJSON_AddStringToObject(o, "failure", cJSON_IsString(failure) ? failure->valuestring : "");
+	cJSON_AddStringToObject(o, "failure", failure && cJSON_IsString(failure) ? failure->valuestring : "");
 	return o;
 }
 
@@ -255,7 +255,7 @@ static void why_add(cJSON *why, const char *fmt, ...)
 static const char *annotation(const struct agent_pod *p, const char *key)
 {
 	const cJSON *v = p->annotations ? cJSON_GetObjectItemCaseSensitive(p->annotations, key) : NULL;
-	return cJSON_IsString(v) ? v->valuestring : NULL;
+	return v && cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static void explain_why(const struct agent *ag, const struct agent_pod *p, cJSON *why)

@@ -77,7 +77,7 @@ static uint64_t link_speed_bps(const char *ifname, int ifindex)
 	f = fopen(path, "re");
 	if (!f)
 		return 0;
-	if (!fgets(buf, sizeof(buf), f) || atoi(buf) != ifindex) {
+	if (!fgets(buf, sizeof(buf), f) || strtol(buf, NULL, 10) != ifindex) {
 		fclose(f);
 		return 0;
 	}
@@ -204,7 +204,7 @@ cJSON *uplink_record_to_json(const struct uplink_record *r)
 static const char *json_str(const cJSON *j, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
+	return v && cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static bool json_num(const cJSON *j, const char *key, double lo, double hi, double *ret)
