@@ -462,3 +462,91 @@ def test_agent_follows_the_default_route_to_another_uplink(node):
     node.sh("ip", "route", "add", "default", "via", f"{node.uplink_net}.1", "dev", "up0")
     wait_shape(node, lambda: node.status()["uplink"]["ifname"] == "up0" and htb_training(node), "up0 again")
     assert json.load(open(os.path.join(node.state_dir, "uplink.json")))["ifname"] == "up0"
+
+
+def test_agent_sd_notify_ready_status_watchdog(node):
+    import socket
+    path = os.path.join(node.dir, "notify.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    s.settimeout(0.2)
+    msgs = []
+
+    def drain():
+        while True:
+            try:
+                msgs.append(s.recv(4096).decode())
+            except socket.timeout:
+                return
+    try:
+        node.start_agent(BASE_CONFIG, env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"})
+        node.add_api_pod(TRAIN, "10.84.0.1")
+        assert_mode(node, "training")
+        time.sleep(0.6)
+        drain()
+        text = "\n".join(msgs)
+        assert "READY=1" in text, msgs
+        assert "STATUS=mode training on up0" in text, msgs
+        assert "WATCHDOG=1" in text, msgs
+        msgs.clear()
+        node.stop_agent(signal.SIGTERM)
+        drain()
+        assert any("STOPPING=1" in m for m in msgs), msgs
+    finally:
+        s.close()
+
+
+def test_agent_once_exits_after_the_first_reconcile(node):
+    node.add_api_pod(INF, "10.85.0.1")
+    node.start_agent(BASE_CONFIG, args=("--once",), wait_ready=False)
+    assert node.agent.wait(15) == 0, node.agent_log_tail()
+    assert node.root()["kind"] == "htb"  # tuned, and left in place
+    assert node.cleanup_uplink().returncode == 0
+    assert node.root()["kind"] == "noqueue"
+
+
+KINDNET = {"cniVersion": "0.3.1", "name": "kindnet", "plugins": [
+    {"type": "ptp", "ipMasq": False, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]]}},
+    {"type": "portmap", "capabilities": {"portMappings": True}}]}
+
+
+def conflist_types(path):
+    with open(path) as f:
+        return [p["type"] for p in json.load(f)["plugins"]]
+
+
+def test_agent_install_uninstall_and_rechain(node):
+    conf, bindir = os.path.join(node.dir, "net.d"), os.path.join(node.dir, "bin")
+    os.makedirs(conf)
+    os.makedirs(bindir)
+    primary = os.path.join(conf, "10-kindnet.conflist")
+    with open(primary, "w") as f:
+        json.dump(KINDNET, f)
+    agent = os.path.join(agentlab.cni_build(), "bin", "aiqos-agent")
+    plugin = os.path.join(agentlab.cni_build(), "bin", "aiqos")
+    p = cni.sh(agent, "install", "--cni-conf-dir", conf, "--cni-bin-dir", bindir, "--plugin-src", plugin)
+    owned = os.path.join(conf, "00-aiqos-10-kindnet.conflist")
+    assert conflist_types(owned) == ["ptp", "portmap", "aiqos"], p.stderr
+    assert open(os.path.join(bindir, "aiqos"), "rb").read() == open(plugin, "rb").read()
+    # the agent keeps it chained when the primary CNI rewrites its file (atomic rename, like kindnetd)
+    node.start_agent(BASE_CONFIG, args=("--cni-conf-dir", conf, "--cni-bin-dir", bindir, "--plugin-src", plugin))
+    changed = dict(KINDNET, plugins=KINDNET["plugins"][:1] + [{"type": "bandwidth", "capabilities":
+                                                                  {"bandwidth": True}}])
+    with open(primary + ".new", "w") as f:
+        json.dump(changed, f)
+    os.rename(primary + ".new", primary)
+    wait_shape(node, lambda: conflist_types(owned) == ["ptp", "bandwidth", "aiqos"], "the owned copy re-chained")
+    node.stop_agent(signal.SIGTERM)
+    # uninstall: the owned copy goes, the primary stays, the binary on request
+    p = cni.sh("ip", "netns", "exec", node.node.name, agent, "uninstall", "--cni-conf-dir", conf, "--cni-bin-dir",
+               bindir, "--remove-binary", "--state-dir", node.state_dir)
+    assert sorted(os.listdir(conf)) == ["10-kindnet.conflist"], p.stderr
+    assert not os.path.exists(os.path.join(bindir, "aiqos"))
+    # usage errors
+    p = cni.sh(agent, "install", check=False)
+    assert p.returncode == 2 and "--cni-conf-dir" in p.stderr
+    p = cni.sh(agent, "--bogus", check=False)
+    assert p.returncode == 2
+    p = cni.sh(agent, check=False, timeout=10) if not os.environ.get("NODE_NAME") else None
+    assert p is None or (p.returncode == 2 and "node name" in p.stderr)
+    assert cni.sh(agent, "--version").stdout.startswith("aiqos-agent ")
