@@ -202,6 +202,32 @@ def main():
                 results[name + "_max_ms"] = round(max(v), 2)
                 results[name + "_n"] = len(v)
 
+        # P2 for a running pod: annotation change -> its interface re-tuned
+        # (a shaper appears / goes on eth0 in its netns, seen by tc monitor there)
+        mon.close()
+        cpod = node.pods[0]
+        mon = TcMonitor(cpod.ns)
+        time.sleep(0.3)
+        on_ms, off_ms = [], []
+        for it in range(max(10, args.iterations // 5)):
+            m = mon.mark()
+            t0 = time.monotonic()
+            cpod.annotate({"kubernetes.io/egress-bandwidth": "20M"})
+            t1 = mon.wait_for(r"qdisc htb 1: dev eth0 root", m)
+            if t1:
+                on_ms.append((t1 - t0) * 1000)
+            m = mon.mark()
+            t0 = time.monotonic()
+            cpod.annotate({"kubernetes.io/egress-bandwidth": None})
+            t2 = mon.wait_for(r"^deleted qdisc htb 1: dev eth0", m)
+            if t2:
+                off_ms.append((t2 - t0) * 1000)
+        for name, v in (("p2_pod_shaper_on", on_ms), ("p2_pod_shaper_off", off_ms)):
+            if v:
+                results[name + "_p50_ms"] = round(statistics.median(v), 2)
+                results[name + "_p99_ms"] = round(pct(v, 99), 2)
+                results[name + "_n"] = len(v)
+
         # P3: CPU under churn (annotation flips at a steady rate)
         mon.close()
         mon = None

@@ -177,10 +177,20 @@ def test_agent_retunes_running_pod_on_annotation_change(node, fresh_sysctls):
     assert cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem").split()[2] != fresh_sysctls["net/ipv4/tcp_rmem"].split()[2]
     assert st["annotationsSource"] == "agent" and not st["failure"]
 
-    # the limit removed: the shaper goes
-    pod.annotate({"kubernetes.io/egress-bandwidth": None})
-    wait_shape(node, lambda: pod.state()["workload"]["egressBps"] == 0, "the limit removed from the record")
+    # an ingress limit: a shaper on the host side of the veth (in the node netns)
+    host = pod.host_veth()
+    assert node.root(host)["kind"] == "noqueue"
+    pod.annotate({"kubernetes.io/ingress-bandwidth": "40M"})
+    wait_shape(node, lambda: pod.state()["workload"]["ingressBps"] == 40_000_000, "the ingress limit recorded")
+    assert node.root(host)["kind"] == "htb", node.tc_summary(host)
+    assert [c["rate_bps"] for c in node.classes(host)] == [40_000_000]
+
+    # the limits removed: the shapers go
+    pod.annotate({"kubernetes.io/egress-bandwidth": None, "kubernetes.io/ingress-bandwidth": None})
+    wait_shape(node, lambda: pod.state()["workload"]["egressBps"] == 0 and pod.state()["workload"]["ingressBps"] == 0,
+               "the limits removed from the record")
     assert cni.root_qdisc(pod.ns, "eth0")["kind"] == "noqueue", cni.tc_summary(pod.ns, "eth0")
+    assert node.root(host)["kind"] == "noqueue", node.tc_summary(host)
 
     # the class removed: every sysctl back to what it was before aiqos
     pod.annotate({"ai.workload": None})
