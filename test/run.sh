@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/run.sh [--only unit|integration|kernel] BUILD_DIR
+# test/run.sh [--only unit|integration|k8s|kernel] BUILD_DIR
 # Runs every suite of `make test` and ends with one line
 # "N passed, N failed, N skipped" summing them. Exit 1 if anything failed.
 # Under CI=true a skipped test counts as failed (strict mode): CI must
@@ -52,6 +52,12 @@ fi
 if [ -z "$only" ] || [ "$only" = integration ]; then
 	run_suite "integration" env AIQOS_BUILD="$build" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
 		"$top/test/integration"
+fi
+
+if [ -z "$only" ] || [ "$only" = k8s ]; then
+	# The real control plane: binaries built once, cached outside the tree.
+	# shellcheck disable=SC2016 # $1 expands in the inner shell
+	run_suite "k8s" bash -c '"$1/hack/build-k8s.sh" && exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$1/test/k8s"' _ "$top"
 fi
 
 # Debian's stock kernel in qemu: the full fq/fq_codel/pedit/DCTCP paths
