@@ -7,6 +7,8 @@
   bench.py bench-lab BUILD   the P4 arms, interleaved, repeated, with an idle
                              baseline per repetition; table on stdout and
                              BUILD/bench/lab-<time>/ (raw results, plots)
+  bench.py render RUNDIR     tables, plots (and for a `bench` run the docs)
+                             again from RUNDIR/results.json, without measuring
   bench.py bench BUILD       P1 (test/bench/cni-latency.sh), P4 as above, the
                              dynamic re-tune experiment, P2/P3/P5 when the agent
                              and its `make bench-agent` exist; regenerates
@@ -134,15 +136,16 @@ def plot_cdf(path, series, title):
             for us, frac in cdf:
                 f.write(f"{us / 1000.0:.4f} {prev:.6f}\n{us / 1000.0:.4f} {frac:.6f}\n")
                 prev = frac
-        cdf_plots.append(f"'{dat}' using 1:2 with lines lw 2 lc {i + 1} title '{label}'")
-        tail_plots.append(f"'{dat}' using 1:(1-$2 > 0 ? 1-$2 : 1/0) with lines lw 2 lc {i + 1} notitle")
+        cdf_plots.append(f"'{dat}' using 1:2 with lines lw 2 lc {i + 1} notitle")
+        tail_plots.append(f"'{dat}' using 1:(1-$2 > 0 ? 1-$2 : 1/0) with lines lw 2 lc {i + 1} title '{label}'")
     script = (f"set terminal pngcairo size 1200,560 font 'sans,11'\nset output '{path}'\n"
               f"set multiplot title '{title}' layout 1,2\n"
               "set logscale x\nset format x '%g'\nset xlabel 'request latency (ms, log scale)'\n"
-              "set grid xtics ytics mxtics\nset key center center reverse Left box opaque\n"
+              "set grid xtics ytics mxtics\nunset key\n"
               "set ylabel 'fraction of requests'\nset yrange [0:1.02]\n"
               f"plot {', '.join(cdf_plots)}\n"
-              "unset key\nset logscale y\nset format y '10^{%L}'\nset yrange [1e-4:1]\nset ylabel 'fraction of requests slower "
+              "set key bottom left reverse Left box opaque\nset logscale y\nset format y '10^{%L}'\n"
+              "set yrange [1e-4:1]\nset ylabel 'fraction of requests slower "
               "(tail, log scale)'\n"
               f"plot {', '.join(tail_plots)}\nunset multiplot\n")
     err = gnuplot(script, outdir)
@@ -184,12 +187,16 @@ def plot_timeline(path, dyns, title):
             for t, bps in d["goodput"]:
                 f.write(f"{t:.3f} {bps / 1e6:.1f}\n")
         plots.append(f"'{gdat}' using 1:2 axes x1y2 with steps dt 2 lw 1 title 'training goodput: {d['title']}'")
-        for t, m in d.get("mode_changes", []):
-            sets.append(f"set arrow from {t:.3f}, graph 0 to {t:.3f}, graph 1 nohead dt 3 lw 1.5 lc rgb 'dark-green'\n"
-                        f"set label 'mode: {m}' at {t:.3f}, graph 0.95 offset 0.5,0 tc rgb 'dark-green'\n")
+        for k, (t, m) in enumerate(d.get("mode_changes", [])):
+            t = max(0.0, t)
+            if t > 0.05:  # the first entry is the mode the agent started in
+                sets.append(f"set arrow from {t:.3f}, graph 0 to {t:.3f}, graph 1 nohead dt 3 lw 1.5 "
+                            "lc rgb 'dark-green'\n")
+            sets.append(f"set label 'agent mode: {m}' at {t:.3f}, graph {0.95 - 0.06 * k:.2f} offset 0.5,0 "
+                        "tc rgb 'dark-green'\n")
     arrive = dyns[0]["inference_arrived_s"]
     sets.append(f"set arrow from {arrive:.3f}, graph 0 to {arrive:.3f}, graph 1 nohead lw 1 lc rgb 'gray'\n"
-                f"set label 'inference pod arrives' at {arrive:.3f}, graph 0.05 offset 0.5,0 tc rgb 'gray40'\n")
+                f"set label 'inference pod arrives' at {arrive:.3f}, graph 0.62 offset 0.5,0 tc rgb 'gray40'\n")
     script = (f"set terminal pngcairo size 1100,560 font 'sans,11'\nset output '{path}'\nset title '{title}'\n"
               "set xlabel 'time since the training pods started (s)'\nset logscale y\nset format y '%g'\n"
               "set ylabel 'inference p99 per 100 ms window (ms, log)'\nset y2label 'training goodput (Mbit/s)'\n"
@@ -401,6 +408,27 @@ def p4_tables(rows, ccs, arms):
     return "\n".join(lat), "\n".join(trn)
 
 
+def verdict_table(rows, peers, ccs):
+    """DESIGN §6 P4 targets against the medians of this run (aiqos vs idle and the deep FIFO)."""
+    out = ["| cc | aiqos p99 / idle p99 (≤ 2×) | deep FIFO p99 / aiqos p99 (≥ 10×) | aiqos goodput / FIFO goodput "
+           "(≥ 95 %) |", "|---|---|---|---|"]
+    any_row = False
+    for cc in ccs:
+        a = rows.get(("aiqos", cc))
+        f = peers.get(("fifo", cc))
+        if not a or not f or not a["p99_vs_idle"]:
+            continue
+        any_row = True
+        vi = statistics.median(a["p99_vs_idle"])
+        vf = statistics.median(f["p99_ratio"])
+        vg = statistics.median(f["goodput_ratio"])
+        def mark(ok):
+            return "met" if ok else "**missed**"
+        out.append(f"| {cc} | {ratio_fmt(vi)}: {mark(vi <= 2)} | {ratio_fmt(vf)}: {mark(vf >= 10)} | "
+                   f"{pct_fmt(vg)}: {mark(vg >= 0.95)} |")
+    return "\n".join(out) if any_row else ""
+
+
 def peers_table(peers, ccs):
     out = ["| aiqos against | cc | inference p99: peer / aiqos | training goodput: aiqos / peer |", "|---|---|---|---|"]
     for (peer, cc), v in sorted(peers.items(), key=lambda kv: (ALL_ARMS.index(kv[0][0]), kv[0][1])):
@@ -455,10 +483,55 @@ def run_agent_bench(build):
     if probe.returncode != 0:
         return {"skipped": "the agent is built but `make bench-agent` does not exist yet (issue #3)"}
     log("P2/P3/P5: make bench-agent ...")
-    p = subprocess.run(["make", "-C", REPO, "--no-print-directory", "bench-agent", f"BUILD={build}"],
+    p = subprocess.run(["make", "-C", REPO, "-s", "--no-print-directory", "bench-agent", f"BUILD={build}"],
                        capture_output=True, text=True, timeout=3600)
     log(p.stdout[-4000:])
     return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-3000:]}
+
+
+# `make bench-agent` prints "key: value" lines; the ones with a DESIGN §6 target
+AGENT_METRICS = [
+    ("p2_add_pod_p50_ms", "P2 pod added → kernel re-tuned, p50 (ms)", None),
+    ("p2_add_pod_p99_ms", "P2 pod added → kernel re-tuned, p99 (ms)", ("<=", 20, "≤ 20 ms (+ debounce)")),
+    ("p2_delete_pod_p99_ms", "P2 pod deleted → kernel re-tuned, p99 (ms)", ("<=", 20, "≤ 20 ms (+ debounce)")),
+    ("rss_kib", "P3 agent RSS with the pods below (KiB)", ("<=", 16384, "≤ 16 MiB")),
+    ("rss_peak_kib", "P3 agent peak RSS (KiB)", ("<=", 16384, "≤ 16 MiB")),
+    ("idle_cpu_pct", "P3 CPU when idle (%)", ("<=", 0.5, "~0")),
+    ("churn_cpu_pct", "P3 CPU under churn (%)", None),
+    ("pods", "pods on the node", None),
+    ("first_reconcile_250_ms", "P5 reconcile of 250 pods (ms)", ("<=", 50, "≤ 50 ms")),
+    ("uplink_objects", "P5 tc objects on the uplink", None),
+    ("watch_decode_events_per_s", "P5 watch decoding (events/s per core)", (">=", 50000, "≥ 50k/s")),
+]
+
+
+def agent_bench_lines(ab):
+    vals = {}
+    for line in ab.get("stdout", "").splitlines():
+        k, sep, v = line.partition(":")
+        if sep and k.strip() and " " not in k.strip():
+            vals[k.strip()] = v.strip()
+    out = [f"`make bench-agent` (issue #3's benchmark; exit {ab.get('rc')}):", "",
+           "| metric | value | target |", "|---|---|---|"]
+    known = set()
+    for key, label, target in AGENT_METRICS:
+        known.add(key)
+        if key not in vals:
+            out.append(f"| {label} | not measured by `make bench-agent` | {target[2] if target else ''} |")
+            continue
+        verdict = ""
+        if target:
+            try:
+                x = float(vals[key])
+                ok = x <= target[1] if target[0] == "<=" else x >= target[1]
+                verdict = f"{target[2]}: {'met' if ok else 'MISSED'}"
+            except ValueError:
+                verdict = target[2]
+        out.append(f"| {label} | {vals[key]} | {verdict} |")
+    rest = [f"{k}: {v}" for k, v in vals.items() if k not in known]
+    if rest:
+        out += ["", "Everything else it printed:", "", "```", *rest, "```"]
+    return out + [""]
 
 
 def write_docs(path, docs_dir, ctx):
@@ -517,7 +590,10 @@ def write_docs(path, docs_dir, ctx):
         "(\"just use a good AQM\").",
         "",
         f"{ctx['reps']} repetitions, arms interleaved (each repetition runs every arm, starting one arm later), "
-        "reported as median (min–max). Ratios are computed per repetition, then summarised.",
+        "reported as median (min–max). Ratios are computed per repetition, then summarised. Targets (DESIGN §6 "
+        "P4): inference p99 within 2× of idle and ≥ 10× lower than with the deep FIFO, training goodput ≥ 95 % of "
+        "the FIFO arm's. The load generator runs at real-time priority (SCHED_FIFO) so that other work on the "
+        "machine does not show up as request latency.",
         "",
     ]
     for arm, why in ctx["skipped"].items():
@@ -528,12 +604,14 @@ def write_docs(path, docs_dir, ctx):
         lines += ["(A qemu harness boots Debian's full kernel for the fq/fq_codel correctness tests, but it runs "
                   "under TCG emulation without KVM, where timing is meaningless, so the fq_codel arm is not "
                   "measured there either.)", ""]
+    if ctx.get("verdict_table"):
+        lines += ["Against the targets (medians of the per-repetition ratios):", "", ctx["verdict_table"], ""]
+    payload = ctx["rate_mbit"] * 1448 / 1514
     lines += ["Inference (the request/response load of the inference pod):", "", ctx["lat_table"], "",
-              "Training and queues:", "", ctx["trn_table"], ""]
+              f"Training and queues (goodput is TCP payload: a full {ctx['rate_mbit']} Mbit/s link carries "
+              f"≈ {payload:.0f} Mbit/s of it in 1514-byte frames):", "", ctx["trn_table"], ""]
     if ctx["peers_table"]:
         lines += ["aiqos against each peer (same repetition, same congestion control):", "", ctx["peers_table"], ""]
-    lines += ["Targets (DESIGN §6 P4): inference p99 within 2× of idle and ≥ 10× lower than the deep FIFO, "
-              "training goodput ≥ 95 % of the FIFO arm's.", ""]
     for key, (png, err) in sorted(ctx["plots"].items()):
         rel = os.path.relpath(png, os.path.dirname(path))
         if err is None:
@@ -552,9 +630,19 @@ def write_docs(path, docs_dir, ctx):
         lines += ["The aiqos run of this experiment needs the agent (not built for this run); the timeline below "
                   "shows only the arms that ran.", ""]
     for d in dyn:
-        ch = ", ".join(f"{m} at {t:.2f} s" for t, m in d.get("mode_changes", [])) or "—"
+        ch = ", ".join(f"{m} at {max(0.0, t):.2f} s" for t, m in d.get("mode_changes", [])) or "—"
         lines += [f"- {d['title']}: pod ready at {d['inference_ready_s']:.2f} s; p99 over the run "
                   f"{ms(d['latency_us']['p99'])}; agent modes: {ch}"]
+        mixed = [t for t, m in d.get("mode_changes", []) if m == "mixed"]
+        if mixed:
+            before = [p for t, p, n in d["windows"] if p is not None and n and t < mixed[0]]
+            after = [p for t, p, n in d["windows"] if p is not None and n and t >= mixed[0]]
+            if before and after:
+                lines += [f"  - windows before the switch to mixed ({len(before)}): worst p99 {ms(max(before))}, "
+                          f"median {ms(statistics.median(before))}; after ({len(after)}): worst {ms(max(after))}, "
+                          f"median {ms(statistics.median(after))}. Until the agent adds the pod's filter, its "
+                          "traffic is unclassified and falls into the default class, which already ranks above "
+                          "training (HTB prio 1 vs 2)."]
     if dyn:
         png, err = ctx["plots_dyn"]
         rel = os.path.relpath(png, os.path.dirname(path))
@@ -566,7 +654,7 @@ def write_docs(path, docs_dir, ctx):
         lines += [f"Not run: {ab['skipped']}. These benchmarks belong to the agent (`make bench-agent`); "
                   "`make bench` runs and includes them once they exist.", ""]
     else:
-        lines += ["`make bench-agent`:", "", "```", ab["stdout"].rstrip()[-8000:], "```", ""]
+        lines += agent_bench_lines(ab)
     lines += ["## Reproduce", "", "```", ctx["command"], "```", "",
               "Raw results (per-arm loadgen/iperf3 JSON, tc dumps): `BUILD/bench/<run>/`; the summary is "
               f"`{os.path.relpath(os.path.join(docs_dir, 'results.json'), REPO)}`.", ""]
@@ -583,8 +671,8 @@ def bench(build, full, reps, skip_p1=False):
     ccs = os.environ.get("BENCH_CCS", "cubic bbr").split()
     arms = os.environ.get("BENCH_ARMS", " ".join(ALL_ARMS)).split()
     unknown = [a for a in arms if a not in O.ARMS]
-    if unknown:
-        log(f"unknown arms in BENCH_ARMS: {unknown} (known: {' '.join(ALL_ARMS)})")
+    if unknown or not ccs:
+        log(f"BENCH_ARMS: unknown arms {unknown} (known: {' '.join(ALL_ARMS)}), or BENCH_CCS empty")
         return 2
     mach = machine()
     log(f"bench: {mach['nproc']} CPUs, kernel {mach['kernel']}, load {' '.join(mach['loadavg'])}; results in {outdir}")
@@ -596,61 +684,77 @@ def bench(build, full, reps, skip_p1=False):
         for p in lab.teardown():
             log(f"teardown: {p}")
     agent_bench = run_agent_bench(build) if full else {"skipped": "bench-lab"}
-    rows, peers = summarize(results, ccs)
-    arms_run = [a for a in arms if a in runnable]
-    lat_table, trn_table = p4_tables(rows, ccs, arms_run)
-    ptable = lat_table + "\n\n" + trn_table
-    pt = peers_table(peers, ccs) if peers else ""
-    log("\n" + ptable + "\n")
-    if pt:
-        log(pt + "\n")
-    docs_dir = os.path.join(REPO, "docs", "bench") if full else outdir
-    os.makedirs(docs_dir, exist_ok=True)
-    plots = p4_plots(outdir, results, rows, ccs, arms_run, lab.rate_mbit)
-    plots_dyn = None
-    if dyn:
-        png = os.path.join(outdir, "retune-timeline.png")
-        plots_dyn = (png, plot_timeline(png, dyn, "inference p99 while training runs; the inference pod arrives"))
-    summary = {"machine": mach, "workload": vars(w), "results": results, "dynamic": dyn, "skipped": skipped,
-               "p1": p1, "agent_bench": agent_bench}
+    env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in
+                   ("BENCH_REPS", "BENCH_SECONDS", "BENCH_CCS", "BENCH_ARMS", "BENCH_RATE_MBIT") if k in os.environ)
+    run = {"machine": mach, "workload": vars(w), "workload_text": w.describe(lab.rate_mbit), "results": results,
+           "dynamic": dyn, "skipped": skipped, "p1": p1, "agent_bench": agent_bench, "ccs": ccs,
+           "arms": [a for a in arms if a in runnable], "reps": reps, "rate_mbit": lab.rate_mbit,
+           "fifo_bytes": lab.fifo_bytes, "full": full,
+           "command": f"{env + ' ' if env else ''}make {'bench' if full else 'bench-lab'}",
+           "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "seconds": time.monotonic() - t0}
     with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    if full:
-        def publish(item):
-            png, err = item
-            if err is None and os.path.exists(png):
-                dst = os.path.join(docs_dir, os.path.basename(png))
-                shutil.copyfile(png, dst)
-                return dst, None
-            return png, err
-        plots = {k: publish(v) for k, v in plots.items()}
-        if plots_dyn:
-            plots_dyn = publish(plots_dyn)
-        with open(os.path.join(docs_dir, "results.json"), "w") as f:
-            json.dump(summary, f, indent=1)
-        env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ("BENCH_REPS", "BENCH_SECONDS", "BENCH_CCS", "BENCH_ARMS",
-                                                         "BENCH_RATE_MBIT") if k in os.environ)
-        ctx = {"machine": mach, "workload": w.describe(lab.rate_mbit), "command": f"{env + ' ' if env else ''}make bench",
-               "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "seconds": time.monotonic() - t0,
-               "p1": p1, "rate_mbit": lab.rate_mbit, "fifo_bytes": lab.fifo_bytes, "reps": reps,
-               "bw_share": w.bw_share, "bw_per_pod_mbit": lab.rate_mbit * w.bw_share / w.n_train,
-               "skipped": skipped, "lat_table": lat_table, "trn_table": trn_table, "peers_table": pt, "plots": plots, "dynamic": dyn,
-               "plots_dyn": plots_dyn, "agent_bench": agent_bench}
-        md = os.path.join(REPO, "docs", "benchmarks.md")
-        write_docs(md, docs_dir, ctx)
-        log(f"wrote {md} and {docs_dir}/")
+        json.dump(run, f, indent=1)
+    render(outdir, run)
     log(f"bench: done in {(time.monotonic() - t0) / 60:.1f} min; raw results in {outdir}")
     return 0
 
 
+def render(outdir, run):
+    """Tables and plots from a run's results.json; for `make bench` also
+    docs/benchmarks.md, docs/bench/*.png and docs/bench/results.json."""
+    rows, peers = summarize(run["results"], run["ccs"])
+    lat_table, trn_table = p4_tables(rows, run["ccs"], run["arms"])
+    pt = peers_table(peers, run["ccs"]) if peers else ""
+    vt = verdict_table(rows, peers, run["ccs"])
+    log("\n" + lat_table + "\n\n" + trn_table + "\n")
+    if pt:
+        log(pt + "\n")
+    plots = p4_plots(outdir, run["results"], rows, run["ccs"], run["arms"], run["rate_mbit"])
+    plots_dyn = None
+    if run["dynamic"]:
+        png = os.path.join(outdir, "retune-timeline.png")
+        plots_dyn = (png, plot_timeline(png, run["dynamic"], "inference p99 while training runs; the inference pod "
+                                                             "arrives"))
+    if not run["full"]:
+        return
+    docs_dir = os.path.join(REPO, "docs", "bench")
+    os.makedirs(docs_dir, exist_ok=True)
+
+    def publish(item):
+        png, err = item
+        if err is None and os.path.exists(png):
+            dst = os.path.join(docs_dir, os.path.basename(png))
+            shutil.copyfile(png, dst)
+            return dst, None
+        return png, err
+    plots = {k: publish(v) for k, v in plots.items()}
+    if plots_dyn:
+        plots_dyn = publish(plots_dyn)
+    with open(os.path.join(docs_dir, "results.json"), "w") as f:
+        json.dump(run, f, indent=1)
+    w = run["workload"]
+    ctx = dict(run)
+    ctx.update({"workload": run["workload_text"], "bw_share": w["bw_share"],
+                "bw_per_pod_mbit": run["rate_mbit"] * w["bw_share"] / w["n_train"], "lat_table": lat_table,
+                "trn_table": trn_table, "peers_table": pt, "verdict_table": vt, "plots": plots, "plots_dyn": plots_dyn})
+    md = os.path.join(REPO, "docs", "benchmarks.md")
+    write_docs(md, docs_dir, ctx)
+    log(f"wrote {md} and {docs_dir}/")
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab"])
-    ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build"))
+    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab", "render"])
+    ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build"),
+                    help="the build directory (render: a run directory BUILD/bench/lab-*)")
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 5)))
     ap.add_argument("--skip-p1", action="store_true", help="bench: do not run cni-latency.sh")
     a = ap.parse_args(argv)
     build = os.path.abspath(a.build)
+    if a.cmd == "render":
+        with open(os.path.join(build, "results.json")) as f:
+            render(build, json.load(f))
+        return 0
     if os.geteuid() != 0:
         log(f"{a.cmd}: needs root (network namespaces, qdiscs)")
         return 2
