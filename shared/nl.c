@@ -23,6 +23,7 @@
 #endif
 
 #define NL_DUMP_TRIES    5
+#define NL_RECV_BYTES    (32 * 1024)
 #define NL_EXTACK_MAX    256
 #define NL_DESC_MAX      160
 #define TC_DUMP_MAX      ARRAY_SIZE(((struct tc_dump *)0)->tc)
@@ -117,8 +118,17 @@ int nl_open(struct nl_sock **ret, struct error *err)
 	 * a copy of the request. */
 	(void)setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
 	(void)setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
-	/* Dump parts can exceed libnl's default receive buffer: peek for the size. */
-	nl_socket_enable_msg_peek(sk);
+	/* One recvmsg per reply, no MSG_PEEK probe first: a dump part is at
+	 * most 32 KiB (the kernel caps its dump skbs there) and the replies
+	 * aiqos asks for (a link, acks) are far smaller; a larger one would
+	 * fail with EMSGSIZE, never be cut. */
+	r = nl_socket_set_msg_buf_size(sk, NL_RECV_BYTES);
+	if (r < 0) {
+		nl_socket_free(sk);
+		r = nl_to_errno(r);
+		return error_set(err, 0, -r, "set rtnetlink receive buffer: %s", strerror(-r));
+	}
+	nl_socket_disable_msg_peek(sk);
 	*ret = sk;
 	return 0;
 }
@@ -243,7 +253,9 @@ static int cb_intr(struct nl_msg *msg, void *arg)
 
 /* Send msg and read until its ack, error or end of dump, passing data
  * messages to on_msg (may be NULL). Returns the kernel's negative errno
- * (details in req->ext), or on_msg's first error. */
+ * (details in req->ext), or on_msg's first error. Every request carries
+ * NLM_F_ACK: libnl's own sequence tracking on the socket (which callers
+ * such as libnl-route caches rely on) stays as it expects. */
 static int nl_transact(struct nl_sock *sk, struct nl_msg *msg, int (*on_msg)(const struct nlmsghdr *hdr, void *arg),
                        void *arg, struct nl_req *req)
 {
@@ -747,19 +759,39 @@ static bool qdisc_already_there(struct nl_sock *sk, int ifindex, const struct tc
 
 /* --- create/replace/delete --- */
 
+/* What a request is about ("replace qdisc htb root handle 1: on ifindex
+ * 3"), put into words only when an error message needs it. */
+struct tc_what {
+	const char *verb;
+	const struct tc_spec *s;
+	int ifindex;
+	char text[NL_DESC_MAX + 48];
+};
+
+static const char *tc_what_str(struct tc_what *w)
+{
+	char desc[NL_DESC_MAX];
+
+	if (!w->text[0]) {
+		tc_describe(w->s, desc, sizeof(desc));
+		snprintf(w->text, sizeof(w->text), "%s %s on ifindex %d", w->verb, desc, w->ifindex);
+	}
+	return w->text;
+}
+
 static int tc_send(struct nl_sock *sk, int type, int flags, int ifindex, const struct tc_spec *s, uint32_t handle,
-                   bool options, struct nl_req *req, const char *what, struct error *err)
+                   bool options, struct nl_req *req, struct tc_what *what, struct error *err)
 {
 	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
 	int r;
 
 	r = tc_msg_build(&msg, type, flags, ifindex, s, handle, options);
 	if (r < 0)
-		return error_set(err, 0, -r, "%s: encode options: %s", what, strerror(-r));
+		return error_set(err, 0, -r, "%s: encode options: %s", tc_what_str(what), strerror(-r));
 	*req = (struct nl_req){0};
 	r = nl_transact(sk, msg, NULL, NULL, req);
 	if (r < 0)
-		return req_error(err, r, req, what);
+		return req_error(err, r, req, tc_what_str(what));
 	return 0;
 }
 
@@ -771,16 +803,14 @@ int nl_tc_replace(struct nl_sock *sk, int ifindex, const struct tc_spec *s, stru
 	        [TC_FILTER] = RTM_NEWTFILTER,
 	};
 	const struct tc_kind *k = tc_kind_get(s->kind);
-	char desc[NL_DESC_MAX], what[NL_DESC_MAX + 48];
+	struct tc_what what = {.verb = "replace", .s = s, .ifindex = ifindex};
 	struct nl_req req = {0};
 	uint32_t handle = s->handle;
 	int flags = NLM_F_CREATE | NLM_F_REPLACE;
 	int r;
 
-	tc_describe(s, desc, sizeof(desc));
-	snprintf(what, sizeof(what), "replace %s on ifindex %d", desc, ifindex);
 	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", what, (int)s->kind,
+		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
 		                 tc_type_name(s->type));
 
 	if (s->type == TC_FILTER) {
@@ -791,19 +821,19 @@ int nl_tc_replace(struct nl_sock *sk, int ifindex, const struct tc_spec *s, stru
 
 			r = u32_lookup(sk, ifindex, s, &f, &req);
 			if (r < 0)
-				return req_error(err, r, &req, what);
+				return req_error(err, r, &req, tc_what_str(&what));
 			if (f.found) {
 				handle = f.spec.handle;
 				if (!u32_same_selector(s, &f.spec)) {
 					/* replace would keep the old selector */
-					r = tc_send(sk, RTM_DELTFILTER, 0, ifindex, s, handle, false, &req, what, err);
+					r = tc_send(sk, RTM_DELTFILTER, 0, ifindex, s, handle, false, &req, &what, err);
 					if (r < 0 && r != -ENOENT)
 						return r;
 				}
 			}
 		}
 	}
-	r = tc_send(sk, msg_type[s->type], flags, ifindex, s, handle, true, &req, what, err);
+	r = tc_send(sk, msg_type[s->type], flags, ifindex, s, handle, true, &req, &what, err);
 	/* "Change operation not supported": fine when nothing would change */
 	if (r == -EINVAL && s->type == TC_QDISC && qdisc_already_there(sk, ifindex, s)) {
 		error_clear(err);
@@ -838,16 +868,14 @@ int nl_tc_delete(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 	        [TC_FILTER] = RTM_DELTFILTER,
 	};
 	const struct tc_kind *k = tc_kind_get(s->kind);
-	char desc[NL_DESC_MAX], what[NL_DESC_MAX + 48];
+	struct tc_what what = {.verb = "delete", .s = s, .ifindex = ifindex};
 	struct nl_req req = {0};
 	uint32_t handle = s->handle;
 	bool present = true;
 	int r;
 
-	tc_describe(s, desc, sizeof(desc));
-	snprintf(what, sizeof(what), "delete %s on ifindex %d", desc, ifindex);
 	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", what, (int)s->kind,
+		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
 		                 tc_type_name(s->type));
 
 	if (s->type == TC_FILTER && s->kind == TC_KIND_U32 && handle) {
@@ -855,16 +883,16 @@ int nl_tc_delete(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 
 		r = u32_lookup(sk, ifindex, s, &f, &req);
 		if (r < 0)
-			return req_error(err, r, &req, what);
+			return req_error(err, r, &req, tc_what_str(&what));
 		if (!f.found)
-			return error_set(err, 0, ENOENT, "%s: %s", what, strerror(ENOENT));
+			return error_set(err, 0, ENOENT, "%s: %s", tc_what_str(&what), strerror(ENOENT));
 		handle = f.spec.handle;
 	}
-	r = tc_send(sk, msg_type[s->type], 0, ifindex, s, handle, false, &req, what, err);
+	r = tc_send(sk, msg_type[s->type], 0, ifindex, s, handle, false, &req, &what, err);
 	/* The kernel answers EINVAL ("Invalid handle", "Invalid qdisc name") when
 	 * another object holds the slot: for the caller ours is absent. */
 	if (r == -EINVAL && s->type != TC_CLASS && tc_object_present(sk, ifindex, s, &present) == 0 && !present)
-		return error_set(err, 0, ENOENT, "%s: %s (%s)", what, strerror(ENOENT),
+		return error_set(err, 0, ENOENT, "%s: %s (%s)", tc_what_str(&what), strerror(ENOENT),
 		                 req.ext[0] ? req.ext : "not present");
 	return r;
 }
@@ -1228,20 +1256,18 @@ int nl_tc_create(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 	        [TC_FILTER] = RTM_NEWTFILTER,
 	};
 	const struct tc_kind *k = tc_kind_get(s->kind);
-	char desc[NL_DESC_MAX], what[NL_DESC_MAX + 48];
+	struct tc_what what = {.verb = "create", .s = s, .ifindex = ifindex};
 	struct nl_req req = {0};
 	int r;
 
-	tc_describe(s, desc, sizeof(desc));
-	snprintf(what, sizeof(what), "create %s on ifindex %d", desc, ifindex);
 	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", what, (int)s->kind,
+		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
 		                 tc_type_name(s->type));
-	r = tc_send(sk, msg_type[s->type], NLM_F_CREATE | NLM_F_EXCL, ifindex, s, s->handle, true, &req, what, err);
+	r = tc_send(sk, msg_type[s->type], NLM_F_CREATE | NLM_F_EXCL, ifindex, s, s->handle, true, &req, &what, err);
 	/* u32 answers a taken node id with ENOSPC */
 	if (r == -ENOSPC && s->type == TC_FILTER && s->kind == TC_KIND_U32) {
 		error_clear(err);
-		return error_set(err, 0, EEXIST, "%s: %s", what, strerror(EEXIST));
+		return error_set(err, 0, EEXIST, "%s: %s", tc_what_str(&what), strerror(EEXIST));
 	}
 	return r;
 }
