@@ -83,21 +83,11 @@ static int sysctl_path(const char *key, char *buf, size_t size, struct error *er
 	return 0;
 }
 
-int sysctl_read(const char *key, char *buf, size_t size, struct error *err)
+/* Read the value of an open sysctl file (from its start) into buf. */
+static int sysctl_fd_read(int fd, const char *key, char *buf, size_t size, struct error *err)
 {
-	char path[256];
-	_cleanup_close_ int fd = -1;
 	size_t len = 0;
-	int r;
 
-	if (size == 0)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "read sysctl '%s': no buffer", key ? key : "");
-	r = sysctl_path(key, path, sizeof(path), err);
-	if (r < 0)
-		return r;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return error_set(err, CNI_ERR_IO, errno, "read sysctl '%s': %s", key, strerror(errno));
 	for (;;) {
 		ssize_t k;
 		if (len + 1 >= size)
@@ -119,18 +109,28 @@ int sysctl_read(const char *key, char *buf, size_t size, struct error *err)
 	return 0;
 }
 
-int sysctl_write(const char *key, const char *val, struct error *err)
+int sysctl_read(const char *key, char *buf, size_t size, struct error *err)
 {
 	char path[256];
-	char line[SYSCTL_WRITE_MAX + 2];
 	_cleanup_close_ int fd = -1;
-	size_t n;
-	ssize_t k;
 	int r;
 
+	if (size == 0)
+		return error_set(err, CNI_ERR_NONE, EINVAL, "read sysctl '%s': no buffer", key ? key : "");
 	r = sysctl_path(key, path, sizeof(path), err);
 	if (r < 0)
 		return r;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(err, CNI_ERR_IO, errno, "read sysctl '%s': %s", key, strerror(errno));
+	return sysctl_fd_read(fd, key, buf, size, err);
+}
+
+/* "val\n" into line (SYSCTL_WRITE_MAX + 2 bytes); its length in *ret_len. */
+static int sysctl_line(const char *key, const char *val, char *line, size_t *ret_len, struct error *err)
+{
+	size_t n;
+
 	if (!val)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "write sysctl '%s': no value", key);
 	n = strlen(val);
@@ -141,18 +141,70 @@ int sysctl_write(const char *key, const char *val, struct error *err)
 		                 key);
 	memcpy(line, val, n);
 	line[n] = '\n';
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return error_set(err, CNI_ERR_IO, errno, "write sysctl '%s': %s", key, strerror(errno));
+	*ret_len = n + 1;
+	return 0;
+}
+
+/* Write line at the start of an open sysctl file, in one write. */
+static int sysctl_fd_write(int fd, const char *key, const char *val, const char *line, size_t len, struct error *err)
+{
+	ssize_t k;
+
 	do
-		k = write(fd, line, n + 1);
+		k = pwrite(fd, line, len, 0);
 	while (k < 0 && errno == EINTR);
 	if (k < 0)
 		return error_set(err, CNI_ERR_IO, errno, "write sysctl %s='%s': %s", key, val, strerror(errno));
-	if ((size_t)k != n + 1)
+	if ((size_t)k != len)
 		return error_set(err, CNI_ERR_IO, EIO, "write sysctl %s='%s': short write (%zd of %zu bytes)", key, val,
-		                 k, n + 1);
+		                 k, len);
 	return 0;
+}
+
+int sysctl_write(const char *key, const char *val, struct error *err)
+{
+	char path[256];
+	char line[SYSCTL_WRITE_MAX + 2];
+	_cleanup_close_ int fd = -1;
+	size_t len = 0;
+	int r;
+
+	r = sysctl_path(key, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	r = sysctl_line(key, val, line, &len, err);
+	if (r < 0)
+		return r;
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(err, CNI_ERR_IO, errno, "write sysctl '%s': %s", key, strerror(errno));
+	return sysctl_fd_write(fd, key, val, line, len, err);
+}
+
+int sysctl_exchange(const char *key, const char *val, char *prev, size_t prev_size, int *ret_read, struct error *err)
+{
+	char path[256];
+	char line[SYSCTL_WRITE_MAX + 2];
+	_cleanup_close_ int fd = -1;
+	size_t len = 0;
+	int r;
+
+	r = sysctl_path(key, path, sizeof(path), err);
+	if (r < 0) {
+		*ret_read = r;
+		return r;
+	}
+	r = sysctl_line(key, val, line, &len, err);
+	if (r >= 0)
+		fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		/* absent, read-only here, or val invalid: the two calls say
+		 * exactly what they always said */
+		*ret_read = prev_size ? sysctl_read(key, prev, prev_size, NULL) : -EINVAL;
+		return sysctl_write(key, val, err);
+	}
+	*ret_read = prev_size ? sysctl_fd_read(fd, key, prev, prev_size, NULL) : -EINVAL;
+	return sysctl_fd_write(fd, key, val, line, len, err);
 }
 
 bool sysctl_value_equal(const char *a, const char *b)

@@ -29,6 +29,11 @@ int netns_leave(int saved, struct error *err);
  * to tell the two apart, sysctl_read the key. Errors name key and value. */
 int sysctl_read(const char *key, char *buf, size_t size, struct error *err);
 int sysctl_write(const char *key, const char *val, struct error *err);
+/* sysctl_read into prev (its result in *ret_read; prev is only valid when
+ * that is 0) followed by sysctl_write of val, through a single open of the
+ * file when it can be opened read-write (else exactly the two calls).
+ * Returns what sysctl_write would. */
+int sysctl_exchange(const char *key, const char *val, char *prev, size_t prev_size, int *ret_read, struct error *err);
 /* Compare sysctl values ignoring whitespace differences ("4096 87380" vs "4096\t87380"). */
 bool sysctl_value_equal(const char *a, const char *b);
 

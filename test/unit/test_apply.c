@@ -810,6 +810,60 @@ TEST(sysctl_value_equal_table)
 	CHECK(!sysctl_value_equal(NULL, "1"));
 }
 
+/* Read-then-write through one open, and exactly the old answers where
+ * that is not possible. */
+TEST(sysctl_exchange_cases)
+{
+	struct error e = {0};
+	char prev[64];
+	int saved = -1, rd = 99;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		return;
+	CHECK_INT(netns_enter(fx.pod_nsfd, &saved, &e), 0);
+	CHECK_INT(sysctl_write("net/ipv4/tcp_ecn", "2", &e), 0);
+	CHECK_INT(sysctl_exchange("net/ipv4/tcp_ecn", "1", prev, sizeof(prev), &rd, &e), 0);
+	CHECK_INT(rd, 0);
+	CHECK_STR(prev, "2");
+	CHECK_INT(sysctl_read("net.ipv4.tcp_ecn", prev, sizeof(prev), &e), 0);
+	CHECK_STR(prev, "1");
+
+	/* a refused value: the previous one is still read, the error is the write's */
+	error_clear(&e);
+	CHECK_INT(sysctl_exchange("net/ipv4/tcp_ecn", "7", prev, sizeof(prev), &rd, &e), -EINVAL);
+	CHECK_INT(rd, 0);
+	CHECK_STR(prev, "1");
+	CHECK_CONTAINS(e.msg, "net/ipv4/tcp_ecn='7'");
+	CHECK_INT(sysctl_exchange("net/ipv4/tcp_ecn", "1\n2", prev, sizeof(prev), &rd, &e), -EINVAL);
+	CHECK_INT(rd, 0);
+	CHECK_CONTAINS(e.msg, "newline");
+	CHECK_INT(sysctl_exchange("net/ipv4/tcp_congestion_control", "aiqos-no-such-cc", prev, sizeof(prev), &rd, &e),
+	          -ENOENT);
+	CHECK_INT(rd, 0); /* the key is there: the value was refused */
+
+	/* absent key: both fail */
+	CHECK_INT(sysctl_exchange("net/ipv4/aiqos_nope", "1", prev, sizeof(prev), &rd, &e), -ENOENT);
+	CHECK_INT(rd, -ENOENT);
+	CHECK_CONTAINS(e.msg, "net/ipv4/aiqos_nope");
+
+	/* read-only here: read works, write fails as sysctl_write does */
+	CHECK_INT(sysctl_exchange("net/ipv4/tcp_available_congestion_control", "reno", prev, sizeof(prev), &rd, &e),
+	          sysctl_write("net/ipv4/tcp_available_congestion_control", "reno", NULL));
+	CHECK_INT(rd, 0);
+	CHECK_CONTAINS(prev, "reno");
+
+	/* a previous value too long for the buffer: only the read fails */
+	CHECK_INT(sysctl_exchange("net/ipv4/tcp_ecn", "1", prev, 1, &rd, &e), 0);
+	CHECK_INT(rd, -EOVERFLOW);
+	CHECK_INT(sysctl_exchange("net/ipv4/tcp_ecn", "1", prev, 0, &rd, &e), 0);
+	CHECK_INT(rd, -EINVAL);
+	CHECK_INT(sysctl_exchange("../etc/passwd", "1", prev, sizeof(prev), &rd, &e), -EINVAL);
+	CHECK_INT(rd, -EINVAL);
+	CHECK_INT(netns_leave(saved, &e), 0);
+}
+
 TEST(zz_teardown)
 {
 	need_root();
