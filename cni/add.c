@@ -4,6 +4,7 @@
  * failurePolicy: open logs and records them, closed undoes and fails. */
 #include <time.h>
 
+#include "caps.h"
 #include "cni.h"
 
 /* Annotations: runtimeConfig (no network call), else the agent's cache,
@@ -100,6 +101,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	_cleanup_free_ struct attach_state *s = NULL;
 	const struct profile *p;
 	struct attach a;
+	struct plan_caps known = {0}, caps = {0};
 	struct error fail = {0}, e = {0};
 	char pwarn[256] = "", pod[512];
 	int r;
@@ -125,8 +127,11 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	attach_init(&a);
 	r = cni_attach_discover(&a, env->netns, env->ifname, &c->prev, &fail);
 	if (r >= 0) {
-		struct plan_caps caps = {0};
-
+		/* what earlier ADDs on this boot learned the kernel lacks */
+		error_clear(&e);
+		if (caps_load(c->state_dir, &known, &e) == 0 && e.msg[0])
+			log_msg(LOG_LVL_DEBUG, "learning kernel capabilities afresh", "error", e.msg, (char *)NULL);
+		caps = known;
 		s->ifs = a.ifs;
 		s->pod_ifindex = a.pod.ifindex;
 		s->host_ifindex = a.host.ifindex;
@@ -175,6 +180,13 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		log_msg(LOG_LVL_ERROR, "cannot save state", "container", s->container_id, "error", e.msg, (char *)NULL);
 	}
 	attach_close(&a);
+	/* The stateDir exists now (state_save); what this ADD learned is kept
+	 * for the next ones. */
+	if (caps_learned_more(&known, &caps)) {
+		error_clear(&e);
+		if (caps_save(c->state_dir, &caps, &e) < 0)
+			log_msg(LOG_LVL_DEBUG, "learned kernel capabilities not saved", "error", e.msg, (char *)NULL);
+	}
 
 	/* best effort; not again when the agent just failed to answer (ADD
 	 * stays within one timeout) */

@@ -75,10 +75,11 @@ static bool spec_is_root_qdisc(const struct tc_spec *s)
 	return s->type == TC_QDISC && (s->parent == TC_H_ROOT || s->parent == TC_H_CLSACT);
 }
 
-/* Can ENOENT for this object only mean "unknown kind/action"? A root-level
- * qdisc has no parent that could be missing; a filter attached to a qdisc
- * (minor 0) or a clsact hook gets EINVAL, not ENOENT, for a missing parent.
- * Below a class, ENOENT is also the kernel's answer for a missing class. */
+/* Can ENOENT (or EOPNOTSUPP) for this object only mean "unknown
+ * kind/action"? A root-level qdisc has no parent that could be missing; a
+ * filter attached to a qdisc (minor 0) or a clsact hook gets EINVAL, not
+ * ENOENT, for a missing parent. Below a class, ENOENT is also the kernel's
+ * answer for a missing class, EOPNOTSUPP for a parent that is classless. */
 static bool enoent_means_missing_feature(const struct tc_spec *s)
 {
 	if (s->type == TC_QDISC)
@@ -97,19 +98,41 @@ static bool tc_refusal_is_missing_feature(const struct tc_spec *s, int errnum)
 	return errnum == EINVAL && spec_uses_pedit(s);
 }
 
-/* Record the feature an alternative failed on as missing in caps. */
-static void caps_mark_refused(struct plan_caps *caps, const struct tc_spec *refused, const struct tc_spec *accepted)
+/* Record the feature an alternative failed on as missing in caps, with the
+ * kernel's errno. */
+static void caps_mark_refused(struct plan_caps *caps, const struct tc_spec *refused, const struct tc_spec *accepted,
+                              int errnum)
 {
 	if (!caps)
 		return;
 	if (spec_uses_pedit(refused) && (!accepted || !spec_uses_pedit(accepted))) {
 		caps->missing_pedit = true;
+		caps->missing_pedit_errno = errnum;
 		return;
 	}
 	if (accepted && accepted->kind == refused->kind)
 		return; /* same kind worked with other parameters: not a missing kind */
-	if (refused->kind >= 0 && refused->kind < _TC_KIND_MAX)
+	if (refused->kind >= 0 && refused->kind < _TC_KIND_MAX) {
 		plan_caps_mark_missing(caps, refused->kind);
+		caps->missing_errno[refused->kind] = errnum;
+	}
+}
+
+/* 0 when caps do not know s to be unsupported, else the errno to record for
+ * skipping it (the one the kernel refused it with when learned). */
+static int caps_known_missing(const struct plan_caps *caps, const struct tc_spec *s)
+{
+	int e = 0;
+
+	if (!caps)
+		return 0;
+	if (s->kind >= 0 && s->kind < _TC_KIND_MAX && !plan_caps_has(caps, s->kind))
+		e = caps->missing_errno[s->kind];
+	else if (spec_uses_pedit(s) && caps->missing_pedit)
+		e = caps->missing_pedit_errno;
+	else
+		return 0;
+	return e > 0 ? e : EOPNOTSUPP;
 }
 
 /* Filters without an explicit handle get a kernel-chosen one, so a second
@@ -242,11 +265,11 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 	}
 	for (unsigned i = 0; i < it->n_alt; i++) {
 		const struct tc_spec *s = &it->tc[i];
+		int known = caps_known_missing(caps, s);
 		struct error e = {0};
 
-		if (caps && ((s->kind >= 0 && s->kind < _TC_KIND_MAX && !plan_caps_has(caps, s->kind)) ||
-		             (spec_uses_pedit(s) && caps->missing_pedit))) {
-			it->err = EOPNOTSUPP; /* known missing: not tried */
+		if (known) {
+			it->err = known; /* known missing: not tried, no syscall */
 			continue;
 		}
 		r = tc_put(run, sk, ifindex, it->dev, s, &e);
@@ -256,7 +279,7 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 			/* what refused before this success is a missing feature for sure */
 			for (unsigned j = 0; j < i; j++)
 				if (tried[j])
-					caps_mark_refused(caps, &it->tc[j], s);
+					caps_mark_refused(caps, &it->tc[j], s, refused_errno[j]);
 			return 0;
 		}
 		if (!tc_refusal_is_missing_feature(s, -r)) {
@@ -275,12 +298,15 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 		tried[i] = true;
 		refused_errno[i] = -r;
 	}
-	/* Nothing accepted. Learn only what is unambiguous: EOPNOTSUPP, or ENOENT
-	 * where no missing parent can explain it. */
+	/* Nothing accepted. Learn only what is unambiguous (it is kept for the
+	 * later runs of this boot, caps.h): ENOENT or EOPNOTSUPP where no
+	 * parent can explain it — below a class, ENOENT is also a missing
+	 * class and EOPNOTSUPP a classless parent ("not classful"). */
 	for (unsigned j = 0; j < it->n_alt; j++)
-		if (tried[j] && (refused_errno[j] == EOPNOTSUPP || refused_errno[j] == ENOTSUP ||
-		                 (refused_errno[j] == ENOENT && enoent_means_missing_feature(&it->tc[j]))))
-			caps_mark_refused(caps, &it->tc[j], NULL);
+		if (tried[j] &&
+		    (refused_errno[j] == EOPNOTSUPP || refused_errno[j] == ENOTSUP || refused_errno[j] == ENOENT) &&
+		    enoent_means_missing_feature(&it->tc[j]))
+			caps_mark_refused(caps, &it->tc[j], NULL, refused_errno[j]);
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;
 	return 0;
@@ -354,18 +380,33 @@ static int cc_allow_from_pod(const char *cc, int pod_nsfd, int *saved, struct er
 	return r < 0 ? r : q;
 }
 
+/* Learn that the kernel does not know congestion control cc. */
+static void caps_mark_cc_missing(struct plan_caps *caps, const char *cc)
+{
+	size_t n, k;
+
+	if (!caps || !*cc || strchr(cc, ' ') || word_in_list(caps->cc_missing, cc))
+		return;
+	n = strlen(caps->cc_missing);
+	k = strlen(cc);
+	if (n + 1 + k + 1 > sizeof(caps->cc_missing))
+		return; /* full: it is tried again next time */
+	if (n > 0)
+		caps->cc_missing[n++] = ' ';
+	memcpy(caps->cc_missing + n, cc, k + 1);
+}
+
 /* Called with the thread already in the right netns; for pod sysctls
- * *saved is the host netns (see cc_allow_from_pod). */
-static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps, int pod_nsfd, int *saved,
-                             struct error *err)
+ * *saved is the host netns (see cc_allow_from_pod). The previous value is
+ * read through the same open as the first write (sysctl_exchange). */
+static int apply_sysctl_item(struct plan_item *it, struct plan_caps *caps, int pod_nsfd, int *saved, struct error *err)
 {
 	bool is_cc = sysctl_key_is(it->key, SYSCTL_CC_KEY);
+	bool have_prev = false, key_present = false;
 	char cur[SYSCTL_VAL_MAX];
 
 	/* what to put back if the pod leaves its class or ADD is undone */
 	it->prev[0] = '\0';
-	if (sysctl_read(it->key, cur, sizeof(cur), NULL) == 0)
-		str_copy(it->prev, sizeof(it->prev), cur);
 	for (unsigned i = 0; i < it->n_alt; i++) {
 		const char *val = it->val[i];
 		struct error e = {0};
@@ -375,7 +416,21 @@ static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps,
 			it->err = ENOENT; /* not in tcp_available_congestion_control */
 			continue;
 		}
-		r = sysctl_write(it->key, val, &e);
+		if (is_cc && caps && word_in_list(caps->cc_missing, val)) {
+			it->err = ENOENT; /* refused as unknown before: not tried again */
+			continue;
+		}
+		if (!have_prev) {
+			int q;
+
+			r = sysctl_exchange(it->key, val, cur, sizeof(cur), &q, &e);
+			have_prev = true;
+			key_present = q == 0;
+			if (key_present)
+				str_copy(it->prev, sizeof(it->prev), cur);
+		} else {
+			r = sysctl_write(it->key, val, &e);
+		}
 		if (r == -EPERM && is_cc && it->dev == DEV_POD) {
 			int q = cc_allow_from_pod(val, pod_nsfd, saved, err);
 			if (q < 0 && *saved < 0)
@@ -391,9 +446,12 @@ static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps,
 		it->err = -r;
 		if (r == -ENOENT) {
 			/* the key itself may be absent: no alternative can help */
-			if (sysctl_read(it->key, cur, sizeof(cur), NULL) == -ENOENT)
+			if (!key_present && sysctl_read(it->key, cur, sizeof(cur), NULL) == -ENOENT)
 				break;
-			continue; /* the value was refused (e.g. unknown congestion control) */
+			/* the value was refused (e.g. unknown congestion control) */
+			if (is_cc)
+				caps_mark_cc_missing(caps, val);
+			continue;
 		}
 		if (r == -EINVAL || r == -ERANGE)
 			continue;
@@ -407,6 +465,8 @@ static int apply_sysctl_item(struct plan_item *it, const struct plan_caps *caps,
 		error_prefix(err, "apply %s", it->id);
 		return r;
 	}
+	if (!have_prev && sysctl_read(it->key, cur, sizeof(cur), NULL) == 0)
+		str_copy(it->prev, sizeof(it->prev), cur);
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;
 	return 0;

@@ -36,11 +36,20 @@ enum plan_item_type {
 };
 
 /* Capabilities of a kernel: what is known to be missing. Unknown = try.
- * The applier learns missing kinds as it goes (plan_caps_mark_missing). */
+ * The applier learns missing kinds as it goes (plan_caps_mark_missing), with
+ * the errno the kernel refused them with; caps.h keeps them across runs. */
+#define PLAN_CAPS_CC_MAX 128
 struct plan_caps {
 	uint32_t missing_kinds;   /* bit (1 << tc_kind_id) */
 	bool missing_pedit;       /* act_pedit/act_csum unavailable (DSCP rewrite) */
-	char cc_available[128];   /* tcp_available_congestion_control, "" = unknown */
+	char cc_available[PLAN_CAPS_CC_MAX]; /* tcp_available_congestion_control, "" = unknown */
+	/* the kernel's refusal of a missing kind / of pedit (0 = not recorded):
+	 * an alternative skipped as known-missing is recorded with it */
+	int missing_errno[_TC_KIND_MAX];
+	int missing_pedit_errno;
+	/* congestion controls the kernel refused as unknown (ENOENT on
+	 * tcp_congestion_control while the key exists), space-separated */
+	char cc_missing[PLAN_CAPS_CC_MAX];
 };
 
 enum item_status {

@@ -810,6 +810,209 @@ TEST(sysctl_value_equal_table)
 	CHECK(!sysctl_value_equal(NULL, "1"));
 }
 
+/* The root qdisc of the pod's eth0 ("" if none of ours). */
+static char *pod_root_kind(void)
+{
+	cJSON *q = tc_json(fx.ns_pod, "qdisc", "eth0", "");
+	const cJSON *o = find_by(q, "handle", "1:");
+	char *k = strdup(o ? str_of(o, "kind") : "");
+	cJSON_Delete(q);
+	return k;
+}
+
+/* Alternatives the caps know to be missing are skipped without asking the
+ * kernel, recorded with the errno it refused them with when learned (or
+ * EOPNOTSUPP when the caps do not say). pfifo and the plain u32 filter
+ * exist on every kernel: skipping them proves no attempt was made. */
+TEST(known_missing_skipped_with_learned_errno)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	struct plan_caps caps = {0};
+	struct apply_target t;
+	struct error e = {0};
+	struct plan_item *it;
+	struct tc_spec *s;
+	char *k;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		goto out;
+	t = target();
+	it = add(p, ITEM_TC, DEV_POD, "egress.root", NULL);
+	s = alt(it, TC_QDISC, TC_KIND_PFIFO, TC_H_ROOT, H(1, 0));
+	s->u.fifo.limit = 100;
+	s = alt(it, TC_QDISC, TC_KIND_BFIFO, TC_H_ROOT, H(1, 0));
+	s->u.fifo.limit = 150000;
+
+	plan_caps_mark_missing(&caps, TC_KIND_PFIFO);
+	caps.missing_errno[TC_KIND_PFIFO] = ENOENT;
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->status, ITEM_DEGRADED);
+	CHECK_INT(it->chosen, 1);
+	CHECK_INT(it->err, ENOENT);
+	k = pod_root_kind();
+	CHECK_STR(k, "bfifo");
+	free(k);
+
+	/* caps that only know "missing" (plan_caps_mark_missing alone) */
+	caps.missing_errno[TC_KIND_PFIFO] = 0;
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->chosen, 1);
+	CHECK_INT(it->err, EOPNOTSUPP);
+
+	/* every alternative known missing: skipped, the kernel untouched */
+	plan_caps_mark_missing(&caps, TC_KIND_BFIFO);
+	caps.missing_errno[TC_KIND_BFIFO] = EOPNOTSUPP;
+	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
+	it->status = ITEM_PENDING;
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->status, ITEM_SKIPPED);
+	CHECK_INT(it->chosen, -1);
+	CHECK_INT(it->err, EOPNOTSUPP);
+	k = pod_root_kind();
+	CHECK_STR(k, "");
+	free(k);
+
+	/* a DSCP rewrite known to lack pedit: the plain filter, no flush or try */
+	memset(p, 0, sizeof(*p));
+	memset(&caps, 0, sizeof(caps));
+	caps.missing_pedit = true;
+	caps.missing_pedit_errno = EINVAL;
+	it = add(p, ITEM_TC, DEV_POD, "dscp.clsact", NULL);
+	alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
+	it = add(p, ITEM_TC, DEV_POD, "dscp.v4", "dscp.clsact");
+	s = alt(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), 0);
+	s->prio = 1;
+	s->protocol = ETH_P_IP;
+	s->u.u32.match = U32_MATCH_ALL;
+	s->u.u32.family = AF_INET;
+	s->u.u32.dscp = 46;
+	it->tc[1] = *s;
+	it->tc[1].u.u32.dscp = -1;
+	it->n_alt = 2;
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->status, ITEM_DEGRADED);
+	CHECK_INT(it->chosen, 1);
+	CHECK_INT(it->err, EINVAL);
+	CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "ffff:fff3", 1), 1);
+	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
+out:
+	free(p);
+}
+
+/* What a fresh apply learns carries the kernel's errno, and applying with
+ * those caps gives the same outcome without the refused attempts. */
+TEST(learned_errno_recorded_and_reused)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	struct plan_caps caps = {0};
+	struct apply_target t;
+	struct error e = {0};
+	const struct plan_item *it;
+	int first_err;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		goto out;
+	t = target();
+	build_plan(p);
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	it = plan_find_const(p, "egress.leaf");
+	first_err = it->err;
+	if (!fx.has_fq_codel) {
+		CHECK(!plan_caps_has(&caps, TC_KIND_FQ_CODEL));
+		CHECK_INT(caps.missing_errno[TC_KIND_FQ_CODEL], first_err);
+		CHECK(first_err == ENOENT || first_err == EOPNOTSUPP);
+	} else {
+		CHECK(plan_caps_has(&caps, TC_KIND_FQ_CODEL));
+		CHECK_INT(caps.missing_errno[TC_KIND_FQ_CODEL], 0);
+	}
+	if (!fx.has_pedit) {
+		CHECK(caps.missing_pedit);
+		CHECK(caps.missing_pedit_errno != 0);
+		CHECK_INT(plan_find_const(p, "egress.filter")->err, caps.missing_pedit_errno);
+	}
+	if (!fx.has_fq) {
+		CHECK_INT(caps.missing_errno[TC_KIND_FQ], plan_find_const(p, "ingress.root")->err);
+	}
+	/* the refusals recorded by the second run are the learned ones */
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	check_statuses(p, "re-apply with learned caps");
+	CHECK_INT(plan_find_const(p, "egress.leaf")->err, first_err);
+	check_kernel();
+out:
+	free(p);
+}
+
+/* A congestion control the kernel refuses as unknown (ENOENT while the key
+ * exists) is learned and not written again; the value before aiqos is
+ * still recorded when the first write goes through sysctl_exchange. */
+TEST(cc_missing_learned_and_skipped)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	struct plan_caps caps = {0};
+	struct apply_target t;
+	struct error e = {0};
+	const struct plan_item *it;
+	char *before, *now;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		goto out;
+	t = target();
+	before = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
+	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"aiqos-nocc", "reno"}, 2);
+	it = &p->items[0];
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->status, ITEM_DEGRADED);
+	CHECK_INT(it->chosen, 1);
+	CHECK_INT(it->err, ENOENT);
+	CHECK_STR(it->prev, before);
+	CHECK_STR(caps.cc_missing, "aiqos-nocc");
+	now = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
+	CHECK_STR(now, "reno");
+	free(now);
+
+	/* again: same outcome, nothing new learned */
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->chosen, 1);
+	CHECK_INT(it->err, ENOENT);
+	CHECK_STR(it->prev, "reno");
+	CHECK_STR(caps.cc_missing, "aiqos-nocc");
+
+	/* a cc the caps call missing is not tried, even one the kernel has */
+	memset(p, 0, sizeof(*p));
+	str_copy(caps.cc_missing, sizeof(caps.cc_missing), "cubic");
+	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"cubic", "reno"}, 2);
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->chosen, 1);
+	CHECK_INT(it->err, ENOENT);
+	CHECK_STR(it->prev, "reno"); /* read although the first write was skipped */
+
+	/* all skipped: still the previous value, nothing written */
+	memset(p, 0, sizeof(*p));
+	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"cubic"}, 1);
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->status, ITEM_SKIPPED);
+	CHECK_STR(it->prev, "reno");
+
+	/* a missing key is not a missing congestion control */
+	memset(p, 0, sizeof(*p));
+	memset(&caps, 0, sizeof(caps));
+	sysctl_item(p, "sysctl.missing", "net/ipv4/aiqos_no_such_key", (const char *const[]){"1", "2"}, 2);
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->status, ITEM_SKIPPED);
+	CHECK_INT(it->err, ENOENT);
+	CHECK_STR(it->prev, "");
+	CHECK_STR(caps.cc_missing, "");
+	free(before);
+out:
+	free(p);
+}
+
 /* Read-then-write through one open, and exactly the old answers where
  * that is not possible. */
 TEST(sysctl_exchange_cases)
