@@ -486,11 +486,16 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 	text = cJSON_Print(j);
 	if (!text)
 		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
-	r = mkdir_p(dir, err);
-	if (r < 0)
-		return r;
 
+	/* The directory is there but for the first save: only then create it
+	 * (mkdir_p also says what is wrong with a path that cannot be one). */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+		r = mkdir_p(dir, err);
+		if (r < 0)
+			return r;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	}
 	if (fd < 0 && errno == EEXIST) {
 		/* left behind by a crashed process that had our pid */
 		unlink(tmp);
@@ -533,7 +538,7 @@ int state_load(const char *dir, const char *container_id, const char *ifname, st
 	_cleanup_free_ char *buf = NULL;
 	_cleanup_json_ cJSON *j = NULL;
 	struct stat st;
-	size_t len = 0;
+	size_t len = 0, cap;
 	int r;
 
 	if (ret_choices)
@@ -551,11 +556,24 @@ int state_load(const char *dir, const char *container_id, const char *ifname, st
 	if (st.st_size > STATE_FILE_MAX)
 		return error_set(err, CNI_ERR_STATE, EFBIG, "state file '%s' is larger than %d bytes", path,
 		                 STATE_FILE_MAX);
-	buf = malloc(STATE_FILE_MAX + 1);
+	/* sized by fstat (with room for a file that grows meanwhile and the
+	 * NUL); grown to the limit (+ 1 to see it exceeded) only if needed */
+	cap = (size_t)st.st_size + 4096 < STATE_FILE_MAX + 1 ? (size_t)st.st_size + 4096 + 1 : STATE_FILE_MAX + 2;
+	buf = malloc(cap);
 	if (!buf)
 		return error_set(err, CNI_ERR_STATE, ENOMEM, "read state file '%s': out of memory", path);
 	for (;;) {
-		ssize_t k = read(fd, buf + len, STATE_FILE_MAX + 1 - len);
+		ssize_t k;
+
+		if (len + 1 == cap) {
+			char *nbuf = realloc(buf, STATE_FILE_MAX + 2);
+			if (!nbuf)
+				return error_set(err, CNI_ERR_STATE, ENOMEM, "read state file '%s': out of memory",
+				                 path);
+			buf = nbuf;
+			cap = STATE_FILE_MAX + 2;
+		}
+		k = read(fd, buf + len, cap - 1 - len);
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
