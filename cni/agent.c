@@ -15,6 +15,15 @@ static void request_fill(struct proto_request *r, enum proto_op op, const struct
 	}
 }
 
+/* The agent is optional: when nothing is at its socket path, fail the way
+ * a connect would, without building a request and a socket first. */
+static int agent_absent(const struct cni_conf *c, struct error *err)
+{
+	if (!c->agent_socket[0] || access(c->agent_socket, F_OK) == 0 || errno != ENOENT)
+		return 0;
+	return error_set(err, CNI_ERR_NONE, ENOENT, "connect to agent at '%s': %s", c->agent_socket, strerror(ENOENT));
+}
+
 /* {"ok":false,"error":"..."} -> error; {"ok":true,...} -> 0. */
 static int response_check(const cJSON *resp, const struct cni_conf *c, struct error *err)
 {
@@ -41,6 +50,9 @@ int cni_agent_pod_annotations(const struct cni_conf *c, const struct cni_args *a
 	*ret = NULL;
 	if (!a->pod_namespace[0] || !a->pod_name[0])
 		return 0; /* nothing to ask about */
+	r = agent_absent(c, err);
+	if (r < 0)
+		return r;
 	request_fill(&req, PROTO_OP_POD, a);
 	r = proto_call(c->agent_socket, &req, c->agent_timeout_ms, &resp, err);
 	if (r < 0)
@@ -70,7 +82,9 @@ void cni_agent_notify(const struct cni_conf *c, enum proto_op op, const char *co
 	request_fill(&req, op, a);
 	str_copy(req.container_id, sizeof(req.container_id), container_id ? container_id : "");
 	str_copy(req.ifname, sizeof(req.ifname), ifname ? ifname : "");
-	r = proto_call(c->agent_socket, &req, CNI_AGENT_NOTIFY_TIMEOUT_MS, &resp, &e);
+	r = agent_absent(c, &e);
+	if (r == 0)
+		r = proto_call(c->agent_socket, &req, CNI_AGENT_NOTIFY_TIMEOUT_MS, &resp, &e);
 	if (r >= 0)
 		r = response_check(resp, c, &e);
 	if (r < 0)

@@ -7,6 +7,7 @@
 
 int main(void)
 {
+	static char out_buf[16384];
 	const struct cni_env env = {
 	        .command = getenv("CNI_COMMAND"),
 	        .container_id = getenv("CNI_CONTAINERID"),
@@ -16,5 +17,12 @@ int main(void)
 	        .path = getenv("CNI_PATH"),
 	};
 
+	/* Log timestamps are UTC: TZ=":" (empty, i.e. UTC) keeps libc from
+	 * reading /etc/localtime for them. A given stdout buffer spares stdio
+	 * the fstat/isatty probe (cni_run flushes what it prints); stdin is
+	 * read in large blocks straight into the request buffer. */
+	setenv("TZ", ":", 1);
+	setvbuf(stdout, out_buf, _IOFBF, sizeof(out_buf));
+	setvbuf(stdin, NULL, _IONBF, 0);
 	return cni_run(&env, stdin, stdout);
 }

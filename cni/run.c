@@ -6,6 +6,8 @@
 
 #include "cni.h"
 
+#define LOG_BUF_BYTES 8192 /* > a log line (log.c writes at most 4 KiB at once) */
+
 uint64_t cni_now_ns(void)
 {
 	struct timespec ts;
@@ -22,7 +24,7 @@ static int input_read(FILE *in, char **ret, size_t *ret_len, struct error *err)
 	size_t len = 0, cap = 0;
 
 	for (;;) {
-		size_t n;
+		size_t n, want;
 		if (cap - len < 4096) {
 			size_t ncap = cap ? cap * 2 : 16384;
 			char *nbuf;
@@ -39,11 +41,14 @@ static int input_read(FILE *in, char **ret, size_t *ret_len, struct error *err)
 			buf = nbuf;
 			cap = ncap;
 		}
-		n = fread(buf + len, 1, cap - len - 1, in);
+		want = cap - len - 1;
+		n = fread(buf + len, 1, want, in);
 		len += n;
 		if (len > CNI_STDIN_MAX)
 			return error_set(err, CNI_ERR_DECODE, EFBIG,
 			                 "cannot decode network configuration: larger than %d bytes", CNI_STDIN_MAX);
+		if (n < want && feof(in) && !ferror(in))
+			break; /* a short read that hit the end: no need to ask again */
 		if (n == 0) {
 			if (ferror(in))
 				return error_set(err, CNI_ERR_IO, errno ? errno : EIO,
@@ -67,6 +72,7 @@ static int input_read(FILE *in, char **ret, size_t *ret_len, struct error *err)
  * opened falls back to stderr with a warning. */
 static FILE *log_open(const struct cni_conf *c)
 {
+	static char log_buf[LOG_BUF_BYTES];
 	FILE *f;
 	int fd;
 
@@ -85,7 +91,9 @@ static FILE *log_open(const struct cni_conf *c)
 		        strerror(e), (char *)NULL);
 		return NULL;
 	}
-	setvbuf(f, NULL, _IOLBF, 0); /* one write per line: concurrent plugins interleave whole lines */
+	/* one write per line: concurrent plugins interleave whole lines (a
+	 * given buffer also spares stdio an fstat of the file) */
+	setvbuf(f, log_buf, _IOLBF, sizeof(log_buf));
 	log_setup(CNI_PROGRAM, c->log_level, f);
 	return f;
 }
