@@ -15,6 +15,10 @@ struct nl_sock;
 int nl_open(struct nl_sock **ret, struct error *err);
 /* Open it in the netns referred to by nsfd (the caller's netns is restored). */
 int nl_open_in_netns(int nsfd, struct nl_sock **ret, struct error *err);
+/* Close and free a socket of nl_open. libnl exports an nl_close of its own
+ * (close only): the link-level name differs so that neither replaces the
+ * other (and libnl can be linked statically). */
+#define nl_close aiqos_nl_close
 void nl_close(struct nl_sock *sk);
 static inline void nl_closep(struct nl_sock **sk)
 {
