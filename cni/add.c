@@ -60,7 +60,7 @@ static void state_identity_fill(struct attach_state *s, const struct cni_ctx *ct
 
 static void log_add(const struct cni_ctx *ctx, const struct attach_state *s, const char *outcome)
 {
-	char pod[512], eff[1024], deg[1024], dur[32];
+	char pod[512], eff[1024], deg[1024], dur[32], phases[256];
 	enum log_level level = LOG_LVL_INFO;
 
 	attach_plan_summary(&s->plan, eff, sizeof(eff), deg, sizeof(deg));
@@ -73,7 +73,7 @@ static void log_add(const struct cni_ctx *ctx, const struct attach_state *s, con
 	        cni_pod_display(&ctx->args, pod, sizeof(pod)), "class", workload_class_name(s->workload.class) ?: "?",
 	        "profile", s->profile, "source", s->annotations_source, "host", s->ifs.host_ifname, "effective", eff,
 	        "degraded", deg, "failure", s->failure, "policy", cni_failure_policy_name(ctx->conf.failure_policy),
-	        "duration_us", dur, (char *)NULL);
+	        "duration_us", dur, "phases_us", cni_phases_format(ctx, phases, sizeof(phases)), (char *)NULL);
 }
 
 /* failurePolicy closed: take back what was applied and the record of it. */
@@ -106,6 +106,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	char pwarn[256] = "", pod[512];
 	int r;
 
+	cni_phase(ctx, "config");
 	if (!c->prev_result)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, CNI_MSG_NO_PREV_RESULT);
 	s = calloc(1, sizeof(*s));
@@ -132,6 +133,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		if (caps_load(c->state_dir, &known, &e) == 0 && e.msg[0])
 			log_msg(LOG_LVL_DEBUG, "learning kernel capabilities afresh", "error", e.msg, (char *)NULL);
 		caps = known;
+		cni_phase(ctx, "discover");
 		s->ifs = a.ifs;
 		s->pod_ifindex = a.pod.ifindex;
 		s->host_ifindex = a.host.ifindex;
@@ -142,6 +144,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
 		else
 			r = apply_plan(&s->plan, &a.target, &caps, &fail);
+		cni_phase(ctx, "apply");
 	}
 	if (r < 0 && fail.code == CNI_ERR_ENV) {
 		attach_close(&a);
@@ -187,11 +190,13 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		if (caps_save(c->state_dir, &caps, &e) < 0)
 			log_msg(LOG_LVL_DEBUG, "learned kernel capabilities not saved", "error", e.msg, (char *)NULL);
 	}
+	cni_phase(ctx, "state");
 
 	/* best effort; not again when the agent just failed to answer (ADD
 	 * stays within one timeout) */
 	if (!ctx->agent_failed)
 		cni_agent_notify(c, PROTO_OP_ATTACHED, s->container_id, s->ifname, &ctx->args);
+	cni_phase(ctx, "agent");
 	log_add(ctx, s, r < 0 ? "tuning failed, pod started anyway (failurePolicy open)" : "tuned");
 	return cni_result_print(ctx->out, c->prev_result, c->cni_version, err);
 }

@@ -41,6 +41,7 @@ static inline void cni_cjson_deletep(cJSON **j)
 #define CNI_PREV_IPS_MAX             4  /* == ARRAY_SIZE(attach_state.ips) */
 #define CNI_ADDR_MAX                 64 /* "fd00::1/64" */
 #define CNI_MAC_MAX                  32
+#define CNI_PHASES_MAX               8
 
 #define CNI_KEY_POD_ANNOTATIONS   "io.kubernetes.cri.pod-annotations"
 #define CNI_KEY_BANDWIDTH         "bandwidth"
@@ -149,6 +150,11 @@ struct cni_ctx {
 	uint64_t start_ns;             /* CLOCK_MONOTONIC once the request is read */
 	bool agent_failed;             /* the agent did not answer once: skip further calls */
 	char details[CNI_DETAILS_MAX]; /* "details" of an error result ("" = none) */
+	/* Where the time of ADD/DEL went, for the log's "phases_us": phase i
+	 * ended at phase_ns[i] (CLOCK_MONOTONIC), the first began at start_ns. */
+	unsigned n_phases;
+	const char *phase_name[CNI_PHASES_MAX];
+	uint64_t phase_ns[CNI_PHASES_MAX];
 };
 
 /* run.c: the dispatcher. Reads the config from `in` (at most CNI_STDIN_MAX
@@ -217,6 +223,10 @@ int cni_attach_discover(struct attach *a, const char *netns, const char *ifname,
 /* "ns/name", or "" when CNI_ARGS did not say. */
 const char *cni_pod_display(const struct cni_args *a, char *buf, size_t size);
 uint64_t cni_now_ns(void);
+/* End the current phase of the verb (name: a literal). */
+void cni_phase(struct cni_ctx *ctx, const char *name);
+/* "config=12,discover=40,..." (microseconds per phase) into buf. */
+const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size);
 /* Append a printf'd line to a '\n'-separated, bounded buffer. */
 void cni_details_append(char *buf, size_t size, const char *fmt, ...) _printf_(3, 4);
 

@@ -6,18 +6,18 @@
 
 static void log_del(const struct cni_ctx *ctx, const struct attach_state *s, const char *outcome, const char *detail)
 {
-	char pod[512], dur[32];
+	char pod[512], dur[32], phases[256];
 
 	snprintf(dur, sizeof(dur), "%llu", (unsigned long long)((cni_now_ns() - ctx->start_ns) / 1000));
 	log_msg(LOG_LVL_INFO, outcome, "command", "DEL", "container", ctx->env->container_id, "ifname",
 	        ctx->env->ifname, "pod", cni_pod_display(&ctx->args, pod, sizeof(pod)), "class",
 	        s ? workload_class_name(s->workload.class) ?: "?" : "", "profile", s ? s->profile : "", "host",
-	        s ? s->ifs.host_ifname : "", "removed", detail, "duration_us", dur, (char *)NULL);
+	        s ? s->ifs.host_ifname : "", "removed", detail, "duration_us", dur, "phases_us",
+	        cni_phases_format(ctx, phases, sizeof(phases)), (char *)NULL);
 }
 
 /* Remove the tc objects of a recorded attachment (best effort, logged). */
-static void del_objects(const struct cni_ctx *ctx, struct attach_state *s, const cJSON *choices, char *done,
-                        size_t size)
+static void del_objects(struct cni_ctx *ctx, struct attach_state *s, const cJSON *choices, char *done, size_t size)
 {
 	struct attach a;
 	struct error e = {0};
@@ -42,12 +42,14 @@ static void del_objects(const struct cni_ctx *ctx, struct attach_state *s, const
 		        (char *)NULL);
 		error_clear(&e);
 	}
+	cni_phase(ctx, "open");
 	if (attach_plan_remove(&s->plan, &a, &e) < 0)
 		log_msg(LOG_LVL_WARN, "tc objects not removed", "container", s->container_id, "error", e.msg,
 		        (char *)NULL);
 	snprintf(done, size, "%s%s%s", a.target.host_ifindex ? "host" : "",
 	         a.target.host_ifindex && a.target.pod_ifindex ? "," : "", a.target.pod_ifindex ? "pod" : "");
 	attach_close(&a);
+	cni_phase(ctx, "remove");
 }
 
 int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
@@ -61,10 +63,12 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	bool loaded;
 	int r;
 
+	cni_phase(ctx, "config");
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
 	loaded = r >= 0;
+	cni_phase(ctx, "load");
 	if (r == -ENOENT) {
 		/* never added, already deleted, or ADD failed closed */
 		cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
@@ -89,7 +93,9 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 			*err = e;
 		return r;
 	}
+	cni_phase(ctx, "state");
 	cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
+	cni_phase(ctx, "agent");
 	log_del(ctx, loaded ? s : NULL, "deleted", done);
 	return 0;
 }

@@ -16,6 +16,32 @@ uint64_t cni_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+void cni_phase(struct cni_ctx *ctx, const char *name)
+{
+	if (ctx->n_phases >= CNI_PHASES_MAX)
+		return;
+	ctx->phase_name[ctx->n_phases] = name;
+	ctx->phase_ns[ctx->n_phases++] = cni_now_ns();
+}
+
+const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size)
+{
+	uint64_t from = ctx->start_ns;
+	size_t n = 0;
+
+	if (size)
+		buf[0] = '\0';
+	for (unsigned i = 0; i < ctx->n_phases && i < CNI_PHASES_MAX; i++) {
+		int w = snprintf(buf + n, size - n, "%s%s=%llu", i ? "," : "", ctx->phase_name[i],
+		                 (unsigned long long)((ctx->phase_ns[i] - from) / 1000));
+		if (w < 0 || (size_t)w >= size - n)
+			break;
+		n += (size_t)w;
+		from = ctx->phase_ns[i];
+	}
+	return buf;
+}
+
 /* Read all of in, at most CNI_STDIN_MAX bytes (one more is read to detect
  * an oversized config). *ret is NUL-terminated. */
 static int input_read(FILE *in, char **ret, size_t *ret_len, struct error *err)

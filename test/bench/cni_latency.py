@@ -5,9 +5,14 @@ on real veths made by ptp + host-local in scratch netns (made once, outside
 the timed region). Sequential, and CONC execs at once (one process per
 stream, released together by a barrier, so Python's GIL is not measured).
 Prints p50/p99 and the ratios the targets are stated in; every figure is
-computed from this run.
+computed from this run. Then where aiqos's own time goes (the phases_us of its
+log lines) and the kernel's irreducible share: the same netlink requests and
+sysctl writes made in-process on a raw socket (cni_kernel_floor, built by
+cni-latency.sh).
 
-usage: cni_latency.py BUILD_DIR   (env: N=200 samples per row, CONC=10)"""
+usage: cni_latency.py BUILD_DIR   (env: N=200 samples per row, CONC=10,
+STATE_PARENT=DIR: aiqos's stateDir in a fresh directory under DIR instead of
+the lab's temp dir, e.g. a tmpfs or the filesystem of /var/lib)"""
 
 import json
 import multiprocessing as mp
@@ -15,6 +20,8 @@ import os
 import platform
 import re
 import secrets
+import shutil
+import tempfile
 import subprocess
 import sys
 import time
@@ -53,20 +60,29 @@ def pct(samples, p):
     return s[k] / 1e6
 
 
-def log_durations(path, offset):
-    """duration_us of the ADD and DEL lines aiqos logged after offset (its own
-    view of the work, without exec and dynamic linking). Empty if none."""
+def log_durations(path, offset, end=None):
+    """duration_us of the ADD and DEL lines aiqos logged between offset and
+    end (its own view of the work, without exec and dynamic linking), and
+    the per-phase split of phases_us ("config=12,discover=40,..."), all in
+    ns. Empty if none."""
     out = {"ADD": [], "DEL": []}
+    phases = {"ADD": {}, "DEL": {}}
     if not os.path.exists(path):
-        return out
+        return out, phases
     with open(path, errors="replace") as f:
         f.seek(offset)
-        for line in f:
-            cmd = re.search(r" command=(ADD|DEL) ", line)
-            dur = re.search(r" duration_us=([0-9]+)", line)
-            if cmd and dur:
-                out[cmd.group(1)].append(int(dur.group(1)) * 1000)
-    return out
+        text = f.read(None if end is None else max(0, end - offset))
+    for line in text.splitlines():
+        cmd = re.search(r" command=(ADD|DEL) ", line)
+        dur = re.search(r" duration_us=([0-9]+)", line)
+        if cmd and dur:
+            out[cmd.group(1)].append(int(dur.group(1)) * 1000)
+            ph = re.search(r' phases_us="?([a-z=0-9,]+)', line)
+            for part in (ph.group(1).split(",") if ph else []):
+                name, _, us = part.partition("=")
+                if us.isdigit():
+                    phases[cmd.group(1)].setdefault(name, []).append(int(us) * 1000)
+    return out, phases
 
 
 def file_size(path):
@@ -96,6 +112,9 @@ class Bench:
         self.base_env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
         self.ifb_before = None
         self.pods = []
+        self.state_dir = None  # None: the lab's
+        if os.environ.get("STATE_PARENT"):
+            self.state_dir = tempfile.mkdtemp(prefix="aqt-bench-state-", dir=os.environ["STATE_PARENT"])
 
     # -- what each exec gets
     def env(self, pod, command, cid):
@@ -114,7 +133,8 @@ class Bench:
     def stdin_for(self, case, pod):
         if case == "aiqos":
             conf = cni.build_plugin_config(
-                self.lab.aiqos_conf(logLevel="info"), "bench", "1.0.0", pod.result,
+                self.lab.aiqos_conf(logLevel="info", stateDir=self.state_dir or self.lab.state_dir), "bench",
+                "1.0.0", pod.result,
                 {"io.kubernetes.cri.pod-annotations": {"ai.workload": "inference"}, "bandwidth": BANDWIDTH},
             )
         elif case == "bandwidth":
@@ -232,6 +252,7 @@ class Bench:
         self.ifb_before = self.ifb_devices()
         rows, leaks, failures = {}, {}, {}
         self.inproc = None
+        self.phases = None
         for case in CASES:
             ifb0 = self.ifb_devices()
             off0 = file_size(self.lab.log_file)
@@ -239,9 +260,9 @@ class Bench:
             off1 = file_size(self.lab.log_file)
             pa, pd, pf = self.run_par(case)
             if case == "aiqos":
-                self.inproc = (log_durations(self.lab.log_file, off0), log_durations(self.lab.log_file, off1))
-                seq_only = {k: v[: len(v) - len(self.inproc[1][k])] for k, v in self.inproc[0].items()}
-                self.inproc = (seq_only, self.inproc[1])
+                seq, self.phases = log_durations(self.lab.log_file, off0, off1)
+                par, _ = log_durations(self.lab.log_file, off1)
+                self.inproc = (seq, par)
             rows[case] = (sa, sd, pa, pd)
             for name, rc, out in sf + pf:
                 failures.setdefault(name, []).append((rc, out))
@@ -250,6 +271,7 @@ class Bench:
                 # expected to remove them itself (see the bandwidth reset)
                 leaks[case] = (sorted(self.ifb_devices() - ifb0), self.qdiscs_left() if case == "aiqos" else None)
         self.report(rows, leaks, failures, time.monotonic() - t0)
+        self.report_breakdown()
         aiqos_failed = any(k.startswith("aiqos") or k == "worker" for k in failures)
         return 1 if aiqos_failed or leaks["aiqos"][0] or leaks["aiqos"][1] else 0
 
@@ -257,7 +279,8 @@ class Bench:
         print(f"# CNI exec latency (DESIGN §6 P1): kernel {platform.release()}, {os.cpu_count()} CPUs, "
               f"N={self.n} per row and mode, {self.conc} concurrent, rate {RATE_BPS // 10**6} Mbit/s both ways, "
               f"{elapsed:.0f} s")
-        print(f"# {self.plugin} ({os.path.getsize(self.plugin)} bytes) vs {cni.REF_PLUGIN_DIR}/bandwidth, tuning")
+        print(f"# {self.plugin} ({os.path.getsize(self.plugin)} bytes) vs {cni.REF_PLUGIN_DIR}/bandwidth, tuning; "
+              f"aiqos stateDir {self.state_dir or self.lab.state_dir}")
         hdr = f"{'exec (wall ms)':34} {'seq p50':>8} {'seq p99':>8} {'par p50':>8} {'par p99':>8} {'fail':>5}"
         print(hdr)
         print("-" * len(hdr))
@@ -296,6 +319,27 @@ class Bench:
             rc, out = lst[0]
             print(f"{len(lst)} failed {name} execs; first: exit {rc}: {out.strip()}")
 
+    def report_breakdown(self):
+        """aiqos's phases (sequential runs) and the kernel floor next to them."""
+        if self.phases and any(self.phases.values()):
+            print()
+            print("# where aiqos ADD/DEL spend their in-process time (p50 us per phase, sequential; "
+                  "config = parsing from stdin read to the verb)")
+            for cmd in ("ADD", "DEL"):
+                ph = self.phases.get(cmd, {})
+                print(f"  {cmd}: " + ", ".join(f"{k} {pct(v, 50) * 1000:.0f}" for k, v in ph.items()))
+        floor = os.path.join(os.path.dirname(os.path.dirname(self.plugin)), "bench", "cni_kernel_floor")
+        if not os.access(floor, os.X_OK) or not self.pods:
+            return
+        pod = self.pods[0]
+        p = subprocess.run([floor, pod.netns.path, "eth0", pod.host_veth_name, str(min(self.n, 300))],
+                           capture_output=True, text=True)
+        print()
+        if p.returncode != 0:
+            print(f"# kernel floor: failed (exit {p.returncode}): {p.stderr.strip()[:300]}")
+            return
+        print(p.stdout.rstrip())
+
     def cleanup(self):
         # bwp* ifbs the reference plugin leaked during this run are removed
         # (they would make its later ADDs fail with "file exists")
@@ -303,6 +347,8 @@ class Bench:
             for name in self.ifb_devices() - self.ifb_before:
                 if name.startswith("bwp"):
                     subprocess.run(["ip", "link", "del", name], capture_output=True)
+        if self.state_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
         self.lab.cleanup()
 
 
