@@ -430,8 +430,10 @@ static enum item_status status_from_name(const char *s)
 
 static bool json_whole(const cJSON *v, double min, double max, int *ret)
 {
-	if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long long)v->valuedouble || v->valuedouble < min ||
-	    v->valuedouble > max)
+	/* range first: converting a double out of long long's range (1e309 in
+	 * a corrupt state file) is undefined */
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= min && v->valuedouble <= max) ||
+	    v->valuedouble != (double)(long long)v->valuedouble)
 		return false;
 	*ret = (int)v->valuedouble;
 	return true;
