@@ -497,7 +497,7 @@ struct metrics_server {
 	char addr[METRICS_ADDR_MAX];
 };
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+_printf_(2, 0) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct metrics_server *m = cls;
 	char msg[512];
