@@ -23,6 +23,10 @@ OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-r
 LDSAN   := -fsanitize=$(SANITIZE)
 HARDEN  := $(filter-out -D_FORTIFY_SOURCE=2,$(HARDEN))
 endif
+# Coverage for libFuzzer in every object of a `make fuzz` build (clang).
+ifeq ($(FUZZING),1)
+OPT     += -fsanitize=fuzzer-no-link
+endif
 
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS_PLUGIN) 2>/dev/null)
 PLUGIN_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS_PLUGIN) 2>/dev/null)
@@ -172,7 +176,35 @@ bench-lab: all
 	@bash hack/lab.sh bench-lab $(BUILD)
 
 LINT_C := $(SHARED_SRC) $(CNI_SRC) $(UNIT_SRC) $(KERNEL_SRC) $(wildcard shared/*.h shared/tc/*.h cni/*.h test/unit/*.h)
-LINT_SH := $(wildcard hack/*.sh test/*.sh test/bench/*.sh test/kernel/*.sh .ci/run)
+# ---- Hardening (issue #7): sanitizer build and fuzzing ----
+# asan-build: everything and the unit tests with ASan+UBSan in ASAN_BUILD;
+# `make test` runs the unit and plugin integration suites against it too.
+ASAN_BUILD ?= $(BUILD)-asan
+.PHONY: asan-build unit-bins fuzz fuzz-build fuzz-bins
+unit-bins: $(UNIT_BINS)
+asan-build:
+	$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined all unit-bins
+
+# make fuzz: the libFuzzer targets test/fuzz/fuzz_<name>.c, built with clang,
+# ASan+UBSan in FUZZ_BUILD, each run FUZZ_SECONDS from its seed corpus with
+# its dictionary after replaying its regression inputs (test/fuzz/run.sh);
+# fails on any crash, leak, timeout or broken property.
+FUZZ_SRC     := $(sort $(wildcard test/fuzz/fuzz_*.c))
+FUZZ_BINS    := $(patsubst test/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+FUZZ_BUILD   ?= $(BUILD)-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+$(BUILD)/obj/test/fuzz/%.o: CFLAGS += $(AGENT_CFLAGS)
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/test/fuzz/fuzz_%.o $(CNI_TEST_OBJ) $(AGENT_LIB_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS)
+fuzz-bins: $(FUZZ_BINS)
+fuzz-build:
+	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZE=address,undefined FUZZING=1 fuzz-bins
+fuzz: deps fuzz-build
+	@bash test/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+LINT_SH := $(wildcard hack/*.sh test/*.sh test/bench/*.sh test/kernel/*.sh test/fuzz/*.sh .ci/run)
 lint: fmt-check
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -Ishared $(SHARED_SRC) $(CNI_SRC)
