@@ -133,6 +133,7 @@ deps:
 # suite and ends with "N passed, N failed[, N skipped]".
 test: deps
 	$(MAKE) all $(UNIT_BINS) $(KERNEL_BINS)
+	$(MAKE) --no-print-directory asan-build fuzz-build
 	@bash test/run.sh $(BUILD)
 
 test-unit: all $(UNIT_BINS)

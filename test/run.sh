@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/run.sh [--only unit|integration|k8s|kernel] BUILD_DIR
+# test/run.sh [--only unit|integration|unit-asan|integration-asan|fuzz|k8s|kernel] BUILD_DIR
 # Runs every suite of `make test` and ends with one line
 # "N passed, N failed, N skipped" summing them. Exit 1 if anything failed.
 # Under CI=true a skipped test counts as failed (strict mode): CI must
@@ -52,6 +52,35 @@ fi
 if [ -z "$only" ] || [ "$only" = integration ]; then
 	run_suite "integration" env AIQOS_BUILD="$build" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
 		"$top/test/integration"
+fi
+
+# Hardening (issue #7): the unit and integration suites (plugin and agent
+# lab) again against the ASan+UBSan build (`make asan-build`, BUILD-asan),
+# leaks included; then every fuzz target for AIQOS_FUZZ_SECONDS (default 15)
+# from the clang build (`make fuzz-build`, BUILD-fuzz). A sanitizer report
+# aborts the program, so the test that ran it fails.
+asan_build=${AIQOS_ASAN_BUILD:-$build-asan}
+fuzz_build=${AIQOS_FUZZ_BUILD:-$build-fuzz}
+asan_env=(ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}"
+	UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}")
+
+if [ -z "$only" ] || [ "$only" = unit-asan ]; then
+	if ! ls "$asan_build"/test/test_* >/dev/null 2>&1; then
+		run_suite "unit-asan" echo "asan: 0 passed, 1 failed ($asan_build/test: not built; make asan-build)"
+	fi
+	for t in "$asan_build"/test/test_*; do
+		[ -x "$t" ] || continue
+		run_suite "unit-asan: $(basename "$t")" env "${asan_env[@]}" "$t"
+	done
+fi
+
+if [ -z "$only" ] || [ "$only" = integration-asan ]; then
+	run_suite "integration-asan" env AIQOS_BUILD="$asan_build" "${asan_env[@]}" /usr/bin/python3 -m pytest -q \
+		-p no:cacheprovider "$top"/test/integration/test_plugin_*.py "$top/test/integration/test_agent_lab.py"
+fi
+
+if [ -z "$only" ] || [ "$only" = fuzz ]; then
+	run_suite "fuzz" bash "$top/test/fuzz/run.sh" "$fuzz_build" "${AIQOS_FUZZ_SECONDS:-15}"
 fi
 
 if [ -z "$only" ] || [ "$only" = k8s ]; then
