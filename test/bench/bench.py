@@ -656,6 +656,11 @@ def write_docs(path, docs_dir, ctx):
     else:
         lines += agent_bench_lines(ab)
     lines += ["## Reproduce", "", "```", ctx["command"], "```", "",
+              "`make bench-lab` runs only the P4 arms (tables and plots under `BUILD/bench/`, docs untouched); "
+              "`make demo` is the short version (deep FIFO vs aiqos); `hack/lab.sh up` sets up the lab and keeps it "
+              "for exploring by hand until Ctrl-C; `test/bench/bench.py render BUILD/bench/<run>` regenerates this "
+              "page from a saved run. Environment: `BENCH_REPS`, `BENCH_SECONDS`, `BENCH_CCS`, `BENCH_ARMS`, "
+              "`BENCH_RATE_MBIT`.", "",
               "Raw results (per-arm loadgen/iperf3 JSON, tc dumps): `BUILD/bench/<run>/`; the summary is "
               f"`{os.path.relpath(os.path.join(docs_dir, 'results.json'), REPO)}`.", ""]
     with open(path, "w") as f:
