@@ -219,7 +219,7 @@ def run_arm(lab, arm, cc, w, rep, outdir, log=print):
         if spec.get("agent"):
             agent = lab.start_agent(agent_config(lab, w))
             res["mode_before"] = agent.mode()
-        short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "fq_codel": "fc", "plugin": "pl"}[arm]
+        short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "fq_codel": "fc", "plugin": "pl"}.get(arm, "xx")
         if spec["training"]:
             bw = _bandwidth_rc(lab, w) if spec["chain"] == "bandwidth" else None
             for k in range(w.n_train):
