@@ -139,7 +139,7 @@ test: deps
 test-unit: all $(UNIT_BINS)
 	@bash test/run.sh --only unit $(BUILD)
 
-test-integration: all
+test-integration: all asan-build
 	@bash test/run.sh --only integration $(BUILD)
 
 # Debian's stock kernel in qemu (TCG): the fq/fq_codel/pedit/DCTCP paths the
@@ -176,7 +176,6 @@ bench: deps
 bench-lab: all
 	@bash hack/lab.sh bench-lab $(BUILD)
 
-LINT_C := $(SHARED_SRC) $(CNI_SRC) $(UNIT_SRC) $(KERNEL_SRC) $(wildcard shared/*.h shared/tc/*.h cni/*.h test/unit/*.h)
 # ---- Hardening (issue #7): sanitizer build and fuzzing ----
 # asan-build: everything and the unit tests with ASan+UBSan in ASAN_BUILD;
 # `make test` runs the unit and plugin integration suites against it too.
@@ -205,6 +204,7 @@ fuzz-build:
 fuzz: deps fuzz-build
 	@bash test/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
+LINT_C := $(SHARED_SRC) $(CNI_SRC) $(UNIT_SRC) $(KERNEL_SRC) $(wildcard shared/*.h shared/tc/*.h cni/*.h test/unit/*.h)
 LINT_SH := $(wildcard hack/*.sh test/*.sh test/bench/*.sh test/kernel/*.sh test/fuzz/*.sh .ci/run)
 lint: fmt-check
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
