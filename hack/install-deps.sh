@@ -14,7 +14,7 @@ PKGS=(
 	# tests and lab
 	iproute2 ethtool jq procps psmisc util-linux kmod
 	containernetworking-plugins iperf3 sockperf gnuplot-nox
-	python3 python3-pytest
+	python3 python3-pytest valgrind
 	# the real control plane (hack/build-k8s.sh needs Go >= 1.24, not a Debian package here)
 	openssl curl
 )

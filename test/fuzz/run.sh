@@ -7,7 +7,8 @@
 # both end without a crash, leak, timeout or broken property. Ends with
 # "fuzz: N passed, N failed". Crashing inputs are kept in
 # FUZZ_BUILD/artifacts/ (the message says how to make one a regression).
-# FUZZ_JOBS targets run at once (default: the number of CPUs).
+# FUZZ_JOBS targets run at once (default: the number of CPUs); FUZZ_KEEP=DIR
+# keeps each grown corpus in DIR/<name>/.
 set -u
 build=${1:?usage: run.sh FUZZ_BUILD SECONDS [TARGET...]}
 secs=${2:?usage: run.sh FUZZ_BUILD SECONDS [TARGET...]}
@@ -55,6 +56,9 @@ run_target() {
 	"$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=3 -print_final_stats=1 \
 		-dict="$dict" -artifact_prefix="$build/artifacts/$t-" "$corpus" "$seeds" >>"$log" 2>&1
 	rc=$?
+	if [ -n "${FUZZ_KEEP:-}" ]; then # keep the grown corpus (e.g. for coverage reports)
+		mkdir -p "$FUZZ_KEEP/$t" && cp -n "$corpus"/* "$FUZZ_KEEP/$t/" 2>/dev/null
+	fi
 	local runs eps cov ft
 	runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -n1)
 	eps=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -n1)

@@ -10,11 +10,15 @@ up, converge on the API's pods and exit 0 with zero sanitizer reports: no
 leak, no invalid access, no undefined behaviour. Bounded to about a minute.
 
 The sanitized build is BUILD-asan next to AIQOS_BUILD (or AIQOS_ASAN_BUILD,
-or AIQOS_BUILD itself when that is the sanitized build)."""
+or AIQOS_BUILD itself when that is the sanitized build). The same scenario
+(one round) also runs the regular build's agent under valgrind memcheck,
+which sees what ASan does not (reads of uninitialised memory): zero errors,
+no definite or indirect leak."""
 
 import glob
 import http.client
 import os
+import shutil
 import signal
 
 import pytest
@@ -118,15 +122,10 @@ def alive(node):
     assert node.agent.poll() is None, f"agent exited {node.agent.returncode}:\n{node.agent_log_tail()}"
 
 
-def test_agent_churn_no_leaks(node, monkeypatch):
-    prefix, env = sanitizer_env(node)
-    # the plugin runs and aiqosctl (sanitized builds too) report into the same files
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    node.start_agent(CONFIG, env=env, wait_ready=False)
-    node.wait_ready(timeout_s=30)
-    port = metrics_port(node)
-
+def churn(node, port, rounds):
+    """The scenario: real pods, API pod bursts through watch faults, config
+    reloads, token rotation, socket and metrics calls; then convergence and
+    the real pods' CNI DEL. The agent must be up at the end."""
     # real pods through the CNI chain: the plugin asks the agent, the agent re-tunes them
     real = [node.add_pod(TRAIN), node.add_pod(INF), node.add_pod({"ai.workload": "inference",
                                                                   "kubernetes.io/egress-bandwidth": "30M"})]
@@ -143,7 +142,7 @@ def test_agent_churn_no_leaks(node, monkeypatch):
     ]
     pods = []
     batch = N_API_PODS // len(faults)
-    for i, fault in enumerate(faults * ROUNDS):
+    for i, fault in enumerate(faults * rounds):
         # a burst of creates, an annotation flip of each, then half of them deleted
         specs = [((TRAIN if (i + j) % 2 else INF), f"10.90.{i}.{j + 1}") for j in range(batch)]
         # the fault applies to the next request: end the stream, wait until
@@ -192,13 +191,13 @@ def test_agent_churn_no_leaks(node, monkeypatch):
 
     # converged: the agent's pods are the API's pods
     want = api_pod_names(node)
-    assert len(want) > ROUNDS * N_API_PODS // 2, len(want)
+    assert len(want) > rounds * N_API_PODS // 2, len(want)
     wait_until(lambda: agent_pod_names(node) == want, 60, "the agent's pod cache to match the API")
     # the last (valid) config is in force and the watch is up again
     wait_until(lambda: (lambda st: st["apiConnected"] and st["config"]["error"] == "")(node.status()), 30,
                "the last config in force and the API connected")
     stats = node.api("GET", "/stats")["counts"]
-    assert stats["watch"] >= ROUNDS * len(faults), stats  # it reconnected through every fault
+    assert stats["watch"] >= rounds * len(faults), stats  # it reconnected through every fault
 
     # the real pods go away through CNI DEL (the plugin notifies the agent)
     for p in real:
@@ -206,7 +205,58 @@ def test_agent_churn_no_leaks(node, monkeypatch):
         p.delete_api()
     alive(node)
 
+
+
+def test_agent_churn_asan(node, monkeypatch):
+    prefix, env = sanitizer_env(node)
+    # the plugin runs and aiqosctl (sanitized builds too) report into the same files
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    node.start_agent(CONFIG, env=env, wait_ready=False)
+    node.wait_ready(timeout_s=30)
+    churn(node, metrics_port(node), ROUNDS)
     rc = node.stop_agent(signal.SIGTERM, timeout_s=30)
     found = reports(prefix)
     assert rc == 0 and not found, (f"agent exit {rc}; sanitizer reports (agent, plugin, aiqosctl):\n"
                                    + "\n".join(found) + f"\nagent log:\n{node.agent_log_tail(3000)}")
+
+
+@pytest.fixture
+def vg_node(lab, monkeypatch):
+    """The regular build's agent under valgrind memcheck (what ASan cannot
+    see: reads of uninitialised memory): a wrapper in BUILD/bin's place."""
+    if shutil.which("valgrind") is None:
+        pytest.fail("valgrind not installed (make deps)")
+    build = os.path.abspath(os.environ.get("AIQOS_BUILD") or os.path.join(agentlab.REPO, "build"))
+    agent = os.path.join(build, "bin", "aiqos-agent")
+    if is_sanitized(agent):
+        pytest.skip("AIQOS_BUILD is the sanitized build: valgrind runs against the regular one")
+    wrap = os.path.join(lab.tmp, "vg")
+    os.makedirs(os.path.join(wrap, "bin"))
+    prefix = os.path.join(lab.tmp, "valgrind")
+    with open(os.path.join(wrap, "bin", "aiqos-agent"), "w") as f:
+        f.write("#!/bin/sh\nexec valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite,indirect "
+                "--errors-for-leak-kinds=definite,indirect --error-exitcode=97 --num-callers=30 "
+                f"--log-file={prefix}.%p {agent} \"$@\"\n")
+    os.chmod(os.path.join(wrap, "bin", "aiqos-agent"), 0o755)
+    os.symlink(os.path.join(build, "bin", "aiqosctl"), os.path.join(wrap, "bin", "aiqosctl"))
+    monkeypatch.setenv("AIQOS_BUILD", wrap)
+    n = agentlab.NodeLab(lab)
+    n.valgrind_prefix = prefix
+    try:
+        n.start_api()
+        yield n
+    finally:
+        n.cleanup()
+
+
+def test_agent_churn_valgrind(vg_node):
+    node = vg_node
+    node.start_agent(CONFIG, wait_ready=False)
+    node.wait_ready(timeout_s=60)
+    churn(node, metrics_port(node), 1)
+    rc = node.stop_agent(signal.SIGTERM, timeout_s=60)
+    logs = glob.glob(node.valgrind_prefix + ".*")
+    text = "".join(open(p, errors="replace").read() for p in logs)
+    assert rc == 0 and logs and "ERROR SUMMARY: 0 errors" in text, (
+        f"agent exit {rc} under valgrind:\n{text[-12000:]}\nagent log:\n{node.agent_log_tail(3000)}")
