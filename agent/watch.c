@@ -159,14 +159,16 @@ static int emit(struct watch_framer *f, const char *line, size_t len, bool at_eo
 	f->line_no++;
 	if (len > 0 && line[len - 1] == '\r')
 		len--;
+	/* the size first, as for a line that arrives in pieces (skipped
+	 * unread): the same stream gives the same reports however it is cut */
+	if (len > f->max) {
+		report(f, EMSGSIZE, "%zu bytes exceed the limit of %zu bytes; skipped", len, f->max);
+		return 0;
+	}
 	for (i = 0; i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'); i++)
 		;
 	if (i == len) {
 		f->stats.blank++;
-		return 0;
-	}
-	if (len > f->max) {
-		report(f, EMSGSIZE, "%zu bytes exceed the limit of %zu bytes; skipped", len, f->max);
 		return 0;
 	}
 	if (memchr(line, '\0', len)) {
