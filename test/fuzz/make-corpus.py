@@ -8,7 +8,9 @@ server (test/apiserver/fakeapi.py) gives real watch streams and PodLists.
 Hand-written seeds (kubeconfigs of the unit tests, the ConfigMap's agent
 config, quantities) are kept in SEEDS below. Root (network namespaces).
 
-usage: make-corpus.py [BUILD]      (default build/; writes test/fuzz/corpus)"""
+usage: make-corpus.py [BUILD [cni|kube|static]...]
+  (default build/ and every group; seeds are (over)written in
+  test/fuzz/corpus/<target>/, files of earlier runs are left)"""
 
 import base64
 import hashlib
@@ -146,6 +148,17 @@ def seed_kube():
             {"namespace": "default", "name": "web", "node": "n1", "annotations": {}, "phase": "Running"},
         ]
         api_call(ctl, "POST", "/pods", {"items": pods})
+        # a full pod: GPU requests/limits, host network, several containers
+        api_call(ctl, "PUT", "/pods", {
+            "metadata": {"namespace": "ml", "name": "gpu-0", "uid": "7d3c1e52-9a0b-4f7e-8c21-5b6a4d3e2f10",
+                         "annotations": {"ai.workload": "training", "kubernetes.io/ingress-bandwidth": "25G"}},
+            "spec": {"nodeName": "n1", "hostNetwork": False, "containers": [
+                {"name": "trainer", "resources": {"requests": {"nvidia.com/gpu": "4", "cpu": "8"},
+                                                  "limits": {"nvidia.com/gpu": "4"}}},
+                {"name": "sidecar", "resources": {"limits": {"amd.com/gpu": "2000m"}}},
+                {"name": "log", "resources": {}}]},
+            "status": {"phase": "Running", "podIP": "10.244.1.9",
+                       "podIPs": [{"ip": "10.244.1.9"}, {"ip": "fd00::9"}]}})
         api_call(ctl, "PATCH", "/pods/ml/infer-0", {"annotations": {"ai.workload": "training"}})
         api_call(ctl, "DELETE", "/pods/default/web?graceful=1")
         ctx = ssl.create_default_context(cafile=os.path.join(pki, "ca.crt"))
@@ -252,15 +265,18 @@ def seed_static():
 
 def main():
     build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "build"))
+    groups = sys.argv[2:] or ["cni", "kube", "static"]
     if os.geteuid() != 0:
         sys.exit("make-corpus.py: needs root (network namespaces)")
     for t in ("cni_stdin", "state", "proto", "annotations", "event", "watch", "kubeconfig", "agent_config",
               "profiles"):
-        shutil.rmtree(os.path.join(CORPUS, t), ignore_errors=True)
-        os.makedirs(os.path.join(CORPUS, t))
-    seed_cni(build)
-    seed_kube()
-    seed_static()
+        os.makedirs(os.path.join(CORPUS, t), exist_ok=True)
+    if "cni" in groups:
+        seed_cni(build)
+    if "kube" in groups:
+        seed_kube()
+    if "static" in groups:
+        seed_static()
     n = sum(len(files) for _, _, files in os.walk(CORPUS))
     print(f"make-corpus: {n} seeds in {CORPUS}")
 
