@@ -118,21 +118,3 @@ const char *cni_pod_display(const struct cni_args *a, char *buf, size_t size)
 	return buf;
 }
 
-void cni_details_append(char *buf, size_t size, const char *fmt, ...)
-{
-	size_t n = strlen(buf);
-	va_list ap;
-	int w;
-
-	if (n + 1 >= size)
-		return;
-	if (n > 0) {
-		buf[n++] = '\n';
-		buf[n] = '\0';
-	}
-	va_start(ap, fmt);
-	w = vsnprintf(buf + n, size - n, fmt, ap);
-	va_end(ap);
-	if ((w < 0 || (size_t)w >= size - n) && size >= 4)
-		memcpy(buf + size - 4, "...", 4);
-}

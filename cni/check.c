@@ -22,12 +22,12 @@ static int workload_drift(const struct cni_ctx *ctx, const struct attach_state *
 		workload_apply_runtime_bandwidth(c->runtime_bandwidth, &w, NULL);
 	if (c->runtime_annotations) {
 		if (w.class != old->class) {
-			cni_details_append(det, size, "workload: runtime annotations ask for class %s, state has %s",
+			str_append_sep(det, size, '\n', "workload: runtime annotations ask for class %s, state has %s",
 			                   workload_class_name(w.class) ?: "?", workload_class_name(old->class) ?: "?");
 			n++;
 		}
 		if (!streq(w.profile, old->profile)) {
-			cni_details_append(det, size,
+			str_append_sep(det, size, '\n',
 			                   "workload: runtime annotations ask for profile \"%s\", state has \"%s\"",
 			                   w.profile, old->profile);
 			n++;
@@ -38,12 +38,12 @@ static int workload_drift(const struct cni_ctx *ctx, const struct attach_state *
 		cmp_in = cJSON_GetObjectItemCaseSensitive(c->runtime_bandwidth, "ingressRate") != NULL;
 	}
 	if (cmp_eg && w.egress_bps != old->egress_bps) {
-		cni_details_append(det, size, "workload: egress limit is %llu bit/s, state has %llu bit/s",
+		str_append_sep(det, size, '\n', "workload: egress limit is %llu bit/s, state has %llu bit/s",
 		                   (unsigned long long)w.egress_bps, (unsigned long long)old->egress_bps);
 		n++;
 	}
 	if (cmp_in && w.ingress_bps != old->ingress_bps) {
-		cni_details_append(det, size, "workload: ingress limit is %llu bit/s, state has %llu bit/s",
+		str_append_sep(det, size, '\n', "workload: ingress limit is %llu bit/s, state has %llu bit/s",
 		                   (unsigned long long)w.ingress_bps, (unsigned long long)old->ingress_bps);
 		n++;
 	}
@@ -56,12 +56,12 @@ static int iface_drift(const struct attach *a, const struct attach_state *s, cha
 	int n = 0;
 
 	if (a->pod.ifindex != s->pod_ifindex) {
-		cni_details_append(det, size, "pod interface %s: ifindex %d, state has %d", s->ifname, a->pod.ifindex,
+		str_append_sep(det, size, '\n', "pod interface %s: ifindex %d, state has %d", s->ifname, a->pod.ifindex,
 		                   s->pod_ifindex);
 		n++;
 	}
 	if (!streq(a->ifs.host_ifname, s->ifs.host_ifname) || a->host.ifindex != s->host_ifindex) {
-		cni_details_append(det, size, "host veth: \"%s\" (ifindex %d), state has \"%s\" (ifindex %d)",
+		str_append_sep(det, size, '\n', "host veth: \"%s\" (ifindex %d), state has \"%s\" (ifindex %d)",
 		                   a->ifs.host_ifname, a->host.ifindex, s->ifs.host_ifname, s->host_ifindex);
 		n++;
 	}
@@ -99,7 +99,7 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 
 	n += workload_drift(ctx, s, det, size);
 	if (s->failure[0]) {
-		cni_details_append(det, size, "tuning failed at ADD: %s", s->failure);
+		str_append_sep(det, size, '\n', "tuning failed at ADD: %s", s->failure);
 		n++;
 	}
 
@@ -114,13 +114,13 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 		return r;
 	}
 	if (profile_changed) {
-		cni_details_append(det, size, "profile \"%s\" recorded at ADD is not in the config any more",
+		str_append_sep(det, size, '\n', "profile \"%s\" recorded at ADD is not in the config any more",
 		                   s->profile);
 		n++;
 	}
 
 	if (iface_drift(a, s, det, size) > 0) {
-		cni_details_append(det, size, "tc objects not compared: the interfaces changed");
+		str_append_sep(det, size, '\n', "tc objects not compared: the interfaces changed");
 		n++;
 	} else {
 		b = calloc(1, sizeof(*b));
@@ -140,7 +140,7 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 			size_t l = strlen(b->diff);
 			if (l && b->diff[l - 1] == '\n')
 				b->diff[l - 1] = '\0';
-			cni_details_append(det, size, "%s", b->diff);
+			str_append_sep(det, size, '\n', "%s", b->diff);
 			n += nd;
 		}
 	}

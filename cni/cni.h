@@ -227,8 +227,7 @@ uint64_t cni_now_ns(void);
 void cni_phase(struct cni_ctx *ctx, const char *name);
 /* "config=12,discover=40,..." (microseconds per phase) into buf. */
 const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size);
-/* Append a printf'd line to a '\n'-separated, bounded buffer. */
-void cni_details_append(char *buf, size_t size, const char *fmt, ...) _printf_(3, 4);
+
 
 /* agent.c: the node agent over its unix socket (bounded, best effort). */
 /* Pod annotations from the agent's cache: 1 (found, *ret owned object), 0

@@ -141,7 +141,7 @@ int cni_cmd_gc(struct cni_ctx *ctx, struct error *err)
 		} else if (r < 0) {
 			failed++;
 			log_msg(LOG_LVL_ERROR, "gc: stale attachment not cleaned", "error", e.msg, (char *)NULL);
-			cni_details_append(ctx->details, sizeof(ctx->details), "%s", e.msg);
+			str_append_sep(ctx->details, sizeof(ctx->details), '\n', "%s", e.msg);
 			if (!first_r) {
 				first_r = r;
 				first = e;

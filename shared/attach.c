@@ -172,29 +172,6 @@ int attach_plan_remove(const struct plan *p, const struct attach *a, struct erro
 	return first;
 }
 
-/* Append "sep text" to buf, marking truncation with "...". */
-static void list_append(char *buf, size_t size, const char *fmt, ...) _printf_(3, 4);
-static void list_append(char *buf, size_t size, const char *fmt, ...)
-{
-	size_t n = strlen(buf);
-	va_list ap;
-	int w;
-
-	if (n + 1 >= size)
-		return;
-	if (n > 0) {
-		buf[n++] = ',';
-		buf[n] = '\0';
-	}
-	va_start(ap, fmt);
-	w = vsnprintf(buf + n, size - n, fmt, ap);
-	va_end(ap);
-	if (w < 0 || (size_t)w >= size - n) {
-		if (size >= 4)
-			memcpy(buf + size - 4, "...", 4);
-	}
-}
-
 static const char *item_effective_name(const struct plan_item *it, int alt)
 {
 	if (alt < 0 || (unsigned)alt >= it->n_alt || alt >= PLAN_ALT_MAX)
@@ -217,16 +194,16 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 
 		switch (it->status) {
 		case ITEM_APPLIED:
-			list_append(effective, eff_size, "%s=%s", it->id, item_effective_name(it, it->chosen));
+			str_append_sep(effective, eff_size, ',', "%s=%s", it->id, item_effective_name(it, it->chosen));
 			break;
 		case ITEM_DEGRADED:
-			list_append(effective, eff_size, "%s=%s", it->id, item_effective_name(it, it->chosen));
-			list_append(degraded, deg_size, "%s=%s(wanted %s: %s)", it->id,
+			str_append_sep(effective, eff_size, ',', "%s=%s", it->id, item_effective_name(it, it->chosen));
+			str_append_sep(degraded, deg_size, ',', "%s=%s(wanted %s: %s)", it->id,
 			            item_effective_name(it, it->chosen), item_effective_name(it, 0),
 			            it->err ? strerror(it->err) : "refused");
 			break;
 		case ITEM_SKIPPED:
-			list_append(degraded, deg_size, "%s=skipped(%s)", it->id,
+			str_append_sep(degraded, deg_size, ',', "%s=skipped(%s)", it->id,
 			            it->err ? strerror(it->err) : "not applicable");
 			break;
 		default:

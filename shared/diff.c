@@ -50,19 +50,6 @@ static void describe(const struct tc_spec *s, char *buf, size_t size)
 	snprintf(buf, size, "\"%s%s%s\"", k->name, params[0] ? " " : "", params);
 }
 
-static const char *dev_ifname(const struct attach_ifaces *ifs, enum plan_dev d)
-{
-	switch (d) {
-	case DEV_POD:
-		return ifs && ifs->pod_ifname[0] ? ifs->pod_ifname : "pod";
-	case DEV_HOST:
-		return ifs && ifs->host_ifname[0] ? ifs->host_ifname : "host";
-	case DEV_UPLINK:
-		return "uplink";
-	default:
-		return "?";
-	}
-}
 
 /* Sysctl keys match with '/' or '.' as separator. */
 static bool sysctl_key_equal(const char *a, const char *b)
@@ -161,7 +148,7 @@ int plan_diff(const struct plan *p, const struct attach_ifaces *ifs, const struc
 			describe(want, w, sizeof(w));
 			if (have)
 				describe(have, h, sizeof(h));
-			out_line(&o, "%s on %s: want %s, have %s", it->id, dev_ifname(ifs, it->dev), w,
+			out_line(&o, "%s on %s: want %s, have %s", it->id, plan_dev_ifname(ifs, it->dev), w,
 			         have ? h : "nothing");
 			diffs++;
 		} else if (want_val) {

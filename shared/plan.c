@@ -34,6 +34,20 @@ const char *plan_dev_name(enum plan_dev d)
 	return names[d];
 }
 
+const char *plan_dev_ifname(const struct attach_ifaces *ifs, enum plan_dev d)
+{
+	switch (d) {
+	case DEV_POD:
+		return ifs && ifs->pod_ifname[0] ? ifs->pod_ifname : "pod";
+	case DEV_HOST:
+		return ifs && ifs->host_ifname[0] ? ifs->host_ifname : "host";
+	case DEV_UPLINK:
+		return "uplink";
+	default:
+		return "?";
+	}
+}
+
 const char *item_status_name(enum item_status s)
 {
 	static const char *const names[_ITEM_STATUS_MAX] = {

@@ -96,6 +96,9 @@ int plan_pod(const struct workload *w, const struct profile *p, const struct att
 /* Items and their status */
 const char *plan_dev_name(enum plan_dev d);
 const char *item_status_name(enum item_status s);
+/* The interface name to print for a device of an attachment ("pod"/"host"
+ * when unknown, "uplink" for the node's uplink). */
+const char *plan_dev_ifname(const struct attach_ifaces *ifs, enum plan_dev d);
 struct plan_item *plan_find(struct plan *p, const char *id);
 const struct plan_item *plan_find_const(const struct plan *p, const char *id);
 /* The spec in force for an item: chosen alternative, or NULL when skipped/pending. */

@@ -56,19 +56,6 @@ _printf_(2, 3) static void sbuf_printf(struct sbuf *b, const char *fmt, ...)
 
 /* ---- pieces shared by the formats ---- */
 
-static const char *dev_ifname(const struct attach_ifaces *ifs, enum plan_dev d)
-{
-	switch (d) {
-	case DEV_POD:
-		return ifs && ifs->pod_ifname[0] ? ifs->pod_ifname : "pod";
-	case DEV_HOST:
-		return ifs && ifs->host_ifname[0] ? ifs->host_ifname : "host";
-	case DEV_UPLINK:
-		return "uplink";
-	default:
-		return "?";
-	}
-}
 
 static bool shell_safe_char(char c)
 {
@@ -198,7 +185,7 @@ static void wanted_note(const struct plan_item *it, char *buf, size_t size)
 static void render_text_item(struct sbuf *b, const struct plan_item *it, const struct attach_ifaces *ifs,
                              bool effective_only)
 {
-	const char *dev = dev_ifname(ifs, it->dev);
+	const char *dev = plan_dev_ifname(ifs, it->dev);
 	bool eff = it->chosen >= 0 && (unsigned)it->chosen < n_alt_of(it) &&
 	           (it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED);
 	char note[256], first[TC_FORMAT_MAX + 64];
@@ -262,7 +249,7 @@ static void render_tc_item(struct sbuf *b, const struct plan_item *it, const str
 		from = (unsigned)it->chosen;
 		to = from + 1;
 	}
-	dev_quote(dev_ifname(ifs, it->dev), dev, sizeof(dev));
+	dev_quote(plan_dev_ifname(ifs, it->dev), dev, sizeof(dev));
 	for (unsigned i = from; i < to; i++) {
 		if (i > from)
 			sbuf_printf(b, " || ");
@@ -293,7 +280,7 @@ static cJSON *render_json(const struct plan *p, const struct attach_ifaces *ifs,
 		return NULL;
 	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
 		const struct plan_item *it = &p->items[i];
-		const char *dev = dev_ifname(ifs, it->dev);
+		const char *dev = plan_dev_ifname(ifs, it->dev);
 		bool eff = it->chosen >= 0 && (unsigned)it->chosen < n_alt_of(it) &&
 		           (it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED);
 		char alt[TC_FORMAT_MAX + 64];

@@ -67,4 +67,8 @@ static inline int str_copy(char *dst, size_t size, const char *src)
 
 static inline bool streq(const char *a, const char *b) { return strcmp(a, b) == 0; }
 
+/* Append "<sep><formatted text>" to the string in buf (no separator when buf
+ * is empty); a text that does not fit ends in "...". */
+void str_append_sep(char *buf, size_t size, char sep, const char *fmt, ...) _printf_(4, 5);
+
 #endif
