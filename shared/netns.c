@@ -50,14 +50,51 @@ int netns_leave(int saved, struct error *err)
 	return r;
 }
 
-/* "net.ipv4.tcp_ecn" or "net/ipv4/tcp_ecn" -> "/proc/sys/net/ipv4/tcp_ecn".
- * As in sysctl(8), a key that contains '/' keeps its dots (so
+/* The directory sysctl keys resolve below (sysctl_set_root), with a trailing
+ * '/'. One per process: the plugin and the agent set it once at start. */
+static char sysctl_root[SYSCTL_ROOT_MAX + 1] = "/proc/sys/";
+
+int sysctl_set_root(const char *dir, struct error *err)
+{
+	struct stat st;
+	size_t n;
+
+	if (!dir || dir[0] != '/')
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "sysctl root '%s' is not an absolute path",
+		                 dir ? dir : "");
+	n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n >= SYSCTL_ROOT_MAX)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "sysctl root '%s' is longer than %d bytes",
+		                 dir, SYSCTL_ROOT_MAX - 1);
+	if (strstr(dir, "/../") || (n >= 3 && memcmp(dir + n - 3, "/..", 3) == 0))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "sysctl root '%s' contains '..'", dir);
+	if (stat(dir, &st) < 0)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, errno, "sysctl root '%s': %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ENOTDIR, "sysctl root '%s' is not a directory", dir);
+	memcpy(sysctl_root, dir, n);
+	if (n == 1)
+		n = 0; /* "/" */
+	sysctl_root[n] = '/';
+	sysctl_root[n + 1] = '\0';
+	return 0;
+}
+
+const char *sysctl_get_root(void)
+{
+	return sysctl_root;
+}
+
+/* "net.ipv4.tcp_ecn" or "net/ipv4/tcp_ecn" -> "/proc/sys/net/ipv4/tcp_ecn"
+ * (below sysctl_root). As in sysctl(8), a key that contains '/' keeps its dots (so
  * "net/ipv4/conf/eth0.100/rp_filter" works). Refuses empty keys, absolute keys, ".." components and characters that
  * have no business in a sysctl name. */
 static int sysctl_path(const char *key, char *buf, size_t size, struct error *err)
 {
-	static const char prefix[] = "/proc/sys/";
-	size_t n, i;
+	const char *prefix = sysctl_root;
+	size_t n, i, plen = strlen(sysctl_root);
 	bool slashes;
 
 	if (!key || !*key)
@@ -65,10 +102,10 @@ static int sysctl_path(const char *key, char *buf, size_t size, struct error *er
 	n = strlen(key);
 	if (key[0] == '/' || key[0] == '.' || strstr(key, "..") || key[n - 1] == '/' || key[n - 1] == '.')
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
-	if (sizeof(prefix) + n > size)
+	if (plen + n + 1 > size)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "sysctl key '%s' is too long", key);
 	slashes = strchr(key, '/') != NULL;
-	memcpy(buf, prefix, sizeof(prefix) - 1);
+	memcpy(buf, prefix, plen);
 	for (i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)key[i];
 		if (c == '.' && !slashes)
@@ -77,9 +114,9 @@ static int sysctl_path(const char *key, char *buf, size_t size, struct error *er
 			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
 		if (c == '/' && (key[i + 1] == '/' || key[i + 1] == '.'))
 			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
-		buf[sizeof(prefix) - 1 + i] = (char)c;
+		buf[plen + i] = (char)c;
 	}
-	buf[sizeof(prefix) - 1 + n] = '\0';
+	buf[plen + n] = '\0';
 	return 0;
 }
 
@@ -111,7 +148,7 @@ static int sysctl_fd_read(int fd, const char *key, char *buf, size_t size, struc
 
 int sysctl_read(const char *key, char *buf, size_t size, struct error *err)
 {
-	char path[256];
+	char path[SYSCTL_ROOT_MAX + 256];
 	_cleanup_close_ int fd = -1;
 	int r;
 
@@ -163,7 +200,7 @@ static int sysctl_fd_write(int fd, const char *key, const char *val, const char 
 
 int sysctl_write(const char *key, const char *val, struct error *err)
 {
-	char path[256];
+	char path[SYSCTL_ROOT_MAX + 256];
 	char line[SYSCTL_WRITE_MAX + 2];
 	_cleanup_close_ int fd = -1;
 	size_t len = 0;
@@ -183,7 +220,7 @@ int sysctl_write(const char *key, const char *val, struct error *err)
 
 int sysctl_exchange(const char *key, const char *val, char *prev, size_t prev_size, int *ret_read, struct error *err)
 {
-	char path[256];
+	char path[SYSCTL_ROOT_MAX + 256];
 	char line[SYSCTL_WRITE_MAX + 2];
 	_cleanup_close_ int fd = -1;
 	size_t len = 0;

@@ -15,6 +15,19 @@ int netns_enter(int nsfd, int *ret_saved, struct error *err);
  * setns fails; callers treat a failure to return as fatal for the operation. */
 int netns_leave(int saved, struct error *err);
 
+/* Where sysctl keys resolve: "/proc/sys" unless sysctl_set_root() says
+ * otherwise, e.g. "/host/proc/sys" in a container whose own /proc/sys is
+ * read-only but that has the host's /proc/sys/net bind-mounted there (the
+ * kernel resolves net.* in the netns of the thread that opens the file, so
+ * after netns_enter() the pod's values are read and written). dir must be an
+ * absolute path to a directory, shorter than SYSCTL_ROOT_MAX, without ".."
+ * (-EINVAL, -ENAMETOOLONG, -ENOENT, -ENOTDIR; the root is then unchanged).
+ * Process-wide; set it once at start. sysctl_get_root() returns it with a
+ * trailing '/'. */
+#define SYSCTL_ROOT_MAX 128
+int sysctl_set_root(const char *dir, struct error *err);
+const char *sysctl_get_root(void);
+
 /* Longest value sysctl_write() accepts. */
 #define SYSCTL_WRITE_MAX 256
 
