@@ -4,11 +4,13 @@
  * Parses flags, loads the config, sets up logging and hands over to the
  * loop; the only place that exits. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 
 #include "agent.h"
 #include "chain.h"
+#include "netns.h"
 #include "nl.h"
 #include "proto.h"
 
@@ -22,7 +24,7 @@ static void usage(FILE *out)
 	        "       %s install --cni-conf-dir DIR --cni-bin-dir DIR [--plugin-src PATH] [--plugin-conf JSON]\n"
 	        "                  [--dropin] [--in-place]\n"
 	        "       %s uninstall --cni-conf-dir DIR [--cni-bin-dir DIR] [--remove-binary] [--state-dir DIR]\n"
-	        "                  [--keep-qdiscs]\n"
+	        "                  [--keep-qdiscs] [--wait]\n"
 	        "\n"
 	        "Options:\n"
 	        "  --node-name NAME      this node (default $NODE_NAME)\n"
@@ -32,6 +34,9 @@ static void usage(FILE *out)
 	        "  --state-dir PATH      the plugin's stateDir (default %s)\n"
 	        "  --metrics-addr ADDR   /metrics, /healthz, /readyz (default %s; \"\" or 0 = off)\n"
 	        "  --log-level LEVEL     error, warn, info, debug (default info)\n"
+	        "  --sysctl-dir DIR      where net.* sysctls are read and written (default /proc/sys); in a\n"
+	        "                        container with a read-only /proc/sys, a bind mount of the host's\n"
+	        "                        /proc/sys/net at DIR/net (per-netns values follow the netns entered)\n"
 	        "  --cni-conf-dir DIR    keep aiqos chained in this CNI config dir (watched)\n"
 	        "  --cni-bin-dir DIR     CNI plugin dir to install the aiqos binary into\n"
 	        "  --plugin-src PATH     the aiqos binary to copy into --cni-bin-dir\n"
@@ -42,6 +47,8 @@ static void usage(FILE *out)
 	        "  --once                one list and reconcile, then exit\n"
 	        "  --remove-binary       uninstall: also remove the plugin binary\n"
 	        "  --keep-qdiscs         uninstall: leave the uplink as it is\n"
+	        "  --wait                uninstall: once done, stay until SIGTERM or SIGINT (a DaemonSet's\n"
+	        "                        container that holds the pod); exit at once if it failed\n"
 	        "  -h, --help            this help\n"
 	        "  --version             print the version\n",
 	        AGENT_PROGRAM, AGENT_PROGRAM, AGENT_PROGRAM, AGENT_PROGRAM, AGENT_CONFIG_DEFAULT_PATH,
@@ -66,6 +73,8 @@ enum {
 	OPT_ONCE,
 	OPT_REMOVE_BINARY,
 	OPT_KEEP_QDISCS,
+	OPT_SYSCTL_DIR,
+	OPT_WAIT,
 	OPT_VERSION,
 };
 
@@ -87,6 +96,8 @@ static const struct option long_options[] = {
         {"once", no_argument, NULL, OPT_ONCE},
         {"remove-binary", no_argument, NULL, OPT_REMOVE_BINARY},
         {"keep-qdiscs", no_argument, NULL, OPT_KEEP_QDISCS},
+        {"sysctl-dir", required_argument, NULL, OPT_SYSCTL_DIR},
+        {"wait", no_argument, NULL, OPT_WAIT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -97,6 +108,8 @@ struct cmdline {
 	bool cleanup;
 	bool remove_binary;
 	bool keep_qdiscs;
+	bool wait;
+	const char *sysctl_dir; /* NULL: /proc/sys */
 	const char *subcommand; /* NULL, "install", "uninstall" */
 };
 
@@ -184,6 +197,12 @@ static int parse(int argc, char **argv, struct cmdline *c)
 		case OPT_KEEP_QDISCS:
 			c->keep_qdiscs = true;
 			break;
+		case OPT_SYSCTL_DIR:
+			c->sysctl_dir = optarg;
+			break;
+		case OPT_WAIT:
+			c->wait = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return EXIT_SUCCESS;
@@ -201,6 +220,8 @@ static int parse(int argc, char **argv, struct cmdline *c)
 		return usage_error("%s needs --cni-conf-dir", c->subcommand);
 	if (c->subcommand && streq(c->subcommand, "install") && c->o.plugin_src && !c->o.cni_bin_dir)
 		return usage_error("%s", "install --plugin-src needs --cni-bin-dir");
+	if (c->wait && !(c->subcommand && streq(c->subcommand, "uninstall")))
+		return usage_error("%s", "--wait is an option of uninstall");
 	if (c->remove_binary && !c->o.cni_bin_dir)
 		return usage_error("%s", "--remove-binary needs --cni-bin-dir");
 	if (!c->subcommand && !c->cleanup) {
@@ -258,6 +279,26 @@ static int restore_uplink(const char *state_dir)
 	return EXIT_SUCCESS;
 }
 
+/* uninstall --wait: hold until SIGTERM or SIGINT. Blocked signals stay
+ * pending even for a PID 1 (a container's), which ignores unhandled ones. */
+static int wait_for_termination(void)
+{
+	sigset_t set;
+	int sig = 0, r;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	r = sigprocmask(SIG_BLOCK, &set, NULL) < 0 ? errno : sigwait(&set, &sig);
+	if (r != 0) {
+		log_msg(LOG_LVL_ERROR, "uninstall --wait: cannot wait for a signal", "error", strerror(r), (char *)NULL);
+		return EXIT_FAILURE;
+	}
+	log_msg(LOG_LVL_INFO, "uninstall --wait: stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+	        (char *)NULL);
+	return EXIT_SUCCESS;
+}
+
 static int cmd_uninstall(const struct cmdline *c)
 {
 	struct chain_options o = {
@@ -276,6 +317,8 @@ static int cmd_uninstall(const struct cmdline *c)
 	}
 	if (!c->keep_qdiscs && restore_uplink(c->o.state_dir) != EXIT_SUCCESS)
 		rc = EXIT_FAILURE;
+	if (rc == EXIT_SUCCESS && c->wait)
+		rc = wait_for_termination();
 	return rc;
 }
 
@@ -292,6 +335,10 @@ int main(int argc, char **argv)
 		return rc;
 	log_setup(AGENT_PROGRAM, c.o.log_level, NULL);
 	umask(077);
+	if (c.sysctl_dir && sysctl_set_root(c.sysctl_dir, &e) < 0) {
+		log_msg(LOG_LVL_ERROR, "invalid --sysctl-dir", "error", e.msg, (char *)NULL);
+		return EXIT_USAGE;
+	}
 	if (c.subcommand && streq(c.subcommand, "install"))
 		return cmd_install(&c);
 	if (c.subcommand)
