@@ -19,8 +19,11 @@ reports where it can (files on the node, `nsenter` + `tc`/`/proc/sys`):
   - an annotation change re-tunes the pod; deleting the inference pod takes
     the node to "training" after the hold time, deleting the last pod to
     "idle" with the uplink's original root qdisc back;
-  - uninstall (agent DaemonSet deleted, manifests/uninstall applied) removes
-    the chain entry and leaves the conf dir as it was.
+  - uninstall: with the example pods back and the uplink shaped, the agent
+    DaemonSet is deleted (the tuning stays in place), manifests/uninstall is
+    applied: the chain entry is gone, the conf dir is as it was, the uplink's
+    original root qdisc is back; the pods are then deleted with the config
+    cached at their creation (which names aiqos).
 It ends with "N passed, N failed" and exits 1 on any failure; it removes what
 it created (namespaces, overlays, the primary's test edit) even when failing.
 Python 3.8+, standard library only.
@@ -541,19 +544,18 @@ def run_steps(env, r):
             verified = 0
             for att in sp.get("attachments", []):
                 for line in att.get("effective", []):
-                    words = line.split()
-                    if words[:1] == ["tc"]:
-                        words = words[1:]
+                    on_host, words = effective_qdisc(line, att.get("hostIfname"))
                     kinds = [w for w in words if w in QDISC_KINDS]
                     if words[:1] != ["qdisc"] or not kinds:
                         continue
-                    host_if = att.get("hostIfname")
-                    on_host = bool(host_if) and ("dev " + host_if) in " ".join(words)
                     have = host_kinds if on_host else pod_kinds
                     if kinds[0] not in have:
                         raise CheckFailed("%s: aiqos reports %r but %s has qdiscs %s" % (
                             p, line, host if on_host else "pod eth0", sorted(have)))
                     verified += 1
+            if verified == 0:
+                raise CheckFailed("%s: aiqos reports no qdisc it applied (effective: %s)" % (
+                    p, [line for att in sp.get("attachments", []) for line in att.get("effective", [])]))
             if a.expect_qdiscs == "full":
                 want = {"fq_codel"} if p == POD_INF else {"htb", "fq"}
                 if not want <= pod_kinds:
@@ -631,9 +633,22 @@ def run_steps(env, r):
 
     # -- uninstall --
     def uninstall():
+        # Restoring the uplink proves something only if it is shaped when the
+        # agent goes (it leaves its tuning in place when stopped): the example
+        # pods again, the node "mixed", aiqos's root qdisc on the uplink.
+        env.k("apply", "-k", os.path.join(env.work, "examples"))
+        env.k("-n", NS_TEST, "wait", "--for=condition=Ready", "pod/" + POD_INF, "pod/" + POD_TRN,
+              "--timeout=%ds" % T, timeout=T + 30)
+        wait_mode(env, "mixed", T)
+        shaped = wait_for("uplink shaped", lambda: (
+            root_kind(qdiscs(env, env.uplink)) != env.uplink_root_before, root_kind(qdiscs(env, env.uplink))), T)
         env.k("-n", NS_SYSTEM, "delete", "daemonset", DS, "--wait=true", timeout=T)
         env.k("-n", NS_SYSTEM, "wait", "--for=delete", "pod", "-l", "app.kubernetes.io/component=agent",
               "--timeout=%ds" % T, check=False, timeout=T + 30)
+        rk = root_kind(qdiscs(env, env.uplink))
+        if rk != shaped:
+            raise CheckFailed("uplink root qdisc %s once the agent stopped, %s before: not left in place" % (
+                rk, shaped))
         d = write_overlay(env, "uninstall", os.path.join(a.repo, "manifests", "uninstall"), [("aiqos", a.image)],
                           pull_policy=a.pull_policy, ds=DS_UNINSTALL)
         env.k("apply", "-k", d)
@@ -649,9 +664,32 @@ def run_steps(env, r):
         rk = root_kind(qdiscs(env, env.uplink))
         if rk != env.uplink_root_before:
             raise CheckFailed("uplink root qdisc %s, before install %s" % (rk, env.uplink_root_before))
+        # Pods created while aiqos was chained are torn down with the config
+        # cached at their creation (it names aiqos; the binary stays).
+        env.k("-n", NS_TEST, "delete", "pod", POD_INF, POD_TRN, "--wait=true", "--timeout=%ds" % T,
+              timeout=T + 30)
         env.k("delete", "-k", d, "--wait=true", timeout=T)
-        return "conf dir as before (%s), uplink root %s" % (" ".join(names), rk)
-    r.step("uninstall: chain entry removed, uplink as before", uninstall)
+        return "conf dir as before (%s), uplink root %s (was %s with the agent, kept when it stopped)" % (
+            " ".join(names), rk, shaped)
+    r.step("uninstall: chain entry removed, uplink restored", uninstall)
+
+
+def effective_qdisc(line, host_if):
+    """(on_host, words of the tc command) of one "effective" line of aiqosctl
+    status: "ID [pod|host] STATUS: tc qdisc replace dev X KIND ..." (only
+    applied and degraded items are in the kernel), or a bare command."""
+    m = re.match(r"^\S+ \[(pod|host|uplink)\] (\w+): (.*)$", line)
+    if m:
+        if m.group(2) not in ("applied", "degraded"):
+            return False, []
+        words = m.group(3).split()
+        on_host = m.group(1) == "host"
+    else:
+        words = line.split()
+        on_host = bool(host_if) and ("dev " + host_if) in line
+    if words[:1] == ["tc"]:
+        words = words[1:]
+    return on_host, words
 
 
 def _status_both(env):
