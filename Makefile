@@ -142,6 +142,13 @@ test-unit: all $(UNIT_BINS)
 test-integration: all asan-build
 	@bash test/run.sh --only integration $(BUILD)
 
+# The kind-less node e2e (issue #4): real kubelet + containerd + runc + the
+# control plane in namespaces of their own, the DaemonSet from manifests/,
+# test/e2e/assert.py (hack/e2e-node.sh; also the "e2e" suite of `make test`).
+.PHONY: e2e
+e2e: all
+	@bash test/run.sh --only e2e $(BUILD)
+
 # Debian's stock kernel in qemu (TCG): the fq/fq_codel/pedit/DCTCP paths the
 # CI kernel lacks (hack/test-kernel.sh; also the "kernel" suite of `make test`).
 test-kernel: all $(BUILD)/test/test_nl $(BUILD)/test/test_apply $(KERNEL_BINS)

@@ -17,6 +17,9 @@ PKGS=(
 	python3 python3-pytest valgrind
 	# the real control plane (hack/build-k8s.sh needs Go >= 1.24, not a Debian package here)
 	openssl curl
+	# the node e2e (hack/e2e-node.sh): the container runtime, the pods' busybox,
+	# iptables for the portmap plugin of the kindnet-like chain
+	containerd runc busybox-static iptables
 )
 
 missing=()

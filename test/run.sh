@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/run.sh [--only unit|integration|unit-asan|integration-asan|fuzz|k8s|kernel] BUILD_DIR
+# test/run.sh [--only unit|integration|unit-asan|integration-asan|fuzz|k8s|kernel|e2e] BUILD_DIR
 # Runs every suite of `make test` and ends with one line
 # "N passed, N failed, N skipped" summing them. Exit 1 if anything failed.
 # Under CI=true a skipped test counts as failed (strict mode): CI must
@@ -28,7 +28,7 @@ run_suite() { # name cmd...
 	out=$(mktemp)
 	"$@" 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
-	last=$(grep -E '^([A-Za-z]+: )?[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	last=$(grep -E '^([A-Za-z][A-Za-z0-9-]*: )?[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
 	if [ -z "$last" ]; then
 		echo "$name: no result line (exit $rc), counted as 1 failed"
 		total_fail=$((total_fail + 1))
@@ -96,6 +96,18 @@ if [ -z "$only" ] || [ "$only" = kernel ]; then
 		run_suite "kernel" echo "kernel: 0 passed, 0 failed, 1 skipped (AIQOS_TEST_KERNEL=0)"
 	else
 		run_suite "kernel" bash "$top/hack/test-kernel.sh" "$build"
+	fi
+fi
+
+# The kind-less node e2e (hack/e2e-node.sh, `make e2e`): a real kubelet +
+# containerd + runc + control plane in namespaces of their own, the manifests
+# installed, test/e2e/assert.py. Root. AIQOS_TEST_E2E=0 skips it (a failure
+# under CI=true).
+if [ -z "$only" ] || [ "$only" = e2e ]; then
+	if [ "${AIQOS_TEST_E2E:-1}" = 0 ]; then
+		run_suite "e2e" echo "e2e: 0 passed, 0 failed, 1 skipped (AIQOS_TEST_E2E=0)"
+	else
+		run_suite "e2e" bash "$top/hack/e2e-node.sh" "$build"
 	fi
 fi
 
