@@ -86,7 +86,8 @@ fi
 if [ -z "$only" ] || [ "$only" = k8s ]; then
 	# The real control plane: binaries built once, cached outside the tree.
 	# shellcheck disable=SC2016 # $1 expands in the inner shell
-	run_suite "k8s" bash -c '"$1/hack/build-k8s.sh" && exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$1/test/k8s"' _ "$top"
+	# (test_manifests.py runs BUILD/bin/aiqos-agent with the manifests' identity.)
+	run_suite "k8s" env AIQOS_BUILD="$build" bash -c '"$1/hack/build-k8s.sh" && exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$1/test/k8s"' _ "$top"
 fi
 
 # Debian's stock kernel in qemu: the full fq/fq_codel/pedit/DCTCP paths
