@@ -117,4 +117,3 @@ const char *cni_pod_display(const struct cni_args *a, char *buf, size_t size)
 		snprintf(buf, size, "%s/%s", a->pod_namespace, a->pod_name);
 	return buf;
 }
-

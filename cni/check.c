@@ -23,13 +23,13 @@ static int workload_drift(const struct cni_ctx *ctx, const struct attach_state *
 	if (c->runtime_annotations) {
 		if (w.class != old->class) {
 			str_append_sep(det, size, '\n', "workload: runtime annotations ask for class %s, state has %s",
-			                   workload_class_name(w.class) ?: "?", workload_class_name(old->class) ?: "?");
+			               workload_class_name(w.class) ?: "?", workload_class_name(old->class) ?: "?");
 			n++;
 		}
 		if (!streq(w.profile, old->profile)) {
 			str_append_sep(det, size, '\n',
-			                   "workload: runtime annotations ask for profile \"%s\", state has \"%s\"",
-			                   w.profile, old->profile);
+			               "workload: runtime annotations ask for profile \"%s\", state has \"%s\"",
+			               w.profile, old->profile);
 			n++;
 		}
 	} else {
@@ -39,12 +39,12 @@ static int workload_drift(const struct cni_ctx *ctx, const struct attach_state *
 	}
 	if (cmp_eg && w.egress_bps != old->egress_bps) {
 		str_append_sep(det, size, '\n', "workload: egress limit is %llu bit/s, state has %llu bit/s",
-		                   (unsigned long long)w.egress_bps, (unsigned long long)old->egress_bps);
+		               (unsigned long long)w.egress_bps, (unsigned long long)old->egress_bps);
 		n++;
 	}
 	if (cmp_in && w.ingress_bps != old->ingress_bps) {
 		str_append_sep(det, size, '\n', "workload: ingress limit is %llu bit/s, state has %llu bit/s",
-		                   (unsigned long long)w.ingress_bps, (unsigned long long)old->ingress_bps);
+		               (unsigned long long)w.ingress_bps, (unsigned long long)old->ingress_bps);
 		n++;
 	}
 	return n;
@@ -57,12 +57,12 @@ static int iface_drift(const struct attach *a, const struct attach_state *s, cha
 
 	if (a->pod.ifindex != s->pod_ifindex) {
 		str_append_sep(det, size, '\n', "pod interface %s: ifindex %d, state has %d", s->ifname, a->pod.ifindex,
-		                   s->pod_ifindex);
+		               s->pod_ifindex);
 		n++;
 	}
 	if (!streq(a->ifs.host_ifname, s->ifs.host_ifname) || a->host.ifindex != s->host_ifindex) {
 		str_append_sep(det, size, '\n', "host veth: \"%s\" (ifindex %d), state has \"%s\" (ifindex %d)",
-		                   a->ifs.host_ifname, a->host.ifindex, s->ifs.host_ifname, s->host_ifindex);
+		               a->ifs.host_ifname, a->host.ifindex, s->ifs.host_ifname, s->host_ifindex);
 		n++;
 	}
 	return n;
@@ -115,7 +115,7 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 	}
 	if (profile_changed) {
 		str_append_sep(det, size, '\n', "profile \"%s\" recorded at ADD is not in the config any more",
-		                   s->profile);
+		               s->profile);
 		n++;
 	}
 

@@ -228,7 +228,6 @@ void cni_phase(struct cni_ctx *ctx, const char *name);
 /* "config=12,discover=40,..." (microseconds per phase) into buf. */
 const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size);
 
-
 /* agent.c: the node agent over its unix socket (bounded, best effort). */
 /* Pod annotations from the agent's cache: 1 (found, *ret owned object), 0
  * not known to the agent, negative errno when the agent did not answer. */

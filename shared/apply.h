@@ -11,12 +11,12 @@ struct nl_sock;
 
 /* Where each plan_dev lives. Unused devices: ifindex 0. */
 struct apply_target {
-	int pod_nsfd;               /* pod netns (for DEV_POD tc and all sysctls), -1 none */
-	struct nl_sock *pod_sk;     /* rtnetlink socket opened in the pod netns */
+	int pod_nsfd;           /* pod netns (for DEV_POD tc and all sysctls), -1 none */
+	struct nl_sock *pod_sk; /* rtnetlink socket opened in the pod netns */
 	int pod_ifindex;
-	struct nl_sock *host_sk;    /* rtnetlink socket in the host netns */
-	int host_ifindex;           /* host-side veth, 0 if none */
-	int uplink_ifindex;         /* DEV_UPLINK, 0 if none */
+	struct nl_sock *host_sk; /* rtnetlink socket in the host netns */
+	int host_ifindex;        /* host-side veth, 0 if none */
+	int uplink_ifindex;      /* DEV_UPLINK, 0 if none */
 };
 
 /* Apply p, filling each item's status/chosen/err. Returns 0 when every item

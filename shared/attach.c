@@ -199,12 +199,12 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 		case ITEM_DEGRADED:
 			str_append_sep(effective, eff_size, ',', "%s=%s", it->id, item_effective_name(it, it->chosen));
 			str_append_sep(degraded, deg_size, ',', "%s=%s(wanted %s: %s)", it->id,
-			            item_effective_name(it, it->chosen), item_effective_name(it, 0),
-			            it->err ? strerror(it->err) : "refused");
+			               item_effective_name(it, it->chosen), item_effective_name(it, 0),
+			               it->err ? strerror(it->err) : "refused");
 			break;
 		case ITEM_SKIPPED:
 			str_append_sep(degraded, deg_size, ',', "%s=skipped(%s)", it->id,
-			            it->err ? strerror(it->err) : "not applicable");
+			               it->err ? strerror(it->err) : "not applicable");
 			break;
 		default:
 			break;

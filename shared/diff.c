@@ -50,7 +50,6 @@ static void describe(const struct tc_spec *s, char *buf, size_t size)
 	snprintf(buf, size, "\"%s%s%s\"", k->name, params[0] ? " " : "", params);
 }
 
-
 /* Sysctl keys match with '/' or '.' as separator. */
 static bool sysctl_key_equal(const char *a, const char *b)
 {

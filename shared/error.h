@@ -25,14 +25,14 @@ enum cni_code {
 	CNI_ERR_NOT_AVAILABLE = 50,
 	CNI_ERR_LIMITED = 51,
 	/* plugin-specific (>= 100) */
-	CNI_ERR_TUNE_FAILED = 100,  /* kernel refused the tuning (failurePolicy closed) */
-	CNI_ERR_CHECK_DRIFT = 101,  /* CHECK: kernel differs from the plan */
-	CNI_ERR_STATE = 102,        /* state store unreadable/unwritable */
+	CNI_ERR_TUNE_FAILED = 100, /* kernel refused the tuning (failurePolicy closed) */
+	CNI_ERR_CHECK_DRIFT = 101, /* CHECK: kernel differs from the plan */
+	CNI_ERR_STATE = 102,       /* state store unreadable/unwritable */
 };
 
 struct error {
-	int code;  /* enum cni_code */
-	int errnum;  /* positive errno, 0 if none */
+	int code;   /* enum cni_code */
+	int errnum; /* positive errno, 0 if none */
 	char msg[ERROR_MSG_MAX];
 };
 

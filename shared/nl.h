@@ -33,9 +33,9 @@ int nl_to_errno(int nle);
 struct link_info {
 	int ifindex;
 	char ifname[16];
-	char kind[16];     /* "veth", "bridge", "" */
-	int peer_ifindex;  /* IFLA_LINK (veth peer in the other netns), 0 if none */
-	int link_netnsid;  /* IFLA_LINK_NETNSID, -1 if none */
+	char kind[16];    /* "veth", "bridge", "" */
+	int peer_ifindex; /* IFLA_LINK (veth peer in the other netns), 0 if none */
+	int link_netnsid; /* IFLA_LINK_NETNSID, -1 if none */
 	uint32_t mtu;
 	uint32_t tx_queues;
 	uint32_t speed_mbps; /* 0 unknown (filled only by link_speed via ethtool ioctl, not here) */

@@ -13,11 +13,11 @@
 struct cJSON;
 
 #define PLAN_ITEMS_MAX 64
-#define PLAN_ALT_MAX 4
-#define PLAN_ID_MAX 32
+#define PLAN_ALT_MAX   4
+#define PLAN_ID_MAX    32
 #define SYSCTL_KEY_MAX 64
 #define SYSCTL_VAL_MAX 64
-#define IFNAME_LEN 16 /* IFNAMSIZ */
+#define IFNAME_LEN     16 /* IFNAMSIZ */
 
 /* Which device an item applies to. */
 enum plan_dev {
@@ -40,8 +40,8 @@ enum plan_item_type {
  * the errno the kernel refused them with; caps.h keeps them across runs. */
 #define PLAN_CAPS_CC_MAX 128
 struct plan_caps {
-	uint32_t missing_kinds;   /* bit (1 << tc_kind_id) */
-	bool missing_pedit;       /* act_pedit/act_csum unavailable (DSCP rewrite) */
+	uint32_t missing_kinds;              /* bit (1 << tc_kind_id) */
+	bool missing_pedit;                  /* act_pedit/act_csum unavailable (DSCP rewrite) */
 	char cc_available[PLAN_CAPS_CC_MAX]; /* tcp_available_congestion_control, "" = unknown */
 	/* the kernel's refusal of a missing kind / of pedit (0 = not recorded):
 	 * an alternative skipped as known-missing is recorded with it */
@@ -63,17 +63,17 @@ enum item_status {
 struct plan_item {
 	enum plan_item_type type;
 	enum plan_dev dev;
-	char id[PLAN_ID_MAX];       /* stable role, e.g. "egress.root", "sysctl.cc" */
-	char depends[PLAN_ID_MAX];  /* id of an item that must be applied first ("" = none) */
+	char id[PLAN_ID_MAX];      /* stable role, e.g. "egress.root", "sysctl.cc" */
+	char depends[PLAN_ID_MAX]; /* id of an item that must be applied first ("" = none) */
 	unsigned n_alt;
-	struct tc_spec tc[PLAN_ALT_MAX];            /* ITEM_TC */
-	char key[SYSCTL_KEY_MAX];                   /* ITEM_SYSCTL: "net/ipv4/tcp_ecn" */
-	char val[PLAN_ALT_MAX][SYSCTL_VAL_MAX];     /* ITEM_SYSCTL alternatives */
+	struct tc_spec tc[PLAN_ALT_MAX];        /* ITEM_TC */
+	char key[SYSCTL_KEY_MAX];               /* ITEM_SYSCTL: "net/ipv4/tcp_ecn" */
+	char val[PLAN_ALT_MAX][SYSCTL_VAL_MAX]; /* ITEM_SYSCTL alternatives */
 	/* effective (filled by the applier, or from state) */
 	enum item_status status;
-	int chosen;                 /* index of the applied alternative, -1 = none */
-	int err;                    /* errno of the last refused alternative (why degraded/skipped) */
-	char prev[SYSCTL_VAL_MAX];  /* ITEM_SYSCTL: the value before aiqos wrote it ("" = unknown) */
+	int chosen;                /* index of the applied alternative, -1 = none */
+	int err;                   /* errno of the last refused alternative (why degraded/skipped) */
+	char prev[SYSCTL_VAL_MAX]; /* ITEM_SYSCTL: the value before aiqos wrote it ("" = unknown) */
 };
 
 struct plan {
@@ -83,15 +83,15 @@ struct plan {
 
 /* Facts about the interfaces of one attachment. */
 struct attach_ifaces {
-	char pod_ifname[IFNAME_LEN];   /* e.g. "eth0" (inside the netns) */
-	char host_ifname[IFNAME_LEN];  /* host-side veth, "" if not a veth */
-	uint32_t mtu;                  /* 0 = unknown (1500 assumed) */
+	char pod_ifname[IFNAME_LEN];  /* e.g. "eth0" (inside the netns) */
+	char host_ifname[IFNAME_LEN]; /* host-side veth, "" if not a veth */
+	uint32_t mtu;                 /* 0 = unknown (1500 assumed) */
 };
 
 /* Build the per-pod plan. Deterministic; never fails for any valid input
  * (returns -E2BIG only if PLAN_ITEMS_MAX is exceeded, a programming error). */
 int plan_pod(const struct workload *w, const struct profile *p, const struct attach_ifaces *ifs,
-	     const struct plan_caps *caps, struct plan *ret);
+             const struct plan_caps *caps, struct plan *ret);
 
 /* Items and their status */
 const char *plan_dev_name(enum plan_dev d);
@@ -115,8 +115,8 @@ bool plan_caps_has(const struct plan_caps *caps, enum tc_kind_id k);
 enum plan_format { PLAN_FMT_TEXT, PLAN_FMT_TC, PLAN_FMT_JSON };
 /* Append the rendering of p to a malloc'd string in *ret (caller frees).
  * `effective_only`: print only what is in force (chosen alternatives). */
-int plan_render(const struct plan *p, const struct attach_ifaces *ifs, const char *netns,
-		enum plan_format fmt, bool effective_only, char **ret);
+int plan_render(const struct plan *p, const struct attach_ifaces *ifs, const char *netns, enum plan_format fmt,
+                bool effective_only, char **ret);
 /* Effective choices as JSON (for the state file) and back. The desired plan
  * is recomputed by the planner; only choices (id, chosen, status, err) are stored. */
 struct cJSON *plan_choices_to_json(const struct plan *p);
@@ -137,7 +137,7 @@ struct observed {
  * per difference into buf ("egress.root on eth0: want fq_codel target 1ms, have
  * pfifo_fast") and returns the number of differences. Skipped items are not
  * differences. */
-int plan_diff(const struct plan *p, const struct attach_ifaces *ifs, const struct observed *obs,
-	      char *buf, size_t size);
+int plan_diff(const struct plan *p, const struct attach_ifaces *ifs, const struct observed *obs, char *buf,
+              size_t size);
 
 #endif

@@ -56,7 +56,6 @@ _printf_(2, 3) static void sbuf_printf(struct sbuf *b, const char *fmt, ...)
 
 /* ---- pieces shared by the formats ---- */
 
-
 static bool shell_safe_char(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("_./:=@%+,-", c);

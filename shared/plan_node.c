@@ -397,7 +397,6 @@ static struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind)
 	return s;
 }
 
-
 static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
 {
 	return v < lo ? lo : v > hi ? hi : v;

@@ -9,9 +9,9 @@
 
 struct cJSON;
 
-#define PROFILE_CC_MAX 4
+#define PROFILE_CC_MAX      4
 #define PROFILE_CC_NAME_MAX 16
-#define PROFILES_MAX 32
+#define PROFILES_MAX        32
 
 struct profile {
 	char name[PROFILE_NAME_MAX];
@@ -19,11 +19,11 @@ struct profile {
 	/* congestion control candidates, first available wins; n_cc = 0 -> untouched */
 	unsigned n_cc;
 	char cc[PROFILE_CC_MAX][PROFILE_CC_NAME_MAX];
-	int tcp_ecn;              /* -1 untouched, else value of net.ipv4.tcp_ecn */
-	uint32_t notsent_lowat;   /* bytes; 0 untouched */
-	uint32_t rmem_max;        /* tcp_rmem third field; 0 untouched */
-	uint32_t wmem_max;        /* tcp_wmem third field; 0 untouched */
-	int dscp;                 /* -1 none, else 0..63 */
+	int tcp_ecn;            /* -1 untouched, else value of net.ipv4.tcp_ecn */
+	uint32_t notsent_lowat; /* bytes; 0 untouched */
+	uint32_t rmem_max;      /* tcp_rmem third field; 0 untouched */
+	uint32_t wmem_max;      /* tcp_wmem third field; 0 untouched */
+	int dscp;               /* -1 none, else 0..63 */
 	/* pod egress AQM */
 	uint32_t target_us;       /* fq_codel target */
 	uint32_t interval_us;     /* fq_codel interval */
@@ -47,8 +47,8 @@ int profile_set_merge_json(struct profile_set *set, const struct cJSON *profiles
  * else the class's default profile ("inference"/"training"/"default").
  * A profile of another class is refused (a pod cannot borrow a class it did
  * not ask for); *ret_warn (if non-NULL) explains a fallback. Never NULL. */
-const struct profile *profile_resolve(const struct profile_set *set, const struct workload *w,
-				      char *ret_warn, size_t warn_size);
+const struct profile *profile_resolve(const struct profile_set *set, const struct workload *w, char *ret_warn,
+                                      size_t warn_size);
 const struct profile *profile_find(const struct profile_set *set, const char *name);
 
 #endif

@@ -12,12 +12,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define _cleanup_(f) __attribute__((cleanup(f)))
+#define ARRAY_SIZE(a)  (sizeof(a) / sizeof((a)[0]))
+#define _cleanup_(f)   __attribute__((cleanup(f)))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
-#define _unused_ __attribute__((unused))
+#define _unused_       __attribute__((unused))
 
-static inline void freep(void *p) { free(*(void **)p); }
+static inline void freep(void *p)
+{
+	free(*(void **)p);
+}
 static inline void closep(int *fd)
 {
 	if (*fd >= 0) {
@@ -31,22 +34,22 @@ static inline void fclosep(FILE **f)
 	if (*f)
 		fclose(*f);
 }
-#define _cleanup_free_ _cleanup_(freep)
-#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_free_   _cleanup_(freep)
+#define _cleanup_close_  _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Move ownership out of a cleanup variable. */
-#define TAKE_PTR(p)                                                                                \
-	({                                                                                         \
-		__typeof__(p) _t = (p);                                                            \
-		(p) = NULL;                                                                        \
-		_t;                                                                                \
+#define TAKE_PTR(p)                     \
+	({                              \
+		__typeof__(p) _t = (p); \
+		(p) = NULL;             \
+		_t;                     \
 	})
-#define TAKE_FD(fd)                                                                                \
-	({                                                                                         \
-		int _t = (fd);                                                                     \
-		(fd) = -1;                                                                         \
-		_t;                                                                                \
+#define TAKE_FD(fd)            \
+	({                     \
+		int _t = (fd); \
+		(fd) = -1;     \
+		_t;            \
 	})
 
 /* Copy src into dst (size bytes). Returns 0, or -ENAMETOOLONG when src did
@@ -65,7 +68,10 @@ static inline int str_copy(char *dst, size_t size, const char *src)
 	return 0;
 }
 
-static inline bool streq(const char *a, const char *b) { return strcmp(a, b) == 0; }
+static inline bool streq(const char *a, const char *b)
+{
+	return strcmp(a, b) == 0;
+}
 
 /* Append "<sep><formatted text>" to the string in buf (no separator when buf
  * is empty); a text that does not fit ends in "...". */

@@ -9,9 +9,9 @@
 
 struct cJSON;
 
-#define ANNOT_WORKLOAD "ai.workload"
-#define ANNOT_PROFILE "ai.workload/profile"
-#define ANNOT_EGRESS_BW "kubernetes.io/egress-bandwidth"
+#define ANNOT_WORKLOAD   "ai.workload"
+#define ANNOT_PROFILE    "ai.workload/profile"
+#define ANNOT_EGRESS_BW  "kubernetes.io/egress-bandwidth"
 #define ANNOT_INGRESS_BW "kubernetes.io/ingress-bandwidth"
 
 enum workload_class {
@@ -22,7 +22,7 @@ enum workload_class {
 	_CLASS_INVALID = -1,
 };
 
-#define PROFILE_NAME_MAX 64
+#define PROFILE_NAME_MAX  64
 #define WORKLOAD_WARN_MAX 4
 #define WORKLOAD_WARN_LEN 256
 
@@ -34,8 +34,8 @@ enum workload_class {
 struct workload {
 	enum workload_class class;
 	char profile[PROFILE_NAME_MAX]; /* "" = the class's default profile */
-	uint64_t egress_bps;  /* 0 = unlimited */
-	uint64_t ingress_bps; /* 0 = unlimited */
+	uint64_t egress_bps;            /* 0 = unlimited */
+	uint64_t ingress_bps;           /* 0 = unlimited */
 	unsigned n_warn;
 	char warn[WORKLOAD_WARN_MAX][WORKLOAD_WARN_LEN]; /* e.g. bad ai.workload value */
 };

@@ -103,18 +103,19 @@ enum u32_match {
 
 struct tc_u32 {
 	enum u32_match match;
-	int family;          /* AF_INET or AF_INET6 (for SRC/DST and DSCP) */
-	uint8_t addr[16];    /* network byte order */
+	int family;       /* AF_INET or AF_INET6 (for SRC/DST and DSCP) */
+	uint8_t addr[16]; /* network byte order */
 	uint8_t prefix_len;
-	uint32_t classid;    /* flowid; 0 = none */
-	int dscp;            /* -1 = no rewrite; 0..63 = pedit DSCP + csum (v4) */
-	uint8_t tos;         /* U32_MATCH_DSFIELD: DS field value (DSCP << 2) to match under mask 0xfc */
+	uint32_t classid; /* flowid; 0 = none */
+	int dscp;         /* -1 = no rewrite; 0..63 = pedit DSCP + csum (v4) */
+	uint8_t tos;      /* U32_MATCH_DSFIELD: DS field value (DSCP << 2) to match under mask 0xfc */
 };
 
 struct tc_spec {
 	enum tc_type type;
 	enum tc_kind_id kind;
-	uint32_t parent;   /* TC_H_ROOT, TC_H_CLSACT, a class handle, or for filters the qdisc/class handle or TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS) */
+	uint32_t parent;   /* TC_H_ROOT, TC_H_CLSACT, a class handle, or for filters the qdisc/class handle or
+	                      TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS) */
 	uint32_t handle;   /* qdisc major:0, class major:minor, filter handle (u32: 0 = kernel picks) */
 	uint16_t prio;     /* filters: priority (also the key for delete/match) */
 	uint16_t protocol; /* filters: ETH_P_* in host order (ETH_P_IP, ETH_P_IPV6, ETH_P_ALL) */
@@ -163,8 +164,8 @@ bool tc_spec_same_object(const struct tc_spec *a, const struct tc_spec *b);
 bool tc_spec_match(const struct tc_spec *desired, const struct tc_spec *observed);
 
 /* Rate/time helpers (tc_core-like), in rate.c */
-uint32_t tc_time_to_ticks(uint64_t ns);      /* psched ticks (64 ns units), saturating */
-uint32_t tc_xmit_ticks(uint64_t rate_bps, uint32_t bytes); /* time to send bytes at rate, in ticks */
+uint32_t tc_time_to_ticks(uint64_t ns);                     /* psched ticks (64 ns units), saturating */
+uint32_t tc_xmit_ticks(uint64_t rate_bps, uint32_t bytes);  /* time to send bytes at rate, in ticks */
 int tc_rate_format(uint64_t bps, char *buf, size_t size);   /* "500mbit" / "1gbit" / "123456bit" */
 int tc_size_format(uint32_t bytes, char *buf, size_t size); /* "64kb" / "1500b" */
 int tc_time_format(uint32_t us, char *buf, size_t size);    /* "1ms" / "500us" */

@@ -20,9 +20,12 @@ extern int t_failed_now;
 
 void t_register(const char *name, void (*fn)(void));
 
-#define TEST(name)                                                                                 \
-	static void test_##name(void);                                                             \
-	__attribute__((constructor)) static void reg_##name(void) { t_register(#name, test_##name); } \
+#define TEST(name)                                                \
+	static void test_##name(void);                            \
+	__attribute__((constructor)) static void reg_##name(void) \
+	{                                                         \
+		t_register(#name, test_##name);                   \
+	}                                                         \
 	static void test_##name(void)
 
 #define CHECK(cond)                                                                                \
@@ -33,35 +36,35 @@ void t_register(const char *name, void (*fn)(void));
 		}                                                                                  \
 	} while (0)
 
-#define CHECK_INT(a, b)                                                                            \
-	do {                                                                                       \
-		long long _a = (long long)(a), _b = (long long)(b);                                \
-		if (_a != _b) {                                                                    \
-			fprintf(stderr, "  %s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, \
-				#a, _a, #b, _b);                                                   \
-			t_failed_now = 1;                                                          \
-		}                                                                                  \
+#define CHECK_INT(a, b)                                                                                               \
+	do {                                                                                                          \
+		long long _a = (long long)(a), _b = (long long)(b);                                                   \
+		if (_a != _b) {                                                                                       \
+			fprintf(stderr, "  %s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, _a, #b, \
+			        _b);                                                                                  \
+			t_failed_now = 1;                                                                             \
+		}                                                                                                     \
 	} while (0)
 
-#define CHECK_STR(a, b)                                                                            \
-	do {                                                                                       \
-		const char *_a = (a), *_b = (b);                                                   \
-		if (!_a || !_b || strcmp(_a, _b) != 0) {                                           \
+#define CHECK_STR(a, b)                                                                                     \
+	do {                                                                                                \
+		const char *_a = (a), *_b = (b);                                                            \
+		if (!_a || !_b || strcmp(_a, _b) != 0) {                                                    \
 			fprintf(stderr, "  %s:%d: %s == \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a, \
-				_a ? _a : "(null)", _b ? _b : "(null)");                           \
-			t_failed_now = 1;                                                          \
-		}                                                                                  \
+			        _a ? _a : "(null)", _b ? _b : "(null)");                                    \
+			t_failed_now = 1;                                                                   \
+		}                                                                                           \
 	} while (0)
 
 /* Substring check */
-#define CHECK_CONTAINS(hay, needle)                                                                \
-	do {                                                                                       \
-		const char *_h = (hay), *_n = (needle);                                            \
-		if (!_h || !strstr(_h, _n)) {                                                      \
+#define CHECK_CONTAINS(hay, needle)                                                                      \
+	do {                                                                                             \
+		const char *_h = (hay), *_n = (needle);                                                  \
+		if (!_h || !strstr(_h, _n)) {                                                            \
 			fprintf(stderr, "  %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__, \
-				_h ? _h : "(null)", _n);                                           \
-			t_failed_now = 1;                                                          \
-		}                                                                                  \
+			        _h ? _h : "(null)", _n);                                                 \
+			t_failed_now = 1;                                                                \
+		}                                                                                        \
 	} while (0)
 
 #endif

@@ -30,7 +30,7 @@ static struct {
 	int host_ifindex, pod_ifindex;
 	/* what this kernel has, probed with tc(8) */
 	bool has_fq, has_fq_codel, has_pedit;
-	char cc_allowed[256];   /* host's list before the test, restored at teardown */
+	char cc_allowed[256]; /* host's list before the test, restored at teardown */
 	char cc_available[256];
 } fx = {.host_nsfd = -1, .pod_nsfd = -1};
 
