@@ -86,7 +86,15 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 		p->announce = true;
 		p->dirty = true;
 	} else if (pod_attach_needs_retune(p, &at)) {
-		p->dirty = true;
+		/* A record that failed is retried by its backoff timer, not by
+		 * every rescan of the state dir (our own state_save after the
+		 * failure triggers one): that was a retry and an Event every
+		 * debounce. A change of what the pod wants still goes at once. */
+		bool only_failed = at.failed && at.class == p->want.class && streq(at.profile, p->want.profile) &&
+		                   at.egress_bps == p->want.egress_bps && at.ingress_bps == p->want.ingress_bps;
+
+		if (!(only_failed && p->retry_at_ms >= 0))
+			p->dirty = true;
 	}
 	return 0;
 }

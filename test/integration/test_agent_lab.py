@@ -217,6 +217,27 @@ def test_agent_invalid_workload_is_a_warning_event(node):
     assert node.status()["mode"] == "idle"
 
 
+def test_agent_failed_retune_backs_off(node, tmp_path):
+    """A re-tune the kernel keeps refusing is retried on its backoff (2 s,
+    3 s, ...), with one TuneFailed Event per try: not at every rescan of the
+    state dir (the agent's own state write after the failure was one, which
+    made a retry and an Event every debounce)."""
+    # every sysctl the agent would write is a directory: EISDIR, a hard failure
+    sysroot = tmp_path / "sys"
+    for key in ("tcp_ecn", "tcp_congestion_control", "tcp_notsent_lowat", "tcp_rmem", "tcp_wmem"):
+        (sysroot / "net" / "ipv4" / key).mkdir(parents=True)
+    node.start_agent(BASE_CONFIG, args=("--sysctl-dir", str(sysroot)))
+    pod = node.add_pod(INF)  # the plugin (real /proc/sys) tunes it at ADD
+    pod.annotate(TRAIN)      # the agent's re-tune then fails
+    wait_until(lambda: node.events("TuneFailed", pod.name), 5, "TuneFailed")
+    time.sleep(4)
+    failed = node.events("TuneFailed", pod.name)
+    tries = sum(int(e.get("count") or 1) for e in failed)
+    assert 1 <= tries <= 3, f"{tries} TuneFailed in ~4 s: retries ignore the backoff: {failed}"
+    p = [x for x in node.status()["pods"] if x["name"] == pod.name][0]
+    assert p["status"] == "failed", p
+
+
 def test_agent_answers_the_plugin_and_learns_attachments(node):
     node.start_agent(BASE_CONFIG)
     # no runtime annotations: the plugin asks the agent (op pod) at ADD
