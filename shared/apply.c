@@ -16,7 +16,7 @@ bool apply_errno_is_missing_feature(int errnum)
 	if (errnum < 0)
 		errnum = -errnum;
 	/* ENOTSUP == EOPNOTSUPP on Linux; keep both for other libcs. */
-	return errnum == ENOENT || errnum == EOPNOTSUPP || errnum == ENOTSUP;
+	return errnum == ENOENT || errnum == EOPNOTSUPP || errnum == ENOTSUP; // NOLINT(misc-redundant-expression)
 }
 
 static const char *dev_label(enum plan_dev d)
@@ -252,8 +252,8 @@ static int tc_put(struct apply_run *run, struct nl_sock *sk, int ifindex, enum p
 static int apply_tc_item(struct apply_run *run, struct plan_item *it, const struct apply_target *t,
                          struct plan_caps *caps, struct error *err)
 {
-	struct nl_sock *sk;
-	int ifindex, r;
+	struct nl_sock *sk = NULL;
+	int ifindex = 0, r;
 	int refused_errno[PLAN_ALT_MAX] = {0};
 	bool tried[PLAN_ALT_MAX] = {false};
 
@@ -576,8 +576,8 @@ int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *c
 
 int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_target *t, struct error *err)
 {
-	struct nl_sock *sk;
-	int ifindex, r;
+	struct nl_sock *sk = NULL;
+	int ifindex = 0, r;
 
 	r = target_for(t, dev, &sk, &ifindex, NULL);
 	if (r < 0)
@@ -608,8 +608,8 @@ int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_tar
 static int observe_dev(enum plan_dev dev, const struct apply_target *t, struct observed *ret, struct error *err)
 {
 	_cleanup_free_ struct tc_dump *d = NULL;
-	struct nl_sock *sk;
-	int ifindex, r;
+	struct nl_sock *sk = NULL;
+	int ifindex = 0, r;
 
 	r = target_for(t, dev, &sk, &ifindex, err);
 	if (r < 0)
@@ -773,8 +773,8 @@ static bool apply_errno_is_fatal(int errnum)
 static int apply_filter_create(struct plan_item *it, const struct apply_target *t, const struct plan_caps *caps)
 {
 	const struct tc_spec *s = &it->tc[0];
-	struct nl_sock *sk;
-	int ifindex;
+	struct nl_sock *sk = NULL;
+	int ifindex = 0;
 
 	if (it->type != ITEM_TC || it->n_alt != 1 || s->type != TC_FILTER || !s->handle || spec_uses_pedit(s) ||
 	    (caps && s->kind >= 0 && s->kind < _TC_KIND_MAX && !plan_caps_has(caps, s->kind)) ||
@@ -860,8 +860,8 @@ int apply_items_absent(struct plan_item *items, unsigned n_items, const unsigned
 
 int apply_remove_item(const struct plan_item *it, const struct apply_target *t, struct error *err)
 {
-	struct nl_sock *sk;
-	int ifindex, r;
+	struct nl_sock *sk = NULL;
+	int ifindex = 0, r;
 
 	if (it->type == ITEM_SYSCTL) {
 		const char *val = plan_item_effective_val(it);

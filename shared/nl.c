@@ -1067,7 +1067,7 @@ static void stats_xstats(struct tc_obj_stats *st, const struct nlattr *x)
 static int stats_on_msg(const struct nlmsghdr *hdr, void *arg)
 {
 	struct stats_ctx *ctx = arg;
-	struct nlattr *tb[TCA_MAX + 1], *sb[TCA_STATS_MAX + 1];
+	struct nlattr *tb[TCA_MAX + 1], *sb[TCA_STATS_MAX + 1] = {0};
 	const struct tcmsg *t;
 	struct tc_obj_stats st = {0};
 

@@ -726,7 +726,7 @@ static int pods_sort(const struct node_pod *pods, unsigned n, const struct node_
 	_cleanup_free_ const struct node_pod **sorted = NULL;
 	_cleanup_free_ struct uid_hash *hashes = NULL;
 
-	sorted = calloc(n ? n : 1, sizeof(*sorted));
+	sorted = calloc(n ? n : 1, sizeof(*sorted)); // NOLINT(bugprone-sizeof-expression): an array of pointers
 	hashes = calloc(n ? n : 1, sizeof(*hashes));
 	if (!sorted || !hashes)
 		return error_set(err, 0, ENOMEM, "out of memory sorting %u pods", n);
@@ -734,7 +734,7 @@ static int pods_sort(const struct node_pod *pods, unsigned n, const struct node_
 		sorted[i] = &pods[i];
 		hashes[i] = (struct uid_hash){.h = fnv1a64(pods[i].uid), .uid = pods[i].uid};
 	}
-	qsort(sorted, n, sizeof(*sorted), pod_ptr_cmp);
+	qsort(sorted, n, sizeof(*sorted), pod_ptr_cmp); // NOLINT(bugprone-sizeof-expression)
 	for (unsigned i = 1; i < n; i++)
 		if (streq(sorted[i - 1]->uid, sorted[i]->uid))
 			return error_set(err, 0, EINVAL, "pods %s/%s and %s/%s have the same UID %s",
