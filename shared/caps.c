@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "caps.h"
+#include "state.h"
 
 #define CAPS_VERSION     1
 #define CAPS_ERRNO_MAX   4095
@@ -322,38 +323,18 @@ static cJSON *caps_to_json(const struct plan_caps *c, const char *boot_id, time_
 	return TAKE_PTR(j);
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t k = write(fd, buf, len);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return -EIO;
-		buf += k;
-		len -= (size_t)k;
-	}
-	return 0;
-}
-
 int caps_save_at(const char *dir, const char *boot_id, time_t now, const struct plan_caps *caps, struct error *err)
 {
-	char path[CAPS_PATH_MAX], tmp[CAPS_PATH_MAX + 32];
+	char path[CAPS_PATH_MAX];
 	struct plan_caps merged, old;
 	_cleanup_json_ cJSON *j = NULL;
 	_cleanup_free_ char *text = NULL;
-	_cleanup_close_ int fd = -1;
 	time_t learned = now;
-	int r, n;
+	int r;
 
 	r = caps_path(dir, "", path, sizeof(path), err);
 	if (r < 0)
 		return r;
-	n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "caps file '%s': path too long", path);
 
 	merged = *caps;
 	if (caps_read(dir, boot_id, now, &old, &learned, NULL) == 1) {
@@ -377,33 +358,7 @@ int caps_save_at(const char *dir, const char *boot_id, time_t now, const struct 
 	text = j ? cJSON_PrintUnformatted(j) : NULL;
 	if (!text)
 		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode caps file '%s': out of memory", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 && errno == EEXIST) {
-		/* left behind by a crashed process that had our pid */
-		unlink(tmp);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	}
-	if (fd < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "create caps file '%s': %s", tmp, strerror(errno));
-	r = write_all(fd, text, strlen(text));
-	if (r == 0)
-		r = write_all(fd, "\n", 1);
-	if (r < 0) {
-		error_set(err, CNI_ERR_STATE, -r, "write caps file '%s': %s", tmp, strerror(-r));
-		goto fail;
-	}
-	if (close(TAKE_FD(fd)) < 0) {
-		r = error_set(err, CNI_ERR_STATE, errno, "close caps file '%s': %s", tmp, strerror(errno));
-		goto fail;
-	}
-	if (rename(tmp, path) < 0) {
-		r = error_set(err, CNI_ERR_STATE, errno, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
-		goto fail;
-	}
-	return 0;
-fail:
-	unlink(tmp);
-	return r;
+	return state_write_atomic(NULL, path, "caps file", text, err); /* the state save creates dir */
 }
 
 int caps_save(const char *dir, const struct plan_caps *caps, struct error *err)

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <math.h>
 #include <sys/stat.h>
@@ -466,31 +467,19 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 	return 0;
 }
 
-int state_save(const char *dir, const struct attach_state *s, struct error *err)
+int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, struct error *err)
 {
-	char path[STATE_PATH_MAX], tmp[STATE_PATH_MAX + 32];
-	_cleanup_json_ cJSON *j = NULL;
-	_cleanup_free_ char *text = NULL;
+	char tmp[PATH_MAX];
 	_cleanup_close_ int fd = -1;
 	int r, n;
 
-	r = path_for(dir, s->container_id, s->ifname, path, sizeof(path), err);
-	if (r < 0)
-		return r;
 	n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
 	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "state path '%s' is too long", path);
-	j = state_to_json(s);
-	if (!j)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
-	text = cJSON_Print(j);
-	if (!text)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
-
+		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "%s path '%s' is too long", what, path);
 	/* The directory is there but for the first save: only then create it
 	 * (mkdir_p also says what is wrong with a path that cannot be one). */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+	if (fd < 0 && dir && (errno == ENOENT || errno == ENOTDIR)) {
 		r = mkdir_p(dir, err);
 		if (r < 0)
 			return r;
@@ -502,13 +491,13 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	}
 	if (fd < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "create state file '%s': %s", tmp, strerror(errno));
+		return error_set(err, CNI_ERR_STATE, errno, "create %s '%s': %s", what, tmp, strerror(errno));
 
 	r = write_all(fd, text, strlen(text));
 	if (r == 0)
 		r = write_all(fd, "\n", 1);
 	if (r < 0) {
-		error_set(err, CNI_ERR_STATE, -r, "write state file '%s': %s", tmp, strerror(-r));
+		error_set(err, CNI_ERR_STATE, -r, "write %s '%s': %s", what, tmp, strerror(-r));
 		goto fail;
 	}
 	/* No fsync: rename() makes the update atomic for every reader and
@@ -517,7 +506,7 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 	 * die with it; GC and the agent drop stale records), and two fsyncs
 	 * cost milliseconds on every pod start under I/O load. */
 	if (close(TAKE_FD(fd)) < 0) {
-		r = error_set(err, CNI_ERR_STATE, errno, "close state file '%s': %s", tmp, strerror(errno));
+		r = error_set(err, CNI_ERR_STATE, errno, "close %s '%s': %s", what, tmp, strerror(errno));
 		goto fail;
 	}
 	if (rename(tmp, path) < 0) {
@@ -528,6 +517,25 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 fail:
 	unlink(tmp);
 	return r;
+}
+
+int state_save(const char *dir, const struct attach_state *s, struct error *err)
+{
+	char path[STATE_PATH_MAX];
+	_cleanup_json_ cJSON *j = NULL;
+	_cleanup_free_ char *text = NULL;
+	int r;
+
+	r = path_for(dir, s->container_id, s->ifname, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	j = state_to_json(s);
+	if (!j)
+		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
+	text = cJSON_Print(j);
+	if (!text)
+		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
+	return state_write_atomic(dir, path, "state file", text, err);
 }
 
 int state_load(const char *dir, const char *container_id, const char *ifname, struct attach_state *ret,

@@ -52,6 +52,12 @@ int state_path(const char *dir, const char *container_id, const char *ifname, ch
  * DEGRADED/SKIPPED items, failure, updated (unix seconds). Errors name the
  * file and the errno (EROFS, ENOSPC, ...). */
 int state_save(const char *dir, const struct attach_state *s, struct error *err);
+/* Write text (plus a newline) to path atomically: a 0600 temp file
+ * "<path>.tmp.<pid>" next to it, then rename; dir (path's directory) is
+ * created (0700) if missing, unless dir is NULL. `what` names the file in
+ * errors ("state file"). Every file the plugin keeps under stateDir is
+ * written this way. */
+int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, struct error *err);
 /* -ENOENT when there is no state for the attachment. The desired plan is not
  * stored (the planner recomputes it from workload + profile + ifaces): load
  * leaves ret->plan empty and hands the stored effective choices back as JSON
