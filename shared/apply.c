@@ -589,17 +589,23 @@ int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_tar
 
 		if (it->type != ITEM_TC || it->dev != dev)
 			continue;
-		s = plan_item_effective_tc(it);
-		if (!s || !spec_is_root_qdisc(s))
-			continue; /* children go with their root */
-		r = nl_tc_delete(sk, ifindex, s, &e);
-		if (r == -ENODEV)
-			return 0; /* the device is gone, and everything on it */
-		if (r < 0 && !delete_errno_is_absent(r)) {
-			if (err)
-				*err = e;
-			error_prefix(err, "remove %s from %s (ifindex %d)", it->id, dev_label(dev), ifindex);
-			return r;
+		for (unsigned k = 0; k < it->n_alt && k < PLAN_ALT_MAX; k++) {
+			/* known: the effective alternative; unknown: each in turn (the
+			 * kernel deletes by our handle and kind, so only ours go) */
+			s = p->choices_unknown ? &it->tc[k] : plan_item_effective_tc(it);
+			if (!s || !spec_is_root_qdisc(s))
+				break; /* children go with their root */
+			r = nl_tc_delete(sk, ifindex, s, &e);
+			if (r == -ENODEV)
+				return 0; /* the device is gone, and everything on it */
+			if (r < 0 && !delete_errno_is_absent(r)) {
+				if (err)
+					*err = e;
+				error_prefix(err, "remove %s from %s (ifindex %d)", it->id, dev_label(dev), ifindex);
+				return r;
+			}
+			if (!p->choices_unknown)
+				break;
 		}
 	}
 	return 0;

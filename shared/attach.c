@@ -135,6 +135,7 @@ int attach_plan_restore(const struct profile_set *set, struct attach_state *s, c
 	if (r < 0)
 		return error_set(err, CNI_ERR_STATE, -r, "re-plan container %s ifname %s: %s", s->container_id,
 		                 s->ifname, strerror(-r));
+	s->plan.choices_unknown = s->pending;
 	if (choices) {
 		r = plan_choices_from_json(&s->plan, choices, err);
 		if (r < 0) {

@@ -78,6 +78,9 @@ struct plan_item {
 
 struct plan {
 	unsigned n;
+	/* what is in the kernel is not known (an ADD killed before it recorded
+	 * its choices): removal tries every alternative (apply_remove) */
+	bool choices_unknown;
 	struct plan_item items[PLAN_ITEMS_MAX];
 };
 

@@ -33,6 +33,12 @@ struct attach_state {
 	struct plan plan;            /* desired + effective choices */
 	char failure[ERROR_MSG_MAX]; /* last tuning failure ("" = none) */
 	int64_t updated_unix;
+	/* An intent record: ADD writes it before it touches the kernel and
+	 * replaces it when done, so an ADD killed in between leaves a record
+	 * DEL and GC can undo from (choices unknown: every alternative of
+	 * every root qdisc is removed by our handle). The agent leaves such a
+	 * record alone: its ADD is running or failed, and DEL will come. */
+	bool pending;
 };
 
 /* Validate a container ID / ifname for use in a file name: non-empty, at most
@@ -58,6 +64,21 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
  * errors ("state file"). Every file the plugin keeps under stateDir is
  * written this way. */
 int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, struct error *err);
+/* The state lock, "<dir>/lock" (flock, created 0600 with dir if missing):
+ * every process that changes an attachment's tc objects, sysctls or record
+ * (plugin ADD/DEL/CHECK/GC, the agent re-tuning a pod) holds it from reading
+ * the record to writing it, so the plugin and the agent never interleave on
+ * one interface (EBUSY/EEXIST races, a DEL undone by a late agent write).
+ * Held for milliseconds; a holder that dies releases it. Waits at most
+ * timeout_ms, then -ETIMEDOUT; errors name the lock file. Returns the fd
+ * holding the lock (close it, or state_unlock, to release). */
+int state_lock(const char *dir, unsigned timeout_ms, struct error *err);
+void state_unlock(int fd);
+/* Remove temp files ("<containerID>@<ifname>.json.tmp.<pid>") of writers
+ * that are gone (their pid no longer runs): what a process killed while
+ * saving leaves. container_id NULL: of every attachment (GC), else of that
+ * one (DEL). Call with the state lock held. Returns how many were removed. */
+int state_sweep_tmp(const char *dir, const char *container_id, const char *ifname);
 /* -ENOENT when there is no state for the attachment. The desired plan is not
  * stored (the planner recomputes it from workload + profile + ifaces): load
  * leaves ret->plan empty and hands the stored effective choices back as JSON

@@ -763,3 +763,149 @@ TEST(list_and_remove)
 	CHECK(!listed_has(&l, "abc-def", "eth0"));
 	CHECK(listed_has(&l, "abc-def-1", "net-1"));
 }
+
+TEST(pending_round_trip)
+{
+	char dir[128], path[STATE_PATH_MAX];
+	struct attach_state *s = sample_state("intent", "eth0"), *r = calloc(1, sizeof(*r));
+	struct error e = {0};
+
+	fresh_dir(dir, sizeof(dir), "pending");
+	CHECK_INT(state_save(dir, s, &e), 0);
+	CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), 0);
+	CHECK(!r->pending);
+	s->pending = true;
+	CHECK_INT(state_save(dir, s, &e), 0);
+	CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), 0);
+	CHECK(r->pending);
+	/* a wrong type names the field */
+	CHECK_INT(state_path(dir, "intent", "eth0", path, sizeof(path)), 0);
+	{
+		static char buf[65536];
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		cJSON *j;
+		char *text;
+
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		j = cJSON_Parse(buf);
+		CHECK(j != NULL);
+		cJSON_ReplaceItemInObject(j, "pending", cJSON_CreateString("yes"));
+		text = cJSON_Print(j);
+		write_file(path, text, strlen(text));
+		free(text);
+		cJSON_Delete(j);
+	}
+	CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "pending");
+	free(s);
+	free(r);
+}
+
+/* A child takes the lock and holds it until killed. */
+static pid_t lock_holder(const char *dir)
+{
+	int ready[2];
+	char c;
+	pid_t pid;
+
+	if (pipe(ready) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		int fd = state_lock(dir, 1000, NULL);
+		if (write(ready[1], fd >= 0 ? "y" : "n", 1) < 0)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	if (read(ready[0], &c, 1) != 1 || c != 'y')
+		pid = -1;
+	close(ready[0]);
+	return pid;
+}
+
+TEST(lock_excludes_and_dies_with_its_holder)
+{
+	char dir[128], path[256];
+	struct error e = {0};
+	struct timespec t0, t1;
+	struct stat st;
+	pid_t holder;
+	int fd;
+
+	fresh_dir(dir, sizeof(dir), "lock/sub"); /* created (0700) on first use */
+	fd = state_lock(dir, 100, &e);
+	CHECK(fd >= 0);
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
+	CHECK(stat(dir, &st) == 0 && (st.st_mode & 07777) == 0700);
+	state_unlock(fd);
+
+	holder = lock_holder(dir);
+	CHECK(holder > 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CHECK_INT(state_lock(dir, 50, &e), -ETIMEDOUT);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK_CONTAINS(e.msg, path);
+	CHECK_CONTAINS(e.msg, "50 ms");
+	/* bounded: waited the timeout, not much more */
+	CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 1000);
+	/* a holder killed with the lock releases it */
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
+	fd = state_lock(dir, 1000, &e);
+	CHECK(fd >= 0);
+	state_unlock(fd);
+
+	/* a state dir that cannot be one: the error names it */
+	snprintf(path, sizeof(path), "%s/file", dir);
+	write_file(path, "x", 1);
+	snprintf(path, sizeof(path), "%s/file/sub", dir);
+	CHECK_INT(state_lock(path, 10, &e), -ENOTDIR);
+	CHECK_CONTAINS(e.msg, dir);
+}
+
+TEST(sweep_tmp_of_dead_writers)
+{
+	char dir[128], path[300];
+	/* not ours to sweep: another file's temp, junk names */
+	static const char *const keep[] = {"uplink.json.tmp.", "a@eth0.json", "README.tmp.", "a@b@c.json.tmp."};
+	pid_t dead = fork();
+	struct dirent *de;
+	unsigned n = 0;
+	DIR *d;
+
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0); /* a pid that no longer runs */
+	fresh_dir(dir, sizeof(dir), "sweep");
+	CHECK(mkdir(dir, 0700) == 0);
+	snprintf(path, sizeof(path), "%s/a@eth0.json.tmp.%d", dir, (int)dead); /* DEL of a/eth0 removes it */
+	write_file(path, "{", 1);
+	snprintf(path, sizeof(path), "%s/b@eth0.json.tmp.%d", dir, (int)dead); /* only GC does */
+	write_file(path, "{", 1);
+	snprintf(path, sizeof(path), "%s/a@eth0.json.tmp.%d", dir, (int)getpid()); /* a live writer's */
+	write_file(path, "{", 1);
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "%s%d", keep[i], (int)dead);
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		write_file(path, "{", 1);
+	}
+	CHECK_INT(state_sweep_tmp(dir, "a", "eth0"), 1);
+	CHECK_INT(state_sweep_tmp(dir, "a", "eth0"), 0);
+	CHECK_INT(state_sweep_tmp(dir, NULL, NULL), 1);
+	CHECK_INT(state_sweep_tmp(dir, NULL, NULL), 0);
+	d = opendir(dir);
+	CHECK(d != NULL);
+	while (d && (de = readdir(d)))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	CHECK_INT(n, 1 + ARRAY_SIZE(keep)); /* the live writer's and the foreign names stay */
+	CHECK_INT(state_sweep_tmp("/nonexistent-aiqos", NULL, NULL), 0);
+}
