@@ -76,6 +76,29 @@ static void log_add(const struct cni_ctx *ctx, const struct attach_state *s, con
 	        "duration_us", dur, "phases_us", cni_phases_format(ctx, phases, sizeof(phases)), (char *)NULL);
 }
 
+/* The intent record: what ADD is about to apply, saved before it touches
+ * the kernel (see attach_state.pending), so that a kill in the middle leaves
+ * DEL something to undo from. A record that cannot be written refuses the
+ * ADD under failurePolicy closed before anything changed; open goes on. */
+static int add_intent(const struct cni_ctx *ctx, struct attach_state *s, struct error *fail)
+{
+	struct error e = {0};
+
+	s->pending = true;
+	str_copy(s->failure, sizeof(s->failure), "ADD did not finish: interrupted before it recorded what it applied");
+	s->updated_unix = (int64_t)time(NULL);
+	if (state_save(ctx->conf.state_dir, s, &e) == 0)
+		return 0;
+	if (ctx->conf.failure_policy == CNI_POLICY_CLOSED) {
+		if (!e.code)
+			e.code = CNI_ERR_STATE;
+		*fail = e;
+		return e.errnum ? -e.errnum : -EIO;
+	}
+	log_msg(LOG_LVL_ERROR, "cannot save state", "container", s->container_id, "error", e.msg, (char *)NULL);
+	return 0;
+}
+
 /* failurePolicy closed: take back what was applied and the record of it. */
 static void add_undo(const struct cni_ctx *ctx, const struct attach_state *s, const struct attach *a)
 {
@@ -104,6 +127,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	struct plan_caps known = {0}, caps = {0};
 	struct error fail = {0}, e = {0};
 	char pwarn[256] = "", pod[512];
+	_cleanup_close_ int lock = -1;
 	int r;
 
 	cni_phase(ctx, "config");
@@ -139,11 +163,19 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		s->host_ifindex = a.host.ifindex;
 		log_msg(LOG_LVL_DEBUG, "interfaces", "container", s->container_id, "pod_if", a.ifs.pod_ifname, "host",
 		        a.note, (char *)NULL);
+		lock = cni_state_lock(ctx);
 		r = plan_pod(&s->workload, p, &s->ifs, &caps, &s->plan);
 		if (r < 0)
 			error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
 		else
+			r = add_intent(ctx, s, &fail);
+		if (r >= 0) {
+			failpoint("add-before-apply");
 			r = apply_plan(&s->plan, &a.target, &caps, &fail);
+			failpoint("add-after-apply");
+		}
+		s->pending = false;
+		s->failure[0] = '\0';
 		cni_phase(ctx, "apply");
 	}
 	if (r < 0 && fail.code == CNI_ERR_ENV) {
@@ -165,7 +197,8 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		add_undo(ctx, s, &a);
 		attach_close(&a);
 		log_add(ctx, s, "tuning failed, ADD refused (failurePolicy closed)");
-		return error_set(err, CNI_ERR_TUNE_FAILED, fail.errnum ? fail.errnum : -r, "%s", fail.msg);
+		return error_set(err, fail.code == CNI_ERR_STATE ? CNI_ERR_STATE : CNI_ERR_TUNE_FAILED,
+		                 fail.errnum ? fail.errnum : -r, "%s", fail.msg);
 	}
 
 	/* Always recorded, also after a failure: the agent retries from it. */
@@ -190,6 +223,8 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		if (caps_save(c->state_dir, &caps, &e) < 0)
 			log_msg(LOG_LVL_DEBUG, "learned kernel capabilities not saved", "error", e.msg, (char *)NULL);
 	}
+	state_unlock(TAKE_FD(lock));
+	failpoint("add-after-save");
 	cni_phase(ctx, "state");
 
 	/* best effort; not again when the agent just failed to answer (ADD

@@ -159,6 +159,7 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 	const struct cni_env *env = ctx->env;
 	_cleanup_free_ struct attach_state *s = NULL;
 	_cleanup_cjson_ cJSON *choices = NULL;
+	_cleanup_close_ int lock = -1;
 	struct attach a;
 	struct error e = {0};
 	int r;
@@ -168,6 +169,7 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+	lock = cni_state_lock(ctx); /* not in the middle of an agent's re-tune */
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
 	if (r == -ENOENT)
 		return error_set(err, CNI_ERR_STATE, ENOENT, "no aiqos state for container %s ifname %s",
@@ -179,6 +181,9 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 			*err = e;
 		return r;
 	}
+	if (s->pending)
+		return error_set(err, CNI_ERR_STATE, EINPROGRESS, "container %s ifname %s: %s", env->container_id,
+		                 env->ifname, s->failure);
 	attach_init(&a);
 	r = check_run(ctx, s, choices, &a, err);
 	attach_close(&a);

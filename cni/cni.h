@@ -11,6 +11,7 @@
 #include "apply.h"
 #include "attach.h"
 #include "error.h"
+#include "failpoint.h"
 #include "log.h"
 #include "nl.h"
 #include "plan.h"
@@ -227,6 +228,11 @@ uint64_t cni_now_ns(void);
 void cni_phase(struct cni_ctx *ctx, const char *name);
 /* "config=12,discover=40,..." (microseconds per phase) into buf. */
 const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size);
+/* The state lock (state_lock) for a verb that changes an attachment; a lock
+ * that cannot be had within CNI_LOCK_TIMEOUT_MS is logged and the verb goes
+ * on without it (a pod never waits on us longer; fail-open). -1 then. */
+#define CNI_LOCK_TIMEOUT_MS 3000
+int cni_state_lock(const struct cni_ctx *ctx);
 
 /* agent.c: the node agent over its unix socket (bounded, best effort). */
 /* Pod annotations from the agent's cache: 1 (found, *ret owned object), 0

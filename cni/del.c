@@ -1,7 +1,10 @@
 /* del.c — DEL: idempotent teardown. Removes what ADD put on the host veth
  * (if it still exists with the recorded ifindex) and on the pod interface
  * (if the netns is still there), the state file, and tells the agent.
- * Anything already gone is success; only an unremovable state file fails. */
+ * Anything already gone is success; only an unremovable state file fails.
+ * An intent record (an ADD killed before it finished) removes every
+ * alternative of the plan by our handles; temp files of killed writers of
+ * this attachment go too. All under the state lock. */
 #include "cni.h"
 
 static void log_del(const struct cni_ctx *ctx, const struct attach_state *s, const char *outcome, const char *detail)
@@ -60,17 +63,22 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	_cleanup_cjson_ cJSON *choices = NULL;
 	struct error e = {0};
 	char done[32] = "";
+	_cleanup_close_ int lock = -1;
 	bool loaded;
 	int r;
 
 	cni_phase(ctx, "config");
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+	lock = cni_state_lock(ctx);
+	if (lock >= 0)
+		state_sweep_tmp(c->state_dir, env->container_id, env->ifname);
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
 	loaded = r >= 0;
 	cni_phase(ctx, "load");
 	if (r == -ENOENT) {
 		/* never added, already deleted, or ADD failed closed */
+		state_unlock(TAKE_FD(lock));
 		cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
 		log_del(ctx, NULL, "nothing to delete", "");
 		return 0;
@@ -93,6 +101,7 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 			*err = e;
 		return r;
 	}
+	state_unlock(TAKE_FD(lock));
 	cni_phase(ctx, "state");
 	cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
 	cni_phase(ctx, "agent");

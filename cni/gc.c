@@ -1,7 +1,9 @@
 /* gc.c — GC (spec 1.1.0): every attachment of this network that has state
  * but is not in cni.dev/valid-attachments is stale: remove what it left on
  * its host veth (if that veth still exists with the recorded ifindex) and its
- * state file. Errors are reported after trying every attachment. */
+ * state file (an intent record of a killed ADD included), one at a time under
+ * the state lock; and the temp files of killed writers. Errors are reported
+ * after trying every attachment. */
 #include "cni.h"
 
 #define GC_ENTRIES_MAX 65536
@@ -58,6 +60,7 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 {
 	const struct cni_conf *c = &ctx->conf;
 	_cleanup_cjson_ cJSON *choices = NULL;
+	_cleanup_close_ int lock = cni_state_lock(ctx);
 	struct attach a;
 	struct error e = {0};
 	int r;
@@ -99,6 +102,7 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 		error_prefix(err, "gc container %s ifname %s", g->container_id, g->ifname);
 		return r;
 	}
+	state_unlock(TAKE_FD(lock)); /* never held while waiting for the agent */
 	cni_agent_notify(c, PROTO_OP_DETACHED, g->container_id, g->ifname, NULL);
 	return 1;
 }
@@ -119,6 +123,12 @@ int cni_cmd_gc(struct cni_ctx *ctx, struct error *err)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+	/* temp files of writers killed while saving */
+	r = cni_state_lock(ctx);
+	if (r >= 0) {
+		state_sweep_tmp(c->state_dir, NULL, NULL);
+		state_unlock(r);
+	}
 	/* Collect first: the directory changes while we clean. */
 	r = state_list(c->state_dir, gc_collect, &l, err);
 	if (r < 0) {

@@ -24,6 +24,17 @@ void cni_phase(struct cni_ctx *ctx, const char *name)
 	ctx->phase_ns[ctx->n_phases++] = cni_now_ns();
 }
 
+int cni_state_lock(const struct cni_ctx *ctx)
+{
+	struct error e = {0};
+	int fd = state_lock(ctx->conf.state_dir, CNI_LOCK_TIMEOUT_MS, &e);
+
+	if (fd < 0)
+		log_msg(LOG_LVL_WARN, "going on without the state lock", "command", cni_command_name(ctx->cmd),
+		        "container", ctx->env->container_id, "error", e.msg, (char *)NULL);
+	return fd;
+}
+
 const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size)
 {
 	uint64_t from = ctx->start_ns;
