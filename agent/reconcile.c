@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "attach.h"
+#include "failpoint.h"
 #include "nl.h"
 
 #define ID_UPLINK_ROOT "uplink.root"
@@ -78,6 +79,8 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	}
 	if (r < 0)
 		return r;
+	if (s->pending)
+		return 0; /* its ADD is running, or died and DEL will come */
 	agent_attach_from_state(s, &at);
 	p = pod_cache_attach_upsert(&ag->pods, &at, &is_new);
 	if (!p)
@@ -255,14 +258,24 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	cJSON *choices = NULL;
 	struct error e = {0}, fail = {0};
 	char pwarn[256] = "";
+	_cleanup_close_ int lock = -1;
 	int r, applied;
 
 	memset(out, 0, sizeof(*out));
 	if (!s || !np)
 		return -ENOMEM;
+	/* the plugin's ADD/DEL/CHECK of this pod waits until the record is
+	 * written again (and we for them): no interleaving on its interfaces */
+	lock = state_lock(ag->state_dir, AGENT_LOCK_TIMEOUT_MS, &e);
+	if (lock < 0) {
+		out->failed = true;
+		snprintf(out->failure, sizeof(out->failure), "%s", e.msg);
+		return lock;
+	}
 	r = state_load(ag->state_dir, at->container_id, at->ifname, s, &choices, &e);
-	if (r == -ENOENT) {
-		out->stale = true; /* DEL ran meanwhile */
+	if (r == -ENOENT || (r == 0 && s->pending)) {
+		cJSON_Delete(choices);
+		out->stale = true; /* DEL ran meanwhile, or an ADD died (DEL will come) */
 		return 0;
 	}
 	if (r < 0) {
@@ -324,6 +337,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 		}
 	}
 	attach_close(&a);
+	failpoint("agent-retune-applied");
 
 	s->workload = w;
 	str_copy(s->profile, sizeof(s->profile), prof->name);
