@@ -115,14 +115,24 @@ def test_host_veth_deleted_before_add(lab, pod, policy):
 # process faults
 
 
+def assert_clean_after_del(lab, pod, host, what):
+    """After DEL: no state file, no temp file, nothing of ours on either side."""
+    assert _state_files(lab) == [], f"{what}: {lab.state_dir_entries()}"
+    assert _qdisc_kinds(None, host) == ["noqueue"], f"{what}: {cni.tc_summary(None, host)}"
+    assert _qdisc_kinds(pod.netns.name, "eth0") == ["noqueue"], f"{what}: {cni.tc_summary(pod.netns.name, 'eth0')}"
+    assert cni.tc_classes(None, host) == [] and cni.tc_classes(pod.netns.name, "eth0") == []
+
+
 def test_plugin_killed_mid_add_then_del_leaves_nothing(lab, pod):
+    """SIGKILL at random points of ADD (then DEL, as a runtime does after a
+    failed ADD): whatever the kill hit, DEL leaves nothing behind."""
     host = pod.host_veth()
     conf = json.dumps(_conf(lab, pod)).encode()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CNI_")}
     env.update(CNI_COMMAND="ADD", CNI_CONTAINERID=pod.container_id, CNI_NETNS=pod.netns.path, CNI_IFNAME="eth0",
                CNI_ARGS=pod.cni_args, CNI_PATH=os.path.dirname(lab.plugin))
     rng = random.Random(7)
-    outcomes = {"killed": 0, "finished": 0, "state_after_kill": 0, "unrecorded_tc_after_del": 0}
+    outcomes = {"killed": 0, "finished": 0, "state_after_kill": 0, "pending_after_kill": 0, "tc_after_kill": 0}
     for i in range(20):
         p = subprocess.Popen([lab.plugin], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=env)
@@ -132,19 +142,13 @@ def test_plugin_killed_mid_add_then_del_leaves_nothing(lab, pod):
         p.send_signal(signal.SIGKILL)
         rc = p.wait(10)
         outcomes["killed" if rc == -signal.SIGKILL else "finished"] += 1
-        outcomes["state_after_kill"] += os.path.exists(pod.state_path())
+        s = pod.state()
+        outcomes["state_after_kill"] += s is not None
+        outcomes["pending_after_kill"] += bool(s and s.get("pending"))
+        outcomes["tc_after_kill"] += _qdisc_kinds(None, host) != ["noqueue"]
         d = lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10)
         d.assert_ok(output=False)
-        files = _state_files(lab)
-        # a temp file of the killed process (<state>.tmp.<pid>) is garbage
-        # the next save or GC removes; the state file itself must be gone
-        assert [f for f in files if f.endswith(".json")] == [], (i, lab.state_dir_entries(), d.describe())
-        outcomes["stale_tmp_after_del"] = len([f for f in files if ".tmp." in f])
-        # A kill after the kernel changes but before the state write leaves
-        # them without a record: DEL cannot prove they are ours and leaves
-        # them to go with the veth (cni/del.c); the next ADD replaces them.
-        if _qdisc_kinds(None, host) != ["noqueue"] or _qdisc_kinds(pod.netns.name, "eth0") != ["noqueue"]:
-            outcomes["unrecorded_tc_after_del"] += 1
+        assert_clean_after_del(lab, pod, host, f"kill {i} {outcomes}{d.describe()}")
     assert outcomes["killed"] > 0, outcomes
     print("kill outcomes:", outcomes)
     # and a normal ADD afterwards works
@@ -152,14 +156,61 @@ def test_plugin_killed_mid_add_then_del_leaves_nothing(lab, pod):
     r.assert_ok()
     assert cni.root_qdisc(None, host)["kind"] == "htb", cni.tc_summary(None, host)
     lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10).assert_ok(output=False)
-    assert _qdisc_kinds(None, host) == ["noqueue"], cni.tc_summary(None, host)
-    # (a killed save's <state>.json.tmp.<pid> is not removed by DEL nor GC:
-    # reported as a gap; only the state file itself is checked here)
-    assert [f for f in _state_files(lab) if f.endswith(".json")] == [], lab.state_dir_entries()
+    assert_clean_after_del(lab, pod, host, "DEL after a normal ADD")
     # the runtime's teardown (the primary plugin's DEL) leaves nothing at all
     for r in pod.delete():
         r.assert_ok(output=False)
     assert cni.link(None, host) is None
+
+
+# Every point of ADD where a crash leaves something different behind: what is
+# on disk and in the kernel right after the kill (pending = an intent record).
+KILL_POINTS = {
+    "state-before-rename": dict(state=None, tmp=True, tc=False),  # the intent record's temp file
+    "add-before-apply": dict(state="pending", tmp=False, tc=False),
+    "add-after-apply": dict(state="pending", tmp=False, tc=True),
+    "add-after-save": dict(state="done", tmp=False, tc=True),
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+@pytest.mark.parametrize("cleanup", ["DEL", "GC"])
+def test_plugin_killed_at_each_point_of_add(lab, pod, point, cleanup):
+    want = KILL_POINTS[point]
+    host = pod.host_veth()
+    r = lab.run_aiqos(pod, "ADD", _conf(lab, pod), env_extra={"AIQOS_TEST_FAILPOINTS": f"{point}=kill"},
+                      timeout=10)
+    assert r.rc == -signal.SIGKILL, r.describe()
+    s = pod.state()
+    tmp = [f for f in lab.state_dir_entries() if ".tmp." in f]
+    assert bool(tmp) == want["tmp"], lab.state_dir_entries()
+    if want["state"] is None:
+        assert s is None, s
+    else:
+        assert s is not None and bool(s.get("pending")) == (want["state"] == "pending"), s
+    assert (_qdisc_kinds(None, host) != ["noqueue"]) == want["tc"], cni.tc_summary(None, host)
+    if want["state"] == "pending":
+        # CHECK says the ADD never finished
+        c = lab.run_aiqos(pod, "CHECK", _conf(lab, pod), timeout=10)
+        e = c.assert_error(102)
+        assert "did not finish" in e["msg"], c.describe()
+    if cleanup == "DEL":
+        d = lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10)
+    else:  # the runtime forgot the attachment: GC with it not among the valid ones
+        d = lab.run_aiqos(pod, "GC", _conf(lab, pod, cniVersion="1.1.0", **{"cni.dev/valid-attachments": []}),
+                          timeout=10)
+    d.assert_ok(output=False)
+    if cleanup == "GC":
+        # GC leaves the pod side to the netns (it may be gone); the host side and the files go
+        assert _state_files(lab) == [], lab.state_dir_entries()
+        assert _qdisc_kinds(None, host) == ["noqueue"], cni.tc_summary(None, host)
+        return
+    assert_clean_after_del(lab, pod, host, f"{point} then DEL")
+    assert "test failpoint reached" in lab.log_tail(20000)
+    # the next ADD of the same attachment works normally
+    lab.run_aiqos(pod, "ADD", _conf(lab, pod), timeout=10).assert_ok()
+    assert not pod.state().get("pending") and not pod.state()["failure"], pod.state()
+    lab.run_aiqos(pod, "CHECK", _conf(lab, pod), timeout=10).assert_ok(output=False)
 
 
 def _readonly(lab):
@@ -288,3 +339,55 @@ def test_agent_down_at_add_then_corrects_the_pod(node, fresh_sysctls):
     assert cni.root_qdisc(pod.ns, "eth0")["kind"] == "noqueue"
     pod.cni_del()
     assert pod.state() is None
+
+
+# ---------------------------------------------------------------------------
+# the plugin and the agent on the same interface
+
+
+def test_plugin_and_agent_never_interleave_on_one_pod(node):
+    """The agent re-tunes a pod (an ingress limit: a shaper on its host veth)
+    and stalls between applying and recording it (failpoint); CHECK and DEL
+    of the same pod arrive in that window. They wait for the state lock:
+    CHECK sees the kernel and the record agree, DEL removes what the agent
+    applied and its record stays removed (no EBUSY/EEXIST, no record
+    resurrected by the agent's late write)."""
+    stall_ms = 600
+    node.start_agent({"uplinkRate": "500mbit", "debounceMs": 0, "mixedHoldSeconds": 0},
+                     env={"AIQOS_TEST_FAILPOINTS": f"agent-retune-applied=sleep:{stall_ms}"})
+    pod = node.add_pod(ANN)
+    host = pod.host_veth()
+    assert node_kinds(node, host) == ["noqueue"]
+
+    def stalled(n):
+        return node.agent_log_tail(200000).count("agent-retune-applied") >= n
+
+    # CHECK in the window: the shaper is in the kernel, not yet in the record
+    pod.annotate({"kubernetes.io/ingress-bandwidth": "40M"})
+    wait_until(lambda: stalled(1), 10, "the agent stalled after applying")
+    assert "htb" in node_kinds(node, host), node.tc_summary(host)
+    c = pod.att.check()
+    c.assert_ok(output=False)
+    assert c.elapsed_s > 0.1, f"CHECK did not wait for the agent's re-tune{c.describe()}"
+    assert pod.state()["workload"]["ingressBps"] == 40_000_000, pod.state()
+
+    # DEL in the window of the next re-tune
+    pod.annotate({"kubernetes.io/ingress-bandwidth": "80M"})
+    wait_until(lambda: stalled(2), 10, "the agent stalled after applying again")
+    d = pod.att.delete(only_aiqos=True)[0]
+    d.assert_ok(output=False)
+    assert d.elapsed_s > 0.1, f"DEL did not wait for the agent's re-tune{d.describe()}"
+    time.sleep(stall_ms / 1000 + 0.5)
+    assert pod.state() is None, f"the record came back after DEL: {pod.state()}"
+    assert node_kinds(node, host) == ["noqueue"], node.tc_summary(host)
+    assert _qdisc_kinds(pod.ns, "eth0") == ["noqueue"], cni.tc_summary(pod.ns, "eth0")
+    log = node.agent_log_tail(200000) + node.lab.log_tail(200000)
+    for bad in ("File exists", "Device or resource busy", "EBUSY", "EEXIST"):
+        assert bad not in log, log
+    # the agent forgot the pod's attachment
+    wait_until(lambda: not any(p["name"] == pod.name and p.get("attachments")
+                               for p in (node.status()["pods"] or [])), 10, "the agent to forget the attachment")
+
+
+def node_kinds(node, dev):
+    return sorted(q["kind"] for q in node.qdiscs(dev))

@@ -162,9 +162,28 @@ test_default_shaped() {
 	pod_del
 }
 
+# ADD killed after it applied everything but before it recorded it (a test
+# failpoint): from the intent record DEL removes every object anyway.
+test_killed_after_apply() {
+	pod_add ptp "$DCTCP" '{"egressRate":20000000,"ingressRate":10000000}' || return
+	export AIQOS_TEST_FAILPOINTS=add-after-apply=kill
+	echo "$POD_CONF" | cni_exec "$PLUGIN" ADD "$POD_CID" "$POD_NETNS" >/dev/null
+	rc=$?
+	unset AIQOS_TEST_FAILPOINTS
+	expect_eq "ADD killed at the failpoint (128 + SIGKILL)" "$rc" 137
+	expect_eq "intent record left pending" "$(jq -r .pending "$(state_file)")" true
+	expect_eq "pod root before DEL" "$(root_kind "$POD_NS" eth0)" htb
+	pod_del_aiqos
+	expect_eq "host veth root after DEL" "$(root_kind "" "$POD_HOST")" noqueue
+	expect_eq "pod root qdisc after DEL" "$(root_kind "$POD_NS" eth0)" noqueue
+	expect_eq "pod egress filters after DEL" "$(ip netns exec "$POD_NS" tc filter show dev eth0 egress)" ""
+	pod_del_base
+}
+
 run_test test_inference_unshaped
 run_test test_training_unshaped
 run_test test_training_dctcp_shaped
 run_test test_inference_strict_bridge
 run_test test_default_shaped
+run_test test_killed_after_apply
 summary
