@@ -672,7 +672,8 @@ int state_lock(const char *dir, unsigned timeout_ms, struct error *err)
 	if (fd < 0)
 		return error_set(err, CNI_ERR_STATE, errno, "open state lock '%s': %s", path, strerror(errno));
 	/* polled rather than blocking, to bound the wait: 0.5 ms steps growing
-	 * to 8 ms (holders keep it for about a millisecond) */
+	 * to 2 ms (holders keep it for about a millisecond: a waiter is late by
+	 * at most one step) */
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		int saved = errno;
 
@@ -687,7 +688,7 @@ int state_lock(const char *dir, unsigned timeout_ms, struct error *err)
 		}
 		nanosleep(&pause, NULL);
 		waited_us += (unsigned)(pause.tv_nsec / 1000);
-		if (pause.tv_nsec < 8000000L)
+		if (pause.tv_nsec < 2000000L)
 			pause.tv_nsec *= 2;
 	}
 	return fd;
