@@ -301,11 +301,13 @@ const cJSON *agent_config_profiles_json(const struct agent_config *c)
 }
 
 /* The DSCP the uplink classifier matches (classify "dscp") is the one the
- * inference and training profiles mark. */
+ * inference and training profiles mark; the other profiles of each class
+ * must agree. */
 static int config_finish(struct agent_config *c, struct error *err)
 {
 	const struct profile *inf = profile_find(&c->profiles, "inference");
 	const struct profile *train = profile_find(&c->profiles, "training");
+	int r;
 
 	if (inf && inf->dscp >= 0)
 		c->node.dscp_inference = inf->dscp;
@@ -314,7 +316,31 @@ static int config_finish(struct agent_config *c, struct error *err)
 	if (c->node.classify == CLASSIFY_DSCP && (!inf || inf->dscp < 0 || !train || train->dscp < 0))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 		                 "classify: \"dscp\" needs the inference and training profiles to set dscp");
-	return node_config_check(&c->node, err);
+	r = node_config_check(&c->node, err);
+	if (r < 0)
+		return r;
+	/* The uplink matches one DSCP per class: every profile of the class
+	 * must mark it (else its pods land in the default class), and no
+	 * other profile may (else they would get the class). */
+	for (unsigned i = 0; c->node.classify == CLASSIFY_DSCP && i < c->profiles.n; i++) {
+		const struct profile *p = &c->profiles.p[i];
+		int want = p->class == CLASS_INFERENCE  ? c->node.dscp_inference
+		           : p->class == CLASS_TRAINING ? c->node.dscp_training
+		                                        : -1;
+
+		if (want >= 0 && p->dscp != want)
+			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			                 "profiles.%s.dscp = %d: with classify \"dscp\" every %s profile must mark %d "
+			                 "(profiles.%s.dscp)",
+			                 p->name, p->dscp, workload_class_name(p->class), want,
+			                 workload_class_name(p->class));
+		if (want < 0 && p->dscp >= 0 &&
+		    (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
+			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			                 "profiles.%s.dscp = %d: with classify \"dscp\" that is the uplink's %s DSCP",
+			                 p->name, p->dscp, p->dscp == c->node.dscp_inference ? "inference" : "training");
+	}
+	return 0;
 }
 
 static void offset_to_line_col(const char *text, size_t at, unsigned *line, unsigned *col)

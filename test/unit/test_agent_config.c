@@ -85,7 +85,7 @@ TEST(all_keys)
 	                           "  \"classify\": \"dscp\",\n"
 	                           "  \"driftRepairSeconds\": 0,\n"
 	                           "  \"profiles\": {\n"
-	                           "    \"inference-strict\": {\"targetUs\": 400},\n"
+	                           "    \"inference-strict\": {\"targetUs\": 400, \"dscp\": 34},\n"
 	                           "    \"inference\": {\"dscp\": 34},\n"
 	                           "    \"batch\": {\"class\": \"training\", \"queueMs\": 50}\n"
 	                           "  }\n"
@@ -262,6 +262,12 @@ TEST(invalid_values)
 	         "classify dscp: inference and training use the same DSCP 10"},
 	        {"{\"classify\": \"dscp\", \"profiles\": {\"inference\": {\"dscp\": -1}}}",
 	         "classify: \"dscp\" needs the inference and training profiles to set dscp"},
+	        /* every profile of a class marks the DSCP the uplink matches for it */
+	        {"{\"classify\": \"dscp\", \"profiles\": {\"inference\": {\"dscp\": 34}}}",
+	         "profiles.inference-strict.dscp = 46: with classify \"dscp\" every inference profile must mark 34 "
+	         "(profiles.inference.dscp)"},
+	        {"{\"classify\": \"dscp\", \"profiles\": {\"gold\": {\"class\": \"default\", \"dscp\": 10}}}",
+	         "profiles.gold.dscp = 10: with classify \"dscp\" that is the uplink's training DSCP"},
 	        {"{\"uplinkrate\": \"1gbit\"}", "unknown key \"uplinkrate\" (accepted: uplink, uplinkRate, "
 	                                        "inferenceShare, mixedHoldSeconds, debounceMs, "
 	                                        "classify, driftRepairSeconds, profiles)"},
