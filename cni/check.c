@@ -187,5 +187,6 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 	attach_init(&a);
 	r = check_run(ctx, s, choices, &a, err);
 	attach_close(&a);
+	state_unlock(TAKE_FD(lock));
 	return r;
 }
