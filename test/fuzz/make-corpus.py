@@ -92,6 +92,11 @@ def seed_cni(build):
         for i, path in enumerate(lab.state_jsons()):
             with open(path) as f:
                 put("state", f"state-{i}.json", f.read())
+        # an intent record, as ADD writes it before it touches the kernel
+        with open(lab.state_jsons()[0]) as f:
+            intent = json.load(f)
+        intent.update(pending=True, failure="ADD did not finish: interrupted before it recorded what it applied")
+        put("state", "state-pending.json", json.dumps(intent, indent=2))
         conf = json.loads(att.aiqos_add_run.stdin)
         # GC (1.1.0): valid attachments instead of prevResult
         gc = {k: v for k, v in conf.items() if k not in ("prevResult", "runtimeConfig")}
