@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "caps.h"
 #include "failpoint.h"
 #include "log.h"
 #include "state.h"
@@ -700,27 +701,34 @@ void state_unlock(int fd)
 		close(fd); /* releases the flock */
 }
 
-/* "<containerID>@<ifname>.json.tmp.<pid>" (with that prefix, if given)
- * whose pid no longer runs. */
+/* A temp file of the plugin's ("<containerID>@<ifname>.json.tmp.<pid>",
+ * of that attachment if prefix is given, or "kernel-caps.tmp.<pid>") whose
+ * pid no longer runs. (The agent's own files are not: its pids are of
+ * another pid namespace.) */
 static bool tmp_is_stale(const char *name, const char *prefix)
 {
-	const char *t = strstr(name, ".json.tmp.");
+	const char *t = strstr(name, ".json.tmp."), *num;
 	char id[STATE_ID_MAX + IFNAME_LEN + 2], *at, *end;
 	long pid;
 
-	if (!t || (size_t)(t - name) >= sizeof(id))
-		return false;
-	snprintf(id, sizeof(id), "%.*s", (int)(t - name), name);
-	if (prefix && !streq(id, prefix))
-		return false;
-	at = strchr(id, '@');
-	if (!at)
-		return false;
-	*at = '\0';
-	if (state_check_id(id, at + 1, NULL) < 0)
-		return false;
+	if (!strncmp(name, CAPS_FILE ".tmp.", strlen(CAPS_FILE ".tmp."))) {
+		num = name + strlen(CAPS_FILE ".tmp.");
+	} else {
+		if (!t || (size_t)(t - name) >= sizeof(id))
+			return false;
+		snprintf(id, sizeof(id), "%.*s", (int)(t - name), name);
+		if (prefix && !streq(id, prefix))
+			return false;
+		at = strchr(id, '@');
+		if (!at)
+			return false;
+		*at = '\0';
+		if (state_check_id(id, at + 1, NULL) < 0)
+			return false;
+		num = t + strlen(".json.tmp.");
+	}
 	errno = 0;
-	pid = strtol(t + 10, &end, 10);
+	pid = strtol(num, &end, 10);
 	if (errno || *end || pid <= 0 || pid > INT_MAX)
 		return false;
 	return kill((pid_t)pid, 0) < 0 && errno == ESRCH;

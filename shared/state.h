@@ -74,10 +74,11 @@ int state_write_atomic(const char *dir, const char *path, const char *what, cons
  * holding the lock (close it, or state_unlock, to release). */
 int state_lock(const char *dir, unsigned timeout_ms, struct error *err);
 void state_unlock(int fd);
-/* Remove temp files ("<containerID>@<ifname>.json.tmp.<pid>") of writers
- * that are gone (their pid no longer runs): what a process killed while
- * saving leaves. container_id NULL: of every attachment (GC), else of that
- * one (DEL). Call with the state lock held. Returns how many were removed. */
+/* Remove temp files ("<containerID>@<ifname>.json.tmp.<pid>",
+ * "kernel-caps.tmp.<pid>") of writers that are gone (their pid no longer
+ * runs): what a plugin killed while saving leaves. container_id NULL: of
+ * every attachment (GC), else of that one (DEL); the kernel-caps one always.
+ * Call with the state lock held. Returns how many were removed. */
 int state_sweep_tmp(const char *dir, const char *container_id, const char *ifname);
 /* -ENOENT when there is no state for the attachment. The desired plan is not
  * stored (the planner recomputes it from workload + profile + ifaces): load

@@ -1,10 +1,12 @@
 """test_plugin_faults.py — fault injection around the plugin (issue #7):
-the netns or the veth vanishing between the primary plugin's ADD and ours,
-the plugin SIGKILLed mid-ADD then DEL, a read-only or full state directory
-under both failure policies, a 20-pod ADD/DEL storm, and the agent down at
-pod creation then correcting the pod when it starts. The kernel and the state
-directory are read back independently of the plugin. (Drift — a qdisc replaced
-behind our back — is in test_plugin_check.py and test_agent_lab.py.)"""
+the netns or the veth vanishing before ADD and between its plan and its
+apply, the plugin SIGKILLed at each point of ADD (test failpoints) and at
+random ones then DEL or GC, a read-only or full state directory under both
+failure policies, a 20-pod ADD/DEL storm, the agent down at pod creation then
+correcting the pod, CHECK and DEL racing an agent re-tune of the same pod,
+and the agent killed between a pod's apply and its record. The kernel and the
+state directory are read back independently of the plugin. (Drift — a qdisc
+replaced behind our back — is in test_plugin_check.py and test_agent_lab.py.)"""
 
 import concurrent.futures as cf
 import contextlib
@@ -109,6 +111,53 @@ def test_host_veth_deleted_before_add(lab, pod, policy):
         lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10).assert_ok(output=False)
         assert _state_files(lab) == [], lab.state_dir_entries()
     assert _qdisc_kinds(pod.netns.name, "lo") == ["noqueue"]
+
+
+def _add_stalled_before_apply(lab, pod, conf, fault):
+    """ADD that stalls between its plan and its apply (failpoint); fault()
+    runs in that window. Returns the ADD's PluginRun."""
+    marker = "failpoint=add-before-apply"
+    seen = lab.log_tail(10**7).count(marker)
+    with cf.ThreadPoolExecutor(1) as ex:
+        fut = ex.submit(lab.run_aiqos, pod, "ADD", conf, timeout=10,
+                        env_extra={"AIQOS_TEST_FAILPOINTS": "add-before-apply=sleep:400"})
+        wait_until(lambda: lab.log_tail(10**7).count(marker) > seen, 5, "ADD stalled before its apply")
+        fault()
+        return fut.result()
+
+
+@pytest.mark.parametrize("policy", ["open", "closed"])
+def test_veth_deleted_between_plan_and_apply(lab, pod, policy):
+    host = pod.host_veth()
+    r = _add_stalled_before_apply(lab, pod, _conf(lab, pod, failurePolicy=policy),
+                                  lambda: cni.sh("ip", "link", "del", host))
+    assert r.elapsed_s < 3, r.describe()
+    if policy == "closed":
+        r.assert_error(100)
+        assert _state_files(lab) == [], lab.state_dir_entries()
+    else:
+        r.assert_ok()
+        assert r.json == pod.result, r.describe()
+        s = pod.state()
+        assert s and not s.get("pending") and s["failure"], s
+        lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10).assert_ok(output=False)
+        assert _state_files(lab) == [], lab.state_dir_entries()
+    assert cni.link(None, host) is None
+
+
+def test_netns_deleted_between_plan_and_apply(lab, pod):
+    """The netns's name goes mid-ADD: the plugin holds the netns open, so
+    the ADD finishes on it; the netns (and the veth) die when it exits, and
+    DEL with the path gone forgets the attachment."""
+    host = pod.host_veth()
+    path = pod.netns.path
+    r = _add_stalled_before_apply(lab, pod, _conf(lab, pod), pod.netns.delete)
+    r.assert_ok()
+    s = pod.state()
+    assert s and not s.get("pending") and not s["failure"], s
+    assert cni.wait_link_gone(None, host), f"host veth {host} outlived its netns"
+    lab.run_aiqos(pod, "DEL", _conf(lab, pod), netns=path, timeout=10).assert_ok(output=False)
+    assert _state_files(lab) == [], lab.state_dir_entries()
 
 
 # ---------------------------------------------------------------------------
@@ -387,6 +436,30 @@ def test_plugin_and_agent_never_interleave_on_one_pod(node):
     # the agent forgot the pod's attachment
     wait_until(lambda: not any(p["name"] == pod.name and p.get("attachments")
                                for p in (node.status()["pods"] or [])), 10, "the agent to forget the attachment")
+
+
+def test_agent_killed_between_pod_apply_and_record_converges(node):
+    """The agent dies (failpoint) after it put a pod's new shaper in the
+    kernel and before it recorded it; restarted, it re-tunes the pod from the
+    record and the pod's wish: one shaper, the record right, CHECK passes."""
+    config = {"uplinkRate": "500mbit", "debounceMs": 0, "mixedHoldSeconds": 0}
+    node.start_agent(config, env={"AIQOS_TEST_FAILPOINTS": "agent-retune-applied=kill"})
+    pod = node.add_pod(ANN)
+    host = pod.host_veth()
+    pod.annotate({"kubernetes.io/ingress-bandwidth": "40M"})
+    wait_until(lambda: node.agent.poll() is not None, 10, "the agent killed at its failpoint")
+    assert node.agent.returncode == -signal.SIGKILL, node.agent_log_tail()
+    assert "htb" in node_kinds(node, host), node.tc_summary(host)
+    assert pod.state()["workload"]["ingressBps"] == 0, pod.state()
+    node.start_agent(config)
+    wait_until(lambda: pod.state()["workload"]["ingressBps"] == 40_000_000, 10, "the re-tune recorded")
+    assert node_kinds(node, host) == ["bfifo", "htb"], node.tc_summary(host)
+    assert [c["rate_bps"] for c in node.classes(host)] == [40_000_000], node.tc_summary(host)
+    assert not pod.state()["failure"], pod.state()
+    pod.att.check().assert_ok(output=False)
+    pod.cni_del()
+    assert pod.state() is None, pod.state()
+    assert [f for f in node.lab.state_dir_entries() if "@" in f] == [], node.lab.state_dir_entries()
 
 
 def node_kinds(node, dev):

@@ -890,13 +890,15 @@ TEST(sweep_tmp_of_dead_writers)
 	write_file(path, "{", 1);
 	snprintf(path, sizeof(path), "%s/a@eth0.json.tmp.%d", dir, (int)getpid()); /* a live writer's */
 	write_file(path, "{", 1);
+	snprintf(path, sizeof(path), "%s/kernel-caps.tmp.%d", dir, (int)dead); /* node-wide: any sweep */
+	write_file(path, "{", 1);
 	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
 		char name[64];
 		snprintf(name, sizeof(name), "%s%d", keep[i], (int)dead);
 		snprintf(path, sizeof(path), "%s/%s", dir, name);
 		write_file(path, "{", 1);
 	}
-	CHECK_INT(state_sweep_tmp(dir, "a", "eth0"), 1);
+	CHECK_INT(state_sweep_tmp(dir, "a", "eth0"), 2);
 	CHECK_INT(state_sweep_tmp(dir, "a", "eth0"), 0);
 	CHECK_INT(state_sweep_tmp(dir, NULL, NULL), 1);
 	CHECK_INT(state_sweep_tmp(dir, NULL, NULL), 0);
