@@ -296,10 +296,7 @@ int uplink_record_load(const char *path, struct uplink_record *ret, struct error
 int uplink_record_save(const char *path, const struct uplink_record *rec, struct error *err)
 {
 	_cleanup_free_ char *text = NULL;
-	char tmp[AGENT_PATH_MAX + 32];
 	cJSON *j = uplink_record_to_json(rec);
-	size_t len, off = 0;
-	int fd, r = 0;
 
 	if (!j)
 		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
@@ -307,34 +304,8 @@ int uplink_record_save(const char *path, const struct uplink_record *rec, struct
 	cJSON_Delete(j);
 	if (!text)
 		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
-	len = strlen(text);
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp))
-		return error_set(err, 0, ENAMETOOLONG, "write %s: path too long", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return error_set(err, 0, errno, "write %s: %s", tmp, strerror(errno));
-	while (off < len) {
-		ssize_t n = write(fd, text + off, len - off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			break;
-		}
-		off += (size_t)n;
-	}
-	/* the record outlives crashes and reboots of the agent: make it durable */
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlink(tmp);
-		return error_set(err, 0, -r, "write %s: %s", path, strerror(-r));
-	}
-	return 0;
+	/* the record outlives crashes and reboots of the agent: durable */
+	return state_write_atomic(NULL, path, "uplink record", text, true, err);
 }
 
 int uplink_record_remove(const char *path, struct error *err)

@@ -358,7 +358,7 @@ int caps_save_at(const char *dir, const char *boot_id, time_t now, const struct 
 	text = j ? cJSON_PrintUnformatted(j) : NULL;
 	if (!text)
 		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode caps file '%s': out of memory", path);
-	return state_write_atomic(NULL, path, "caps file", text, err); /* the state save creates dir */
+	return state_write_atomic(NULL, path, "caps file", text, false, err); /* the state save creates dir */
 }
 
 int caps_save(const char *dir, const struct plan_caps *caps, struct error *err)

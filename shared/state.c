@@ -476,7 +476,8 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 	return 0;
 }
 
-int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, struct error *err)
+int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, bool durable,
+                       struct error *err)
 {
 	char tmp[PATH_MAX];
 	_cleanup_close_ int fd = -1;
@@ -509,11 +510,15 @@ int state_write_atomic(const char *dir, const char *path, const char *what, cons
 		error_set(err, CNI_ERR_STATE, -r, "write %s '%s': %s", what, tmp, strerror(-r));
 		goto fail;
 	}
-	/* No fsync: rename() makes the update atomic for every reader and
-	 * against a crash of the writer, which is what matters. State
-	 * describes attachments that do not survive a reboot (their netns
-	 * die with it; GC and the agent drop stale records), and two fsyncs
-	 * cost milliseconds on every pod start under I/O load. */
+	/* No fsync unless durable: rename() makes the update atomic for every
+	 * reader and against a crash of the writer, which is what matters.
+	 * State describes attachments that do not survive a reboot (their
+	 * netns die with it; GC and the agent drop stale records), and two
+	 * fsyncs cost milliseconds on every pod start under I/O load. */
+	if (durable && fsync(fd) < 0) {
+		r = error_set(err, CNI_ERR_STATE, errno, "sync %s '%s': %s", what, tmp, strerror(errno));
+		goto fail;
+	}
 	if (close(TAKE_FD(fd)) < 0) {
 		r = error_set(err, CNI_ERR_STATE, errno, "close %s '%s': %s", what, tmp, strerror(errno));
 		goto fail;
@@ -545,7 +550,7 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 	text = cJSON_Print(j);
 	if (!text)
 		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
-	return state_write_atomic(dir, path, "state file", text, err);
+	return state_write_atomic(dir, path, "state file", text, false, err);
 }
 
 int state_load(const char *dir, const char *container_id, const char *ifname, struct attach_state *ret,

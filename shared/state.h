@@ -61,9 +61,11 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 /* Write text (plus a newline) to path atomically: a 0600 temp file
  * "<path>.tmp.<pid>" next to it, then rename; dir (path's directory) is
  * created (0700) if missing, unless dir is NULL. `what` names the file in
- * errors ("state file"). Every file the plugin keeps under stateDir is
- * written this way. */
-int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, struct error *err);
+ * errors ("state file"). durable: fsync the data before the rename (for a
+ * file that must survive a reboot: the agent's uplink record). Every file
+ * aiqos keeps under stateDir is written this way. */
+int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, bool durable,
+                       struct error *err);
 /* The state lock, "<dir>/lock" (flock, created 0600 with dir if missing):
  * every process that changes an attachment's tc objects, sysctls or record
  * (plugin ADD/DEL/CHECK/GC, the agent re-tuning a pod) holds it from reading
