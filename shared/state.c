@@ -708,8 +708,10 @@ void state_unlock(int fd)
 
 /* A temp file of the plugin's ("<containerID>@<ifname>.json.tmp.<pid>",
  * of that attachment if prefix is given, or "kernel-caps.tmp.<pid>") whose
- * pid no longer runs. (The agent's own files are not: its pids are of
- * another pid namespace.) */
+ * pid no longer runs. (Not the agent's uplink record: the agent writes it
+ * without the lock, from another pid namespace. Its attachment records it
+ * writes under the lock, so under the lock any of their temp files is
+ * garbage, whatever its pid means here.) */
 static bool tmp_is_stale(const char *name, const char *prefix)
 {
 	const char *t = strstr(name, ".json.tmp."), *num;
