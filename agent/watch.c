@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "event.h"
+#include "json.h"
 #include "watch.h"
 
 #define WATCH_BUF_INITIAL (16 * 1024)
@@ -132,21 +133,6 @@ static void report(struct watch_framer *f, int errnum, const char *fmt, ...)
 	f->on_error(&e, f->userdata);
 }
 
-static const char *json_kind(const cJSON *v)
-{
-	if (cJSON_IsArray(v))
-		return "an array";
-	if (cJSON_IsString(v))
-		return "a string";
-	if (cJSON_IsNumber(v))
-		return "a number";
-	if (cJSON_IsBool(v))
-		return "a boolean";
-	if (cJSON_IsNull(v))
-		return "null";
-	return "not an object";
-}
-
 /* One complete line (without '\n'). at_eof: it had no newline. */
 static int emit(struct watch_framer *f, const char *line, size_t len, bool at_eof)
 {
@@ -192,7 +178,7 @@ static int emit(struct watch_framer *f, const char *line, size_t len, bool at_eo
 		}
 	}
 	if (!cJSON_IsObject(obj)) {
-		report(f, EBADMSG, "expected a JSON object, got %s%s; skipped", json_kind(obj), eof_note);
+		report(f, EBADMSG, "expected a JSON object, got %s%s; skipped", json_type_name(obj), eof_note);
 		cJSON_Delete(obj);
 		return 0;
 	}

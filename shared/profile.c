@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "json.h"
 #include "profile.h"
 
 #define MiB (1024u * 1024u)
@@ -179,23 +180,6 @@ static const char *clip(const char *s, char *buf, size_t size)
 	return buf;
 }
 #define CLIP_BUF 72
-
-static const char *json_type_name(const cJSON *v)
-{
-	if (cJSON_IsString(v))
-		return "a string";
-	if (cJSON_IsNumber(v))
-		return "a number";
-	if (cJSON_IsBool(v))
-		return "a boolean";
-	if (cJSON_IsNull(v))
-		return "null";
-	if (cJSON_IsArray(v))
-		return "an array";
-	if (cJSON_IsObject(v))
-		return "an object";
-	return "invalid";
-}
 
 enum int_field_unset { UNSET_NONE, UNSET_ZERO, UNSET_MINUS_ONE };
 
