@@ -14,6 +14,7 @@ PKGS=(
 	# tests and lab
 	iproute2 ethtool jq procps psmisc util-linux kmod
 	containernetworking-plugins iperf3 sockperf gnuplot-nox
+	nginx-light # the lab's real HTTP server (test/bench/httpload.py)
 	python3 python3-pytest valgrind
 	# the real control plane (hack/build-k8s.sh needs Go >= 1.24, not a Debian package here)
 	openssl curl

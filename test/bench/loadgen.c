@@ -6,6 +6,10 @@
  *   loadgen server [--listen ADDR:PORT] [--cc NAME]
  *   loadgen client --connect ADDR:PORT --rate RPS --duration S [options]
  *
+ * On/off bursts (--burst-factor F --burst-ms B --burst-period-ms P): the
+ * Poisson rate is F x RPS during the first B ms of every P ms since the start
+ * and lower in between, so that the mean stays RPS (F x B <= P).
+ *
  * Wire format (little endian): request = 24-byte header {magic "AQLQ",
  * req_len, resp_len, flags, id u64} padded with zeros to req_len bytes;
  * response = 16-byte header {magic "AQLR", resp_len, id u64} padded to
@@ -543,6 +547,8 @@ struct cli_conn {
 struct client {
 	const char *connect_spec, *cc, *label, *out_path;
 	double rate, duration_s, warmup_s, drain_s;
+	double burst_factor;                     /* 1 = no bursts */
+	unsigned long burst_ms, burst_period_ms; /* on time of every period */
 	unsigned long conns, req_bytes, resp_bytes, window_ms;
 	uint64_t seed;
 
@@ -783,13 +789,14 @@ static int cli_report(const struct client *cl, double elapsed_s)
 	fprintf(f, ", \"cc\": ");
 	json_string(f, cl->cc ? cl->cc : "");
 	fprintf(f,
-	        ",\n \"rate\": %.3f, \"duration_s\": %.3f, \"warmup_s\": %.3f, \"conns\": %lu, \"req_bytes\": %lu, "
+	        ",\n \"rate\": %.3f, \"burst_factor\": %.3f, \"burst_ms\": %lu, \"burst_period_ms\": %lu, "
+	        "\"duration_s\": %.3f, \"warmup_s\": %.3f, \"conns\": %lu, \"req_bytes\": %lu, "
 	        "\"resp_bytes\": %lu,\n \"sent\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"errors\": %" PRIu64
 	        ", \"overflow\": %" PRIu64 ", \"incomplete\": %" PRIu64 ", \"conn_failures\": %" PRIu64
 	        ", \"achieved_rate\": %.3f,\n \"t0_unix_ns\": %" PRId64 ",\n \"latency_us\": ",
-	        cl->rate, cl->duration_s, cl->warmup_s, cl->conns, cl->req_bytes, cl->resp_bytes, cl->sent,
-	        cl->completed, cl->errors, cl->overflow, cl->incomplete, cl->conn_failures,
-	        elapsed_s > 0 ? (double)cl->completed / elapsed_s : 0.0, cl->t0_real_ns);
+	        cl->rate, cl->burst_factor, cl->burst_ms, cl->burst_period_ms, cl->duration_s, cl->warmup_s, cl->conns,
+	        cl->req_bytes, cl->resp_bytes, cl->sent, cl->completed, cl->errors, cl->overflow, cl->incomplete,
+	        cl->conn_failures, elapsed_s > 0 ? (double)cl->completed / elapsed_s : 0.0, cl->t0_real_ns);
 	json_hist_summary(f, &cl->all);
 	fprintf(f, ",\n \"send_lag_us\": ");
 	json_hist_summary(f, &cl->lag);
@@ -828,6 +835,36 @@ static int cli_report(const struct client *cl, double elapsed_s)
 	return r;
 }
 
+/* The next send time after t (ns since t0) for an exponential draw e of
+ * unit mean: advance until the integral of the rate from t reaches e (the
+ * rate is piecewise constant with on/off bursts, constant without). */
+static int64_t cli_next_send(const struct client *cl, int64_t t, double e)
+{
+	if (cl->burst_factor <= 1.0 || cl->burst_ms == 0)
+		return t + (int64_t)(e / cl->rate * 1e9);
+	const int64_t period = (int64_t)cl->burst_period_ms * NSEC_PER_MSEC;
+	const int64_t on = (int64_t)cl->burst_ms * NSEC_PER_MSEC;
+	const double duty = (double)on / (double)period;
+	const double hi = cl->rate * cl->burst_factor;
+	const double lo = cl->rate * (1.0 - cl->burst_factor * duty) / (1.0 - duty);
+	for (;;) {
+		int64_t phase = t % period, seg_end;
+		double r;
+		if (phase < on) {
+			r = hi;
+			seg_end = t - phase + on;
+		} else {
+			r = lo;
+			seg_end = t - phase + period;
+		}
+		double cap = (double)(seg_end - t) / 1e9 * r;
+		if (r > 0 && e <= cap)
+			return t + (int64_t)(e / r * 1e9);
+		e -= cap;
+		t = seg_end;
+	}
+}
+
 static int run_client(struct client *cl)
 {
 	int rc = 2;
@@ -857,7 +894,7 @@ static int run_client(struct client *cl)
 	cl->end_send_ns = cl->t0_ns + (int64_t)(cl->duration_s * 1e9);
 	cl->warm_ns = cl->t0_ns + (int64_t)(cl->warmup_s * 1e9);
 	int64_t drain_end = cl->end_send_ns + (int64_t)(cl->drain_s * 1e9);
-	int64_t next = cl->t0_ns + (int64_t)(-log(rng_uniform_open(&rng)) / cl->rate * 1e9);
+	int64_t next = cl->t0_ns + cli_next_send(cl, 0, -log(rng_uniform_open(&rng)));
 	static uint8_t buf[IO_CHUNK_BYTES];
 	struct epoll_event evs[64];
 	int64_t armed_at = -1;
@@ -866,7 +903,7 @@ static int run_client(struct client *cl)
 		int64_t now = now_ns(CLOCK_MONOTONIC);
 		while (next <= now && next < cl->end_send_ns) {
 			cli_send_one(cl, next);
-			next += (int64_t)(-log(rng_uniform_open(&rng)) / cl->rate * 1e9);
+			next = cl->t0_ns + cli_next_send(cl, next - cl->t0_ns, -log(rng_uniform_open(&rng)));
 		}
 		uint64_t outstanding = 0;
 		unsigned alive = 0;
@@ -977,8 +1014,11 @@ static void usage(FILE *f)
 	           "  loadgen client --connect ADDR:PORT --rate RPS --duration S [--conns N] [--req BYTES]\n"
 	           "                 [--resp BYTES] [--warmup S] [--drain S] [--window-ms MS] [--cc NAME]\n"
 	           "                 [--seed N] [--label TEXT] [--out FILE]\n"
+	           "                 [--burst-factor F --burst-ms MS --burst-period-ms MS]\n"
 	           "Open loop: Poisson arrivals at RPS; latency from each request's intended send time to the\n"
-	           "last byte of its response. The client prints one JSON object (stdout or --out): counts,\n"
+	           "last byte of its response. With --burst-factor F the rate is F x RPS during the first\n"
+	           "--burst-ms of every --burst-period-ms (default 1000), lower in between (mean RPS).\n"
+	           "The client prints one JSON object (stdout or --out): counts,\n"
 	           "latency_us {p50,p90,p99,p999,max}, cdf, and per-window p50/p99 (windows by send time).\n"
 	           "Exit: 0 ok, 1 requests failed (errors > 0), 2 usage or setup error.\n");
 }
@@ -1003,19 +1043,32 @@ int main(int argc, char **argv)
 	        .window_ms = 100,
 	        .drain_s = 2.0,
 	        .seed = 1,
+	        .burst_factor = 1.0,
+	        .burst_period_ms = 1000,
 	        .ep = -1,
 	        .tfd = -1,
 	};
 	const char *listen_spec = "0.0.0.0:7000";
 	static const struct option opts[] = {
-	        {"listen", required_argument, NULL, 'l'}, {"connect", required_argument, NULL, 'c'},
-	        {"rate", required_argument, NULL, 'r'},   {"duration", required_argument, NULL, 'd'},
-	        {"conns", required_argument, NULL, 'n'},  {"req", required_argument, NULL, 'q'},
-	        {"resp", required_argument, NULL, 'p'},   {"warmup", required_argument, NULL, 'w'},
-	        {"drain", required_argument, NULL, 'D'},  {"window-ms", required_argument, NULL, 'W'},
-	        {"cc", required_argument, NULL, 'C'},     {"seed", required_argument, NULL, 's'},
-	        {"label", required_argument, NULL, 'L'},  {"out", required_argument, NULL, 'o'},
-	        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+	        {"listen", required_argument, NULL, 'l'},
+	        {"connect", required_argument, NULL, 'c'},
+	        {"rate", required_argument, NULL, 'r'},
+	        {"duration", required_argument, NULL, 'd'},
+	        {"conns", required_argument, NULL, 'n'},
+	        {"req", required_argument, NULL, 'q'},
+	        {"resp", required_argument, NULL, 'p'},
+	        {"warmup", required_argument, NULL, 'w'},
+	        {"drain", required_argument, NULL, 'D'},
+	        {"window-ms", required_argument, NULL, 'W'},
+	        {"cc", required_argument, NULL, 'C'},
+	        {"seed", required_argument, NULL, 's'},
+	        {"label", required_argument, NULL, 'L'},
+	        {"out", required_argument, NULL, 'o'},
+	        {"burst-factor", required_argument, NULL, 'F'},
+	        {"burst-ms", required_argument, NULL, 'B'},
+	        {"burst-period-ms", required_argument, NULL, 'P'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	int o, longindex = 0;
 	unsigned long ul;
@@ -1062,6 +1115,15 @@ int main(int argc, char **argv)
 			bad = parse_uint(optarg, 0, ULONG_MAX, &ul);
 			cl.seed = ul;
 			break;
+		case 'F':
+			bad = parse_double(optarg, 1.0, 1000.0, &cl.burst_factor);
+			break;
+		case 'B':
+			bad = parse_uint(optarg, 0, 60000, &cl.burst_ms);
+			break;
+		case 'P':
+			bad = parse_uint(optarg, 1, 60000, &cl.burst_period_ms);
+			break;
 		case 'L':
 			cl.label = optarg;
 			break;
@@ -1100,6 +1162,14 @@ int main(int argc, char **argv)
 	if (cl.warmup_s >= cl.duration_s) {
 		fprintf(stderr, "loadgen client: --warmup %.3f must be shorter than --duration %.3f\n", cl.warmup_s,
 		        cl.duration_s);
+		return 2;
+	}
+	if (cl.burst_factor > 1.0 && cl.burst_ms > 0 &&
+	    (cl.burst_ms >= cl.burst_period_ms || cl.burst_factor * (double)cl.burst_ms > (double)cl.burst_period_ms)) {
+		fprintf(stderr,
+		        "loadgen client: --burst-factor %.3f x --burst-ms %lu must not exceed --burst-period-ms %lu "
+		        "(the mean rate would be above --rate)\n",
+		        cl.burst_factor, cl.burst_ms, cl.burst_period_ms);
 		return 2;
 	}
 	return run_client(&cl);
