@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """lab.py — the aiqos network lab (issue #5, DESIGN §6 P4): a "node" network
 namespace whose uplink crosses a "wire" namespace to a "fabric" namespace that
-holds the servers. The wire is the bottleneck link (HTB at RATE with a deep
-byte FIFO, what a NIC queue does by default); each arm decides what queues on
-the node's own uplink (nothing, or the aiqos agent's tree). Pods are network
+holds the servers. The wire is the bottleneck link in both directions (HTB at
+RATE with a deep byte FIFO on each port, what a NIC or switch port queue does
+by default: w-fab toward the fabric for egress, w-node toward the node for the
+download direction); each arm decides what queues on the node's own uplink
+(nothing, or the aiqos agent's trees). Pods are network
 namespaces attached through the real CNI chain (reference ptp + host-local,
 then `bandwidth` or `aiqos`) executed inside the node namespace, which is the
 pods' host. The agent (when built) runs in the node namespace against the
 project's fake API server, also in the node namespace.
 
     pod netns --veth(ptp)-- node netns --uplink/w-node-- wire netns --w-fab/fab-- fabric netns
-    10.88.0.0/24            10.89.0.1                      [HTB RATE + bfifo]       10.89.1.2 (servers)
+    10.88.0.0/24            10.89.0.1          [HTB RATE + bfifo each way]          10.89.1.2 (servers)
+
+The fabric runs iperf3 servers, one `loadgen server` per congestion control
+(LOADGEN_PORTS) and, when nginx is installed, nginx (HTTP_PORT, the files of
+httpload.FILES); the HTTP client is vegeta (hack/build-vegeta.sh).
 
 Everything made here carries the prefix aqt-lab-<tag>- and is removed by
 Lab.teardown() (also on signals); `lab.py down --tag T` removes what a killed
@@ -50,11 +56,15 @@ POD_SUBNET = "10.88.0.0/24"
 NODE_UP_IP, WIRE_NODE_IP = "10.89.0.1", "10.89.0.2"
 WIRE_FAB_IP, FABRIC_IP = "10.89.1.1", "10.89.1.2"
 UPLINK = "uplink"  # node side of the uplink
-WIRE_IN, WIRE_OUT = "w-node", "w-fab"  # the wire's two ends; the bottleneck is WIRE_OUT egress
+WIRE_IN, WIRE_OUT = "w-node", "w-fab"  # the wire's two ends; bottlenecks: WIRE_OUT egress (egress), WIRE_IN (download)
 FABRIC_DEV = "fab"
 IPERF_PORT0 = 5201
 IPERF_SERVERS = 6
 LOADGEN_PORT = 7000
+# the fabric's loadgen servers, one per congestion control of their responses
+LOADGEN_PORTS = {"cubic": 7000, "bbr": 7001}
+HTTP_PORT = 8080  # nginx (fabric, and the inference pod in the egress direction)
+CCS = ("cubic", "bbr")
 LOADGEN_RT_PRIO = 20
 NODE_NAME = "lab-node"
 K8S_NAMESPACE = "lab"
@@ -65,6 +75,49 @@ DEFAULT_FIFO_BYTES = 1_500_000  # ~1000 MTU packets, in bytes (GSO super-packets
 
 class LabError(RuntimeError):
     pass
+
+
+ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+
+
+def allow_ccs(ccs):
+    """A network namespace other than the host's may only make a congestion
+    control its default if the host lists it in tcp_allowed_congestion_control
+    (FACTS): nginx and vegeta cannot choose one per socket. Adds what is
+    missing; returns (before, after) or None when nothing changed."""
+    with open(ALLOWED_CC) as f:
+        before = f.read().split()
+    missing = [c for c in ccs if c not in before]
+    if not missing:
+        return None
+    after = before + missing
+    with open(ALLOWED_CC, "w") as f:
+        f.write(" ".join(after))
+    return before, after
+
+
+def restore_ccs(change):
+    """Undo allow_ccs() unless someone changed the list since."""
+    if not change:
+        return
+    before, after = change
+    with contextlib.suppress(OSError):
+        with open(ALLOWED_CC) as f:
+            if f.read().split() != after:
+                return
+        with open(ALLOWED_CC, "w") as f:
+            f.write(" ".join(before))
+
+
+def vegeta_path():
+    """vegeta built by hack/build-vegeta.sh (or $AIQOS_VEGETA), or None."""
+    env = os.environ.get("AIQOS_VEGETA")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    p = subprocess.run(["bash", os.path.join(REPO, "hack", "build-vegeta.sh"), "--check", "--print-bin-dir"],
+                       capture_output=True, text=True)
+    path = os.path.join(p.stdout.strip(), "vegeta")
+    return path if p.returncode == 0 and os.access(path, os.X_OK) else None
 
 
 def sh(*argv, check=True, timeout=30, input=None, env=None):
@@ -332,6 +385,9 @@ class Lab:
         self._pidfile = os.path.join(RUN_DIR, f"{self.tag}.pids")
         self._lock = threading.Lock()
         self._bottleneck_leaf = None
+        self._cc_change = None
+        self.vegeta = None  # set by setup() when vegeta is built
+        self.nginx = shutil.which("nginx") or (os.path.exists("/usr/sbin/nginx") and "/usr/sbin/nginx") or None
 
     # -- bookkeeping
     def note(self, text):
@@ -438,13 +494,21 @@ class Lab:
         for ns in (self.node, self.wire):
             sh(*nsexec(ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"))
         self.set_bottleneck("bfifo")
+        self._cc_change = allow_ccs(CCS)
+        if self._cc_change:
+            self.note(f"host tcp_allowed_congestion_control: {' '.join(self._cc_change[1])} (restored at teardown)")
         for i in range(IPERF_SERVERS):
             self.spawn(f"iperf3-s{i}", nsexec(self.fabric, "iperf3", "-s", "-B", FABRIC_IP, "-p", IPERF_PORT0 + i))
         # SCHED_FIFO like the clients (outcome.Workload.rt_prio): other work on
         # the machine must not show up as request latency
-        lg = self.spawn("loadgen-server", nsexec(self.fabric, "chrt", "-f", LOADGEN_RT_PRIO, self.loadgen, "server",
-                                                 "--listen", f"{FABRIC_IP}:{LOADGEN_PORT}", "--cc", "cubic"))
-        self._wait_port(self.fabric, FABRIC_IP, LOADGEN_PORT, lg)
+        for cc, port in LOADGEN_PORTS.items():
+            lg = self.spawn(f"loadgen-server-{cc}", nsexec(self.fabric, "chrt", "-f", LOADGEN_RT_PRIO, self.loadgen,
+                                                           "server", "--listen", f"{FABRIC_IP}:{port}", "--cc", cc))
+            self._wait_port(self.fabric, FABRIC_IP, port, lg)
+        self.vegeta = vegeta_path()
+        if self.nginx:
+            import httpload  # noqa: PLC0415 (test/bench/httpload.py; imports this module)
+            httpload.start_nginx(self, self.fabric, "fabric", FABRIC_IP)
         for i in range(IPERF_SERVERS):
             self._wait_port(self.fabric, FABRIC_IP, IPERF_PORT0 + i, self.procs[f"iperf3-s{i}"])
         self.note(f"lab {self.tag} up in {self.tmp}")
@@ -468,25 +532,45 @@ class Lab:
                 s.close()
 
     def set_bottleneck(self, leaf="bfifo"):
-        """The wire's egress toward the fabric: HTB at RATE (r2q/quantum set,
+        """Both ports of the wire (toward the fabric: the egress bottleneck;
+        toward the node: the download one): HTB at RATE (r2q/quantum set,
         burst 2 ms at the rate) whose leaf is a deep byte FIFO, or fq_codel
         (the "just use a good AQM" arm, full kernels only)."""
         rate = f"{self.rate_mbit}mbit"
         burst = max(128 * 1024, self.rate_mbit * 1_000_000 // 8 * 2 // 1000)
         quantum = min(200000, max(1514, self.rate_mbit * 1_000_000 // 8 // 1000))
-        if self._bottleneck_leaf is None:
-            sh("tc", "-n", self.wire, "qdisc", "replace", "dev", WIRE_OUT, "root", "handle", "1:", "htb", "default", "1",
-               "r2q", "10")
-            sh("tc", "-n", self.wire, "class", "replace", "dev", WIRE_OUT, "parent", "1:", "classid", "1:1", "htb",
-               "rate", rate, "ceil", rate, "burst", burst, "cburst", burst, "quantum", quantum)
         if leaf == "bfifo":
             args = ["bfifo", "limit", self.fifo_bytes]
         elif leaf == "fq_codel":
             args = ["fq_codel"]
         else:
             raise LabError(f"unknown bottleneck leaf {leaf!r}")
-        sh("tc", "-n", self.wire, "qdisc", "replace", "dev", WIRE_OUT, "parent", "1:1", "handle", "10:", *args)
+        for dev in (WIRE_OUT, WIRE_IN):
+            if self._bottleneck_leaf is None:
+                sh("tc", "-n", self.wire, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default",
+                   "1", "r2q", "10")
+                sh("tc", "-n", self.wire, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+                   "rate", rate, "ceil", rate, "burst", burst, "cburst", burst, "quantum", quantum)
+            sh("tc", "-n", self.wire, "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", *args)
         self._bottleneck_leaf = leaf
+
+    @staticmethod
+    def bottleneck_dev(direction):
+        """The wire port whose queue is the bottleneck of a direction."""
+        return WIRE_IN if direction == "download" else WIRE_OUT
+
+    def node_ifbs(self):
+        """ifb devices in the node netns (the aiqos download tree's, the bandwidth plugin's)."""
+        p = sh("ip", "-n", self.node, "-j", "-d", "link", "show", check=False)
+        try:
+            links = json.loads(p.stdout or "[]")
+        except ValueError:
+            return []
+        return sorted(x["ifname"] for x in links if (x.get("linkinfo") or {}).get("info_kind") == "ifb")
+
+    def set_default_cc(self, ns, cc):
+        """The congestion control new sockets of a netns get (nginx, vegeta)."""
+        sh(*nsexec(ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"))
 
     def reset_uplink(self):
         """Back to the kernel default on the node's uplink (veth: noqueue)."""
@@ -517,6 +601,8 @@ class Lab:
             problems.append(f"netns left behind: {left}")
         with contextlib.suppress(OSError):
             os.unlink(self._pidfile)
+        restore_ccs(self._cc_change)
+        self._cc_change = None
         if self.tmp and not self.keep_tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
         self._up = False

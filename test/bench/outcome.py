@@ -18,6 +18,7 @@ timeline of the re-tune experiment."""
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -54,6 +55,16 @@ class Workload:
         self.mixed_hold_s = 2
         self.debounce_ms = 200
         self.sample_s = 0.5  # queue sampler period
+        # the matrix (run_instance): each cell's client runs cell_s (the
+        # first lg_warmup_s not counted); a request unanswered timeout_s
+        # after the end is a timeout; cells start every cell_s + timeout_s + gap_s
+        self.cell_s = 4.0
+        self.timeout_s = 2.0
+        self.gap_s = 0.3
+        self.large_share = 0.42  # the large-response load: share of the link
+        self.burst_factor = 5.0  # the burst load: this x the mean rate ...
+        self.burst_ms = 100  # ... for this long ...
+        self.burst_period_ms = 1000  # ... every period
         # the load generator runs SCHED_FIFO at this priority (0 = normal) so
         # that other work on a shared machine does not show up as latency
         self.rt_prio = 20
@@ -148,18 +159,18 @@ def iperf_argv(pod, port, cc, seconds, flows, omit_s=1, interval_s=None):
 
 def loadgen_argv(lab, pod, w, cc, duration_s, out, label, warmup_s=None):
     rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
-    return pod.exec(*rt, lab.loadgen, "client", "--connect", f"{L.FABRIC_IP}:{L.LOADGEN_PORT}", "--rate", w.rate,
+    return pod.exec(*rt, lab.loadgen, "client", "--connect", f"{L.FABRIC_IP}:{L.LOADGEN_PORTS.get(cc, L.LOADGEN_PORT)}", "--rate", w.rate,
                     "--duration", f"{duration_s:.2f}", "--conns", w.conns, "--req", w.req_bytes, "--resp",
                     w.resp_bytes, "--warmup", f"{w.lg_warmup_s if warmup_s is None else warmup_s:.2f}", "--cc", cc,
                     "--label", label, "--out", out)
 
 
-def _parse_iperf(text, who):
+def _parse_iperf(text, who, interrupted_ok=False):
     try:
         d = json.loads(text)
     except ValueError as e:
         raise L.LabError(f"iperf3 in {who}: output is not JSON ({e}): {text[:300]}") from None
-    if d.get("error"):
+    if d.get("error") and not (interrupted_ok and str(d["error"]).startswith("interrupt") and d.get("intervals")):
         raise L.LabError(f"iperf3 in {who}: {d['error']}")
     return d
 
@@ -398,3 +409,344 @@ def run_dynamic(lab, arm, cc, w, outdir, total_s=16.0, inference_at_s=4.0, log=p
             lab.stop_agent()
         lab.reset_uplink()
     return res
+
+
+# ---------------------------------------------------------------------------
+# The workload matrix (issue #11 item 3, DESIGN §6 P4): direction x inference
+# load x client x congestion control, each arm run as one *instance* (its
+# pods, its agent, its training load) per (direction, cc) in which the cells
+# of every load and client follow each other while training runs.
+
+DIRECTIONS = ("egress", "download")
+LOADS = ("small", "large", "burst")
+CLIENTS = ("loadgen", "http")
+MATRIX_ARMS = ("idle", "fifo", "bandwidth", "aiqos", "fq_codel")
+DIRECTION_TEXT = {
+    "egress": "egress: responses leave the node (inference server in the pod, client in the fabric; training "
+              "pods upload)",
+    "download": "download: inference responses or fetched objects come in (client in the pod, server in the "
+                "fabric; training pods download)",
+}
+CLIENT_TEXT = {"loadgen": "loadgen (the project's open-loop generator, Poisson)",
+               "http": "nginx + vegeta (HTTP/1.1 keepalive, constant rate)"}
+
+
+def cell_name(direction, load, client, cc):
+    return f"{direction}-{load}-{client}-{cc}"
+
+
+def all_cells(ccs=L.CCS):
+    return [cell_name(d, lo, c, cc) for d in DIRECTIONS for lo in LOADS for c in CLIENTS for cc in ccs]
+
+
+def select_cells(patterns, ccs):
+    """Cells matching any of the comma/space separated fnmatch patterns
+    (e.g. "download-*-http-*,egress-small-loadgen-cubic"); all when empty."""
+    import fnmatch  # noqa: PLC0415
+    cells = all_cells(ccs)
+    pats = [p for p in patterns.replace(",", " ").split() if p] if patterns else []
+    if not pats:
+        return cells
+    out = [c for c in cells if any(fnmatch.fnmatchcase(c, p) for p in pats)]
+    if not out:
+        raise L.LabError(f"CELLS={patterns!r} matches none of the {len(cells)} cells (e.g. {cells[0]})")
+    return out
+
+
+def split_cell(cell):
+    d, lo, c, cc = cell.split("-")
+    return d, lo, c, cc
+
+
+class LoadSpec:
+    """One inference load: response size, mean rate, connections, bursts."""
+
+    def __init__(self, name, resp_bytes, rate, conns, burst=None, text=""):
+        self.name, self.resp_bytes, self.rate, self.conns, self.burst, self.text = (name, resp_bytes, rate, conns,
+                                                                                    burst, text)
+
+    def mbit(self):
+        return self.rate * self.resp_bytes * 8 / 1e6
+
+
+def load_spec(load, rate_mbit, w):
+    """small: 8 KiB at w.rate (1000 req/s); large: 256 KiB at ~42 % of the
+    link (100 req/s at 500 Mbit/s); burst: 8 KiB at a mean w.rate with
+    w.burst_factor x the rate for w.burst_ms of every w.burst_period_ms."""
+    if load == "small":
+        return LoadSpec("small", 8192, w.rate, w.conns, text=f"8 KiB responses at {w.rate:.0f} req/s")
+    if load == "large":
+        rate = round(w.large_share * rate_mbit * 1e6 / (262144 * 8), 1)
+        return LoadSpec("large", 262144, rate, 16,
+                        text=f"256 KiB responses at {rate:g} req/s (≈ {100 * w.large_share:.0f} % of the link)")
+    if load == "burst":
+        b = (w.burst_factor, w.burst_ms, w.burst_period_ms)
+        return LoadSpec("burst", 8192, w.rate, 16, burst=b,
+                        text=f"8 KiB responses at a mean {w.rate:.0f} req/s, on/off: {w.burst_factor:g}× the mean "
+                             f"for {w.burst_ms} ms of every {w.burst_period_ms} ms")
+    raise L.LabError(f"unknown inference load {load!r} ({', '.join(LOADS)})")
+
+
+def agent_supports(lab, key):
+    """Whether the built agent knows a config key (its binary carries every
+    accepted key's name; an unknown key makes it refuse the whole config)."""
+    path = os.path.join(lab.bin_dir or os.path.join(lab.build, "bin"), "aiqos-agent")
+    try:
+        with open(path, "rb") as f:
+            return key.encode() in f.read()
+    except OSError:
+        return False
+
+
+def matrix_agent_config(lab, w, direction):
+    cfg = agent_config(lab, w)
+    if direction == "download" and agent_supports(lab, "downlinkRate"):
+        cfg["downlinkRate"] = f"{lab.rate_mbit}mbit"
+    return cfg
+
+
+def _node_queue_devs(lab):
+    return [L.UPLINK] + lab.node_ifbs()
+
+
+class CellSampler(threading.Thread):
+    """Root backlog (bytes) of both wire ports and the node's uplink and ifbs,
+    time-stamped (the cells of an instance are cut out of it)."""
+
+    def __init__(self, lab, period_s):
+        super().__init__(daemon=True)
+        self.lab, self.period_s = lab, period_s
+        self.stop_evt = threading.Event()
+        self.samples = []  # (unix time, {dev: backlog})
+        self.node_devs = _node_queue_devs(lab)
+
+    def run(self):
+        while not self.stop_evt.wait(self.period_s):
+            s = {d: QueueSampler.root_backlog(self.lab.qdisc_stats(self.lab.wire, d)) for d in (L.WIRE_OUT, L.WIRE_IN)}
+            s["node"] = max(QueueSampler.root_backlog(self.lab.qdisc_stats(self.lab.node, d)) for d in self.node_devs)
+            self.samples.append((time.time(), s))
+
+    def stop(self):
+        self.stop_evt.set()
+        self.join(timeout=5)
+
+    def window(self, a, b, key):
+        v = [s[key] for t, s in self.samples if a <= t <= b]
+        return max(v) if v else 0
+
+
+def _drops(lab, ns, devs):
+    return sum(qdisc_counters(lab.qdisc_stats(ns, d))[0] for d in devs)
+
+
+def _cell_counters(lab, direction):
+    node_devs = _node_queue_devs(lab)
+    return {"bottleneck_drops": _drops(lab, lab.wire, [lab.bottleneck_dev(direction)]),
+            "node_drops": _drops(lab, lab.node, node_devs)}
+
+
+def _goodput_window(series, a, b):
+    """Mean of the summed training goodput intervals (t_start, t_end, bps)
+    that lie inside [a, b]."""
+    v = [bps for t0, t1, bps in series if t0 >= a - 0.05 and t1 <= b + 0.05]
+    return sum(v) / len(v) if v else None
+
+
+def _run_cell_loadgen(lab, direction, spec, cc, w, inf, out, label):
+    rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
+    if direction == "egress":
+        ns, target = lab.fabric, f"{inf.ip}:{L.LOADGEN_PORT}"
+    else:
+        ns, target = inf.netns, f"{L.FABRIC_IP}:{L.LOADGEN_PORTS.get(cc, L.LOADGEN_PORT)}"
+    argv = L.nsexec(ns, *rt, lab.loadgen, "client", "--connect", target, "--rate", spec.rate, "--duration",
+                    f"{w.cell_s:.2f}", "--conns", spec.conns, "--req", w.req_bytes, "--resp", spec.resp_bytes,
+                    "--warmup", f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--cc", cc, "--label", label,
+                    "--out", out)
+    if spec.burst:
+        argv += ["--burst-factor", spec.burst[0], "--burst-ms", spec.burst[1], "--burst-period-ms", spec.burst[2]]
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=w.cell_s + w.timeout_s + 30)
+    if p.returncode not in (0, 1) or not os.path.exists(out):
+        raise L.LabError(f"loadgen client in {ns}: exit {p.returncode}: {p.stderr.strip()[:500]}")
+    with open(out) as f:
+        d = json.load(f)
+    lat = d["latency_us"]
+    return {"p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
+            "max_us": lat["max"], "requests": lat["count"], "errors": d["errors"] + d.get("conn_failures", 0),
+            "timeouts": d["incomplete"], "achieved_rate": d["achieved_rate"],
+            "send_lag_p99_us": d["send_lag_us"]["p99"], "t0": d["t0_unix_ns"] / 1e9,
+            "client_file": os.path.basename(out)}
+
+
+def _run_cell_http(lab, direction, spec, cc, w, inf, out_prefix):
+    import httpload  # noqa: PLC0415
+    fname = httpload.FILES[spec.resp_bytes]
+    if direction == "egress":
+        ns, url = lab.fabric, f"http://{inf.ip}:{L.HTTP_PORT}/{fname}"
+    else:
+        ns, url = inf.netns, f"http://{L.FABRIC_IP}:{L.HTTP_PORT}/{fname}"
+    d = httpload.run_vegeta(lab, ns, url, spec.rate, w.cell_s, w.lg_warmup_s, out_prefix, timeout_s=w.timeout_s,
+                            rt_prio=w.rt_prio, burst=spec.burst)
+    lat = d["latency_us"]
+    return {"p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
+            "max_us": lat["max"], "requests": lat["count"], "errors": d["errors"], "timeouts": d["timeouts"],
+            "error_kinds": d["error_kinds"], "achieved_rate": d["achieved_rate"], "send_lag_p99_us": None,
+            "t0": d["t0_unix_ns"] / 1e9, "client_file": os.path.basename(out_prefix) + ".json"}
+
+
+def _training_series(outs, t_base):
+    """iperf3 JSON outputs (-i) -> [(t_start, t_end, summed bps)] in unix time."""
+    acc = {}
+    for d in outs:
+        for iv in d.get("intervals", []):
+            s = iv["sum"]
+            key = (round(s["start"], 2), round(s["end"], 2))
+            acc[key] = acc.get(key, 0.0) + s["bits_per_second"]
+    return sorted((t_base + a, t_base + b, v) for (a, b), v in acc.items())
+
+
+def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
+    """One arm in one direction with congestion control cc: pods through the
+    arm's chain (and its agent), training running throughout, then every cell
+    of `cells` ([(load, client)]) in order. Returns one result dict per cell."""
+    spec = ARMS[arm]
+    itag = f"{arm}-{direction}-{cc}-r{rep}"
+    t_inst = time.monotonic()
+    lab.reset_uplink()
+    lab.set_bottleneck(spec.get("leaf", "bfifo"))
+    pods, train, procs, results, servers = [], [], [], [], []
+    agent = sampler = None
+    base = {"arm": arm, "direction": direction, "cc": cc, "rep": rep, "title": spec["title"]}
+    inst = {}
+    try:
+        if spec.get("agent"):
+            cfg = matrix_agent_config(lab, w, direction)
+            agent = lab.start_agent(cfg)
+            inst["agent_config"] = cfg
+        short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "fq_codel": "fc"}.get(arm, "xx")
+        pname = f"{short}{direction[0]}{cc[0]}{rep}"
+        if spec["training"]:
+            bw = None
+            if spec["chain"] == "bandwidth":
+                per_pod = int(lab.rate_mbit * 1e6 * w.bw_share / w.n_train)
+                bw = ({"egressRate": per_pod, "egressBurst": L.BURST_CONTAINERD} if direction == "egress" else
+                      {"ingressRate": per_pod, "ingressBurst": L.BURST_CONTAINERD})
+            for k in range(w.n_train):
+                train.append(lab.add_pod(f"{pname}t{k}", "training", spec["chain"], bandwidth=bw))
+        inf = lab.add_pod(f"{pname}i0", "inference", spec["chain"])
+        pods = train + [inf]
+        if spec.get("aqm"):
+            _set_aqm(lab, spec["aqm"], pods)
+        # congestion control explicitly everywhere (the aiqos plugin picks one
+        # from the profile; the arms must compare like with like)
+        for p in pods:
+            lab.set_default_cc(p.netns, cc)
+        lab.set_default_cc(lab.fabric, cc)
+        clients = {c for _, c in cells}
+        if direction == "egress":
+            servers.append(lab.spawn(f"loadgen-server-{inf.name}", inf.exec(
+                "chrt", "-f", L.LOADGEN_RT_PRIO, lab.loadgen, "server", "--listen", f"{inf.ip}:{L.LOADGEN_PORT}",
+                "--cc", cc)))
+            lab._wait_port(inf.netns, inf.ip, L.LOADGEN_PORT, servers[-1])
+            if "http" in clients:
+                import httpload  # noqa: PLC0415
+                servers.append(httpload.start_nginx(lab, inf.netns, inf.name, inf.ip))
+        if agent is not None:
+            inst["mode_wait_s"] = round(agent.wait_mode("mixed" if train else "inference"), 3)
+            inst.update({f"agent_{k}": v for k, v in _agent_snapshot(agent).items()})
+        inst["node_ifbs"] = lab.node_ifbs()
+        sampler = CellSampler(lab, w.sample_s)
+        sampler.start()
+        slot = w.cell_s + w.timeout_s + w.gap_s
+        iperf_s = w.warm_s + len(cells) * slot + w.tail_s + 10
+        t_ip = time.time()
+        for k, p in enumerate(train):
+            argv = iperf_argv(p, L.IPERF_PORT0 + k, cc, iperf_s, w.flows, omit_s=0, interval_s=0.5)
+            if direction == "download":
+                argv.append("-R")
+            procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        if train:
+            time.sleep(w.warm_s)
+        for i, (load, client) in enumerate(cells):
+            ls = load_spec(load, lab.rate_mbit, w)
+            cell = cell_name(direction, load, client, cc)
+            tag = f"{itag}-{load}-{client}"
+            r = dict(base, cell=cell, load=load, client=client, loadavg_start=loadavg(), order=i,
+                     offered_mbit=round(ls.mbit(), 1))
+            c0 = _cell_counters(lab, direction)
+            if client == "loadgen":
+                r.update(_run_cell_loadgen(lab, direction, ls, cc, w, inf, os.path.join(outdir, f"loadgen-{tag}.json"),
+                                           tag))
+            else:
+                r.update(_run_cell_http(lab, direction, ls, cc, w, inf, os.path.join(outdir, f"http-{tag}")))
+            t_end = time.time()
+            c1 = _cell_counters(lab, direction)
+            r.update({k: c1[k] - c0[k] for k in c0})
+            a = r.pop("t0") + w.lg_warmup_s
+            b = min(t_end, a - w.lg_warmup_s + w.cell_s)
+            r["window"] = [round(a, 3), round(b, 3)]
+            r["bottleneck_backlog_max_b"] = sampler.window(a, b, lab.bottleneck_dev(direction))
+            r["node_backlog_max_b"] = sampler.window(a, b, "node")
+            r["loadavg_end"] = loadavg()
+            with open(os.path.join(outdir, f"tc-{tag}.txt"), "w") as f:
+                for dev in _node_queue_devs(lab):
+                    f.write(lab.tc_text(lab.node, dev))
+                f.write(lab.tc_text(lab.wire, lab.bottleneck_dev(direction)))
+            r["tc_file"] = f"tc-{tag}.txt"
+            results.append(r)
+            log(f"    {cell:28} {arm:9} p50 {_ms(r['p50_us']):>8} p99 {_ms(r['p99_us']):>8} "
+                f"err {r['errors']}/{r['timeouts']} (load {r['loadavg_start']:.1f})")
+            time.sleep(w.gap_s if i + 1 < len(cells) else w.tail_s)
+        outs = []
+        retrans = 0
+        ccs_seen = set()
+        # iperf3 ran for the longest the cells could take: interrupt it (its
+        # JSON then carries the intervals so far and error "interrupt - ...")
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for k, p in enumerate(procs):
+            out, _ = p.communicate(timeout=60)
+            d = _parse_iperf(out, train[k].name, interrupted_ok=True)
+            outs.append(d)
+            retrans += d["end"].get("sum_sent", {}).get("retransmits", 0) or 0
+            for key in ("sender_tcp_congestion", "receiver_tcp_congestion"):
+                if d["end"].get(key):
+                    ccs_seen.add(d["end"][key])
+            with open(os.path.join(outdir, f"iperf3-{itag}-{k}.json"), "w") as f:
+                f.write(out)
+        series = _training_series(outs, t_ip)
+        for r in results:
+            if train:
+                g = _goodput_window(series, *r["window"])
+                r["goodput_bps"] = g
+                r["goodput_link"] = g / (lab.rate_mbit * 1e6) if g is not None else None
+            r["instance_retransmits"] = retrans if train else None
+            r["training_cc_seen"] = sorted(ccs_seen)
+            r.update(inst)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for p in servers:
+            lab.stop_proc(p)
+        for p in reversed(pods):
+            try:
+                lab.del_pod(p)
+            except L.LabError as e:
+                log(f"  warning: {e}")
+        if agent is not None:
+            lab.stop_agent()
+        lab.reset_uplink()
+        if spec.get("leaf", "bfifo") != "bfifo":
+            lab.set_bottleneck("bfifo")
+    secs = round(time.monotonic() - t_inst, 1)
+    for r in results:
+        r["instance_seconds"] = secs
+    return results
+
+
+def _ms(us):
+    return "—" if us is None else f"{us / 1000:.2f}ms"
