@@ -4,9 +4,10 @@
   bench.py demo BUILD        the same workload without aiqos (deep FIFO) and with
                              aiqos (plugin + agent), a short table and a latency
                              CDF plot (build/demo/latency-cdf.png)
-  bench.py bench-lab BUILD   the P4 arms, interleaved, repeated, with an idle
-                             baseline per repetition; table on stdout and
-                             BUILD/bench/lab-<time>/ (raw results, plots)
+  bench.py bench-lab BUILD   the P4 workload matrix (direction x inference load
+                             x client x congestion control; arms idle, deep
+                             FIFO, bandwidth, aiqos), interleaved, repeated;
+                             tables on stdout and BUILD/bench/lab-<time>/
   bench.py render RUNDIR     tables, plots (and for a `bench` run the docs)
                              again from RUNDIR/results.json, without measuring
   bench.py bench BUILD       P1 (test/bench/cni-latency.sh), P4 as above, the
@@ -14,11 +15,15 @@
                              and its `make bench-agent` exist; regenerates
                              docs/benchmarks.md (+ docs/bench/*.png, results.json)
 
-Environment: BENCH_REPS (default 5), BENCH_SECONDS (measured seconds per arm,
-default 12), BENCH_CCS (default "cubic bbr"), BENCH_ARMS (default all),
-BENCH_RATE_MBIT (default 500). Every number in the outputs comes from the run."""
+Environment: BENCH_REPS (default 3), BENCH_SECONDS (seconds of each cell's
+inference load, default 4; the demo: 8), BENCH_CCS (default "cubic bbr"),
+BENCH_ARMS (default all), BENCH_CELLS or CELLS (fnmatch patterns over cell
+names DIRECTION-LOAD-CLIENT-CC, e.g. "download-*-http-*,egress-large-*";
+default all 24), BENCH_RATE_MBIT (default 500). Every number in the outputs
+comes from the run."""
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -35,6 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import lab as L  # noqa: E402
+import matrix_report as M  # noqa: E402
 import outcome as O  # noqa: E402
 
 REPO = L.REPO
@@ -548,8 +554,9 @@ def write_docs(path, docs_dir, ctx):
         f"- {m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']} GiB, kernel {m['kernel']}, {m['os']}",
         f"- commit {m['commit']}; {m['iperf3']}",
         f"- load average when the run started: {' '.join(m['loadavg'])} (other work on the machine shows up as "
-        "latency; the P4 table reports the loadgen's own send lag and the load per arm in results.json)",
-        f"- total time: {ctx['seconds'] / 60:.1f} min",
+        "latency; the P4 detail table reports the load average per arm and loadgen's own send lag)",
+        f"- vegeta: {ctx.get('vegeta') or 'not built'}",
+        f"- total time: {ctx['seconds'] / 60:.1f} min (the P4 matrix: {ctx.get('matrix_seconds', 0) / 60:.1f} min)",
         "",
     ]
     # P1
@@ -563,64 +570,72 @@ def write_docs(path, docs_dir, ctx):
         if p1["rc"] != 0:
             lines += [f"cni-latency.sh exited {p1['rc']}: `{p1['stderr'].strip()[-500:]}`", ""]
     # P4
+    w = ctx["workload"]
+    loads = ctx["loads"]
     lines += [
-        "## P4 — the point: inference latency while training fills the uplink",
+        "## P4 — the point: inference latency while training fills the link, across a workload matrix",
         "",
         "The lab (`test/bench/lab.py`): network namespaces on this machine. A *node* namespace is the pods' host; "
-        f"its uplink crosses a *wire* namespace whose egress is the bottleneck link ({ctx['rate_mbit']} Mbit/s HTB "
-        f"with a deep {ctx['fifo_bytes'] / 1e6:.1f} MB byte FIFO, what a NIC queue does by default; GSO on) to a "
-        "*fabric* namespace with the servers (iperf3, `loadgen server`). Pods are namespaces attached through the "
-        "real CNI chain (reference `ptp` + `host-local`, then `bandwidth` or `aiqos`), executed in the node "
-        "namespace.",
+        f"its uplink crosses a *wire* namespace that is the bottleneck link in both directions ({ctx['rate_mbit']} "
+        f"Mbit/s HTB with a deep {ctx['fifo_bytes'] / 1e6:.1f} MB byte FIFO on each port, what a NIC or switch "
+        "port queue does by default; GSO on) to a *fabric* namespace with the servers and clients (iperf3, "
+        "`loadgen`, nginx, vegeta). Pods are namespaces attached through the real CNI chain (reference `ptp` + "
+        "`host-local`, then `bandwidth` or `aiqos`), executed in the node namespace.",
         "",
-        f"Workload per arm: {w}. Training congestion control set explicitly per run (cubic, bbr); the inference "
-        "client uses the same. Latency counts from each request's *scheduled* send time (open loop, Poisson "
-        "arrivals, `test/bench/loadgen.c`), so queueing is not hidden by a closed loop.",
+        "The matrix (each cell `DIRECTION-LOAD-CLIENT-CC`):",
         "",
-        "Arms:",
-        "- **idle**: the inference pod alone (the unloaded baseline, once per repetition).",
+        *[f"- **{d}** — {O.DIRECTION_TEXT[d].split(': ', 1)[1]}; the bottleneck queue is the wire's port "
+          f"{'toward the node' if d == 'download' else 'toward the fabric'}." for d in O.DIRECTIONS],
+        *[f"- inference load **{lo}**: {loads[lo]}." for lo in O.LOADS],
+        *[f"- client **{c}**: {O.CLIENT_TEXT[c]}." for c in O.CLIENTS],
+        "- congestion control **cubic** or **bbr**, set explicitly in every namespace (pods' and the fabric's "
+        "default, iperf3 `-C`, loadgen `--cc`); the host's `tcp_allowed_congestion_control` gets the missing one "
+        "for the run (a pod netns may only select listed ones).",
+        "",
+        f"Training: {w['n_train']} pods × {w['flows']} iperf3 flows (upload in egress cells, `-R` download in "
+        f"download cells), running through all the cells of an arm's instance; {w['warm_s']:g} s of training alone "
+        f"first. Each cell's inference load runs {w['cell_s']:g} s (the first {w['lg_warmup_s']:g} s not counted); "
+        f"a request still unanswered {w['timeout_s']:g} s after the end is a timeout. Training goodput per cell is "
+        "iperf3's 0.5 s intervals inside the cell's window. loadgen counts latency from each request's "
+        "*scheduled* send time (Poisson, no coordinated omission); vegeta from its actual send.",
+        "",
+        "Arms (one instance per direction × cc, its cells in a row):",
+        "- **idle**: the inference pod alone (the cell's unloaded baseline).",
         "- **default deep FIFO**: ptp + host-local only; the queue builds in the bottleneck FIFO.",
-        f"- **reference bandwidth plugin**: ptp + `bandwidth` with containerd's runtimeConfig on the training pods "
-        f"(egressRate {ctx['bw_per_pod_mbit']:.0f} Mbit/s each = {100 * ctx['bw_share']:.0f} % of the link in total, "
-        "burst 2^32−1 bits), its 25 ms TBF, over the deep FIFO.",
-        f"- **aiqos**: ptp + `aiqos` (annotations in runtimeConfig, as containerd passes them) + `aiqos-agent` in "
-        f"the node namespace, watching the project's fake API server (`test/apiserver/fakeapi.py`), config "
-        f"`uplinkRate: {ctx['rate_mbit']}mbit`; the agent must report mode `mixed` before traffic starts.",
-        "- **fq_codel everywhere**: fq_codel as the bottleneck leaf, the node uplink root and each pod's qdisc "
-        "(\"just use a good AQM\").",
+        f"- **reference bandwidth plugin**: ptp + `bandwidth` on the training pods with containerd's runtimeConfig "
+        f"(egressRate, or ingressRate in download cells, {ctx['bw_per_pod_mbit']:.0f} Mbit/s each = "
+        f"{100 * ctx['bw_share']:.0f} % of the link in total, burst 2^32−1 bits): its 25 ms TBF.",
+        f"- **aiqos**: ptp + `aiqos` + `aiqos-agent` (fake API server), config `uplinkRate: {ctx['rate_mbit']}mbit`"
+        + (f", and `downlinkRate: {ctx['rate_mbit']}mbit` in download cells" if ctx.get("agent_download") else
+           "; this agent has no download tree (no `downlinkRate`): download cells run with the egress tree only")
+        + "; the agent must report mode `mixed` before traffic starts.",
         "",
-        f"{ctx['reps']} repetitions, arms interleaved (each repetition runs every arm, starting one arm later), "
-        "reported as median (min–max). Ratios are computed per repetition, then summarised. Targets (DESIGN §6 "
-        "P4): inference p99 within 2× of idle and ≥ 10× lower than with the deep FIFO, training goodput ≥ 95 % of "
-        "the FIFO arm's. The load generator runs at real-time priority (SCHED_FIFO) so that other work on the "
-        "machine does not show up as request latency.",
+        f"{ctx['reps']} repetitions; per repetition and (direction, cc) every arm runs in turn, the order rotated "
+        "by the repetition (arms interleaved), the cells' order too. Medians; ratios are computed per repetition "
+        "(same cell, same repetition), then their median. Acceptance per cell (DESIGN §6 P4): aiqos p99 ≥ 10× "
+        "lower than the deep FIFO's and ≤ 2× the idle p99 (≤ 3× for large responses), no request errors or "
+        "timeouts in the aiqos arm, training goodput ≥ 95 % of the FIFO arm's. The load generators and nginx run "
+        "at real-time priority (SCHED_FIFO); the machine is shared: the load average per arm and loadgen's own "
+        "send lag are in the detail table.",
         "",
     ]
     for arm, why in ctx["skipped"].items():
         lines += [f"- **{O.ARMS[arm]['title']}: not run** — {why}."]
     if ctx["skipped"]:
         lines += [""]
-    if "fq_codel" in ctx["skipped"]:
-        lines += ["(A qemu harness boots Debian's full kernel for the fq/fq_codel correctness tests, but it runs "
-                  "under TCG emulation without KVM, where timing is meaningless, so the fq_codel arm is not "
-                  "measured there either.)", ""]
-    if ctx.get("verdict_table"):
-        lines += ["Against the targets (medians of the per-repetition ratios):", "", ctx["verdict_table"], ""]
-    payload = ctx["rate_mbit"] * 1448 / 1514
-    lines += ["Inference (the request/response load of the inference pod):", "", ctx["lat_table"], "",
-              f"Training and queues (goodput is TCP payload: a full {ctx['rate_mbit']} Mbit/s link carries "
-              f"≈ {payload:.0f} Mbit/s of it in 1514-byte frames):", "", ctx["trn_table"], ""]
-    if ctx["peers_table"]:
-        lines += ["aiqos against each peer (same repetition, same congestion control):", "", ctx["peers_table"], ""]
+    lines += [f"### The matrix: {ctx['met']} of {ctx['n_cells']} cells meet the acceptance", "", ctx["matrix_table"],
+              ""]
+    if ctx["failures"]:
+        lines += ["Cells that miss it, and why (from the medians above):", "", *ctx["failures"], ""]
+    lines += ["The table README.md shows (same run):", "", ctx["readme_block"], ""]
     for key, (png, err) in sorted(ctx["plots"].items()):
         rel = os.path.relpath(png, os.path.dirname(path))
-        if err is None:
-            lines += [f"![{key}]({rel})", ""]
-        else:
-            lines += [f"Plot {key} not written: {err}", ""]
-    lines += ["Columns: *CE marks* are ECN marks counted by the qdiscs (fq_codel/fq xstats) and "
-              "`TcpExtTCPDeliveredCE` in the pods; *bottleneck drops* are the wire qdisc's drops; *max backlog* is "
-              "sampled every 0.5 s.", ""]
+        lines += [f"![{key}]({rel})" if err is None else f"Plot {key} not written: {err}", ""]
+    lines += ["### Every arm of every cell", "",
+              "Median (min–max) over the repetitions. *Bottleneck drops* are the wire port's (the direction's "
+              "bottleneck), *node drops* the node uplink's and its ifbs' qdiscs; *max backlog* is sampled every "
+              f"{w['sample_s']:g} s; *send lag* is how late loadgen sent its requests (the machine's noise).", "",
+              ctx["detail_table"], ""]
     # dynamic
     lines += ["## Dynamic re-tune", "",
               "Training pods saturate the link from t = 0; the inference pod arrives at t ≈ 4 s (CNI ADD, API object) "
@@ -656,15 +671,122 @@ def write_docs(path, docs_dir, ctx):
     else:
         lines += agent_bench_lines(ab)
     lines += ["## Reproduce", "", "```", ctx["command"], "```", "",
-              "`make bench-lab` runs only the P4 arms (tables and plots under `BUILD/bench/`, docs untouched); "
-              "`make demo` is the short version (deep FIFO vs aiqos); `hack/lab.sh up` sets up the lab and keeps it "
-              "for exploring by hand until Ctrl-C; `test/bench/bench.py render BUILD/bench/<run>` regenerates this "
-              "page from a saved run. Environment: `BENCH_REPS`, `BENCH_SECONDS`, `BENCH_CCS`, `BENCH_ARMS`, "
-              "`BENCH_RATE_MBIT`.", "",
+              "`make bench-lab` runs only the P4 matrix (tables and plots under `BUILD/bench/`, docs untouched); "
+              "a subset: `make bench-lab CELLS='download-*-http-* egress-large-*'` (fnmatch patterns over "
+              "`DIRECTION-LOAD-CLIENT-CC`; also `BENCH_CELLS`). `make demo` is the short version (deep FIFO vs "
+              "aiqos, both directions); `hack/lab.sh up` sets up the lab and keeps it for exploring by hand until "
+              "Ctrl-C; `test/bench/bench.py render BUILD/bench/<run>` regenerates this page (and README's table) "
+              "from a saved run. Environment: `BENCH_REPS`, `BENCH_SECONDS`, `BENCH_CCS`, `BENCH_ARMS`, "
+              "`BENCH_CELLS`, `BENCH_RATE_MBIT`.", "",
               "Raw results (per-arm loadgen/iperf3 JSON, tc dumps): `BUILD/bench/<run>/`; the summary is "
               f"`{os.path.relpath(os.path.join(docs_dir, 'results.json'), REPO)}`.", ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
+
+
+def run_matrix(build, outdir, reps, w, ccs, arms, cells, log=log):
+    """The P4 matrix: per repetition, per (direction, cc) group, every arm as
+    one instance (rotated by the repetition: arms interleaved), its cells in
+    an order rotated by the repetition too. Returns (lab, results, skipped,
+    runnable arms)."""
+    lab = L.Lab(build, rate_mbit=int(os.environ.get("BENCH_RATE_MBIT", L.DEFAULT_RATE_MBIT)))
+    results, skipped = [], {}
+    try:
+        lab.setup()
+        runnable = []
+        for arm in arms:
+            ok, why = O.arm_available(lab, arm)
+            if ok:
+                runnable.append(arm)
+            else:
+                skipped[arm] = why
+                log(f"P4: arm '{arm}' skipped: {why}")
+        need_http = any(O.split_cell(c)[2] == "http" for c in cells)
+        if need_http and (lab.vegeta is None or lab.nginx is None):
+            raise L.LabError("the HTTP cells need nginx (hack/install-deps.sh) and vegeta (hack/build-vegeta.sh): "
+                             f"nginx {lab.nginx or 'missing'}, vegeta {lab.vegeta or 'missing'}")
+        groups = {}
+        for c in cells:
+            d, load, client, cc = O.split_cell(c)
+            groups.setdefault((d, cc), []).append((load, client))
+        n_inst = len(groups) * len(runnable)
+        k = 0
+        for rep in range(reps):
+            for (d, cc), gcells in groups.items():
+                order = runnable[rep % len(runnable):] + runnable[:rep % len(runnable)]
+                cs = gcells[rep % len(gcells):] + gcells[:rep % len(gcells)]
+                for arm in order:
+                    k += 1
+                    t = time.monotonic()
+                    log(f"P4 rep {rep + 1}/{reps} [{k}/{n_inst * reps}] {arm} {d} {cc}: {len(cs)} cells")
+                    results += O.run_instance(lab, arm, d, cc, cs, w, rep, outdir, log=log)
+                    log(f"    ({time.monotonic() - t:.0f} s)")
+        return lab, results, skipped, runnable
+    except BaseException:
+        for p in lab.teardown():
+            log(f"teardown: {p}")
+        raise
+
+
+def plot_matrix(path, summ, direction, arms, title):
+    """Median p99 (min–max bars) of every cell of one direction, one series per arm (log y)."""
+    outdir = os.path.dirname(path)
+    cells = [s for s in summ.values() if s["direction"] == direction]
+    if not cells:
+        return "no cells in this direction"
+    plots = []
+    width = 0.8 / max(1, len(arms))
+    for j, arm in enumerate(arms):
+        dat = os.path.join(outdir, f".mx-{j}.dat")
+        with open(dat, "w") as f:
+            for i, s in enumerate(cells):
+                a = s["arms"].get(arm)
+                v = [x for x in (a["p99_us"] if a else []) if x is not None]
+                if v:
+                    label = f"{s['load']} {s['client']} {s['cc']}"
+                    f.write(f"{i + (j - (len(arms) - 1) / 2) * width:.3f} {statistics.median(v) / 1000:.4f} "
+                            f"{min(v) / 1000:.4f} {max(v) / 1000:.4f} \"{label}\"\n")
+        plots.append(f"'{dat}' using 1:2:3:4 with yerrorbars pt 7 ps 1.2 lw 1.5 title '{O.ARMS[arm]['title']}'")
+    xt = ", ".join(f"\"{s['load']} {s['client']} {s['cc']}\" {i}" for i, s in enumerate(cells))
+    script = (f"set terminal pngcairo size 1200,560 font 'sans,10'\nset output '{path}'\nset title '{title}'\n"
+              "set logscale y\nset format y '%g'\nset ylabel 'inference p99 (ms, log; median, min–max)'\n"
+              f"set grid ytics\nset xrange [-0.6:{len(cells) - 0.4}]\nset xtics ({xt}) rotate by -30\n"
+              f"set key outside bottom center horizontal\nplot {', '.join(plots)}\n")
+    err = gnuplot(script, outdir)
+    for j in range(len(arms)):
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(outdir, f".mx-{j}.dat"))
+    return err
+
+
+CDF_CELLS = ["egress-small-loadgen-cubic", "download-small-loadgen-cubic", "egress-large-http-cubic",
+             "download-large-http-cubic", "egress-burst-loadgen-bbr", "download-burst-http-bbr"]
+
+
+def matrix_plots(outdir, results, summ, arms, rate_mbit):
+    plots = {}
+    for d in O.DIRECTIONS:
+        png = os.path.join(outdir, f"p4-matrix-{d}.png")
+        if any(s["direction"] == d for s in summ.values()):
+            plots[f"matrix-{d}"] = (png, plot_matrix(png, summ, d, arms, f"inference p99 per cell, {d}, "
+                                                                         f"{rate_mbit} Mbit/s bottleneck"))
+    for cell in CDF_CELLS:
+        if cell not in summ:
+            continue
+        series = []
+        for arm in arms:
+            rs = sorted((r for r in results if r["cell"] == cell and r["arm"] == arm and r.get("p99_us")),
+                        key=lambda r: r["p99_us"])
+            if rs:
+                r = rs[len(rs) // 2]
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    with open(os.path.join(outdir, r["client_file"])) as f:
+                        series.append((r["title"], json.load(f)["cdf"]))
+        if series:
+            png = os.path.join(outdir, f"p4-cdf-{cell}.png")
+            plots[f"cdf-{cell}"] = (png, plot_cdf(png, series, f"inference latency, {cell} (repetition with the "
+                                                               "median p99)"))
+    return plots
 
 
 def bench(build, full, reps, skip_p1=False):
@@ -672,58 +794,76 @@ def bench(build, full, reps, skip_p1=False):
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = os.path.join(build, "bench", f"lab-{stamp}")
     os.makedirs(outdir, exist_ok=True)
-    w = O.Workload(duration_s=float(os.environ.get("BENCH_SECONDS", 12)))
+    w = O.Workload(cell_s=float(os.environ.get("BENCH_SECONDS", 4)), warm_s=2.0)
     ccs = os.environ.get("BENCH_CCS", "cubic bbr").split()
     arms = os.environ.get("BENCH_ARMS", " ".join(ALL_ARMS)).split()
-    unknown = [a for a in arms if a not in O.ARMS]
+    unknown = [a for a in arms if a not in O.ARMS or a == "plugin"] + [c for c in ccs if c not in L.CCS]
     if unknown or not ccs:
-        log(f"BENCH_ARMS: unknown arms {unknown} (known: {' '.join(ALL_ARMS)}), or BENCH_CCS empty")
+        log(f"BENCH_ARMS/BENCH_CCS: unknown {unknown} (arms: {' '.join(ALL_ARMS)}; ccs: {' '.join(L.CCS)}), or "
+            "BENCH_CCS empty")
         return 2
+    cells_env = os.environ.get("BENCH_CELLS") or os.environ.get("CELLS") or ""
+    cells = O.select_cells(cells_env, ccs)
     mach = machine()
-    log(f"bench: {mach['nproc']} CPUs, kernel {mach['kernel']}, load {' '.join(mach['loadavg'])}; results in {outdir}")
+    log(f"bench: {mach['nproc']} CPUs, kernel {mach['kernel']}, load {' '.join(mach['loadavg'])}; "
+        f"{len(cells)} cells x {len(arms)} arms x {reps} repetitions; results in {outdir}")
     p1 = run_p1(build) if (full and not skip_p1) else None
-    lab, results, skipped, runnable = run_p4(build, outdir, reps, w, ccs, arms)
+    t_m = time.monotonic()
+    lab, results, skipped, runnable = run_matrix(build, outdir, reps, w, ccs, arms, cells)
+    matrix_s = time.monotonic() - t_m
     try:
-        dyn = run_dynamic_all(lab, outdir, w, runnable) if full else []
+        dyn = run_dynamic_all(lab, outdir, O.Workload(), runnable) if full else []
     finally:
         for p in lab.teardown():
             log(f"teardown: {p}")
     agent_bench = run_agent_bench(build) if full else {"skipped": "bench-lab"}
     env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in
-                   ("BENCH_REPS", "BENCH_SECONDS", "BENCH_CCS", "BENCH_ARMS", "BENCH_RATE_MBIT") if k in os.environ)
-    run = {"machine": mach, "workload": vars(w), "workload_text": w.describe(lab.rate_mbit), "results": results,
+                   ("BENCH_REPS", "BENCH_SECONDS", "BENCH_CCS", "BENCH_ARMS", "BENCH_CELLS", "CELLS",
+                    "BENCH_RATE_MBIT") if k in os.environ)
+    run = {"matrix": True, "machine": mach, "workload": vars(w), "loads": {
+               lo: O.load_spec(lo, lab.rate_mbit, w).text for lo in O.LOADS}, "results": results, "cells": cells,
            "dynamic": dyn, "skipped": skipped, "p1": p1, "agent_bench": agent_bench, "ccs": ccs,
            "arms": [a for a in arms if a in runnable], "reps": reps, "rate_mbit": lab.rate_mbit,
-           "fifo_bytes": lab.fifo_bytes, "full": full,
+           "fifo_bytes": lab.fifo_bytes, "full": full, "vegeta": lab.vegeta, "matrix_seconds": matrix_s,
+           "agent_download": O.agent_supports(lab, "downlinkRate"),
            "command": f"{env + ' ' if env else ''}make {'bench' if full else 'bench-lab'}",
            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "seconds": time.monotonic() - t0}
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(run, f, indent=1)
     render(outdir, run)
-    log(f"bench: done in {(time.monotonic() - t0) / 60:.1f} min; raw results in {outdir}")
+    log(f"bench: done in {(time.monotonic() - t0) / 60:.1f} min (matrix {matrix_s / 60:.1f} min); raw results in "
+        f"{outdir}")
     return 0
 
 
-def render(outdir, run):
+def render(outdir, run, publish_docs=True):
     """Tables and plots from a run's results.json; for `make bench` also
-    docs/benchmarks.md, docs/bench/*.png and docs/bench/results.json."""
-    rows, peers = summarize(run["results"], run["ccs"])
-    lat_table, trn_table = p4_tables(rows, run["ccs"], run["arms"])
-    pt = peers_table(peers, run["ccs"]) if peers else ""
-    vt = verdict_table(rows, peers, run["ccs"])
-    log("\n" + lat_table + "\n\n" + trn_table + "\n")
-    if pt:
-        log(pt + "\n")
-    plots = p4_plots(outdir, run["results"], rows, run["ccs"], run["arms"], run["rate_mbit"])
+    docs/benchmarks.md, docs/bench/*.png, docs/bench/results.json and the
+    results block of README.md."""
+    summ = M.summarize(run["results"])
+    titles = {a: O.ARMS[a]["title"] for a in O.ARMS}
+    mt = M.matrix_table(summ)
+    dt = M.detail_table(summ, titles)
+    met, n = M.counts(summ)
+    log("\n" + mt + "\n")
+    log(f"{met} of {n} cells meet the acceptance")
+    for line in M.failures(summ):
+        log(line)
+    if not publish_docs:
+        return summ
+    plots = matrix_plots(outdir, run["results"], summ, run["arms"], run["rate_mbit"])
     plots_dyn = None
     if run["dynamic"]:
         png = os.path.join(outdir, "retune-timeline.png")
         plots_dyn = (png, plot_timeline(png, run["dynamic"], "inference p99 while training runs; the inference pod "
                                                              "arrives"))
     if not run["full"]:
-        return
+        return summ
     docs_dir = os.path.join(REPO, "docs", "bench")
     os.makedirs(docs_dir, exist_ok=True)
+    for old in os.listdir(docs_dir):
+        if old.endswith(".png"):
+            os.unlink(os.path.join(docs_dir, old))
 
     def publish(item):
         png, err = item
@@ -737,14 +877,24 @@ def render(outdir, run):
         plots_dyn = publish(plots_dyn)
     with open(os.path.join(docs_dir, "results.json"), "w") as f:
         json.dump(run, f, indent=1)
-    w = run["workload"]
     ctx = dict(run)
-    ctx.update({"workload": run["workload_text"], "bw_share": w["bw_share"],
-                "bw_per_pod_mbit": run["rate_mbit"] * w["bw_share"] / w["n_train"], "lat_table": lat_table,
-                "trn_table": trn_table, "peers_table": pt, "verdict_table": vt, "plots": plots, "plots_dyn": plots_dyn})
+    ctx.update({"matrix_table": mt, "detail_table": dt, "failures": M.failures(summ), "met": met, "n_cells": n,
+                "readme_block": M.readme_block(run, summ), "plots": plots, "plots_dyn": plots_dyn,
+                "bw_share": run["workload"]["bw_share"],
+                "bw_per_pod_mbit": run["rate_mbit"] * run["workload"]["bw_share"] / run["workload"]["n_train"]})
     md = os.path.join(REPO, "docs", "benchmarks.md")
     write_docs(md, docs_dir, ctx)
-    log(f"wrote {md} and {docs_dir}/")
+    readme = os.path.join(REPO, "README.md")
+    with open(readme) as f:
+        text = f.read()
+    try:
+        text = M.replace_block(text, ctx["readme_block"])
+        with open(readme, "w") as f:
+            f.write(text)
+        log(f"wrote {md}, {docs_dir}/ and the results table of {readme}")
+    except ValueError as e:
+        log(f"wrote {md} and {docs_dir}/; README.md not updated: {e}")
+    return summ
 
 
 def main(argv):
@@ -752,7 +902,7 @@ def main(argv):
     ap.add_argument("cmd", choices=["demo", "bench", "bench-lab", "render"])
     ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build"),
                     help="the build directory (render: a run directory BUILD/bench/lab-*)")
-    ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 5)))
+    ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
     ap.add_argument("--skip-p1", action="store_true", help="bench: do not run cni-latency.sh")
     a = ap.parse_args(argv)
     build = os.path.abspath(a.build)
