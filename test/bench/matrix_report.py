@@ -210,8 +210,50 @@ def readme_block(run, summ):
         lines.append(f"| {s['direction']} | {s['load']} | {s['client']} | {s['cc']} | {ms(_p99(s, 'idle'))} | "
                      f"{ms(_p99(s, 'fifo'))} | {ms(_p99(s, 'aiqos'))} | {pct(med(s['goodput_aiqos_over_fifo']))} | "
                      f"{v} |")
+    others = other_figures(run)
+    if others:
+        lines += ["", "| other benchmark (same run) | value | target |", "|---|---|---|", *others]
     lines.append(README_END)
     return "\n".join(lines)
+
+
+def _p1_row(stdout, label):
+    """(seq p50, seq p99, par p50, par p99) of a cni-latency.sh table row."""
+    for line in (stdout or "").splitlines():
+        if line.startswith(label):
+            f = line[len(label):].split()
+            try:
+                return [float(x) for x in f[:4]]
+            except ValueError:
+                return None
+    return None
+
+
+def other_figures(run):
+    """P1/P2/P3 headline figures of the same run (rows of README's second table)."""
+    rows = []
+    p1 = run.get("p1") or {}
+    add = _p1_row(p1.get("stdout"), "aiqos ADD (inference + bw)")
+    ref = _p1_row(p1.get("stdout"), "reference bandwidth ADD")
+    floor = _p1_row(p1.get("stdout"), "exec floor (/bin/true)")
+    if add and ref and floor:
+        rows.append(f"| P1 CNI ADD p50, sequential: aiqos / reference `bandwidth` / exec floor | {add[0]:.2f} / "
+                    f"{ref[0]:.2f} / {floor[0]:.2f} ms | aiqos ≥ 5× faster than the reference "
+                    f"({ref[0] / add[0]:.1f}×), ≤ 1.5× the floor ({add[0] / floor[0]:.1f}×) |")
+    vals = {}
+    for line in (run.get("agent_bench") or {}).get("stdout", "").splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            vals[k.strip()] = v.strip()
+    if "p2_add_pod_p99_ms" in vals:
+        rows.append(f"| P2 agent: pod added → kernel re-tuned, p99 | {vals['p2_add_pod_p99_ms']} ms | ≤ 20 ms |")
+    if "rss_kib" in vals:
+        try:
+            rss = f"{float(vals['rss_kib']) / 1024:.1f} MiB"
+        except ValueError:
+            rss = vals["rss_kib"] + " KiB"
+        rows.append(f"| P3 agent RSS with {vals.get('pods', '?')} pods | {rss} | ≤ 16 MiB |")
+    return rows
 
 
 def extract_block(text):
