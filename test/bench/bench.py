@@ -2,8 +2,9 @@
 """bench.py — `make demo`, `make bench` and `make bench-lab` (issue #5).
 
   bench.py demo BUILD        the same workload without aiqos (deep FIFO) and with
-                             aiqos (plugin + agent), a short table and a latency
-                             CDF plot (build/demo/latency-cdf.png)
+                             aiqos (plugin + agent), egress and download, a short
+                             table per direction and a latency CDF plot
+                             (build/demo/latency-cdf.png)
   bench.py bench-lab BUILD   the P4 workload matrix (direction x inference load
                              x client x congestion control; arms idle, deep
                              FIFO, bandwidth, aiqos), interleaved, repeated;
@@ -33,7 +34,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -229,80 +229,90 @@ def qdisc_kind(tc_line):
 
 
 def demo(build):
+    """Both directions, small responses from the project's loadgen, cubic:
+    idle, deep FIFO and aiqos; a table per direction and the latency CDFs."""
     t_start = time.monotonic()
     outdir = os.path.join(build, "demo")
     os.makedirs(outdir, exist_ok=True)
-    w = O.Workload(duration_s=float(os.environ.get("BENCH_SECONDS", 12)))
+    w = O.Workload(cell_s=float(os.environ.get("BENCH_SECONDS", 8)), warm_s=2.0)
     cc = "cubic"
     agent_ok = L.Agent.available(build)
     lab = L.Lab(build, rate_mbit=int(os.environ.get("BENCH_RATE_MBIT", L.DEFAULT_RATE_MBIT)))
-    log("aiqos demo: inference latency while training fills the node's uplink\n")
-    log(f"The lab (network namespaces on this machine): a node whose uplink is a {lab.rate_mbit} Mbit/s link with a\n"
-        f"deep {lab.fifo_bytes / 1e6:.1f} MB FIFO, what a NIC queue does by default. Pods are created through the real\n"
-        "CNI chain (ptp + host-local; then aiqos in the aiqos arm).\n"
-        f"Workload: {textwrap.fill(w.describe(lab.rate_mbit), 100, subsequent_indent='  ')}.\n"
-        f"Congestion control {cc} everywhere. Latency counts from each request's scheduled send time.\n\n"
+    spec = O.load_spec("small", lab.rate_mbit, w)
+    log("aiqos demo: inference latency while training fills the node's link, in both directions\n")
+    log(f"The lab (network namespaces on this machine): a node whose link is a {lab.rate_mbit} Mbit/s bottleneck in\n"
+        f"both directions, each with a deep {lab.fifo_bytes / 1e6:.1f} MB FIFO (what NIC and switch port queues do by\n"
+        "default). Pods are created through the real CNI chain (ptp + host-local; then aiqos in the aiqos arm).\n"
+        f"Training: {w.n_train} pods x {w.flows} iperf3 flows. Inference: {spec.text} (loadgen, open loop,\n"
+        f"{w.cell_s:g} s), latency counted from each request's scheduled send time. Congestion control {cc}.\n"
+        f"  egress:   {O.DIRECTION_TEXT['egress'].split(': ', 1)[1]}\n"
+        f"  download: {O.DIRECTION_TEXT['download'].split(': ', 1)[1]}\n\n"
         "aiqos reads each pod's annotation ai.workload (training | inference); its agent sees both kinds on the\n"
-        "node and puts the uplink in mode \"mixed\": inference first with a guaranteed share, training borrows\n"
-        "all the rest, each class with its own short queue.\n")
+        "node and puts the uplink in mode \"mixed\": inference first, training keeps a floor and everything\n"
+        "inference leaves unused, each class with its own short queue.\n")
     results = {}
     failed = None
     try:
         lab.setup()
-        for arm in ("idle", "fifo", "aiqos"):
-            if arm == "aiqos" and not agent_ok:
-                failed = (f"the aiqos arm needs the agent: {build}/bin/aiqos-agent and aiqosctl are not built yet "
-                          "(issue #3); nothing is emulated in its place")
+        for d in O.DIRECTIONS:
+            for arm in ("idle", "fifo", "aiqos"):
+                if arm == "aiqos" and not agent_ok:
+                    failed = (f"the aiqos arm needs the agent: {build}/bin/aiqos-agent and aiqosctl are not built")
+                    break
+                log(f"  running: {d}, {O.ARMS[arm]['title']} ...")
+                rs = O.run_instance(lab, arm, d, cc, [("small", "loadgen")], w, 0, outdir, log=lambda *_: None)
+                results[(d, arm)] = rs[0]
+            if failed:
                 break
-            log(f"  running: {O.ARMS[arm]['title']} ...")
-            d = w if arm != "idle" else O.Workload(duration_s=min(6.0, w.duration_s))
-            results[arm] = O.run_arm(lab, arm, cc, d, 0, outdir, log=log)
+        agent_download = O.agent_supports(lab, "downlinkRate")
     except L.LabError as e:
         failed = str(e)
+        agent_download = False
     finally:
         for p in lab.teardown():
             log(f"teardown: {p}")
-    log()
-    hdr = f"{'':28}{'inference latency':30}  {'training':12}  {'node'}"
-    log(hdr)
-    log(f"{'arm':28}{'p50':>9} {'p99':>9} {'p99.9':>9}    {'goodput':>12}  mode")
-    for arm, r in results.items():
-        mode = r.get("agent_mode") or "—"
-        log(f"{r['title']:28}{ms(r['p50_us']):>9} {ms(r['p99_us']):>9} {ms(r['p999_us']):>9}    "
-            f"{mbit(r.get('goodput_bps')):>12}  {mode}")
-    log()
-    if "fifo" in results and "aiqos" in results:
-        f, a = results["fifo"], results["aiqos"]
-        log(f"With aiqos, inference p99 is {f['p99_us'] / a['p99_us']:.1f}x lower than with the deep FIFO "
-            f"({ms(a['p99_us'])} vs {ms(f['p99_us'])}), and training keeps "
-            f"{100 * a['goodput_bps'] / f['goodput_bps']:.1f} % of its goodput.")
-        if "idle" in results:
-            log(f"Unloaded p99 (inference alone) is {ms(results['idle']['p99_us'])}: with aiqos the loaded p99 is "
-                f"{a['p99_us'] / results['idle']['p99_us']:.1f}x that; with the FIFO "
-                f"{f['p99_us'] / results['idle']['p99_us']:.0f}x.")
-        eff = a.get("agent_uplink_effective") or []
-        if eff:
-            log(f"\nWhat the agent did: mode {a.get('mode_before')} -> {a.get('agent_mode')} "
-                f"{a.get('mode_wait_s', 0):.2f} s after the pods were added; on the uplink (as applied):")
-            for line in eff[:14]:
-                log(f"    tc {line}")
-            if len(eff) > 14:
-                log(f"    ... ({len(eff) - 14} more)")
-            for d in (a.get("agent_uplink_degraded") or [])[:4]:
-                log(f"    degraded {d.get('id')}: wanted {qdisc_kind(d.get('wanted'))}, got "
-                    f"{qdisc_kind(d.get('got'))} (kernel: {d.get('reason')})")
-    elif "fifo" in results:
-        f = results["fifo"]
-        log(f"The deep FIFO adds {ms(f['p50_us'] - results.get('idle', f)['p50_us'])} to the median inference "
-            "request: every request waits behind the training flows' queue.")
-    series = [(results[a]["title"], json.load(open(os.path.join(outdir, results[a]["loadgen_file"])))["cdf"])
-              for a in results]
+    for d in O.DIRECTIONS:
+        rows = [(arm, results[(d, arm)]) for arm in ("idle", "fifo", "aiqos") if (d, arm) in results]
+        if not rows:
+            continue
+        log(f"\n{d}:")
+        log(f"  {'arm':28}{'p50':>9} {'p99':>9} {'p99.9':>9}    {'training':>12}  {'errors':>6}  node mode")
+        for arm, r in rows:
+            log(f"  {r['title']:28}{ms(r['p50_us']):>9} {ms(r['p99_us']):>9} {ms(r['p999_us']):>9}    "
+                f"{mbit(r.get('goodput_bps')):>12}  {r['errors'] + r['timeouts']:>6}  {r.get('agent_mode') or '—'}")
+        f, a, i = results.get((d, "fifo")), results.get((d, "aiqos")), results.get((d, "idle"))
+        if f and a and a["p99_us"] and f.get("goodput_bps") and a.get("goodput_bps"):
+            log(f"  -> with aiqos, inference p99 is {f['p99_us'] / a['p99_us']:.1f}x lower than with the deep FIFO "
+                f"({ms(a['p99_us'])} vs {ms(f['p99_us'])}); training keeps "
+                f"{100 * a['goodput_bps'] / f['goodput_bps']:.0f} % of its goodput"
+                + (f"; {a['p99_us'] / i['p99_us']:.1f}x the unloaded p99." if i and i["p99_us"] else "."))
+        if d == "download" and a and not agent_download:
+            log("  (this agent has no download tree — no `downlinkRate` key — so the queue stays at the wire's port\n"
+                "   toward the node, where nothing on the node acts)")
+        elif d == "download" and a:
+            log(f"  queue on the node (ifb {', '.join(a.get('node_ifbs') or []) or '—'}): max "
+                f"{a['node_backlog_max_b'] / 1000:.0f} kB; at the wire's port toward the node: max "
+                f"{a['bottleneck_backlog_max_b'] / 1000:.0f} kB")
+    a = results.get(("egress", "aiqos"))
+    if a and a.get("agent_uplink_effective"):
+        eff = a["agent_uplink_effective"]
+        log(f"\nWhat the agent did: mode {a.get('agent_mode')} ({a.get('mode_wait_s', 0):.2f} s after the pods were "
+            "added); on the uplink (as applied):")
+        for line in eff[:14]:
+            log(f"    tc {line}")
+        if len(eff) > 14:
+            log(f"    ... ({len(eff) - 14} more)")
+    series = []
+    for (d, arm), r in results.items():
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            with open(os.path.join(outdir, r["client_file"])) as fh:
+                series.append((f"{d}: {r['title']}", json.load(fh)["cdf"]))
     png = os.path.join(outdir, "latency-cdf.png")
     if series:
-        err = plot_cdf(png, series, f"inference request latency, {lab.rate_mbit} Mbit/s uplink shared with training")
-        log(f"plot: {png}" if err is None else f"plot: not written: {err}")
-    with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump(results, f, indent=1)
+        err = plot_cdf(png, series, f"inference request latency, {lab.rate_mbit} Mbit/s link shared with training")
+        log(f"\nplot: {png}" if err is None else f"\nplot: not written: {err}")
+    with open(os.path.join(outdir, "results.json"), "w") as fh:
+        json.dump({f"{d}-{arm}": r for (d, arm), r in results.items()}, fh, indent=1)
     log(f"raw results: {outdir}/ ({time.monotonic() - t_start:.0f} s)")
     if failed:
         log(f"\ndemo incomplete: {failed}")

@@ -569,8 +569,15 @@ class Lab:
         return sorted(x["ifname"] for x in links if (x.get("linkinfo") or {}).get("info_kind") == "ifb")
 
     def set_default_cc(self, ns, cc):
-        """The congestion control new sockets of a netns get (nginx, vegeta)."""
-        sh(*nsexec(ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"))
+        """The congestion control new sockets of a netns get (nginx, vegeta).
+        Another run may have restored the host's allowed list meanwhile: add
+        it again then."""
+        p = sh(*nsexec(ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"), check=False)
+        if p.returncode != 0:
+            change = allow_ccs([cc])
+            if change and not self._cc_change:
+                self._cc_change = change
+            sh(*nsexec(ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"))
 
     def reset_uplink(self):
         """Back to the kernel default on the node's uplink (veth: noqueue)."""

@@ -79,3 +79,110 @@ if os.path.exists(os.path.join(REPO, "agent", "main.c")):
         # bottleneck's FIFO to the agent's tree on the node uplink
         assert r["uplink_backlog_max_b"] > 0, f"the agent's uplink tree never held the queue: {r}"
         assert r["agent_uplink_shape"] == "htb", r
+
+
+# ---------------------------------------------------------------------------
+# The workload matrix (issue #11 item 3; outcome.run_instance): the download
+# direction, the HTTP client (nginx + vegeta), the burst load, the aiqos arm
+# downloading. Mechanics only (traffic flows the right way, the queue forms
+# at the direction's bottleneck, the clients count what they sent), never
+# figures.
+
+MATRIX = dict(SHORT, cell_s=2.5, timeout_s=1.5, gap_s=0.2, tail_s=0.3)
+
+
+@pytest.fixture(scope="module")
+def http_tools():
+    """vegeta built (hack/build-vegeta.sh: cached, a no-op when current) and nginx installed."""
+    p = cni.sh("bash", os.path.join(REPO, "hack", "build-vegeta.sh"), check=False)
+    if p.returncode != 0:
+        pytest.fail(f"hack/build-vegeta.sh failed: {p.stderr.strip()[-800:]}")
+    if not L.Lab(BUILD, tag="chk").nginx:
+        pytest.fail("nginx is not installed (hack/install-deps.sh installs nginx-light)")
+
+
+def check_cell(r, w, rate=None):
+    rate = rate or w.rate
+    expected = rate * (w.cell_s - w.lg_warmup_s)
+    assert r["errors"] == 0 and r["timeouts"] == 0, r
+    assert r["requests"] >= 0.7 * expected, f"only {r['requests']} of ~{expected:.0f} requests measured: {r}"
+    assert r["p50_us"] and r["p99_us"] >= r["p50_us"], r
+
+
+def test_matrix_cell_selection():
+    cells = O.select_cells("", L.CCS)
+    assert len(cells) == 24 and len(set(cells)) == 24
+    assert O.select_cells("download-*-http-*", L.CCS) == [
+        "download-small-http-cubic", "download-small-http-bbr", "download-large-http-cubic",
+        "download-large-http-bbr", "download-burst-http-cubic", "download-burst-http-bbr"]
+    assert O.select_cells("egress-large-loadgen-bbr, egress-small-*-cubic", ("cubic", "bbr")) == [
+        "egress-small-loadgen-cubic", "egress-small-http-cubic", "egress-large-loadgen-bbr"]
+    with pytest.raises(L.LabError):
+        O.select_cells("upload-*", L.CCS)
+
+
+def test_lab_matrix_download_direction(lab, tmp_path):
+    w = O.Workload(**MATRIX)
+    rs = O.run_instance(lab, "fifo", "download", "cubic", [("small", "loadgen")], w, 0, str(tmp_path))
+    assert [r["cell"] for r in rs] == ["download-small-loadgen-cubic"]
+    r = rs[0]
+    check_cell(r, w)
+    # training downloads (iperf3 -R: the fabric sends, with the cell's cc)
+    # and fills the link toward the node: the queue is the wire's port
+    # toward the node, and the goodput is bounded by it
+    assert r["training_cc_seen"] == ["cubic"], r
+    assert 0.3 * RATE_MBIT * 1e6 < r["goodput_bps"] < 1.05 * RATE_MBIT * 1e6, r
+    assert r["bottleneck_backlog_max_b"] > 0, f"no queue at the download bottleneck (w-node): {r}"
+    assert r["node_backlog_max_b"] == 0, r
+
+
+def test_lab_matrix_http_client_both_directions(http_tools, lab, tmp_path):
+    w = O.Workload(**MATRIX)
+    for d in O.DIRECTIONS:
+        rs = O.run_instance(lab, "fifo", d, "bbr", [("small", "http")], w, 0, str(tmp_path))
+        r = rs[0]
+        assert r["cell"] == f"{d}-small-http-bbr", r
+        check_cell(r, w)
+        assert r["send_lag_p99_us"] is None and r["client_file"].startswith("http-"), r
+        assert r["bottleneck_backlog_max_b"] > 0, f"{d}: no queue at the bottleneck: {r}"
+        assert r["goodput_bps"] > 0.3 * RATE_MBIT * 1e6, r
+
+
+def test_lab_matrix_burst_cells(http_tools, lab, tmp_path):
+    w = O.Workload(**dict(MATRIX, cell_s=3.0))
+    rs = O.run_instance(lab, "idle", "egress", "cubic", [("burst", "loadgen"), ("burst", "http")], w, 0,
+                        str(tmp_path))
+    lg, http = rs
+    for r in rs:
+        check_cell(r, w)
+    # loadgen: the 100 ms windows of the bursts carry ~5x the others' requests
+    import json
+    with open(os.path.join(str(tmp_path), lg["client_file"])) as f:
+        d = json.load(f)
+    assert d["burst_factor"] == w.burst_factor and d["burst_ms"] == w.burst_ms, d
+    counts = d["windows"]["count"]
+    per = w.burst_period_ms // d["windows"]["ms"]
+    on = [c for i, c in enumerate(counts) if i % per == 0]
+    off = [c for i, c in enumerate(counts) if i % per not in (0, per - 1)]
+    assert sum(on) / len(on) > 2.5 * sum(off) / len(off), (on, off)
+    # vegeta: one burst attack per period on top of the base rate
+    with open(os.path.join(str(tmp_path), http["client_file"])) as f:
+        h = json.load(f)
+    assert h["bursts"] == int(w.cell_s * 1000 // w.burst_period_ms), h
+
+
+if os.path.exists(os.path.join(REPO, "agent", "main.c")):
+
+    def test_lab_matrix_aiqos_download(lab, tmp_path):
+        assert L.Agent.available(BUILD), f"agent sources exist but {BUILD}/bin/aiqos-agent or aiqosctl is missing"
+        w = O.Workload(**MATRIX)
+        rs = O.run_instance(lab, "aiqos", "download", "cubic", [("small", "loadgen")], w, 0, str(tmp_path))
+        r = rs[0]
+        check_cell(r, w)
+        assert r["agent_mode"] == "mixed", r
+        assert r["goodput_bps"] > 0.3 * RATE_MBIT * 1e6, r
+        if O.agent_supports(lab, "downlinkRate"):
+            # the agent's download tree: an ifb on the uplink's ingress holds the queue
+            assert r["agent_config"]["downlinkRate"] == f"{RATE_MBIT}mbit", r
+            assert r["node_ifbs"], f"downlinkRate configured but no ifb in the node netns: {r}"
+            assert r["node_backlog_max_b"] > 0, f"the download tree never held the queue: {r}"
