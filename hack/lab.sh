@@ -2,7 +2,7 @@
 # hack/lab.sh — entry point of the aiqos lab (issue #5; test/bench/lab.py):
 #   hack/lab.sh demo [BUILD]       `make demo`: the workload without and with aiqos, table + plot
 #   hack/lab.sh bench [BUILD]      `make bench`: every benchmark, regenerates docs/benchmarks.md
-#   hack/lab.sh bench-lab [BUILD]  `make bench-lab`: only the network-outcome arms (P4)
+#   hack/lab.sh bench-lab [BUILD]  `make bench-lab`: only the P4 workload matrix (CELLS=... a subset)
 #   hack/lab.sh up [BUILD]         a lab to explore by hand (Ctrl-C tears it down)
 #   hack/lab.sh down               remove what killed runs left (netns aqt-lab-*, their processes)
 # Root. Whatever happens, the run's namespaces and processes are removed on exit.
@@ -36,6 +36,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# the matrix's HTTP client (cached in /var/cache/aiqos/vegeta: a no-op when built)
+case "$cmd" in
+bench | bench-lab | up) bash "$top/hack/build-vegeta.sh" ;;
+esac
 
 case "$cmd" in
 up) "$py" "$top/test/bench/lab.py" up --build "$build" --tag "$tag" ;;

@@ -212,7 +212,7 @@ def _agent_snapshot(agent):
         return {"mode": None, "error": why}
     up = st.get("uplink") or {}
     return {"mode": st.get("mode"), "uplink_shape": up.get("shape"), "uplink_effective": up.get("effective"),
-            "uplink_degraded": up.get("degraded"), "shares": up.get("shares")}
+            "uplink_degraded": up.get("degraded"), "shares": up.get("shares"), "downlink": st.get("downlink")}
 
 
 def run_arm(lab, arm, cc, w, rep, outdir, log=print):
