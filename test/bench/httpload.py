@@ -28,7 +28,9 @@ FILES = {8192: "8k", 32768: "32k", 65536: "64k", 262144: "256k"}
 
 def start_nginx(lab, ns, name, addr, port=None):
     """nginx with a private prefix in the lab's tmp dir, one worker (real-time
-    priority like the loadgen), keepalive without a request cap, no access log."""
+    priority like the loadgen), keepalive without a request cap, no access log.
+    tcp_nopush (TCP_CORK around sendfile) off: with bbr it held small
+    responses one 4 ms timer tick (idle p99 4.7 ms against 0.3 ms without)."""
     port = port or L.HTTP_PORT
     prefix = os.path.join(lab.tmp, f"nginx-{name}")
     www = os.path.join(prefix, "www")
@@ -46,7 +48,7 @@ events {{ worker_connections 8192; }}
 http {{
     access_log off;
     sendfile on;
-    tcp_nopush on;
+    tcp_nopush off;
     tcp_nodelay on;
     keepalive_requests 10000000;
     keepalive_timeout 120s;
