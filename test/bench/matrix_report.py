@@ -183,7 +183,15 @@ def failures(summ):
     out = []
     for s in summ.values():
         if s["verdict"] != "met":
-            out.append(f"- `{s['cell']}`: {s['verdict']} — {'; '.join(s['why'])}")
+            line = f"- `{s['cell']}`: {s['verdict']} — {'; '.join(s['why'])}"
+            a = s["arms"].get("aiqos")
+            if a:
+                # where the aiqos arm's queue was, from the qdisc counters (tc -s)
+                line += (f" (aiqos arm, medians: drops {med(a['node_drops']) or 0:.0f} on the node, "
+                         f"{med(a['bottleneck_drops']) or 0:.0f} at the bottleneck; max backlog "
+                         f"{(med(a['node_backlog_max_b']) or 0) / 1000:.0f} kB on the node, "
+                         f"{(med(a['bottleneck_backlog_max_b']) or 0) / 1000:.0f} kB at the bottleneck)")
+            out.append(line)
     return out
 
 
