@@ -99,6 +99,7 @@ def summarize(results):
                     return None
             return g
         s["fifo_over_aiqos"] = per_rep(f, a, safe(lambda p, q: p["p99_us"] / q["p99_us"]))
+        s["fifo_over_idle"] = per_rep(f, i, safe(lambda p, q: p["p99_us"] / q["p99_us"]))
         s["aiqos_over_idle"] = per_rep(a, i, safe(lambda p, q: p["p99_us"] / q["p99_us"]))
         s["goodput_aiqos_over_fifo"] = per_rep(a, f, safe(lambda p, q: p["goodput_bps"] / q["goodput_bps"]))
         b = arms.get("bandwidth", {})
@@ -122,6 +123,10 @@ def verdict(s, have_a, have_f, have_i):
     vf, vi, vg = med(s["fifo_over_aiqos"]), med(s["aiqos_over_idle"]), med(s["goodput_aiqos_over_fifo"])
     if vf is None or vf < TARGET_VS_FIFO:
         why.append(f"p99 only {ratio(vf)} lower than the deep FIFO (≥ {TARGET_VS_FIFO:g}×)")
+        fi = med(s["fifo_over_idle"])
+        if fi is not None and fi < TARGET_VS_FIFO:
+            why.append(f"(the deep FIFO's own p99 is only {ratio(fi)} the idle p99 here: {TARGET_VS_FIFO:g}× lower "
+                       "than it would be below the unloaded p99)")
     t = idle_target(s["load"])
     if vi is None or vi > t:
         why.append(f"p99 {ratio(vi)} the idle p99 (≤ {t:g}×)")
