@@ -699,6 +699,10 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         outs = []
         retrans = 0
         ccs_seen = set()
+        # the congestion control each pod's new sockets got at the end (nginx
+        # uses the netns default: nothing may have reset it meanwhile)
+        inst["pod_cc_end"] = sorted({L.sh(*p.exec("sysctl", "-n", "net.ipv4.tcp_congestion_control"),
+                                          check=False).stdout.strip() for p in pods})
         # iperf3 ran for the longest the cells could take: interrupt it (its
         # JSON then carries the intervals so far and error "interrupt - ...")
         for p in procs:

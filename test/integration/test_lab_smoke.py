@@ -142,6 +142,7 @@ def test_lab_matrix_http_client_both_directions(http_tools, lab, tmp_path):
         rs = O.run_instance(lab, "fifo", d, "bbr", [("small", "http")], w, 0, str(tmp_path))
         r = rs[0]
         assert r["cell"] == f"{d}-small-http-bbr", r
+        assert r["pod_cc_end"] == ["bbr"], r
         check_cell(r, w)
         assert r["send_lag_p99_us"] is None and r["client_file"].startswith("http-"), r
         assert r["bottleneck_backlog_max_b"] > 0, f"{d}: no queue at the bottleneck: {r}"
