@@ -125,8 +125,8 @@ def verdict(s, have_a, have_f, have_i):
         why.append(f"p99 only {ratio(vf)} lower than the deep FIFO (≥ {TARGET_VS_FIFO:g}×)")
         fi = med(s["fifo_over_idle"])
         if fi is not None and fi < TARGET_VS_FIFO:
-            why.append(f"(the deep FIFO's own p99 is only {ratio(fi)} the idle p99 here: {TARGET_VS_FIFO:g}× lower "
-                       "than it would be below the unloaded p99)")
+            why[-1] += (f" — the deep FIFO's own p99 is only {ratio(fi)} the idle p99 here: {TARGET_VS_FIFO:g}× "
+                        "lower than it would be below the unloaded p99")
     t = idle_target(s["load"])
     if vi is None or vi > t:
         why.append(f"p99 {ratio(vi)} the idle p99 (≤ {t:g}×)")
