@@ -14,7 +14,9 @@ PKGS=(
 	# tests and lab
 	iproute2 ethtool jq procps psmisc util-linux kmod
 	containernetworking-plugins iperf3 sockperf gnuplot-nox
-	python3 python3-pytest valgrind
+	python3 python3-pytest python3-yaml valgrind
+	# the monitoring suite: promtool (check/test rules, check metrics) and a real Prometheus
+	prometheus
 	# the real control plane (hack/build-k8s.sh needs Go >= 1.24, not a Debian package here)
 	openssl curl
 	# the node e2e (hack/e2e-node.sh): the container runtime, the pods' busybox,
