@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/run.sh [--only unit|integration|monitoring|unit-asan|integration-asan|fuzz|k8s|kernel|e2e] BUILD_DIR
+# test/run.sh [--only unit|integration|unit-asan|integration-asan|fuzz|k8s|kernel|e2e] BUILD_DIR
 # Runs every suite of `make test` and ends with one line
 # "N passed, N failed, N skipped" summing them. Exit 1 if anything failed.
 # Under CI=true a skipped test counts as failed (strict mode): CI must
@@ -56,7 +56,7 @@ fi
 
 # The alert rules and the dashboard (manifests/monitoring/): promtool's
 # checks and rule unit tests, and every dashboard query against a real
-# Prometheus scraping a real agent (Debian package prometheus).
+# Prometheus scraping a real agent (Debian package prometheus). --only monitoring.
 if [ -z "$only" ] || [ "$only" = monitoring ]; then
 	run_suite "monitoring" env AIQOS_BUILD="$build" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
 		"$top/test/monitoring"
