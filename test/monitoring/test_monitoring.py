@@ -10,7 +10,8 @@
   passes `promtool check metrics` and has one label set per family, every
   panel query returns data (at least one finite sample), every rule
   evaluates, and the degraded pods of `aiqosctl status` are the ones
-  aiqos_pods_tuning{status="degraded"} counts.
+  aiqos_pods_tuning{status="degraded"} counts;
+- bound to the node's address, /metrics answers a scraper in another netns.
 Root for the live test (network namespaces); promtool and prometheus from
 the Debian package (hack/install-deps.sh)."""
 
@@ -376,3 +377,29 @@ def test_dashboard_and_rules_against_a_real_agent(node, lab):
             p.wait(5)
         if prom:
             prom.stop()
+
+
+def test_metrics_scrapable_from_off_the_node(node):
+    """Bound to the node's address (what the DaemonSet's $(POD_IP):9464 is
+    with the host network), /metrics answers a scraper in another netns; the
+    default loopback bind does not."""
+    node_ip = f"{node.uplink_net}.2"
+
+    def get_from_fabric(addr, port):
+        def call():
+            c = http.client.HTTPConnection(addr, port, timeout=3)
+            try:
+                c.request("GET", "/metrics")
+                r = c.getresponse()
+                return r.status, r.read().decode()
+            finally:
+                c.close()
+        return agentlab.in_netns_call(node.fabric.name, call)
+
+    node.start_agent({"uplinkRate": "500mbit"}, args=("--metrics-addr", f"{node_ip}:19464"))
+    status, text = get_from_fabric(node_ip, 19464)
+    assert status == 200 and "# TYPE aiqos_build_info gauge" in text
+    node.stop_agent()
+    node.start_agent({"uplinkRate": "500mbit"}, args=("--metrics-addr", "127.0.0.1:19464"))
+    with pytest.raises(OSError):
+        get_from_fabric(node_ip, 19464)
