@@ -71,7 +71,7 @@ def run(*argv, input=None, timeout=60):
 def test_rules_check():
     p = run(tool("promtool"), "check", "rules", RULES)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "SUCCESS: 8 rules found" in p.stdout, p.stdout
+    assert "SUCCESS: 9 rules found" in p.stdout, p.stdout
 
 
 def test_rules_unit_tests():
@@ -352,7 +352,7 @@ def test_dashboard_and_rules_against_a_real_agent(node, lab):
         assert up and up[0] >= 0.9, up
         groups = prom.api("rules")["groups"]
         rules = [r for g in groups for r in g["rules"]]
-        assert len(rules) == 8
+        assert len(rules) == 9
         bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
         assert not bad, bad
 
@@ -371,6 +371,7 @@ def test_dashboard_and_rules_against_a_real_agent(node, lab):
         if degraded:
             assert alerts["AiqosPodsDegraded"] in ("pending", "firing"), alerts
         assert alerts["AiqosUplinkTuningFailing"] == "inactive", alerts
+        assert alerts["AiqosAgentDown"] == "inactive", alerts
         assert alerts["AiqosAgentNotConnectedToAPI"] == "inactive", alerts
     finally:
         for p in pings:
