@@ -9,8 +9,9 @@
   Prometheus in the node's netns, with the rules loaded: the real /metrics
   passes `promtool check metrics` and has one label set per family, every
   panel query returns data (at least one finite sample), every rule
-  evaluates, and the degraded pods of `aiqosctl status` are the ones
-  aiqos_pods_tuning{status="degraded"} counts;
+  evaluates, the degraded pods of `aiqosctl status` are the ones
+  aiqos_pods_tuning{status="degraded"} counts, and with the API server
+  gone AiqosAgentNotConnectedToAPI becomes pending;
 - bound to the node's address, /metrics answers a scraper in another netns.
 Root for the live test (network namespaces); promtool and prometheus from
 the Debian package (hack/install-deps.sh)."""
@@ -373,6 +374,15 @@ def test_dashboard_and_rules_against_a_real_agent(node, lab):
         assert alerts["AiqosUplinkTuningFailing"] == "inactive", alerts
         assert alerts["AiqosAgentDown"] == "inactive", alerts
         assert alerts["AiqosAgentNotConnectedToAPI"] == "inactive", alerts
+
+        # the API server goes away: the real series make its alert pending
+        os.killpg(node.api_proc.pid, signal.SIGKILL)
+        node.api_proc.wait(5)
+
+        def api_alert():
+            rs = {r["name"]: r for g in prom.api("rules")["groups"] for r in g["rules"]}
+            return rs["AiqosAgentNotConnectedToAPI"]["state"] == "pending"
+        wait_until(api_alert, 30, "AiqosAgentNotConnectedToAPI pending", 0.5)
     finally:
         for p in pings:
             with contextlib.suppress(ProcessLookupError):
