@@ -382,7 +382,26 @@ static void print_uplink(const cJSON *up)
 			}
 		}
 	}
+	if (jnum(up, "trainingFloor", &v) && v > 0)
+		printf("  training floor %.1f%%", v * 100);
 	printf("\n");
+	if (jobj(up, "classes") && jobj(up, "classes")->child) {
+		const cJSON *k;
+
+		printf("  guarantees:");
+		json_for_each(k, jobj(up, "classes"))
+		{
+			char r1[32], r2[32];
+			double rb = 0, cb = 0;
+
+			jnum(k, "rateBps", &rb);
+			jnum(k, "ceilBps", &cb);
+			rate_format(rb, r1, sizeof(r1));
+			rate_format(cb, r2, sizeof(r2));
+			printf(" %s rate %s ceil %s;", k->string, r1, r2);
+		}
+		printf("\n");
+	}
 	if (jarr(up, "effective") && cJSON_GetArraySize(jarr(up, "effective")) > 0) {
 		printf("  effective:\n");
 		print_strings(jarr(up, "effective"), "    ");
@@ -1208,15 +1227,18 @@ static void share_text(const struct plan_run *r, char *buf, size_t size)
 	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
 		enum workload_class c = order[i];
 		unsigned pm = r->info.shares.share_pm[c];
-		char rate[32] = "";
+		char rate[32] = "", ceil[32] = "";
 		int n;
 
 		if (!pm)
 			continue;
 		if (r->info.class_rate_bps[c])
 			tc_rate_format(r->info.class_rate_bps[c], rate, sizeof(rate));
-		n = snprintf(buf + len, size - len, "%s%s %u.%u%%%s%s%s", len ? ", " : "", workload_class_name(c),
-		             pm / 10, pm % 10, rate[0] ? " (" : "", rate, rate[0] ? ")" : "");
+		if (r->info.class_ceil_bps[c])
+			tc_rate_format(r->info.class_ceil_bps[c], ceil, sizeof(ceil));
+		n = snprintf(buf + len, size - len, "%s%s %u.%u%%%s%s%s%s%s", len ? ", " : "", workload_class_name(c),
+		             pm / 10, pm % 10, rate[0] ? " (rate " : "", rate, ceil[0] ? " ceil " : "", ceil,
+		             rate[0] ? ")" : "");
 		if (n < 0 || (size_t)n >= size - len)
 			break;
 		len += (size_t)n;
@@ -1233,7 +1255,7 @@ static void plan_header_text(const struct plan_run *r)
 static int plan_print_text(const struct plan_run *r)
 {
 	const struct node_plan_info *in = &r->info;
-	char rate[32], shaped[32], shares[256];
+	char rate[32], shaped[32], shares[384];
 
 	plan_header_text(r);
 	for (size_t i = 0; i < r->n_res; i++) {
@@ -1285,6 +1307,13 @@ static int plan_print_text(const struct plan_run *r)
 	share_text(r, shares, sizeof(shares));
 	if (shares[0])
 		printf("  shares (weights by %s): %s\n", node_weight_basis_name(in->shares.basis), shares);
+	if (in->mode == MODE_MIXED && in->shares.share_pm[CLASS_TRAINING]) {
+		unsigned pm = in->shares.share_pm[CLASS_TRAINING];
+
+		printf("  training floor: %u.%u%% (trainingFloor %g moved by the %s); inference first (prio 0), "
+		       "training borrows what it leaves\n",
+		       pm / 10, pm % 10, r->cfg.node.training_floor, node_weight_basis_name(in->shares.basis));
+	}
 	if (in->ce_threshold_us) {
 		char t[32];
 		tc_time_format(in->ce_threshold_us, t, sizeof(t));
@@ -1438,6 +1467,17 @@ static int plan_print_json(const struct plan_run *r)
 		if (in->shares.share_pm[c])
 			ok = cJSON_AddNumberToObject(shares, workload_class_name((enum workload_class)c),
 			                             in->shares.share_pm[c] / 1000.0) != NULL;
+	o = ok ? cJSON_AddObjectToObject(up, "classes") : NULL;
+	ok = ok && o;
+	for (int c = 0; ok && c < _CLASS_MAX; c++)
+		if (in->class_rate_bps[c]) {
+			cJSON *k = cJSON_AddObjectToObject(o, workload_class_name((enum workload_class)c));
+
+			ok = k && cJSON_AddNumberToObject(k, "rateBps", (double)in->class_rate_bps[c]) &&
+			     cJSON_AddNumberToObject(k, "ceilBps", (double)in->class_ceil_bps[c]);
+		}
+	ok = ok && cJSON_AddNumberToObject(up, "trainingFloor",
+	                                   in->mode == MODE_MIXED ? in->shares.share_pm[CLASS_TRAINING] / 1000.0 : 0);
 	if (ok) {
 		const char *warn[NODE_WARN_MAX];
 		unsigned n = 0;

@@ -160,8 +160,22 @@ static cJSON *uplink_json(const struct agent *ag)
 		if (info->shares.share_pm[c])
 			cJSON_AddNumberToObject(shares, class_name((enum workload_class)c),
 			                        info->shares.share_pm[c] / 1000.0);
-	if (ag->have_info && info->mode == MODE_MIXED)
+	if (ag->have_info && info->mode == MODE_MIXED) {
 		cJSON_AddStringToObject(o, "weightBasis", node_weight_basis_name(info->shares.basis) ?: "");
+		cJSON_AddNumberToObject(o, "trainingFloor", info->shares.share_pm[CLASS_TRAINING] / 1000.0);
+	}
+	{
+		/* the HTB guarantees: rate (served first, by prio) and ceil (may borrow up to) */
+		cJSON *cl = cJSON_AddObjectToObject(o, "classes");
+
+		for (int c = 0; cl && ag->have_info && c < _CLASS_MAX; c++)
+			if (info->class_rate_bps[c]) {
+				cJSON *k = cJSON_AddObjectToObject(cl, class_name((enum workload_class)c));
+
+				cJSON_AddNumberToObject(k, "rateBps", (double)info->class_rate_bps[c]);
+				cJSON_AddNumberToObject(k, "ceilBps", (double)info->class_ceil_bps[c]);
+			}
+	}
 	eff = cJSON_AddArrayToObject(o, "effective");
 	deg = cJSON_AddArrayToObject(o, "degraded");
 	for (unsigned i = 0; eff && deg && i < ag->in_force.n && i < AGENT_STATUS_ITEMS_MAX; i++) {

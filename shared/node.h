@@ -10,19 +10,29 @@
  * needed for hold_s seconds (flapping within the hold stays mixed). Every
  * other transition is immediate. The agent debounces pod events separately.
  *
- * SHARES (mixed; node_shares_compute). Weight per class w_inf, w_train:
+ * SHARES (mixed; node_shares_compute): inference first, training a floor.
+ * HTB serves every class its rate first and orders only the excess by prio,
+ * so a class's rate is what it gets even when the others saturate: a
+ * guaranteed share is also a cap under load. So the training class gets
+ * only a floor (protection from starvation) and inference everything else:
+ *   training  = floor, inference = 100% - floor - default, default = 5%
+ *   prio: inference 0, default 1, training 2; ceil = the whole shaped rate
+ * Work conserving both ways: idle inference capacity goes to training (prio
+ * orders the excess, training borrows up to ceil), and inference borrows
+ * what training leaves below its floor. The floor moves with the dominant
+ * workload (weight w per class):
  *   - requested GPUs (sum) when any inference or training pod requests GPUs;
  *   - else declared egress bandwidth (sum) when every inference and training
  *     pod declares kubernetes.io/egress-bandwidth;
  *   - else the pod count.
- *   inference = clamp(max(inferenceShare, w_inf / (w_inf + w_train)), 5%, 90%)
- *   default   = 5%
- *   training  = 100% - inference - default        (>= 5%)
- * rounded to 0.1 % (per mille) so rates are exact integers. In training mode
- * the classes are default 5% / training 95%, in inference mode inference 95%
- * / default 5%. Shares are guarantees (HTB rate); every class has ceil = the
- * whole shaped rate, so idle capacity is always borrowed (work conserving
- * below the shaped rate). HTB prio: inference 0, default 1, training 2.
+ *   t     = w_train / (w_inf + w_train)   (0.5 without weights)
+ *   floor = trainingFloor * (0.5 + t)     (0.5x .. 1.5x of trainingFloor)
+ *   floor = min(floor, 100% - default - inferenceShare), clamped to 1..90 %
+ * inferenceShare (the old "guaranteed share of inference") is the minimum
+ * guarantee of inference: it lowers the floor, never raises it. Rounded to
+ * 0.1 % (per mille) so rates are exact integers. In training mode the
+ * classes are default 5% / training 95%, in inference mode inference 95% /
+ * default 5%.
  *
  * RATE. R = uplinkRate when configured, else the link speed (0 = unknown).
  * Shaping (HTB parent class at Rp = R * 97 %, "slightly below the rate so the
@@ -54,7 +64,7 @@
  *   uplink.class.inference    htb 1:10 prio 0 rate share*Rp ceil Rp
  *   uplink.class.default      htb 1:20 prio 1
  *   uplink.class.training     htb 1:30 prio 2
- *   uplink.leaf.inference     10: under 1:10 (prio: 1:1) fq_codel 1ms/10ms ecn limit 1024 | bfifo 2 ms
+ *   uplink.leaf.inference     10: under 1:10 (prio: 1:1) fq_codel 1ms/10ms ecn limit 1024 | bfifo 10 ms
  *   uplink.leaf.default       20: under 1:20 (prio: 1:2) fq_codel ecn | bfifo 5 ms
  *   uplink.leaf.training      30: under 1:30 (prio: 1:3) fq [ce] | fq_codel ecn [ce] | bfifo 20 ms
  *   uplink.pod.<H>.<n>        u32 on 1: prio 10 (ip) / 11 (ipv6), src addr/32|/128 -> class
@@ -62,10 +72,13 @@
  * Only the classes of the mode exist (mixed: 10 20 30; training: 20 30;
  * inference: 10 20); pods of a class without a class (and default pods) get
  * no filter: unclassified traffic goes to the default class (HTB default 20,
- * prio priomap -> band index 1 = class 1:2). FIFOs are sized in bytes (GSO super-packets
- * make packet limits meaningless): limit = clamp(Rp * queue time, 128 KiB
- * (256 KiB training), 16 MiB); without a known rate they are sized for a
- * nominal 1 Gbit/s. HTB quantum = clamp(class rate in bytes/s / 1000,
+ * prio priomap -> band index 1 = class 1:2). FIFOs are sized in bytes (GSO
+ * super-packets make packet limits meaningless) by time at the LINK rate
+ * (Rp; the rate that drains a class when the others are idle, and the rate a
+ * response burst arrives at): limit = clamp(Rp * queue time, min, 16 MiB),
+ * min 512 KiB for inference (two 256 KiB responses: a burst is absorbed,
+ * not dropped), 128 KiB default, 256 KiB training; without a known rate
+ * they are sized for a nominal 1 Gbit/s. HTB quantum = clamp(class rate in bytes/s / 1000,
  * MTU + 14, 200000) (no "quantum of class is big" warning); burst = cburst =
  * clamp(2 ms at the rate (ceil for cburst), 128 KiB, 16 MiB). CE threshold
  * on training queues: 1 ms when any training pod runs a CE-marking profile
@@ -118,31 +131,36 @@
 
 /* Defaults of the agent config (DESIGN §7) */
 #define NODE_INFERENCE_SHARE_DEFAULT 0.3
+#define NODE_TRAINING_FLOOR_DEFAULT  0.3
 #define NODE_MIXED_HOLD_S_DEFAULT    30
 #define NODE_DEBOUNCE_MS_DEFAULT     200
 #define NODE_DSCP_INFERENCE_DEFAULT  46 /* EF */
 #define NODE_DSCP_TRAINING_DEFAULT   10 /* AF11 */
 
 /* Policy constants (see the comment above) */
-#define NODE_SHAPE_PERCENT           97
-#define NODE_SHARE_DEFAULT_PM        50 /* default class guarantee, per mille */
-#define NODE_SHARE_INF_MIN_PM        50 /* inference guarantee clamp */
-#define NODE_SHARE_INF_MAX_PM        900
-#define NODE_CE_THRESHOLD_US         1000
-#define NODE_INF_TARGET_US           1000
-#define NODE_INF_INTERVAL_US         10000
-#define NODE_INF_LIMIT_PKTS          1024
-#define NODE_HTB_R2Q                 10
-#define NODE_HTB_QUANTUM_MAX         200000
-#define NODE_HTB_BURST_US            2000
-#define NODE_FIFO_MIN_BYTES          (2U * 65536)
-#define NODE_FIFO_MIN_TRAINING_BYTES (4U * 65536)
-#define NODE_FIFO_MAX_BYTES          (16U << 20)
-#define NODE_NOMINAL_RATE_BPS        1000000000ULL /* FIFO sizing when no rate is known */
-#define NODE_FILTER_PRIO_SRC_V4      10
-#define NODE_FILTER_PRIO_SRC_V6      11
-#define NODE_FILTER_PRIO_DSCP_V4     20
-#define NODE_FILTER_PRIO_DSCP_V6     21
+#define NODE_SHAPE_PERCENT    97
+#define NODE_SHARE_DEFAULT_PM 50 /* default class guarantee, per mille */
+#define NODE_FLOOR_MIN_PM     10 /* training floor clamp, per mille */
+#define NODE_FLOOR_MAX_PM     900
+#define NODE_CE_THRESHOLD_US  1000
+#define NODE_INF_TARGET_US    1000
+#define NODE_INF_INTERVAL_US  10000
+#define NODE_INF_LIMIT_PKTS   1024
+#define NODE_HTB_R2Q          10
+#define NODE_HTB_QUANTUM_MAX  200000
+#define NODE_HTB_BURST_US     2000
+#define NODE_FIFO_MIN_BYTES   (2U * 65536)
+/* the inference FIFO (kernels without fq_codel) holds a response-sized
+ * burst: NODE_INF_QUEUE_MS at the link rate, at least two 256 KiB responses */
+#define NODE_INF_QUEUE_MS             10
+#define NODE_FIFO_MIN_INFERENCE_BYTES (8U * 65536)
+#define NODE_FIFO_MIN_TRAINING_BYTES  (4U * 65536)
+#define NODE_FIFO_MAX_BYTES           (16U << 20)
+#define NODE_NOMINAL_RATE_BPS         1000000000ULL /* FIFO sizing when no rate is known */
+#define NODE_FILTER_PRIO_SRC_V4       10
+#define NODE_FILTER_PRIO_SRC_V6       11
+#define NODE_FILTER_PRIO_DSCP_V4      20
+#define NODE_FILTER_PRIO_DSCP_V6      21
 
 enum node_mode {
 	MODE_IDLE,
@@ -198,9 +216,12 @@ struct node_pod {
 };
 
 struct node_config {
-	char uplink[IFNAME_LEN];  /* interface name or "auto" (default route); used by the agent */
-	uint64_t uplink_rate_bps; /* 0 = link speed */
-	double inference_share;   /* 0..1, guaranteed share of inference in mixed */
+	char uplink[IFNAME_LEN];    /* interface name or "auto" (default route); used by the agent */
+	uint64_t uplink_rate_bps;   /* 0 = link speed */
+	uint64_t downlink_rate_bps; /* downlinkRate; 0 = uplink_rate_bps (none: no download shaping) */
+	bool downlink;              /* "downlink": false turns the download tree off */
+	double inference_share;     /* 0..1, minimum guarantee of inference in mixed (lowers the floor) */
+	double training_floor;      /* 0..1, trainingFloor: training's guarantee in mixed (before weights) */
 	uint32_t mixed_hold_s;
 	uint32_t debounce_ms; /* used by the agent */
 	enum node_classify classify;
@@ -254,6 +275,7 @@ struct node_plan_info {
 	struct node_counts counts;
 	struct node_shares shares;
 	uint64_t class_rate_bps[_CLASS_MAX]; /* HTB guaranteed rates (0 = no class) */
+	uint64_t class_ceil_bps[_CLASS_MAX]; /* HTB ceilings (what a class may borrow up to) */
 	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
 	unsigned n_filters;
 	unsigned n_warn;
@@ -270,7 +292,7 @@ const char *node_weight_basis_name(enum node_weight_basis b); /* "pods" "gpus" "
 
 /* Config */
 void node_config_defaults(struct node_config *ret);
-/* Range checks (inferenceShare 0..1, DSCP 0..63, classify, rate bounds);
+/* Range checks (inferenceShare and trainingFloor 0..1, DSCP 0..63, classify, rate bounds);
  * errors name the key and value. */
 int node_config_check(const struct node_config *cfg, struct error *err);
 
@@ -285,8 +307,8 @@ int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_c
                          uint32_t hold_s, struct node_mode_state *ret);
 
 /* Guaranteed shares for a mode (formula in the top comment). */
-void node_shares_compute(const struct node_counts *c, double inference_share, enum node_mode mode,
-                         struct node_shares *ret);
+void node_shares_compute(const struct node_counts *c, double training_floor, double inference_share,
+                         enum node_mode mode, struct node_shares *ret);
 
 /* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"). */
 int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);

@@ -8,22 +8,21 @@
 
 #include "node.h"
 
-#define H_ROOT             0x10000u  /* 1: */
-#define H_PARENT           0x10001u  /* 1:1 (HTB parent class) */
-#define MINOR_INFERENCE    0x10u     /* 1:10 */
-#define MINOR_DEFAULT      0x20u     /* 1:20 (HTB default class) */
-#define MINOR_TRAINING     0x30u     /* 1:30 */
-#define H_LEAF_INFERENCE   0x100000u /* 10: */
-#define H_LEAF_DEFAULT     0x200000u /* 20: */
-#define H_LEAF_TRAINING    0x300000u /* 30: */
-#define PRIO_BANDS         3u
-#define PRIO_BAND_DEFAULT  1u /* band index of class 1:2 */
-#define QUEUE_MS_INFERENCE 2u
-#define QUEUE_MS_DEFAULT   5u
-#define QUEUE_MS_TRAINING  20u
-#define ETH_HLEN_BYTES     14u
-#define MTU_DEFAULT        1500u
-#define TREE_ITEMS_MAX     16u
+#define H_ROOT            0x10000u  /* 1: */
+#define H_PARENT          0x10001u  /* 1:1 (HTB parent class) */
+#define MINOR_INFERENCE   0x10u     /* 1:10 */
+#define MINOR_DEFAULT     0x20u     /* 1:20 (HTB default class) */
+#define MINOR_TRAINING    0x30u     /* 1:30 */
+#define H_LEAF_INFERENCE  0x100000u /* 10: */
+#define H_LEAF_DEFAULT    0x200000u /* 20: */
+#define H_LEAF_TRAINING   0x300000u /* 30: */
+#define PRIO_BANDS        3u
+#define PRIO_BAND_DEFAULT 1u /* band index of class 1:2 */
+#define QUEUE_MS_DEFAULT  5u
+#define QUEUE_MS_TRAINING 20u
+#define ETH_HLEN_BYTES    14u
+#define MTU_DEFAULT       1500u
+#define TREE_ITEMS_MAX    16u
 
 #define ID_ROOT   "uplink.root"
 #define ID_PARENT "uplink.class.parent"
@@ -110,6 +109,8 @@ void node_config_defaults(struct node_config *ret)
 	str_copy(ret->uplink, sizeof(ret->uplink), NODE_UPLINK_AUTO);
 	ret->uplink_rate_bps = 0;
 	ret->inference_share = NODE_INFERENCE_SHARE_DEFAULT;
+	ret->training_floor = NODE_TRAINING_FLOOR_DEFAULT;
+	ret->downlink = true;
 	ret->mixed_hold_s = NODE_MIXED_HOLD_S_DEFAULT;
 	ret->debounce_ms = NODE_DEBOUNCE_MS_DEFAULT;
 	ret->classify = CLASSIFY_SRC_IP;
@@ -128,9 +129,16 @@ int node_config_check(const struct node_config *cfg, struct error *err)
 	if (!(cfg->inference_share >= 0.0 && cfg->inference_share <= 1.0))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "inferenceShare: %g is out of range 0..1",
 		                 cfg->inference_share);
+	if (!(cfg->training_floor >= 0.0 && cfg->training_floor <= 1.0))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "trainingFloor: %g is out of range 0..1",
+		                 cfg->training_floor);
 	if (cfg->uplink_rate_bps != 0 && (cfg->uplink_rate_bps < BW_MIN_BPS || cfg->uplink_rate_bps > BW_MAX_BPS))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 		                 "uplinkRate: %" PRIu64 " bit/s is out of range %llu..%llu", cfg->uplink_rate_bps,
+		                 BW_MIN_BPS, BW_MAX_BPS);
+	if (cfg->downlink_rate_bps != 0 && (cfg->downlink_rate_bps < BW_MIN_BPS || cfg->downlink_rate_bps > BW_MAX_BPS))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                 "downlinkRate: %" PRIu64 " bit/s is out of range %llu..%llu", cfg->downlink_rate_bps,
 		                 BW_MIN_BPS, BW_MAX_BPS);
 	if (!node_classify_name(cfg->classify))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "classify: invalid value %d (src-ip, dscp)",
@@ -220,12 +228,16 @@ int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_c
 	return -1;
 }
 
-void node_shares_compute(const struct node_counts *c, double inference_share, enum node_mode mode,
-                         struct node_shares *ret)
+static double clamp01(double v)
 {
-	double floor_share = inference_share >= 0.0 ? (inference_share <= 1.0 ? inference_share : 1.0) : 0.0;
-	double w_inf, w_train, ratio, s;
-	long pm;
+	return v >= 0.0 ? (v <= 1.0 ? v : 1.0) : 0.0; /* NaN -> 0 */
+}
+
+void node_shares_compute(const struct node_counts *c, double training_floor, double inference_share,
+                         enum node_mode mode, struct node_shares *ret)
+{
+	double w_inf, w_train, t, floor_share;
+	long pm, max_pm;
 
 	memset(ret, 0, sizeof(*ret));
 	ret->basis = WEIGHT_PODS;
@@ -260,16 +272,20 @@ void node_shares_compute(const struct node_counts *c, double inference_share, en
 	}
 	ret->weight[CLASS_INFERENCE] = w_inf;
 	ret->weight[CLASS_TRAINING] = w_train;
-	ratio = w_inf + w_train > 0 ? w_inf / (w_inf + w_train) : 0.0;
-	s = floor_share > ratio ? floor_share : ratio;
-	pm = (long)(s * 1000.0 + 0.5); /* s >= 0; no libm */
-	if (pm < NODE_SHARE_INF_MIN_PM)
-		pm = NODE_SHARE_INF_MIN_PM;
-	if (pm > NODE_SHARE_INF_MAX_PM)
-		pm = NODE_SHARE_INF_MAX_PM;
-	ret->share_pm[CLASS_INFERENCE] = (unsigned)pm;
+	t = w_inf + w_train > 0 ? w_train / (w_inf + w_train) : 0.5;
+	floor_share = clamp01(training_floor) * (0.5 + t);
+	pm = (long)(floor_share * 1000.0 + 0.5); /* >= 0; no libm */
+	/* inferenceShare: the minimum guarantee of inference lowers the floor */
+	max_pm = 1000 - NODE_SHARE_DEFAULT_PM - (long)(clamp01(inference_share) * 1000.0 + 0.5);
+	if (pm > max_pm)
+		pm = max_pm;
+	if (pm < NODE_FLOOR_MIN_PM)
+		pm = NODE_FLOOR_MIN_PM;
+	if (pm > NODE_FLOOR_MAX_PM)
+		pm = NODE_FLOOR_MAX_PM;
+	ret->share_pm[CLASS_TRAINING] = (unsigned)pm;
 	ret->share_pm[CLASS_DEFAULT] = NODE_SHARE_DEFAULT_PM;
-	ret->share_pm[CLASS_TRAINING] = 1000 - (unsigned)pm - NODE_SHARE_DEFAULT_PM;
+	ret->share_pm[CLASS_INFERENCE] = 1000 - (unsigned)pm - NODE_SHARE_DEFAULT_PM;
 }
 
 /* ---- ids and handles ---- */
@@ -437,7 +453,7 @@ static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_
 		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
 			spec_fq_codel_inference(s);
 		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
-			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_INFERENCE, NODE_FIFO_MIN_BYTES);
+			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, NODE_INF_QUEUE_MS, NODE_FIFO_MIN_INFERENCE_BYTES);
 		break;
 	case CLASS_TRAINING:
 		if ((s = alt_add(it, TC_KIND_FQ)))
@@ -913,7 +929,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 
 	info.mode = mode;
 	node_pods_count(pods, n, &info.counts);
-	node_shares_compute(&info.counts, cfg->inference_share, mode, &info.shares);
+	node_shares_compute(&info.counts, cfg->training_floor, cfg->inference_share, mode, &info.shares);
 	info.rate_configured = cfg->uplink_rate_bps > 0;
 	info.rate_bps = info.rate_configured ? cfg->uplink_rate_bps : up->speed_bps;
 	info.ce_threshold_us = info.counts.n_dctcp_training > 0 ? NODE_CE_THRESHOLD_US : 0;
@@ -955,15 +971,22 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		uint64_t rp = shaped_rate(info.rate_bps), used = 0;
 
 		info.shaped_bps = rp;
+		/* the class that takes the rest: inference when present (the
+		 * floor and default are exact), else training */
+		int rest = info.shares.share_pm[CLASS_INFERENCE] ? CLASS_INFERENCE : CLASS_TRAINING;
+
 		for (int c = 0; c < _CLASS_MAX; c++)
-			if (c != CLASS_TRAINING && info.shares.share_pm[c]) {
+			if (c != rest && info.shares.share_pm[c]) {
 				info.class_rate_bps[c] = rp * info.shares.share_pm[c] / 1000;
 				if (info.class_rate_bps[c] == 0)
 					info.class_rate_bps[c] = 1;
 				used += info.class_rate_bps[c];
 			}
-		if (info.shares.share_pm[CLASS_TRAINING])
-			info.class_rate_bps[CLASS_TRAINING] = rp > used + 1 ? rp - used : 1;
+		if (info.shares.share_pm[rest])
+			info.class_rate_bps[rest] = rp > used + 1 ? rp - used : 1;
+		for (int c = 0; c < _CLASS_MAX; c++)
+			if (info.class_rate_bps[c])
+				info.class_ceil_bps[c] = rp;
 		for (int c = 0; c < _CLASS_MAX; c++)
 			if (c != CLASS_DEFAULT && info.class_rate_bps[c])
 				classid[c] = TC_H_MAKE(H_ROOT, class_minor(c));

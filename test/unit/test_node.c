@@ -168,6 +168,8 @@ static char *render(const struct node_plan *np, const struct node_plan_info *inf
 	        info->shares.share_pm[CLASS_INFERENCE], info->shares.share_pm[CLASS_DEFAULT],
 	        info->shares.share_pm[CLASS_TRAINING], info->class_rate_bps[CLASS_INFERENCE],
 	        info->class_rate_bps[CLASS_DEFAULT], info->class_rate_bps[CLASS_TRAINING]);
+	fprintf(f, "# ceilings: %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", info->class_ceil_bps[CLASS_INFERENCE],
+	        info->class_ceil_bps[CLASS_DEFAULT], info->class_ceil_bps[CLASS_TRAINING]);
 	fprintf(f, "# ce_threshold %uus, filters %u\n", info->ce_threshold_us, info->n_filters);
 	for (unsigned i = 0; i < info->n_warn; i++)
 		fprintf(f, "# warning: %s\n", info->warn[i]);
@@ -481,6 +483,9 @@ TEST(node_mode_hysteresis_edges)
 
 TEST(node_shares_table)
 {
+	/* trainingFloor F, inferenceShare S: floor = F * (0.5 + t), t = the
+	 * training weight fraction; floor <= 95% - S; 1..90 %; inference takes
+	 * the rest (old policy: inference = max(S, ratio), the rest training) */
 	static const struct {
 		const char *what;
 		enum node_mode mode;
@@ -488,30 +493,37 @@ TEST(node_shares_table)
 		uint64_t gpu_inf, gpu_train;
 		unsigned bw_inf_pods, bw_train_pods; /* pods declaring egress bandwidth */
 		uint64_t bw_inf, bw_train;
-		double share;
+		double floor, share;
 		unsigned inf, def, train;
 		enum node_weight_basis basis;
 	} cases[] = {
-	        {"floor wins", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_PODS},
-	        {"equal counts", MODE_MIXED, 5, 5, 0, 0, 0, 0, 0, 0, 0.3, 500, 50, 450, WEIGHT_PODS},
-	        {"inference dominant", MODE_MIXED, 9, 1, 0, 0, 0, 0, 0, 0, 0.3, 900, 50, 50, WEIGHT_PODS},
-	        {"clamp 90%", MODE_MIXED, 99, 1, 0, 0, 0, 0, 0, 0, 0.3, 900, 50, 50, WEIGHT_PODS},
-	        {"clamp 5%", MODE_MIXED, 1, 99, 0, 0, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_PODS},
-	        {"share 1", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 1.0, 900, 50, 50, WEIGHT_PODS},
-	        {"rounding 1/3", MODE_MIXED, 1, 2, 0, 0, 0, 0, 0, 0, 0.0, 333, 50, 617, WEIGHT_PODS},
-	        {"gpus over floor", MODE_MIXED, 1, 1, 1, 7, 0, 0, 0, 0, 0.1, 125, 50, 825, WEIGHT_GPUS},
-	        {"gpus under floor", MODE_MIXED, 1, 1, 1, 7, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_GPUS},
-	        {"gpus beat counts", MODE_MIXED, 3, 1, 0, 8, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_GPUS},
-	        {"gpus inference", MODE_MIXED, 1, 3, 6, 2, 0, 0, 0, 0, 0.3, 750, 50, 200, WEIGHT_GPUS},
-	        {"bandwidth", MODE_MIXED, 2, 1, 0, 0, 2, 1, 200000000, 600000000, 0.0, 250, 50, 700, WEIGHT_BANDWIDTH},
-	        {"bandwidth partial", MODE_MIXED, 2, 2, 0, 0, 2, 1, 200000000, 600000000, 0.0, 500, 50, 450,
+	        {"training dominant 1:9", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 530, 50, 420, WEIGHT_PODS},
+	        {"equal counts", MODE_MIXED, 5, 5, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 650, 50, 300, WEIGHT_PODS},
+	        {"inference dominant", MODE_MIXED, 9, 1, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 770, 50, 180, WEIGHT_PODS},
+	        {"99:1", MODE_MIXED, 99, 1, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 797, 50, 153, WEIGHT_PODS},
+	        {"1:99", MODE_MIXED, 1, 99, 0, 0, 0, 0, 0, 0, 0.3, 0.0, 503, 50, 447, WEIGHT_PODS},
+	        /* the issue's lab: 1 inference vs 2 training pods (old: inference 333) */
+	        {"1 vs 2 pods", MODE_MIXED, 1, 2, 0, 0, 0, 0, 0, 0, 0.3, 0.0, 600, 50, 350, WEIGHT_PODS},
+	        {"inferenceShare 1", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 0.3, 1.0, 940, 50, 10, WEIGHT_PODS},
+	        {"gpus", MODE_MIXED, 1, 1, 1, 3, 0, 0, 0, 0, 0.3, 0.1, 575, 50, 375, WEIGHT_GPUS},
+	        {"inferenceShare lowers the floor", MODE_MIXED, 1, 1, 1, 3, 0, 0, 0, 0, 0.3, 0.7, 700, 50, 250,
+	         WEIGHT_GPUS},
+	        {"gpus beat counts", MODE_MIXED, 3, 1, 0, 8, 0, 0, 0, 0, 0.3, 0.0, 500, 50, 450, WEIGHT_GPUS},
+	        {"gpus inference", MODE_MIXED, 1, 3, 6, 2, 0, 0, 0, 0, 0.3, 0.3, 725, 50, 225, WEIGHT_GPUS},
+	        {"bandwidth", MODE_MIXED, 2, 1, 0, 0, 2, 1, 200000000, 600000000, 0.3, 0.0, 575, 50, 375,
+	         WEIGHT_BANDWIDTH},
+	        {"bandwidth partial", MODE_MIXED, 2, 2, 0, 0, 2, 1, 200000000, 600000000, 0.3, 0.0, 650, 50, 300,
 	         WEIGHT_PODS},
-	        {"held mixed, no inference", MODE_MIXED, 0, 3, 0, 0, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_PODS},
-	        {"held mixed, no pods", MODE_MIXED, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_PODS},
-	        {"share out of range", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 7.0, 900, 50, 50, WEIGHT_PODS},
-	        {"training mode", MODE_TRAINING, 0, 4, 0, 0, 0, 0, 0, 0, 0.3, 0, 50, 950, WEIGHT_PODS},
-	        {"inference mode", MODE_INFERENCE, 4, 0, 0, 0, 0, 0, 0, 0, 0.3, 950, 50, 0, WEIGHT_PODS},
-	        {"idle", MODE_IDLE, 0, 0, 0, 0, 0, 0, 0, 0, 0.3, 0, 0, 0, WEIGHT_PODS},
+	        {"held mixed, no inference", MODE_MIXED, 0, 3, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 500, 50, 450, WEIGHT_PODS},
+	        {"held mixed, no pods", MODE_MIXED, 0, 0, 0, 0, 0, 0, 0, 0, 0.3, 0.0, 650, 50, 300, WEIGHT_PODS},
+	        {"share out of range", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 0.3, 7.0, 940, 50, 10, WEIGHT_PODS},
+	        {"floor 0", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 940, 50, 10, WEIGHT_PODS},
+	        {"floor 1, share 0.3", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 1.0, 0.3, 300, 50, 650, WEIGHT_PODS},
+	        {"floor 1, clamp 90%", MODE_MIXED, 0, 1, 0, 0, 0, 0, 0, 0, 1.0, 0.0, 50, 50, 900, WEIGHT_PODS},
+	        {"floor out of range", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, -3.0, 0.0, 940, 50, 10, WEIGHT_PODS},
+	        {"training mode", MODE_TRAINING, 0, 4, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 0, 50, 950, WEIGHT_PODS},
+	        {"inference mode", MODE_INFERENCE, 4, 0, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 950, 50, 0, WEIGHT_PODS},
+	        {"idle", MODE_IDLE, 0, 0, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 0, 0, 0, WEIGHT_PODS},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -526,7 +538,7 @@ TEST(node_shares_table)
 		c.n_egress[CLASS_TRAINING] = cases[i].bw_train_pods;
 		c.egress_bps[CLASS_INFERENCE] = cases[i].bw_inf;
 		c.egress_bps[CLASS_TRAINING] = cases[i].bw_train;
-		node_shares_compute(&c, cases[i].share, cases[i].mode, &s);
+		node_shares_compute(&c, cases[i].floor, cases[i].share, cases[i].mode, &s);
 		if (s.share_pm[CLASS_INFERENCE] != cases[i].inf || s.share_pm[CLASS_TRAINING] != cases[i].train ||
 		    s.basis != cases[i].basis)
 			fprintf(stderr, "  case %s\n", cases[i].what);
@@ -605,10 +617,14 @@ TEST(node_plan_htb_numbers)
 	CHECK_INT(info.shape, SHAPE_HTB);
 	CHECK_INT(info.rate_bps, 500000000);
 	CHECK_INT(info.shaped_bps, 485000000);
-	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 500); /* 2 vs 2 pods */
-	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 242500000);
+	/* 2 vs 2 pods: training floor 30 %, inference the rest (old: 50 %) */
+	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 300);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 650);
+	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 315250000);
 	CHECK_INT(info.class_rate_bps[CLASS_DEFAULT], 24250000);
-	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 218250000);
+	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 145500000);
+	for (int c = 0; c < _CLASS_MAX; c++)
+		CHECK_INT(info.class_ceil_bps[c], 485000000);
 	CHECK_INT(info.ce_threshold_us, 1000);
 	CHECK_INT(info.n_warn, 0);
 
@@ -634,9 +650,9 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].handle, 0x10010);
 		CHECK_INT(it->tc[0].parent, 0x10001);
 		CHECK_INT(it->tc[0].u.htb_class.prio, 0);
-		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 242500000);
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 315250000);
 		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
-		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 30312);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 39406);
 		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 131072);
 	}
 	it = find(&np, "uplink.class.default");
@@ -645,6 +661,10 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3031);
 	it = find(&np, "uplink.class.training");
 	CHECK(it && it->tc[0].handle == 0x10030 && it->tc[0].u.htb_class.prio == 2);
+	if (it) {
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 145500000);
+		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
+	}
 	/* CI kernel: the AQM alternatives stay listed first (the applier skips
 	 * them and records the byte FIFO as degraded); the FIFO is last */
 	it = find(&np, "uplink.leaf.inference");
@@ -652,13 +672,49 @@ TEST(node_plan_htb_numbers)
 	if (it) {
 		CHECK_INT(it->tc[1].parent, 0x10010);
 		CHECK_INT(it->tc[1].handle, 0x100000);
-		CHECK_INT(it->tc[1].u.fifo.limit, 131072);
+		/* 10 ms at the link's shaped rate (old: 128 KiB, less than one 256 KiB response) */
+		CHECK_INT(it->tc[1].u.fifo.limit, 606250);
 		CHECK_STR(it->depends, "uplink.class.inference");
 	}
 	it = find(&np, "uplink.leaf.default");
 	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 303125);
 	it = find(&np, "uplink.leaf.training");
 	CHECK(it && it->n_alt == 3 && it->tc[2].u.fifo.limit == 1212500 && it->tc[2].handle == 0x300000);
+}
+
+/* Issue 11: 1 inference pod next to 2 training pods, 256 KiB responses at
+ * ~40 % of a 500 Mbit/s link. The old policy guaranteed inference 33 % and
+ * HTB made that its limit under load; its byte FIFO was 128 KiB. */
+TEST(node_plan_inference_not_capped_by_its_share)
+{
+	_cleanup_node_plan_ struct node_plan np = {0};
+	struct node_plan_info info;
+	struct node_pod pods[3];
+	const struct plan_item *it;
+	uint64_t load = 500000000ULL * 4 / 10;
+
+	pods[0] = mkpod("inf", "0b9a36b4-0000-4000-8000-000000000001", CLASS_INFERENCE, "10.88.0.10", NULL);
+	pods[1] = mkpod("t0", "0b9a36b4-0000-4000-8000-000000000002", CLASS_TRAINING, "10.88.0.11", NULL);
+	pods[2] = mkpod("t1", "0b9a36b4-0000-4000-8000-000000000003", CLASS_TRAINING, "10.88.0.12", NULL);
+	CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, pods, 3, &np, &info), 0);
+	CHECK_INT(info.shape, SHAPE_HTB);
+	/* inference is guaranteed more than its load; training its floor */
+	CHECK(info.class_rate_bps[CLASS_INFERENCE] > load);
+	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 350);
+	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 485000000ULL * 350 / 1000);
+	CHECK(info.class_rate_bps[CLASS_INFERENCE] + info.class_rate_bps[CLASS_DEFAULT] +
+	              info.class_rate_bps[CLASS_TRAINING] ==
+	      info.shaped_bps);
+	/* work conserving: every class may borrow the whole shaped rate */
+	for (int c = 0; c < _CLASS_MAX; c++)
+		CHECK_INT(info.class_ceil_bps[c], info.shaped_bps);
+	it = find(&np, "uplink.class.inference");
+	CHECK(it && it->tc[0].u.htb_class.prio == 0 && it->tc[0].u.htb_class.ceil_bps == info.shaped_bps);
+	it = find(&np, "uplink.class.training");
+	CHECK(it && it->tc[0].u.htb_class.prio == 2 && it->tc[0].u.htb_class.rate_bps == 169750000);
+	/* the CI kernel's FIFO holds at least two 256 KiB responses */
+	it = find(&np, "uplink.leaf.inference");
+	CHECK(it && it->n_alt == 2 && it->tc[1].kind == TC_KIND_BFIFO && it->tc[1].u.fifo.limit >= 2 * 262144);
 }
 
 TEST(node_plan_leaves_full_kernel)
@@ -791,8 +847,8 @@ TEST(node_plan_prio)
 	CHECK(find(&np, "uplink.class.parent") == NULL);
 	it = find(&np, "uplink.leaf.inference");
 	CHECK(it && it->tc[0].parent == 0x10001 && it->tc[0].handle == 0x100000);
-	/* FIFO fallback sized at the link speed: 10 Gbit/s * 2 ms */
-	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 2500000);
+	/* FIFO fallback sized at the link speed: 10 Gbit/s * 10 ms */
+	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 12500000);
 	it = find(&np, "uplink.leaf.default");
 	CHECK(it && it->tc[0].parent == 0x10002);
 	it = find(&np, "uplink.leaf.training");
@@ -1276,20 +1332,22 @@ TEST(node_plan_incremental)
 	CHECK(pods != NULL);
 	if (!pods)
 		return;
-	/* 10 inference, 35 training, 5 default: the 30 % floor sets the
-	 * share, so one pod more or less does not move the class rates */
+	/* 10 inference, 35 training, 5 default: inferenceShare 0.8 caps the
+	 * training floor at 15 %, so one pod more or less does not move the
+	 * class rates */
 	many_pods(pods, n, 0);
 	for (unsigned i = 0; i < n; i++)
 		pods[i].class = i < 10 ? CLASS_INFERENCE : i < 45 ? CLASS_TRAINING : CLASS_DEFAULT;
 	node_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
+	cfg.inference_share = 0.8;
 	CHECK_INT(node_plan(pods, n, &cfg, &VETH, &caps, MODE_MIXED, NULL, &p0, &info, NULL), 0);
-	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 300);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 800);
 
 	/* add one dual-stack training pod */
 	pods[n] = mkpod("new", "5e1f0c7a-1111-4222-8333-944455556666", CLASS_TRAINING, "10.200.0.1", "fd00:200::1");
 	CHECK_INT(node_plan(pods, n + 1, &cfg, &VETH, &caps, MODE_MIXED, &p0, &p1, &info, NULL), 0);
-	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 300);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 800);
 	check_only(&p0, &p1, 2, 0, pods[n].uid, NULL);
 
 	/* remove a dual-stack inference pod (index 0 is dual-stack) */
