@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "downlink.h"
 #include "error.h"
 #include "event.h"
 #include "log.h"
@@ -36,7 +37,7 @@ struct metrics_writer;
 /* how long a re-tune waits for the state lock (the plugin holds it for
  * about a millisecond per ADD/DEL) before it fails and backs off */
 #define AGENT_LOCK_TIMEOUT_MS 1000
-#define AGENT_PATH_MAX          4096
+#define AGENT_PATH_MAX        4096
 
 #define AGENT_RETRY_MIN_MS     1000
 #define AGENT_RETRY_MAX_MS     300000 /* 5 min */
@@ -350,6 +351,7 @@ struct agent {
 	/* the uplink */
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */
 	struct uplink up;
+	struct downlink down;  /* the download direction's ifb and hook (downlink.h) */
 	bool up_adopted;       /* the kernel state has been read since the uplink was found */
 	bool up_need_observe;  /* re-read the kernel (drift repair, after errors) */
 	bool up_need_discover; /* links or routes changed */

@@ -402,6 +402,18 @@ static void print_uplink(const cJSON *up)
 		}
 		printf("\n");
 	}
+	if (jobj(up, "downlink") && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(jobj(up, "downlink"), "shaped"))) {
+		const cJSON *dl = jobj(up, "downlink");
+		char r1[32], r2[32];
+		double rb = 0, sb = 0;
+
+		jnum(dl, "rateBps", &rb);
+		jnum(dl, "shapedBps", &sb);
+		rate_format(rb, r1, sizeof(r1));
+		rate_format(sb, r2, sizeof(r2));
+		printf("download: %s ingress -> %s  rate %s  shaped %s\n", jstr_or(up, "ifname", "-"),
+		       jstr_or(dl, "ifb", "-"), r1, r2);
+	}
 	if (jarr(up, "effective") && cJSON_GetArraySize(jarr(up, "effective")) > 0) {
 		printf("  effective:\n");
 		print_strings(jarr(up, "effective"), "    ");
@@ -569,6 +581,10 @@ static int explain_print(const cJSON *e)
 			printf(" none");
 		printf("\n");
 		print_strings(jarr(e, "uplinkItems"), "  ");
+	}
+	if (jarr(e, "downloadItems") && cJSON_GetArraySize(jarr(e, "downloadItems")) > 0) {
+		printf("\ndownload items:\n");
+		print_strings(jarr(e, "downloadItems"), "  ");
 	}
 	return EXIT_OK;
 }
@@ -1195,7 +1211,11 @@ static int node_render(const struct plan_run *r, enum plan_format fmt, const cha
 			if (!items)
 				return -ENOMEM;
 			while ((it = cJSON_DetachItemFromArray(items, 0))) {
-				cJSON_ReplaceItemInObjectCaseSensitive(it, "ifname", cJSON_CreateString(r->up.ifname));
+				const cJSON *dev = cJSON_GetObjectItemCaseSensitive(it, "dev");
+
+				if (!cJSON_IsString(dev) || !streq(dev->valuestring, "ifb"))
+					cJSON_ReplaceItemInObjectCaseSensitive(it, "ifname",
+					                                       cJSON_CreateString(r->up.ifname));
 				if (!cJSON_AddItemToArray(arr, it)) {
 					cJSON_Delete(it);
 					return -ENOMEM;
@@ -1313,6 +1333,15 @@ static int plan_print_text(const struct plan_run *r)
 		printf("  training floor: %u.%u%% (trainingFloor %g moved by the %s); inference first (prio 0), "
 		       "training borrows what it leaves\n",
 		       pm / 10, pm % 10, r->cfg.node.training_floor, node_weight_basis_name(in->shares.basis));
+	}
+	if (in->down.planned) {
+		char dr[32], ds[32];
+
+		rate_format((double)in->down.rate_bps, dr, sizeof(dr));
+		rate_format((double)in->down.shaped_bps, ds, sizeof(ds));
+		printf("  download: %s ingress redirected to %s, htb at %s (downlinkRate %s), filters on the "
+		       "destination: %u\n",
+		       r->up.ifname, PLAN_IFB_NAME, ds, dr, in->down.n_filters);
 	}
 	if (in->ce_threshold_us) {
 		char t[32];
@@ -1476,6 +1505,14 @@ static int plan_print_json(const struct plan_run *r)
 			ok = k && cJSON_AddNumberToObject(k, "rateBps", (double)in->class_rate_bps[c]) &&
 			     cJSON_AddNumberToObject(k, "ceilBps", (double)in->class_ceil_bps[c]);
 		}
+	if (ok && in->down.planned) {
+		cJSON *dl = cJSON_AddObjectToObject(node, "downlink");
+
+		ok = dl && cJSON_AddStringToObject(dl, "ifb", PLAN_IFB_NAME) &&
+		     cJSON_AddNumberToObject(dl, "rateBps", (double)in->down.rate_bps) &&
+		     cJSON_AddNumberToObject(dl, "shapedBps", (double)in->down.shaped_bps) &&
+		     cJSON_AddNumberToObject(dl, "filters", in->down.n_filters);
+	}
 	ok = ok && cJSON_AddNumberToObject(up, "trainingFloor",
 	                                   in->mode == MODE_MIXED ? in->shares.share_pm[CLASS_TRAINING] / 1000.0 : 0);
 	if (ok) {

@@ -64,7 +64,7 @@
  *   uplink.class.inference    htb 1:10 prio 0 rate share*Rp ceil Rp
  *   uplink.class.default      htb 1:20 prio 1
  *   uplink.class.training     htb 1:30 prio 2
- *   uplink.leaf.inference     10: under 1:10 (prio: 1:1) fq_codel 1ms/10ms ecn limit 1024 | bfifo 10 ms
+ *   uplink.leaf.inference     10: under 1:10 (prio: 1:1) fq_codel 1ms/10ms ecn limit 1024 | bfifo 20 ms
  *   uplink.leaf.default       20: under 1:20 (prio: 1:2) fq_codel ecn | bfifo 5 ms
  *   uplink.leaf.training      30: under 1:30 (prio: 1:3) fq [ce] | fq_codel ecn [ce] | bfifo 20 ms
  *   uplink.pod.<H>.<n>        u32 on 1: prio 10 (ip) / 11 (ipv6), src addr/32|/128 -> class
@@ -109,6 +109,26 @@
  * uplink qdisc falls into the default class with src-ip).
  * The caller must not list host-network pods' addresses (they are the node's).
  *
+ * DOWNLOAD (DESIGN §3 "Both directions"). Traffic toward the pods queues at
+ * the switch port, out of reach, unless the node shapes its ingress just
+ * below the downlink rate so the queue forms where aiqos ranks it. Planned
+ * when node_downlink_wanted(): mode not idle, "downlink" on, a rate known
+ * (downlinkRate, else uplinkRate: never a link's reported speed, a veth's
+ * 10000 Mb/s is fiction; otherwise a warning names the key to set), htb,
+ * clsact and u32 not known missing, and the uplink's ingress hook free
+ * (up->ingress_foreign: an ingress qdisc aiqos did not create is left alone,
+ * with a warning). Items, after the uplink's (same planner, same builders):
+ *   down.hook                 [uplink] clsact (parent ffff:fff1)
+ *   down.redirect             [uplink] u32 on ffff:fff2 prio 30 protocol all, match-all,
+ *                             action mirred egress redirect dev PLAN_IFB_NAME (up->ifb_ifindex)
+ *   down.root, down.class.*, down.leaf.*   [ifb] the HTB tree of the mode at Rd * 97 %,
+ *                             the same shares, prio, ceilings and AQM leaves (fq_codel ecn
+ *                             first, byte FIFOs sized at Rd) as the uplink's HTB tree
+ *   down.pod.<H>.<n>          [ifb] u32 prio 10/11 on 1:, DESTINATION addr/32|/128 -> class
+ *   down.dscp.<class>.v4|v6   [ifb] classify "dscp": DS field -> class (as on the uplink)
+ * Handles of the download filters follow the uplink's rules (their own
+ * namespace on the ifb). The agent creates, records and removes the ifb.
+ *
  * CAPACITY. A node plan has one filter per pod address: 250 dual-stack pods
  * need ~510 items, far above PLAN_ITEMS_MAX (64, sized for per-pod plans that
  * live on the plugin's stack and in every state record). struct plan_item is
@@ -131,7 +151,7 @@
 
 /* Defaults of the agent config (DESIGN §7) */
 #define NODE_INFERENCE_SHARE_DEFAULT 0.3
-#define NODE_TRAINING_FLOOR_DEFAULT  0.3
+#define NODE_TRAINING_FLOOR_DEFAULT  0.2
 #define NODE_MIXED_HOLD_S_DEFAULT    30
 #define NODE_DEBOUNCE_MS_DEFAULT     200
 #define NODE_DSCP_INFERENCE_DEFAULT  46 /* EF */
@@ -152,7 +172,7 @@
 #define NODE_FIFO_MIN_BYTES   (2U * 65536)
 /* the inference FIFO (kernels without fq_codel) holds a response-sized
  * burst: NODE_INF_QUEUE_MS at the link rate, at least two 256 KiB responses */
-#define NODE_INF_QUEUE_MS             10
+#define NODE_INF_QUEUE_MS             20
 #define NODE_FIFO_MIN_INFERENCE_BYTES (8U * 65536)
 #define NODE_FIFO_MIN_TRAINING_BYTES  (4U * 65536)
 #define NODE_FIFO_MAX_BYTES           (16U << 20)
@@ -161,6 +181,8 @@
 #define NODE_FILTER_PRIO_SRC_V6       11
 #define NODE_FILTER_PRIO_DSCP_V4      20
 #define NODE_FILTER_PRIO_DSCP_V6      21
+#define NODE_FILTER_PRIO_REDIRECT     30 /* the uplink ingress hook: match-all -> mirred to the ifb */
+#define NODE_REDIRECT_HANDLE          1  /* its u32 node id */
 
 enum node_mode {
 	MODE_IDLE,
@@ -235,6 +257,9 @@ struct uplink_facts {
 	bool is_virtual;    /* veth/bridge/dummy, or speed unknown */
 	uint32_t tx_queues; /* informational (mq + fq per queue needs an mq kind in tc.h) */
 	uint32_t mtu;       /* 0 = 1500 */
+	/* the download direction */
+	int ifb_ifindex;      /* PLAN_IFB_NAME's ifindex (the redirect target), 0 = not created (dry run) */
+	bool ingress_foreign; /* the uplink has an ingress/clsact qdisc aiqos did not create */
 };
 
 struct node_counts {
@@ -266,6 +291,16 @@ struct node_plan {
 	struct plan_item *items; /* heap; tree items first, then pod filters in pod-UID order */
 };
 
+/* The download tree (DOWNLOAD in the top comment) */
+struct node_down_info {
+	bool planned;        /* the plan has the down.* items */
+	uint64_t rate_bps;   /* downlinkRate, else uplinkRate; 0 = unknown (not shaped) */
+	uint64_t shaped_bps; /* rate * 97 % when planned */
+	uint64_t class_rate_bps[_CLASS_MAX];
+	uint64_t class_ceil_bps[_CLASS_MAX];
+	unsigned n_filters;
+};
+
 struct node_plan_info {
 	enum node_mode mode;
 	enum node_shape shape;
@@ -278,6 +313,7 @@ struct node_plan_info {
 	uint64_t class_ceil_bps[_CLASS_MAX]; /* HTB ceilings (what a class may borrow up to) */
 	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
 	unsigned n_filters;
+	struct node_down_info down;
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];
 };
@@ -310,8 +346,17 @@ int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_c
 void node_shares_compute(const struct node_counts *c, double training_floor, double inference_share,
                          enum node_mode mode, struct node_shares *ret);
 
-/* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"). */
+/* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"),
+ * and of its download filter on the ifb ("down.pod.<H>.<n>"). */
 int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
+int node_down_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
+
+/* Does the node shape its download direction in this mode (config on, a
+ * rate known, the kinds it needs not known missing)? ret_rate_bps (may be
+ * NULL): the rate (downlinkRate, else uplinkRate; 0 = unknown). The agent
+ * asks before planning to create the ifb (or remove it). */
+bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps *caps, enum node_mode mode,
+                          uint64_t *ret_rate_bps);
 
 /* Build the uplink plan for `mode` (normally from node_mode_decide). prev:
  * the plan in force (NULL = none), only used to keep filter handles stable.

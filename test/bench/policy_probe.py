@@ -10,7 +10,7 @@ a 500 Mbit/s link) next to 2 training pods x 2 cubic flows, in one direction:
             fabric): responses come in; training pods receive (iperf3 -R);
             the bottleneck is the wire toward the node
 
-Arms: fifo (deep FIFO at the bottleneck, nothing on the node) and aiqos
+Arms: idle (inference alone, plain chain), fifo (deep FIFO at the bottleneck, nothing on the node) and aiqos
 (plugin + agent, uplinkRate/downlinkRate = the bottleneck rate), interleaved,
 REPS repetitions; --leaf lets the aiqos arm replace the uplink's inference
 leaf after the agent built it (drift repair off) to compare fallbacks.
@@ -69,16 +69,20 @@ def run(lab, arm, direction, rep, a):
                    "debounceMs": 200, "driftRepairSeconds": 0}
             if direction == "download":
                 cfg["downlinkRate"] = f"{lab.rate_mbit}mbit"
+            if a.floor is not None:
+                cfg["trainingFloor"] = a.floor
             agent = lab.start_agent(cfg)
-        short = "aq" if arm == "aiqos" else "ff"
-        train = [lab.add_pod(f"{short}{rep}{direction[0]}t{k}", "training", chain) for k in range(2)]
+        short = {"aiqos": "aq", "fifo": "ff", "idle": "id"}[arm]
+        n_train = 0 if arm == "idle" else 2
+        train = [lab.add_pod(f"{short}{rep}{direction[0]}t{k}", "training", chain) for k in range(n_train)]
         inf = lab.add_pod(f"{short}{rep}{direction[0]}i0", "inference", chain)
         pods = train + [inf]
         if agent is not None:
             agent.wait_mode("mixed")
             time.sleep(0.5)
             if a.leaf:
-                L.sh("tc", "-n", lab.node, "qdisc", "replace", "dev", L.UPLINK, "parent", "1:10", "handle", "10:",
+                L.sh("tc", "-n", lab.node, "qdisc", "del", "dev", L.UPLINK, "parent", "1:10", "handle", "10:")
+                L.sh("tc", "-n", lab.node, "qdisc", "add", "dev", L.UPLINK, "parent", "1:10", "handle", "10:",
                      *a.leaf.split())
         node_dev = L.UPLINK
         wire_dev = L.WIRE_OUT if direction == "egress" else L.WIRE_IN
@@ -143,6 +147,7 @@ def main(argv):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--arms", default="fifo,aiqos")
     ap.add_argument("--leaf", default="")
+    ap.add_argument("--floor", type=float, default=None, help="trainingFloor of the aiqos arm")
     ap.add_argument("--resp", type=int, default=262144)
     ap.add_argument("--rate", type=float, default=100)
     ap.add_argument("--duration", type=float, default=10)
