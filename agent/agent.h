@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "downlink.h"
 #include "error.h"
 #include "event.h"
 #include "log.h"
@@ -352,6 +353,7 @@ struct agent {
 	/* the uplink */
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */
 	struct uplink up;
+	struct downlink down;  /* the download direction's ifb and hook (downlink.h) */
 	bool up_adopted;       /* the kernel state has been read since the uplink was found */
 	bool up_need_observe;  /* re-read the kernel (drift repair, after errors) */
 	bool up_need_discover; /* links or routes changed */

@@ -487,6 +487,7 @@ static struct apply_target uplink_target(const struct agent *ag)
 	        .pod_nsfd = -1,
 	        .host_sk = ag->sk,
 	        .uplink_ifindex = ag->up.ifindex,
+	        .ifb_ifindex = ag->down.ifb_ifindex,
 	};
 }
 
@@ -692,7 +693,7 @@ static int uplink_observe(struct agent *ag, struct node_plan *plan, const struct
 	for (unsigned i = 0; i < dump->n; i++)
 		if (dump->tc[i].type == TC_QDISC && dump->tc[i].parent == TC_H_ROOT && dump->tc[i].handle == 0x10000u)
 			root_ours = ag->up.have_record;
-	r = uplink_adopt_match(plan, dump, root_ours, &orph, &n_orph);
+	r = downlink_adopt_match_dev(plan, DEV_UPLINK, dump, root_ours, &orph, &n_orph);
 	if (r < 0)
 		return error_set(err, 0, -r, "match the uplink: %s", strerror(-r));
 	for (unsigned i = 0; i < n_orph; i++) {
@@ -728,7 +729,8 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	_cleanup_free_ bool *absent = NULL;
 	unsigned n_pods = 0, n_idx = 0, n_removed = 0;
 	int64_t hold_due, t0 = agent_now_ms();
-	bool need_observe, changed_kernel = false;
+	bool need_observe, changed_kernel = false, down_wanted;
+	struct node_config ncfg;
 	uint32_t caps_before;
 	int r;
 
@@ -756,6 +758,10 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	sched_set_hold(&ag->sched, hold_due);
 
 	if (next.mode == MODE_IDLE) {
+		if (downlink_prepare(ag, false, &e) < 0) {
+			up_fail(ag, now_ms, "remove the download shaping", &e);
+			return;
+		}
 		if (ag->up.have_record || ag->in_force.n) {
 			r = uplink_give_back(ag, &e);
 			if (r < 0) {
@@ -774,6 +780,18 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		return;
 	}
 
+	/* the download direction: its ifb before the plan (the redirect names it) */
+	ncfg = ag->cfg.node;
+	down_wanted = node_downlink_wanted(&ncfg, &ag->up_caps, next.mode, NULL);
+	error_clear(&e);
+	if (downlink_prepare(ag, down_wanted, &e) < 0) {
+		log_msg(LOG_LVL_WARN, "download direction not shaped", "uplink", ag->up.ifname, "error", e.msg,
+		        (char *)NULL);
+		error_clear(&e);
+	}
+	if (down_wanted && !ag->up.facts.ifb_ifindex && !ag->up.facts.ingress_foreign)
+		ncfg.downlink = false; /* no ifb: plan without the download tree this pass */
+
 	need_observe = observe || !ag->up_adopted || ag->up_need_observe;
 	if (need_observe) {
 		r = nl_tc_dump_alloc(ag->sk, ag->up.ifindex, 0, &dump, &e);
@@ -789,7 +807,7 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 			return;
 		}
 	}
-	r = node_plan(pods, n_pods, &ag->cfg.node, &ag->up.facts, &ag->up_caps, next.mode,
+	r = node_plan(pods, n_pods, &ncfg, &ag->up.facts, &ag->up_caps, next.mode,
 	              need_observe && !ag->up_adopted ? &prev : &ag->in_force, &np, &info, &e);
 	if (r < 0) {
 		tc_dump_list_free(&dump);
@@ -802,6 +820,11 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		int deleted = uplink_observe(ag, &np, &dump, &e);
 
 		tc_dump_list_free(&dump);
+		if (deleted >= 0) {
+			int dd = downlink_observe(ag, &np, &e);
+
+			deleted = dd < 0 ? dd : deleted + dd;
+		}
 		if (deleted < 0) {
 			up_fail(ag, now_ms, "adopt", &e);
 			return;
@@ -1059,6 +1082,9 @@ int agent_cleanup_uplink(struct agent *ag, struct error *err)
 	struct link_info li;
 	int r;
 
+	r = downlink_cleanup(ag->sk, ag->state_dir, err);
+	if (r < 0)
+		return r;
 	record_path(ag, path, sizeof(path));
 	r = uplink_record_load(path, &rec, err);
 	if (r == -ENOENT) {
