@@ -17,7 +17,7 @@
                              docs/benchmarks.md (+ docs/bench/*.png, results.json)
 
 Environment: BENCH_REPS (default 3), BENCH_SECONDS (seconds of each cell's
-inference load, default 4; the demo: 8), BENCH_CCS (default "cubic bbr"),
+inference load, default 4.5, the first 0.5 not counted; the demo: 8), BENCH_CCS (default "cubic bbr"),
 BENCH_ARMS (default all), BENCH_CELLS or CELLS (fnmatch patterns over cell
 names DIRECTION-LOAD-CLIENT-CC, e.g. "download-*-http-*,egress-large-*";
 default all 24), BENCH_RATE_MBIT (default 500). Every number in the outputs
@@ -804,7 +804,7 @@ def bench(build, full, reps, skip_p1=False):
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = os.path.join(build, "bench", f"lab-{stamp}")
     os.makedirs(outdir, exist_ok=True)
-    w = O.Workload(cell_s=float(os.environ.get("BENCH_SECONDS", 4)), warm_s=2.0)
+    w = O.Workload(cell_s=float(os.environ.get("BENCH_SECONDS", 4.5)), warm_s=2.0, lg_warmup_s=0.5)
     ccs = os.environ.get("BENCH_CCS", "cubic bbr").split()
     arms = os.environ.get("BENCH_ARMS", " ".join(ALL_ARMS)).split()
     unknown = [a for a in arms if a not in O.ARMS or a == "plugin"] + [c for c in ccs if c not in L.CCS]
