@@ -476,7 +476,7 @@ def load_spec(load, rate_mbit, w):
     if load == "small":
         return LoadSpec("small", 8192, w.rate, w.conns, text=f"8 KiB responses at {w.rate:.0f} req/s")
     if load == "large":
-        rate = round(w.large_share * rate_mbit * 1e6 / (262144 * 8), 1)
+        rate = float(max(1, round(w.large_share * rate_mbit * 1e6 / (262144 * 8))))
         return LoadSpec("large", 262144, rate, 16,
                         text=f"256 KiB responses at {rate:g} req/s (≈ {100 * w.large_share:.0f} % of the link)")
     if load == "burst":
