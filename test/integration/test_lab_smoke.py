@@ -187,3 +187,22 @@ if os.path.exists(os.path.join(REPO, "agent", "main.c")):
             assert r["agent_config"]["downlinkRate"] == f"{RATE_MBIT}mbit", r
             assert r["node_ifbs"], f"downlinkRate configured but no ifb in the node netns: {r}"
             assert r["node_backlog_max_b"] > 0, f"the download tree never held the queue: {r}"
+
+
+def test_vegeta_results_summary():
+    # vegeta CSV rows: timestamp ns, code, latency ns, bytes out, bytes in, error, ...
+    import httpload
+    t0 = 10**18
+    rows = [[str(t0 + i * 10**6), "200", str((i + 1) * 1000), "0", "8192", "", "", "", str(i), "GET", "u", ""]
+            for i in range(1000)]
+    rows[0] = [str(t0 - 10**9), "500", "1", "0", "0", "", "", "", "x", "GET", "u", ""]  # before the warm-up cut
+    rows[10][1], rows[10][5] = "0", "Get \"http://x\": context deadline exceeded (Client.Timeout exceeded)"
+    rows[11][1], rows[11][5] = "0", "dial tcp: connection refused"
+    rows[12][1] = "503"
+    s = httpload.summarize(rows, 0.0, t0)
+    assert s["sent"] == 999 and s["timeouts"] == 1 and s["errors"] == 2, s
+    lat = s["latency_us"]
+    assert lat["count"] == 996 and lat["max"] == 1000.0, lat
+    assert 980 <= lat["p99"] <= 1000 and 480 <= lat["p50"] <= 520, lat
+    assert s["cdf"][-1][1] == 1.0 and all(a[0] <= b[0] for a, b in zip(s["cdf"], s["cdf"][1:])), s["cdf"][:3]
+    assert httpload.rate_spec(100) == "1000/10s" and httpload.rate_spec(555.6) == "5556/10s"
