@@ -37,7 +37,7 @@ go_version=$(go env GOVERSION)
 
 root=$CACHE/helm/$HELM_VERSION
 bin=$root/bin
-stamp="helm=$HELM_VERSION go=$go_version cgo=0 flags=-trimpath,-s,-w"
+stamp="helm=$HELM_VERSION go=$go_version cgo=0 flags=-trimpath,-s,-w kube=client-go"
 
 up_to_date() {
 	[ "$force" -eq 0 ] || return 1
@@ -97,7 +97,15 @@ gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' <<<"$modinfo")
 go_line=$(grep -m1 -E '^go [0-9.]+$' "$gomod" || true)
 [ -z "$go_line" ] || sed -i "s/^go [0-9.]*$/$go_line/" "$src/go.mod"
 
+# As upstream's Makefile: the default Kubernetes version of `helm template`
+# and `helm lint` (Capabilities.KubeVersion) is that of its client-go
+# (v0.36.x -> 1.36), not the v1.20 fallback.
+cg=$(sed -nE 's/^[[:space:]]*k8s\.io\/client-go v0\.([0-9]+)\..*/\1/p' "$gomod" | head -n 1)
+[ -n "$cg" ] || die "no k8s.io/client-go requirement in $gomod"
 ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for p in pkg/lint/rules pkg/chartutil; do
+	ld+=" -X helm.sh/helm/v3/$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$p.k8sVersionMinor=$cg"
+done
 log "building helm $HELM_VERSION ($go_version, -p $JOBS)"
 (cd "$src" && go build -p "$JOBS" -trimpath -ldflags "$ld" -o "$tmp/helm" helm.sh/helm/v3/cmd/helm) ||
 	die "go build of helm failed (source module in $src)"
