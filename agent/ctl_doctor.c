@@ -7,9 +7,10 @@
 #include "config.h"
 #include "ctl_doctor.h"
 #include "doctor.h"
+#include "netns.h"
 
 static const char usage[] = "Usage: aiqosctl doctor [--cni-conf-dir DIR] [--config FILE] [--uplink IFNAME]\n"
-                            "                       [--state-dir DIR] [--no-kernel-probe] [--json]\n"
+                            "                       [--state-dir DIR] [--sysctl-dir DIR] [--no-kernel-probe] [--json]\n"
                             "\n"
                             "Preflight of this node: per profile what the kernel applies and what falls back\n"
                             "(each profile's plan applied to the loopback device of a throwaway network\n"
@@ -22,6 +23,8 @@ static const char usage[] = "Usage: aiqosctl doctor [--cni-conf-dir DIR] [--conf
                             "                      when it exists, else the built-ins)\n"
                             "  --uplink IFNAME     the uplink (default: the config's, \"auto\" = default route)\n"
                             "  --state-dir DIR     the agent's state dir (default /var/lib/aiqos)\n"
+                            "  --sysctl-dir DIR    where net.* sysctls are written (default /proc/sys; in the agent\n"
+                            "                      container /host/proc/sys, as the agent's own flag)\n"
                             "  --no-kernel-probe   skip the kernel probe (no root needed)\n"
                             "  --json              {\"findings\": [{level, section, text, fix}], \"exitCode\": N}\n"
                             "\n"
@@ -34,6 +37,7 @@ int ctl_doctor(int argc, char **argv)
 	        {"config", required_argument, NULL, 'f'},
 	        {"uplink", required_argument, NULL, 'u'},
 	        {"state-dir", required_argument, NULL, 's'},
+	        {"sysctl-dir", required_argument, NULL, 'y'},
 	        {"no-kernel-probe", no_argument, NULL, 'n'},
 	        {"json", no_argument, NULL, 'j'},
 	        {"help", no_argument, NULL, 'h'},
@@ -62,6 +66,12 @@ int ctl_doctor(int argc, char **argv)
 			break;
 		case 's':
 			o.state_dir = optarg;
+			break;
+		case 'y':
+			if (sysctl_set_root(optarg, &e) < 0) {
+				fprintf(stderr, "aiqosctl doctor: %s\n", e.msg);
+				return 2;
+			}
 			break;
 		case 'n':
 			o.probe_kernel = false;
