@@ -124,6 +124,10 @@ const char *reason_item(const struct plan_item *it, char *buf, size_t size)
 	buf[0] = '\0';
 	if (it->status != ITEM_DEGRADED && it->status != ITEM_SKIPPED)
 		return buf;
+	if (it->err == ESRCH && it->depends[0]) {
+		snprintf(buf, size, "depends on %s, which was not applied", it->depends);
+		return buf;
+	}
 	if (it->type == ITEM_TC && it->n_alt > 0)
 		return reason_tc(it, buf, size);
 	if (it->type == ITEM_SYSCTL)

@@ -126,6 +126,15 @@ TEST(sysctls)
 	          "kernel refused net.ipv4.tcp_notsent_lowat=16384 (value out of range)");
 }
 
+TEST(dependency_not_applied)
+{
+	char b[REASON_MAX];
+	struct plan_item it = tc_item(TC_KIND_U32, TC_KIND_U32, ITEM_SKIPPED, ESRCH);
+
+	snprintf(it.depends, sizeof(it.depends), "dscp.clsact");
+	CHECK_STR(reason_item(&it, b, sizeof(b)), "depends on dscp.clsact, which was not applied");
+}
+
 TEST(truncation_is_safe)
 {
 	char b[8];
