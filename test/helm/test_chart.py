@@ -123,6 +123,16 @@ def test_default_rendering_is_the_kustomize_rendering(helm, kubectl):
     assert set(with_ns) == set(want)
 
 
+def test_admission_policy_is_manifests_admission(helm, kubectl):
+    assert not {o["kind"] for o in render(helm)} & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    kust = [d for d in yaml.safe_load_all(run([kubectl, "kustomize", os.path.join(TOP, "manifests", "admission")]
+                                              ).stdout) if d]
+    assert {o["kind"] for o in kust} == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    got = {k: v for k, v in by_key(render(helm, "admission.enabled=true")).items()
+           if k[0].startswith("ValidatingAdmissionPolicy")}
+    assert got == by_key(kust)
+
+
 def test_every_agent_config_key_is_a_value():
     with open(os.path.join(TOP, "agent", "config.c")) as f:
         src = f.read()
