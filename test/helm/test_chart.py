@@ -96,7 +96,8 @@ def agent(objs):
     return ds["spec"]["template"]["spec"], ds["spec"]["template"]["spec"]["containers"][0]
 
 
-ALL_ON = ["metrics.service.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true",
+ALL_ON = ["metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true",
+          "metrics.service.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true",
           "namespace.create=true", "admission.enabled=true", "config.trainingFloor:=0.2",
           "config.downlinkRate=500mbit", "config.downlink=true", "image.digest=sha256:" + "a" * 64,
           "controlPlane=true", "tolerations[0].key=nvidia.com/gpu", "tolerations[0].operator=Exists"]
@@ -131,6 +132,23 @@ def test_admission_policy_is_manifests_admission(helm, kubectl):
     got = {k: v for k, v in by_key(render(helm, "admission.enabled=true")).items()
            if k[0].startswith("ValidatingAdmissionPolicy")}
     assert got == by_key(kust)
+
+
+def test_alerts_and_dashboard_are_manifests_monitoring(helm):
+    mon = os.path.join(TOP, "manifests", "monitoring")
+    assert not {o["kind"] for o in render(helm)} & {"PrometheusRule"}
+    objs = render(helm, "metrics.prometheusRule.enabled=true", "metrics.prometheusRule.labels.release=kps",
+                  "metrics.grafanaDashboard.enabled=true")
+    with open(os.path.join(mon, "prometheusrule.yaml")) as f:
+        want = yaml.safe_load(f)
+    rule = get(objs, "PrometheusRule")
+    assert rule["spec"] == want["spec"] and rule["metadata"]["namespace"] == NS
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    assert set(want["metadata"]["labels"].items()) <= set(rule["metadata"]["labels"].items())
+    cm = get(objs, "ConfigMap", "aiqos-grafana-dashboard")
+    with open(os.path.join(mon, "grafana-dashboard.json")) as f:
+        assert json.loads(cm["data"]["aiqos.json"]) == json.load(f)
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
 
 
 def test_every_agent_config_key_is_a_value():
