@@ -184,11 +184,21 @@ def test_config_values(helm, tmp_path):
              str(tmp_path / "config.json")], ok=False)
     assert p.returncode == 0, p.stderr
     # and refuses a wrong one: the check can fail
-    bad = rendered_config(render(helm, "config.classify=bogus"))
+    bad = dict(cfg, classify="bogus")
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     p = run([os.path.join(BUILD, "bin", "aiqosctl"), "plan", "--pods", str(tmp_path / "pods.json"), "--config",
              str(tmp_path / "bad.json")], ok=False)
     assert p.returncode != 0 and "classify" in p.stderr
+
+
+def test_schema_refuses_what_the_agent_would(helm):
+    # --set makes 0.4 a string: the agent would refuse the file at runtime,
+    # the schema refuses it at install time
+    for bad in ("config.inferenceShare=0.4", "config.classify=bogus", "config.inferenceShare:=1.5",
+                "cni.chainMode=sideways", "image.pullPolicy=Sometimes", "metrics.port:=70000",
+                "image.digest=sha256:xyz"):
+        p = render(helm, bad, ok=False)
+        assert p.returncode != 0 and "schema" in p.stderr, (bad, p.stderr)
 
 
 def test_new_config_keys(helm):
@@ -207,7 +217,7 @@ def test_image(helm):
     assert c["image"] == "registry.example.com/aiqos:v9" and c["imagePullPolicy"] == "Always"
     assert spec["initContainers"][0]["image"] == c["image"]
     d = "sha256:" + "b" * 64
-    spec, c = agent(render(helm, "image.tag=v9", "image.digest=" + d))
+    spec, c = agent(render(helm, "image.tag=v9", "image.digest=" + d))  # a valid digest
     assert c["image"] == "aiqos@" + d
     spec, _ = agent(render(helm, "imagePullSecrets[0].name=regcred"))
     assert spec["imagePullSecrets"] == [{"name": "regcred"}]
@@ -276,7 +286,7 @@ def test_chain_mode_and_flags(helm):
     vols = {v["name"]: v for v in spec["volumes"]}
     assert vols["cni-conf"]["hostPath"]["path"] == "/etc/cni/multus.d"
     p = render(helm, "cni.chainMode=sideways", ok=False)
-    assert p.returncode != 0 and "chainMode" in p.stderr
+    assert p.returncode != 0 and "chainMode" in p.stderr  # the schema (and the template) refuse it
 
 
 def test_resources(helm):
