@@ -84,7 +84,8 @@ fi
 
 if [ -z "$only" ] || [ "$only" = integration-asan ]; then
 	run_suite "integration-asan" env AIQOS_BUILD="$asan_build" "${asan_env[@]}" /usr/bin/python3 -m pytest -q \
-		-p no:cacheprovider "$top"/test/integration/test_plugin_*.py "$top/test/integration/test_agent_lab.py"
+		-p no:cacheprovider "$top"/test/integration/test_plugin_*.py "$top/test/integration/test_agent_lab.py" \
+		"$top/test/integration/test_doctor.py"
 fi
 
 if [ -z "$only" ] || [ "$only" = fuzz ]; then
