@@ -799,9 +799,14 @@ TEST(node_download_tree_on_an_ifb)
 
 		CHECK(leaf != NULL);
 		if (fx.has_fq_codel || expect_full_kernel()) {
+			const cJSON *tl = find_by(q, "handle", "30:");
+
 			CHECK_STR(str_of(leaf, "kind"), "fq_codel");
 			CHECK(cJSON_IsTrue(cJSON_GetObjectItem(opts, "ecn")));
 			CHECK_INT(node_plan_find_const(&np, "down.leaf.inference")->chosen, 0);
+			/* training's leaf on the ifb too: fq_codel with ECN (no fq) */
+			CHECK_STR(str_of(tl, "kind"), "fq_codel");
+			CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(tl, "options"), "ecn")));
 		} else {
 			CHECK_STR(str_of(leaf, "kind"), "bfifo");
 		}
