@@ -123,7 +123,10 @@
  *                             action mirred egress redirect dev PLAN_IFB_NAME (up->ifb_ifindex)
  *   down.root, down.class.*, down.leaf.*   [ifb] the HTB tree of the mode at Rd * 97 %,
  *                             the same shares, prio, ceilings and AQM leaves (fq_codel ecn
- *                             first, byte FIFOs sized at Rd) as the uplink's HTB tree
+ *                             first, byte FIFOs sized at Rd) as the uplink's HTB tree, but
+ *                             training's leaf is fq_codel ecn [ce] | bfifo 7 ms (no fq:
+ *                             forwarded traffic is not paced; a short FIFO makes senders
+ *                             back off before the upstream queue builds)
  *   down.pod.<H>.<n>          [ifb] u32 prio 10/11 on 1:, DESTINATION addr/32|/128 -> class
  *   down.dscp.<class>.v4|v6   [ifb] classify "dscp": DS field -> class (as on the uplink)
  * Handles of the download filters follow the uplink's rules (their own
@@ -172,7 +175,11 @@
 #define NODE_FIFO_MIN_BYTES   (2U * 65536)
 /* the inference FIFO (kernels without fq_codel) holds a response-sized
  * burst: NODE_INF_QUEUE_MS at the link rate, at least two 256 KiB responses */
-#define NODE_INF_QUEUE_MS             20
+#define NODE_INF_QUEUE_MS 20
+/* the download tree's training FIFO: shorter, so that senders back off
+ * before the queue upstream of the node (which drains only at the 3 %
+ * margin) builds */
+#define NODE_DOWN_TRAINING_QUEUE_MS   7
 #define NODE_FIFO_MIN_INFERENCE_BYTES (8U * 65536)
 #define NODE_FIFO_MIN_TRAINING_BYTES  (4U * 65536)
 #define NODE_FIFO_MAX_BYTES           (16U << 20)

@@ -467,8 +467,11 @@ static void spec_fq_codel_inference(struct tc_spec *s)
 }
 
 /* Alternatives of a class queue, best first. fifo_rate_bps: the rate that
- * drains it (for the byte FIFO), 0 = no FIFO fallback. */
-static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps)
+ * drains it (for the byte FIFO), 0 = no FIFO fallback. ingress: a queue of
+ * the download tree (node.h DOWNLOAD): no fq for training (its pacing is for
+ * local senders; forwarded traffic has none) and a shorter training FIFO. */
+static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps,
+                       bool ingress)
 {
 	struct tc_spec *s;
 
@@ -480,14 +483,16 @@ static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_
 			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, NODE_INF_QUEUE_MS, NODE_FIFO_MIN_INFERENCE_BYTES);
 		break;
 	case CLASS_TRAINING:
-		if ((s = alt_add(it, TC_KIND_FQ)))
+		if (!ingress && (s = alt_add(it, TC_KIND_FQ)))
 			s->u.fq.ce_threshold_us = ce_us;
 		if ((s = alt_add(it, TC_KIND_FQ_CODEL))) {
 			s->u.fq_codel.ce_threshold_us = ce_us;
 			s->u.fq_codel.ecn = TRI_ON;
 		}
 		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
-			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_TRAINING, NODE_FIFO_MIN_TRAINING_BYTES);
+			s->u.fifo.limit =
+			        fifo_bytes(fifo_rate_bps, ingress ? NODE_DOWN_TRAINING_QUEUE_MS : QUEUE_MS_TRAINING,
+			                   NODE_FIFO_MIN_TRAINING_BYTES);
 		break;
 	default:
 		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
@@ -523,7 +528,7 @@ static int leaf_add(struct builder *b, enum workload_class c, const char *depend
 	it->tc[0].type = TC_QDISC;
 	it->tc[0].parent = parent;
 	it->tc[0].handle = handle;
-	alts_queue(it, c, ce_us, fifo_rate_bps);
+	alts_queue(it, c, ce_us, fifo_rate_bps, b->dev == DEV_IFB);
 	return 0;
 }
 
@@ -641,7 +646,7 @@ static int tree_root_aqm(struct builder *b, enum workload_class c, uint32_t ce_u
 	it->tc[0].type = TC_QDISC;
 	it->tc[0].parent = TC_H_ROOT;
 	it->tc[0].handle = H_ROOT;
-	alts_queue(it, c, ce_us, 0);
+	alts_queue(it, c, ce_us, 0, false);
 	return 0;
 }
 

@@ -68,7 +68,7 @@ def run(lab, arm, direction, rep, a):
             cfg = {"uplink": L.UPLINK, "uplinkRate": f"{lab.rate_mbit}mbit", "mixedHoldSeconds": 2,
                    "debounceMs": 200, "driftRepairSeconds": 0}
             if direction == "download":
-                cfg["downlinkRate"] = f"{lab.rate_mbit}mbit"
+                cfg["downlinkRate"] = a.downlink_rate or f"{lab.rate_mbit}mbit"
             if a.floor is not None:
                 cfg["trainingFloor"] = a.floor
             agent = lab.start_agent(cfg)
@@ -81,8 +81,9 @@ def run(lab, arm, direction, rep, a):
             agent.wait_mode("mixed")
             time.sleep(0.5)
             if a.leaf:
-                L.sh("tc", "-n", lab.node, "qdisc", "del", "dev", L.UPLINK, "parent", "1:10", "handle", "10:")
-                L.sh("tc", "-n", lab.node, "qdisc", "add", "dev", L.UPLINK, "parent", "1:10", "handle", "10:",
+                h = a.leaf_parent.split(":")[1] + ":"
+                L.sh("tc", "-n", lab.node, "qdisc", "del", "dev", a.leaf_dev, "parent", a.leaf_parent, "handle", h)
+                L.sh("tc", "-n", lab.node, "qdisc", "add", "dev", a.leaf_dev, "parent", a.leaf_parent, "handle", h,
                      *a.leaf.split())
         node_dev = L.UPLINK
         wire_dev = L.WIRE_OUT if direction == "egress" else L.WIRE_IN
@@ -146,7 +147,10 @@ def main(argv):
     ap.add_argument("--direction", default="egress", choices=["egress", "download"])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--arms", default="fifo,aiqos")
-    ap.add_argument("--leaf", default="")
+    ap.add_argument("--leaf", default="", help="replace a leaf of the agent's tree (drift repair off)")
+    ap.add_argument("--leaf-dev", default=L.UPLINK)
+    ap.add_argument("--leaf-parent", default="1:10")
+    ap.add_argument("--downlink-rate", default="", help="downlinkRate of the aiqos arm (default: the wire's rate)")
     ap.add_argument("--floor", type=float, default=None, help="trainingFloor of the aiqos arm")
     ap.add_argument("--resp", type=int, default=262144)
     ap.add_argument("--rate", type=float, default=100)

@@ -133,8 +133,23 @@ def test_download_traffic_goes_to_the_destination_pods_class(node):
     # explain shows the pod's download filter; /metrics the shaped rate
     ex = node.aiqosctl("explain", f"aqt/{inf.name}").stdout
     assert "download items:" in ex and IFB in ex, ex
-    metrics = node.aiqosctl("status").stdout
-    assert "download:" in metrics and IFB in metrics, metrics
+    text = node.aiqosctl("status").stdout
+    assert "download:" in text and IFB in text, text
+    port = None
+    for line in open(node.agent_log):
+        if "metrics_port=" in line:
+            port = int(line.split("metrics_port=")[1].split()[0])
+    assert port, node.agent_log_tail()
+
+    def get():
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/metrics")
+        return c.getresponse().read().decode()
+    m = agentlab.in_netns_call(node.node.name, get)
+    want = f'aiqos_uplink_shaped_rate_bytes_per_second{{dev="{IFB}",direction="ingress"}} 48500000'
+    assert want in m, [x for x in m.splitlines() if "shaped_rate" in x]
+    assert f'dev="{IFB}"' in "".join(x for x in m.splitlines() if x.startswith("aiqos_uplink_queue_"))
 
 
 def test_download_restart_adopts_and_a_pod_adds_only_its_filter(node):

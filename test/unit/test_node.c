@@ -1654,8 +1654,10 @@ TEST(node_plan_downlink_items)
 	      it->tc[0].u.htb_class.ceil_bps == 388000000);
 	it = find(&np, "down.leaf.inference");
 	CHECK(it && it->dev == DEV_IFB && it->tc[0].kind == TC_KIND_FQ_CODEL && it->tc[0].u.fq_codel.ecn == TRI_ON);
+	/* training on the ifb: fq_codel ecn (no fq: nothing to pace), a 7 ms FIFO at 388 Mbit/s */
 	it = find(&np, "down.leaf.training");
-	CHECK(it && it->tc[1].kind == TC_KIND_FQ_CODEL && it->tc[1].u.fq_codel.ecn == TRI_ON);
+	CHECK(it && it->n_alt == 2 && it->tc[0].kind == TC_KIND_FQ_CODEL && it->tc[0].u.fq_codel.ecn == TRI_ON);
+	CHECK(it && it->tc[1].kind == TC_KIND_BFIFO && it->tc[1].u.fifo.limit == 339500);
 	/* one filter per pod address, on the DESTINATION, same handles scheme */
 	CHECK_INT(count_prefix(&np, "down.pod.", DEV_IFB), 6);
 	CHECK_INT(info.down.n_filters, 6);
