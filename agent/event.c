@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "event.h"
+#include "k8s.h"
 #include "workload.h"
 
 static const char *const event_type_names[_KUBE_EVENT_MAX] = {
@@ -145,42 +146,6 @@ static int get_object(const cJSON *obj, const char *key, const char *path, const
 	return 0;
 }
 
-static bool dns_label_valid(const char *s, size_t len)
-{
-	if (len == 0 || len > 63)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (!alnum && !(c == '-' && i > 0 && i + 1 < len))
-			return false;
-	}
-	return true;
-}
-
-static bool dns_subdomain_valid(const char *s)
-{
-	size_t len = strlen(s);
-	const char *p = s;
-
-	if (len == 0 || len > 253)
-		return false;
-	for (;;) {
-		const char *dot = memchr(p, '.', (size_t)(s + len - p));
-		size_t n = dot ? (size_t)(dot - p) : (size_t)(s + len - p);
-		if (!dns_label_valid(p, n))
-			return false;
-		if (!dot)
-			return true;
-		p = dot + 1;
-	}
-}
-
-static bool namespace_valid(const char *s)
-{
-	return dns_label_valid(s, strlen(s));
-}
-
 static bool charset_valid(const char *s, size_t max, const char *extra)
 {
 	size_t len = strlen(s);
@@ -194,10 +159,6 @@ static bool charset_valid(const char *s, size_t max, const char *extra)
 	return true;
 }
 
-static bool uid_valid(const char *s)
-{
-	return charset_valid(s, KUBE_UID_MAX - 1, "-._");
-}
 /* resourceVersion is opaque; every API server uses decimal integers. Accept
  * URL-unreserved characters only, so it can never smuggle query syntax. */
 static bool rv_valid(const char *s)
@@ -604,15 +565,15 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 		r = error_set(err, CNI_ERR_DECODE, EINVAL, "metadata: missing");
 	if (r < 0)
 		goto unnamed;
-	r = get_id(meta, "namespace", "metadata.namespace", namespace_valid, "namespace (DNS-1123 label)",
+	r = get_id(meta, "namespace", "metadata.namespace", k8s_namespace_valid, "namespace (DNS-1123 label)",
 	           pod->namespace_, sizeof(pod->namespace_), err);
 	if (r < 0)
 		goto unnamed;
-	r = get_id(meta, "name", "metadata.name", dns_subdomain_valid, "pod name (DNS-1123 subdomain)", pod->name,
+	r = get_id(meta, "name", "metadata.name", k8s_pod_name_valid, "pod name (DNS-1123 subdomain)", pod->name,
 	           sizeof(pod->name), err);
 	if (r < 0)
 		goto unnamed;
-	r = get_id(meta, "uid", "metadata.uid", uid_valid, "uid", pod->uid, sizeof(pod->uid), err);
+	r = get_id(meta, "uid", "metadata.uid", k8s_uid_valid, "uid", pod->uid, sizeof(pod->uid), err);
 	if (r < 0)
 		goto named;
 	r = get_id(meta, "resourceVersion", "metadata.resourceVersion", rv_valid, "resourceVersion",
@@ -655,7 +616,7 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 		if (v && !cJSON_IsNull(v)) {
 			if (!cJSON_IsString(v))
 				pod_warn_type(pod, "spec.nodeName", "a string", v);
-			else if (v->valuestring[0] && (!dns_subdomain_valid(v->valuestring) ||
+			else if (v->valuestring[0] && (!k8s_node_name_valid(v->valuestring) ||
 			                               strlen(v->valuestring) >= sizeof(pod->node_name)))
 				pod_warn(pod, "spec.nodeName: %s is not a valid node name; ignored",
 				         quote_str(q, sizeof(q), v->valuestring));

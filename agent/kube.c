@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "kube_internal.h"
+#include "k8s.h"
 #include "log.h"
 
 #define KUBE_LIST_PODS_MAX         16384       /* pods accumulated over all pages */
@@ -915,18 +916,6 @@ static void watch_start(struct kube_client *c)
 
 /* ---- public API ---- */
 
-static bool node_name_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= KUBE_NAME_MAX)
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
-			return false;
-	return true;
-}
-
 static char *memdup_secret(const char *p, size_t len)
 {
 	char *d;
@@ -1038,7 +1027,7 @@ int kube_client_new_with_options(sd_event *loop, const struct kube_client_config
 
 	if (!loop || !cfg || !node_name || !ops || !opts || !ret)
 		return error_set(err, 0, EINVAL, "kube client: missing argument");
-	if (!node_name_valid(node_name))
+	if (!k8s_node_name_valid(node_name))
 		return error_set(err, 0, EINVAL, "kube client: node name \"%.64s\" is not a DNS subdomain", node_name);
 	r = options_check(opts, err);
 	if (r < 0)

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "k8s.h"
 #include "workload.h"
 
 static const char *const class_names[_CLASS_MAX] = {
@@ -256,22 +257,6 @@ void workload_add_warning(struct workload *w, const char *fmt, ...)
 	w->n_warn++;
 }
 
-/* [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters (RFC 1123 label). */
-static bool is_dns_label(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 63)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (!alnum && !(c == '-' && i > 0 && i < n - 1))
-			return false;
-	}
-	return true;
-}
-
 static void parse_bandwidth_annotation(const cJSON *a, const char *key, uint64_t *ret_bps, struct workload *w)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, key);
@@ -325,7 +310,7 @@ int workload_from_annotations(const struct cJSON *annotations, struct workload *
 	if (v) {
 		if (!cJSON_IsString(v) || !v->valuestring)
 			workload_add_warning(&w, "%s: value is not a string; ignored", ANNOT_PROFILE);
-		else if (!is_dns_label(v->valuestring))
+		else if (!k8s_dns_label_valid(v->valuestring))
 			workload_add_warning(&w,
 			                     "%s: invalid profile name %s (lowercase letters, digits and '-', "
 			                     "at most 63 characters); ignored",

@@ -168,6 +168,18 @@ TEST(pod_name_length_limits)
 	CHECK_CONTAINS(e.msg, "...\" is not a valid pod name");
 	cJSON_Delete(j);
 
+	/* pod names are DNS subdomains: a label between dots may be longer
+	 * than 63 characters (Tekton, Argo); only the total is limited */
+	memset(name, 'b', 100);
+	memcpy(name + 100, ".run.x", 7);
+	snprintf(json, sizeof(json), "{'metadata':{'namespace':'d','name':'%s','uid':'u','resourceVersion':'1'}}",
+	         name);
+	j = jparse(json);
+	CHECK_INT(kube_pod_decode(j, &pod, &e), 0);
+	CHECK_STR(pod.name, name);
+	kube_pod_done(&pod);
+	cJSON_Delete(j);
+
 	/* a 64-character label is not a namespace */
 	memset(name, 'n', 64);
 	name[64] = '\0';

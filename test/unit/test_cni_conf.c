@@ -692,6 +692,12 @@ static const struct args_case args_cases[] = {
         {"K8S_POD_NAMESPACE=kube-system;FOO=bar;K8S_POD_NAME=coredns.abc;IgnoreUnknown=true", 1, "kube-system",
          "coredns.abc", "", "", NULL},
         {"K8S_POD_NAMESPACE=ns;;K8S_POD_NAME=p;", 1, "ns", "p", "", "", NULL},
+        /* a pod name's labels may exceed 63 characters (DNS subdomain); a
+         * static pod's UID may be the kubelet's hash or its own */
+        {"K8S_POD_NAMESPACE=ci;K8S_POD_NAME=tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt.run-"
+         "1;K8S_POD_UID=my_static.pod-1",
+         1, "ci", "tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt.run-1", "my_static.pod-1", "",
+         NULL},
         {"K8S_POD_NAMESPACE=;K8S_POD_NAME=p", 1, "", "p", "", "", NULL},
         {"FOO=bar", 0, "", "", "", "", "CNI_ARGS: unknown key \"FOO\" (set IgnoreUnknown=1 to ignore it)"},
         {"IgnoreUnknown=0;FOO=bar", 0, "", "", "", "",
@@ -723,7 +729,8 @@ static const struct args_case args_cases[] = {
         {"K8S_POD_NAME=a\"b", 0, "", "", "", "",
          "CNI_ARGS: K8S_POD_NAME: invalid value \"a\"b\" (want a DNS subdomain of at most 253 characters)"},
         {"K8S_POD_UID=$(reboot)", 0, "", "", "", "",
-         "CNI_ARGS: K8S_POD_UID: invalid value \"$(reboot)\" (want letters, digits and '-', at most 63 characters)"},
+         "CNI_ARGS: K8S_POD_UID: invalid value \"$(reboot)\" (want letters, digits, '-', '.', '_', at most 63 "
+         "characters)"},
         {"K8S_POD_INFRA_CONTAINER_ID=../x", 0, "", "", "", "",
          "CNI_ARGS: K8S_POD_INFRA_CONTAINER_ID: invalid value \"../x\" (want a container ID of at most 127 "
          "characters)"},
