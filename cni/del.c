@@ -1,7 +1,8 @@
 /* del.c — DEL: idempotent teardown. Removes what ADD put on the host veth
  * (if it still exists with the recorded ifindex) and on the pod interface
  * (if the netns is still there), the state file, and tells the agent.
- * Anything already gone is success; only an unremovable state file fails.
+ * Anything already gone is success, and so is a state file that cannot be
+ * removed (read-only or broken disk: logged, left to GC or the next DEL).
  * An intent record (an ADD killed before it finished) removes every
  * alternative of the plan by our handles; temp files of killed writers of
  * this attachment go too. All under the state lock. */
@@ -95,11 +96,14 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	error_clear(&e);
 	r = state_remove(c->state_dir, env->container_id, env->ifname, &e);
 	if (r < 0 && r != -ENOENT) {
-		if (!e.code)
-			e.code = CNI_ERR_STATE;
-		if (err)
-			*err = e;
-		return r;
+		/* Our bookkeeping never fails a DEL: libcni stops a chain's
+		 * DEL at the first error, so the primary plugin's DEL (the IP,
+		 * the veth) would never run. The kernel side is done above; the
+		 * record stays for GC (valid-attachments) or the next DEL, and
+		 * the agent, told below, drops the attachment. */
+		log_msg(LOG_LVL_ERROR, "state file not removed; left to GC", "container", env->container_id,
+		        "ifname", env->ifname, "error", e.msg, (char *)NULL);
+		snprintf(done + strlen(done), sizeof(done) - strlen(done), "%sstate-kept", done[0] ? "," : "");
 	}
 	state_unlock(TAKE_FD(lock));
 	cni_phase(ctx, "state");
