@@ -473,24 +473,6 @@ static int on_config_dir(sd_event_source *s, const struct inotify_event *ev, voi
 	return 0;
 }
 
-/* "<containerID>@<ifname>.json" -> the two parts. */
-static bool state_name_split(const char *name, char *cid, size_t cid_size, char *ifn, size_t if_size)
-{
-	const char *at = strchr(name, '@'), *dot;
-	size_t n = strlen(name);
-
-	if (!at || n < 6 || !streq(name + n - 5, ".json"))
-		return false;
-	dot = name + n - 5;
-	if ((size_t)(at - name) >= cid_size || (size_t)(dot - at - 1) >= if_size || dot <= at + 1)
-		return false;
-	memcpy(cid, name, (size_t)(at - name));
-	cid[at - name] = '\0';
-	memcpy(ifn, at + 1, (size_t)(dot - at - 1));
-	ifn[dot - at - 1] = '\0';
-	return state_check_id(cid, ifn, NULL) == 0;
-}
-
 static int on_state_dir(sd_event_source *s, const struct inotify_event *ev, void *ud)
 {
 	struct agent *ag = ud;
@@ -502,7 +484,7 @@ static int on_state_dir(sd_event_source *s, const struct inotify_event *ev, void
 		priv(ag)->rescan_due = true;
 		return 0;
 	}
-	if (!ev->len || !state_name_split(ev->name, cid, sizeof(cid), ifn, sizeof(ifn)))
+	if (!ev->len || !state_file_parse(ev->name, cid, sizeof(cid), ifn, sizeof(ifn)))
 		return 0;
 	if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
 		pod_cache_attach_remove(&ag->pods, cid, ifn, &found);

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "cni.h"
+#include "ifname.h"
 #include "k8s.h"
 
 static const char *const command_names[_CNI_CMD_MAX] = {
@@ -532,21 +533,6 @@ static bool container_id_valid(const char *s)
 	return true;
 }
 
-/* Interface names: 1..15 of [A-Za-z0-9_.-], not starting with '.' or '-'
- * (a subset of what Linux allows, the one the state store can name files
- * with; runtimes use eth0, net1, ...). */
-static bool ifname_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= IFNAME_LEN || s[0] == '.' || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
-			return false;
-	return true;
-}
-
 static bool set(const char *s)
 {
 	return s && s[0];
@@ -573,10 +559,11 @@ int cni_env_check(enum cni_command cmd, const struct cni_env *env, struct error 
 		                 "with a letter or digit, at most %d characters)",
 		                 cni_sanitize(env->container_id, v, sizeof(v)), STATE_ID_MAX - 1);
 	if (!ifname_valid(env->ifname))
-		return error_set(err, CNI_ERR_ENV, EINVAL,
-		                 "CNI_IFNAME: invalid interface name \"%s\" (want 1-%d letters, digits, '_', '.', "
-		                 "'-', not starting with '.' or '-')",
-		                 cni_sanitize(env->ifname, v, sizeof(v)), IFNAME_LEN - 1);
+		return error_set(
+		        err, CNI_ERR_ENV, EINVAL,
+		        "CNI_IFNAME: invalid interface name \"%s\" (want 1-%d bytes, no '/', ':' or whitespace, "
+		        "not '.' or '..')",
+		        cni_sanitize(env->ifname, v, sizeof(v)), IFNAME_LEN - 1);
 	if (set(env->netns) && (env->netns[0] != '/' || strlen(env->netns) >= STATE_PATH_MAX))
 		return error_set(err, CNI_ERR_ENV, EINVAL,
 		                 "CNI_NETNS: \"%s\" is not an absolute path of at most %d characters",

@@ -15,6 +15,7 @@
 
 #include "caps.h"
 #include "failpoint.h"
+#include "ifname.h"
 #include "log.h"
 #include "state.h"
 
@@ -63,18 +64,66 @@ int state_check_id(const char *container_id, const char *ifname, struct error *e
 	int r = check_name("container ID", container_id, STATE_ID_MAX - 1, err);
 	if (r < 0)
 		return r;
-	return check_name("interface name", ifname, IFNAME_LEN - 1, err);
+	if (ifname && strnlen(ifname, IFNAME_LEN) >= IFNAME_LEN)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "interface name is longer than %d bytes",
+		                 IFNAME_LEN - 1);
+	if (!ifname_valid(ifname))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                 "interface name is not valid (1-%d bytes, no '/', ':' or whitespace, not '.' or '..')",
+		                 IFNAME_LEN - 1);
+	return 0;
+}
+
+/* "<containerID>@<encoded ifname>": the file name of an attachment without
+ * its suffix. Container IDs have no '@' and the encoding escapes it, so the
+ * first '@' splits. */
+static int state_stem(const char *container_id, const char *ifname, char *buf, size_t size)
+{
+	char enc[IFNAME_ENC_MAX];
+	int n;
+
+	if (state_check_id(container_id, ifname, NULL) < 0 || ifname_encode(ifname, enc, sizeof(enc)) < 0)
+		return -EINVAL;
+	n = snprintf(buf, size, "%s@%s", container_id, enc);
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The inverse of state_stem for len bytes at stem. */
+static bool stem_parse(const char *stem, size_t len, char *cid, size_t cid_size, char *ifn, size_t ifn_size)
+{
+	const char *at = memchr(stem, '@', len);
+
+	if (!at || (size_t)(at - stem) >= cid_size)
+		return false;
+	memcpy(cid, stem, (size_t)(at - stem));
+	cid[at - stem] = '\0';
+	if (ifname_decode(at + 1, len - (size_t)(at - stem) - 1, ifn, ifn_size) < 0)
+		return false;
+	return state_check_id(cid, ifn, NULL) == 0;
+}
+
+bool state_file_parse(const char *name, char *cid, size_t cid_size, char *ifn, size_t ifn_size)
+{
+	size_t n = strlen(name);
+
+	if (n <= 5 || !streq(name + n - 5, ".json"))
+		return false;
+	return stem_parse(name, n - 5, cid, cid_size, ifn, ifn_size);
 }
 
 int state_path(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size)
 {
-	int n;
+	char stem[STATE_ID_MAX + IFNAME_ENC_MAX + 1];
+	int n, r;
 
 	if (!dir || !*dir)
 		return -EINVAL;
-	if (state_check_id(container_id, ifname, NULL) < 0)
-		return -EINVAL;
-	n = snprintf(buf, size, "%s/%s@%s.json", dir, container_id, ifname);
+	r = state_stem(container_id, ifname, stem, sizeof(stem));
+	if (r < 0)
+		return r;
+	n = snprintf(buf, size, "%s/%s.json", dir, stem);
 	if (n < 0 || (size_t)n >= size)
 		return -ENAMETOOLONG;
 	return 0;
@@ -714,23 +763,21 @@ void state_unlock(int fd)
  * garbage, whatever its pid means here.) */
 static bool tmp_is_stale(const char *name, const char *prefix)
 {
-	const char *t = strstr(name, ".json.tmp."), *num;
-	char id[STATE_ID_MAX + IFNAME_LEN + 2], *at, *end;
+	const char *t = NULL, *num;
+	char cid[STATE_ID_MAX], ifn[IFNAME_LEN], *end;
 	long pid;
 
 	if (!strncmp(name, CAPS_FILE ".tmp.", strlen(CAPS_FILE ".tmp."))) {
 		num = name + strlen(CAPS_FILE ".tmp.");
 	} else {
-		if (!t || (size_t)(t - name) >= sizeof(id))
+		/* the last ".json.tmp.": an interface name may hold the text */
+		for (const char *p = strstr(name, ".json.tmp."); p; p = strstr(p + 1, ".json.tmp."))
+			t = p;
+		if (!t)
 			return false;
-		snprintf(id, sizeof(id), "%.*s", (int)(t - name), name);
-		if (prefix && !streq(id, prefix))
+		if (prefix && (strlen(prefix) != (size_t)(t - name) || strncmp(name, prefix, (size_t)(t - name))))
 			return false;
-		at = strchr(id, '@');
-		if (!at)
-			return false;
-		*at = '\0';
-		if (state_check_id(id, at + 1, NULL) < 0)
+		if (!stem_parse(name, (size_t)(t - name), cid, sizeof(cid), ifn, sizeof(ifn)))
 			return false;
 		num = t + strlen(".json.tmp.");
 	}
@@ -744,15 +791,12 @@ static bool tmp_is_stale(const char *name, const char *prefix)
 int state_sweep_tmp(const char *dir, const char *container_id, const char *ifname)
 {
 	_cleanup_(closedirp) DIR *d = NULL;
-	char prefix[STATE_ID_MAX + IFNAME_LEN + 2];
+	char prefix[STATE_ID_MAX + IFNAME_ENC_MAX + 1];
 	struct dirent *de;
 	int removed = 0;
 
-	if (container_id) {
-		if (state_check_id(container_id, ifname, NULL) < 0)
-			return 0;
-		snprintf(prefix, sizeof(prefix), "%s@%s", container_id, ifname);
-	}
+	if (container_id && state_stem(container_id, ifname, prefix, sizeof(prefix)) < 0)
+		return 0;
 	d = dir && *dir ? opendir(dir) : NULL;
 	if (!d)
 		return 0;
@@ -783,8 +827,7 @@ int state_list(const char *dir, int (*cb)(const char *container_id, const char *
 		return error_set(err, CNI_ERR_STATE, errno, "open state directory '%s': %s", dir, strerror(errno));
 	}
 	for (;;) {
-		char name[256], *at, *dot;
-		size_t n;
+		char cid[STATE_ID_MAX], ifn[IFNAME_LEN];
 		int r;
 
 		errno = 0;
@@ -797,20 +840,10 @@ int state_list(const char *dir, int (*cb)(const char *container_id, const char *
 		}
 		if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
 			continue;
-		if (str_copy(name, sizeof(name), de->d_name) < 0)
+		/* temp files end in .tmp.<pid>; other names are not ours */
+		if (!state_file_parse(de->d_name, cid, sizeof(cid), ifn, sizeof(ifn)))
 			continue;
-		n = strlen(name);
-		if (n <= 5 || !streq(name + n - 5, ".json"))
-			continue; /* temp files end in .tmp.<pid> */
-		dot = name + n - 5;
-		*dot = '\0';
-		at = strchr(name, '@');
-		if (!at || strchr(at + 1, '@'))
-			continue;
-		*at = '\0';
-		if (state_check_id(name, at + 1, NULL) < 0)
-			continue; /* not one of ours */
-		r = cb(name, at + 1, userdata);
+		r = cb(cid, ifn, userdata);
 		if (r < 0)
 			return r;
 	}

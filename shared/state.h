@@ -1,6 +1,7 @@
 /* state.h — the per-attachment state store under stateDir. One JSON file per
- * attachment, "<dir>/<containerID>@<ifname>.json" ('@' is allowed in neither
- * part, so the name splits unambiguously), written atomically (O_EXCL temp
+ * attachment, "<dir>/<containerID>@<ifname>.json" (container IDs have no '@';
+ * the interface name is encoded, ifname_encode(): bytes outside
+ * [A-Za-z0-9_.-] as %XX, so the name splits unambiguously), written atomically (O_EXCL temp
  * file "<name>.tmp.<pid>" 0600, then rename (no fsync: see state.c); the temp file is
  * unlinked on any failure), read by the plugin (DEL/CHECK/GC) and the agent. */
 #ifndef AIQOS_STATE_H
@@ -41,12 +42,16 @@ struct attach_state {
 	bool pending;
 };
 
-/* Validate a container ID / ifname for use in a file name: non-empty, at most
- * STATE_ID_MAX-1 / IFNAME_LEN-1 characters of [A-Za-z0-9_.-], not starting
- * with '.' or '-' (so no "..", no '/', no '@'). -EINVAL/-ENAMETOOLONG. */
+/* Validate a container ID and an interface name: the ID non-empty, at most
+ * STATE_ID_MAX-1 characters of [A-Za-z0-9_.-], not starting with '.' or '-';
+ * the name by Linux's and libcni's rules (ifname_valid()).
+ * -EINVAL/-ENAMETOOLONG. */
 int state_check_id(const char *container_id, const char *ifname, struct error *err);
-/* "<dir>/<containerID>@<ifname>.json"; -EINVAL for bad ids, -ENAMETOOLONG. */
+/* "<dir>/<containerID>@<encoded ifname>.json"; -EINVAL for bad ids, -ENAMETOOLONG. */
 int state_path(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size);
+/* A directory entry "<containerID>@<encoded ifname>.json" -> its two parts
+ * (decoded); false for any other name. */
+bool state_file_parse(const char *name, char *cid, size_t cid_size, char *ifn, size_t ifn_size);
 
 /* Write atomically (creates missing directories of dir with mode 0700;
  * existing ones are left as they are). The JSON holds version 1,

@@ -3,6 +3,7 @@ class does to the pod netns and the host-side veth, read back from the kernel
 (tc -j, ip -j, /proc/sys) and from the state file."""
 
 import json
+import os
 
 import cni
 
@@ -279,3 +280,19 @@ def test_add_twice_is_idempotent(lab):
     assert after == before
     assert len(lab.state_jsons()) == 1, lab.state_dir_entries()
     att.check().assert_ok(output=False)
+
+
+def test_add_check_del_with_interface_names_linux_allows(lab):
+    """CNI_IFNAME by Linux's and libcni's rules (Multus lets pod authors pick
+    names): "net+1" and "x@y" are tuned, checked and deleted; the state
+    file's name encodes them ('@' splits container ID from interface)."""
+    for name in ("net+1", "x@y"):
+        att = lab.attachment(annotations=INFERENCE, bandwidth={"egressRate": 10_000_000}, ifname=name)
+        att.add()
+        s = att.assert_tuned()
+        assert s["ifname"] == name
+        assert os.path.exists(att.state_path()), (att.state_path(), lab.state_dir_entries())
+        assert "@" not in os.path.basename(att.state_path()).split("@", 1)[1]
+        att.check().assert_ok(output=False)
+        att.delete()
+        assert att.state_files() == [], lab.state_dir_entries()

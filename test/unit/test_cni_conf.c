@@ -827,20 +827,27 @@ TEST(env_check)
 	         "digit, at most 127 characters)"},
 	        {CNI_CMD_ADD,
 	         {"ADD", "c1", "/var/run/netns/x", "eth0/../x", NULL, NULL},
-	         "CNI_IFNAME: invalid interface name \"eth0/../x\" (want 1-15 letters, digits, '_', '.', '-', not "
-	         "starting with '.' or '-')"},
+	         "CNI_IFNAME: invalid interface name \"eth0/../x\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
+	        /* Linux's and libcni's rules, not a subset: Multus lets pod authors choose */
+	        {CNI_CMD_ADD, {"ADD", "c1", "/var/run/netns/x", "net+1", NULL, NULL}, NULL},
+	        {CNI_CMD_DEL, {"DEL", "c1", NULL, "x@y", NULL, NULL}, NULL},
+	        {CNI_CMD_ADD,
+	         {"ADD", "c1", "/var/run/netns/x", "eth0:1", NULL, NULL},
+	         "CNI_IFNAME: invalid interface name \"eth0:1\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
 	        {CNI_CMD_DEL,
 	         {"DEL", "c1", NULL, "..", NULL, NULL},
-	         "CNI_IFNAME: invalid interface name \"..\" (want 1-15 letters, digits, '_', '.', '-', not starting "
-	         "with '.' or '-')"},
+	         "CNI_IFNAME: invalid interface name \"..\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
 	        {CNI_CMD_ADD,
 	         {"ADD", "c1", "/var/run/netns/x", "averyverylongname", NULL, NULL},
-	         "CNI_IFNAME: invalid interface name \"averyverylongname\" (want 1-15 letters, digits, '_', '.', '-', "
-	         "not starting with '.' or '-')"},
+	         "CNI_IFNAME: invalid interface name \"averyverylongname\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
 	        {CNI_CMD_ADD,
 	         {"ADD", "c1", "/var/run/netns/x", "eth 0", NULL, NULL},
-	         "CNI_IFNAME: invalid interface name \"eth 0\" (want 1-15 letters, digits, '_', '.', '-', not starting "
-	         "with '.' or '-')"},
+	         "CNI_IFNAME: invalid interface name \"eth 0\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
 	        {CNI_CMD_ADD,
 	         {"ADD", "c1", "netns/x", "eth0", NULL, NULL},
 	         "CNI_NETNS: \"netns/x\" is not an absolute path of at most 511 characters"},

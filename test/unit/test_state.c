@@ -210,7 +210,18 @@ TEST(check_id)
 	        {"abc", "", -EINVAL},
 	        {"abc", "eth0/../x", -EINVAL},
 	        {"abc", "..", -EINVAL},
-	        {"abc", "eth@0", -EINVAL},
+	        /* Linux's and libcni's rules: '@', '+', a leading '-' are fine */
+	        {"abc", "eth@0", 0},
+	        {"abc", "net+1", 0},
+	        {"abc", "-eth0", 0},
+	        {"abc", ".eth0", 0},
+	        {"abc", "eth0:1", -EINVAL},
+	        {"abc", "eth\t0", -EINVAL},
+	        {"abc",
+	         "eth\xc2\xa0"
+	         "0",
+	         -EINVAL}, /* U+00A0 */
+	        {"abc", ".", -EINVAL},
 	        {"abc", "0123456789abcdef", -ENAMETOOLONG}, /* 16 > IFNAMSIZ-1 */
 	        {"abc", "0123456789abcde", 0},
 	};
@@ -719,10 +730,12 @@ static bool listed_has(const struct listed *l, const char *cid, const char *ifna
 TEST(list_and_remove)
 {
 	char dir[128], junk[256];
-	static const char *const ids[][2] = {{"abc-def-1", "net-1"}, {"abc-def", "eth0"}, {"x.y_z", "eth0"}};
-	static const char *const junk_names[] = {"foo.json",   "a@b@c.json",   "x@y.json.tmp.123", "README",
-	                                         "@eth0.json", "..@eth0.json", "abc@.json",        "a@b.jsonx",
-	                                         ".json",      "a@b c.json"};
+	static const char *const ids[][2] = {
+	        {"abc-def-1", "net-1"}, {"abc-def", "eth0"}, {"x.y_z", "eth0"}, {"enc", "x@y"}, {"enc", "net+1%"}};
+	static const char *const junk_names[] = {"foo.json",    "a@b@c.json",   "x@y.json.tmp.123", "README",
+	                                         "@eth0.json",  "..@eth0.json", "abc@.json",        "a@b.jsonx",
+	                                         ".json",       "a@b c.json",   "a@x%2F.json",      "a@b%zz.json",
+	                                         "a@b%61.json", "a@b%2b.json"};
 	struct listed l = {0};
 	struct error e = {0};
 
@@ -743,9 +756,25 @@ TEST(list_and_remove)
 	CHECK(mkdir(junk, 0700) == 0); /* a directory with a valid-looking name */
 
 	CHECK_INT(state_list(dir, list_cb, &l, &e), 0);
-	CHECK_INT(l.n, 3);
+	CHECK_INT(l.n, 5);
 	for (size_t i = 0; i < ARRAY_SIZE(ids); i++)
 		CHECK(listed_has(&l, ids[i][0], ids[i][1]));
+	/* what is not [A-Za-z0-9_.-] in an interface name is encoded in the file name */
+	snprintf(junk, sizeof(junk), "%s/enc@x%%40y.json", dir);
+	CHECK(access(junk, F_OK) == 0);
+	snprintf(junk, sizeof(junk), "%s/enc@net%%2B1%%25.json", dir);
+	CHECK(access(junk, F_OK) == 0);
+	{
+		struct attach_state *r = calloc(1, sizeof(*r));
+		cJSON *ch = NULL;
+		CHECK(r != NULL);
+		if (r) {
+			CHECK_INT(state_load(dir, "enc", "x@y", r, &ch, &e), 0);
+			CHECK_STR(r->ifname, "x@y");
+			cJSON_Delete(ch);
+			free(r);
+		}
+	}
 
 	/* the callback can stop the walk */
 	memset(&l, 0, sizeof(l));
@@ -759,7 +788,7 @@ TEST(list_and_remove)
 	CHECK_INT(state_remove(dir, "../x", "eth0", &e), -EINVAL);
 	memset(&l, 0, sizeof(l));
 	CHECK_INT(state_list(dir, list_cb, &l, &e), 0);
-	CHECK_INT(l.n, 2);
+	CHECK_INT(l.n, 4);
 	CHECK(!listed_has(&l, "abc-def", "eth0"));
 	CHECK(listed_has(&l, "abc-def-1", "net-1"));
 }
