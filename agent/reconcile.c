@@ -244,6 +244,19 @@ static int attach_describe(struct agent *ag, struct agent_attach *at, struct ret
 	return 0;
 }
 
+/* The attachment lock held by a re-tune, released (and its file removed when
+ * the attachment has no record any more) on every return. */
+struct retune_lock {
+	int fd;
+	const char *dir;
+	char cid[STATE_ID_MAX], ifname[IFNAME_LEN];
+};
+
+static void retune_lock_release(struct retune_lock *l)
+{
+	state_unlock_attachment(l->fd, l->dir, l->cid, l->ifname);
+}
+
 /* Re-tune one attachment to the pod's want (force: also when its record
  * already says so — drift repair). */
 static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_attach *at, struct retune_out *out)
@@ -258,19 +271,23 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	cJSON *choices = NULL;
 	struct error e = {0}, fail = {0};
 	char pwarn[256] = "";
-	_cleanup_close_ int lock = -1;
+	_cleanup_(retune_lock_release) struct retune_lock lock = {.fd = -1, .dir = ag->state_dir};
 	int r, applied;
 
 	memset(out, 0, sizeof(*out));
 	if (!s || !np)
 		return -ENOMEM;
-	/* the plugin's ADD/DEL/CHECK of this pod waits until the record is
-	 * written again (and we for them): no interleaving on its interfaces */
-	lock = state_lock(ag->state_dir, AGENT_LOCK_TIMEOUT_MS, &e);
-	if (lock < 0) {
+	/* the plugin's ADD/DEL/CHECK of this attachment waits until the record
+	 * is written again (and we for them): no interleaving on its
+	 * interfaces; other attachments never wait. Busy: retried later. */
+	str_copy(lock.cid, sizeof(lock.cid), at->container_id);
+	str_copy(lock.ifname, sizeof(lock.ifname), at->ifname);
+	lock.fd = state_lock_attachment(ag->state_dir, lock.cid, lock.ifname, AGENT_LOCK_TIMEOUT_MS, &e);
+	if (lock.fd < 0) {
+		r = lock.fd;
 		out->failed = true;
 		snprintf(out->failure, sizeof(out->failure), "%s", e.msg);
-		return lock;
+		return r;
 	}
 	r = state_load(ag->state_dir, at->container_id, at->ifname, s, &choices, &e);
 	if (r == -ENOENT || (r == 0 && s->pending)) {

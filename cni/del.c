@@ -5,7 +5,7 @@
  * removed (read-only or broken disk: logged, left to GC or the next DEL).
  * An intent record (an ADD killed before it finished) removes every
  * alternative of the plan by our handles; temp files of killed writers of
- * this attachment go too. All under the state lock. */
+ * this attachment go too. All under the attachment's lock (busy: code 11). */
 #include "cni.h"
 
 static void log_del(const struct cni_ctx *ctx, const struct attach_state *s, const char *outcome, const char *detail)
@@ -64,22 +64,24 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	_cleanup_cjson_ cJSON *choices = NULL;
 	struct error e = {0};
 	char done[32] = "";
-	_cleanup_close_ int lock = -1;
+	_cleanup_cni_lock_ struct cni_lock lock = {.fd = -1};
 	bool loaded;
 	int r;
 
 	cni_phase(ctx, "config");
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
-	lock = cni_state_lock(ctx);
-	if (lock >= 0)
+	r = cni_attach_lock(ctx, env->container_id, env->ifname, CNI_DEL_LOCK_TIMEOUT_MS, &lock, err);
+	if (r < 0)
+		return r; /* code 11: busy (an ADD or the agent's re-tune of it); the runtime retries */
+	if (lock.fd >= 0)
 		state_sweep_tmp(c->state_dir, env->container_id, env->ifname);
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
 	loaded = r >= 0;
 	cni_phase(ctx, "load");
 	if (r == -ENOENT) {
 		/* never added, already deleted, or ADD failed closed */
-		state_unlock(TAKE_FD(lock));
+		cni_lock_release(&lock);
 		cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
 		log_del(ctx, NULL, "nothing to delete", "");
 		return 0;
@@ -101,11 +103,11 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 		 * the veth) would never run. The kernel side is done above; the
 		 * record stays for GC (valid-attachments) or the next DEL, and
 		 * the agent, told below, drops the attachment. */
-		log_msg(LOG_LVL_ERROR, "state file not removed; left to GC", "container", env->container_id,
-		        "ifname", env->ifname, "error", e.msg, (char *)NULL);
+		log_msg(LOG_LVL_ERROR, "state file not removed; left to GC", "container", env->container_id, "ifname",
+		        env->ifname, "error", e.msg, (char *)NULL);
 		snprintf(done + strlen(done), sizeof(done) - strlen(done), "%sstate-kept", done[0] ? "," : "");
 	}
-	state_unlock(TAKE_FD(lock));
+	cni_lock_release(&lock);
 	cni_phase(ctx, "state");
 	cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
 	cni_phase(ctx, "agent");

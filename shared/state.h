@@ -71,21 +71,32 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
  * aiqos keeps under stateDir is written this way. */
 int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, bool durable,
                        struct error *err);
-/* The state lock, "<dir>/lock" (flock, created 0600 with dir if missing):
- * every process that changes an attachment's tc objects, sysctls or record
- * (plugin ADD/DEL/CHECK/GC, the agent re-tuning a pod) holds it from reading
- * the record to writing it, so the plugin and the agent never interleave on
- * one interface (EBUSY/EEXIST races, a DEL undone by a late agent write).
+/* The attachment lock, "<dir>/<containerID>@<encoded ifname>.lock" (flock,
+ * created 0600 with dir if missing): every process that changes an
+ * attachment's tc objects, sysctls or record (plugin ADD/DEL/CHECK/GC, the
+ * agent re-tuning a pod) holds it from reading the record to writing it, so
+ * the plugin and the agent never interleave on one interface (EBUSY/EEXIST
+ * races, a DEL undone by a late agent write); other attachments never wait.
  * Held for milliseconds; a holder that dies releases it. Waits at most
- * timeout_ms, then -ETIMEDOUT; errors name the lock file. Returns the fd
- * holding the lock (close it, or state_unlock, to release). */
+ * timeout_ms (0: one try), then -ETIMEDOUT (err->code CNI_ERR_TRY_LATER);
+ * errors name the lock file. On a read-only directory an existing lock file
+ * is still locked; one that is absent and cannot be created gives -ENOENT or
+ * the directory's errno (nobody else can hold it then either). Returns the fd
+ * holding the lock; release with state_unlock_attachment(), which also
+ * removes the lock file once the attachment has no record. */
+int state_lock_attachment(const char *dir, const char *container_id, const char *ifname, unsigned timeout_ms,
+                          struct error *err);
+void state_unlock_attachment(int fd, const char *dir, const char *container_id, const char *ifname);
+/* A directory-wide lock "<dir>/lock", same rules (no longer taken by the
+ * verbs; kept for callers that need the whole directory). */
 int state_lock(const char *dir, unsigned timeout_ms, struct error *err);
 void state_unlock(int fd);
 /* Remove temp files ("<containerID>@<ifname>.json.tmp.<pid>",
  * "kernel-caps.tmp.<pid>") of writers that are gone (their pid no longer
  * runs): what a plugin killed while saving leaves. container_id NULL: of
- * every attachment (GC), else of that one (DEL); the kernel-caps one always.
- * Call with the state lock held. Returns how many were removed. */
+ * every attachment (GC: each under its attachment lock, skipped when busy),
+ * else of that one (DEL: call with its lock held); the kernel-caps one
+ * always. Returns how many were removed. */
 int state_sweep_tmp(const char *dir, const char *container_id, const char *ifname);
 /* -ENOENT when there is no state for the attachment. The desired plan is not
  * stored (the planner recomputes it from workload + profile + ifaces): load

@@ -420,11 +420,12 @@ def test_agent_down_at_add_then_corrects_the_pod(node, fresh_sysctls):
 def test_plugin_and_agent_never_interleave_on_one_pod(node):
     """The agent re-tunes a pod (an ingress limit: a shaper on its host veth)
     and stalls between applying and recording it (failpoint); CHECK and DEL
-    of the same pod arrive in that window. They wait for the state lock:
+    of the same pod arrive in that window. They wait for its attachment lock
+    (at most 800 ms, longer than the stall):
     CHECK sees the kernel and the record agree, DEL removes what the agent
     applied and its record stays removed (no EBUSY/EEXIST, no record
     resurrected by the agent's late write)."""
-    stall_ms = 600
+    stall_ms = 450
     node.start_agent({"uplinkRate": "500mbit", "debounceMs": 0, "mixedHoldSeconds": 0},
                      env={"AIQOS_TEST_FAILPOINTS": f"agent-retune-applied=sleep:{stall_ms}"})
     pod = node.add_pod(ANN)
