@@ -108,19 +108,26 @@ static void cni_chain(struct agent *ag)
 	        .plugin_conf = ag->opt.plugin_conf,
 	        .dropin = ag->opt.chain_dropin,
 	        .edit_in_place = ag->opt.chain_in_place,
+	        /* the primary CNI rewrote its file with a bandwidth plugin:
+	         * keep pods tuned, warn loudly (install refuses it) */
+	        .allow_bandwidth = true,
 	};
 	struct error e = {0};
-	char what[CHAIN_WHAT_MAX] = "";
-	bool changed = false;
+	struct chain_report rep;
+	bool changed;
 
-	if (chain_ensure(&o, &changed, what, sizeof(what), &e) < 0) {
+	if (chain_ensure_report(&o, &rep, &e) < 0) {
 		ag->ctr.chain_runs[1]++;
 		log_msg(LOG_LVL_ERROR, "CNI chaining failed", "dir", o.conf_dir, "error", e.msg, (char *)NULL);
 		return;
 	}
 	ag->ctr.chain_runs[0]++;
-	log_msg(changed ? LOG_LVL_INFO : LOG_LVL_DEBUG, changed ? "CNI chain updated" : "CNI chain in place", "dir",
-	        o.conf_dir, "what", what, (char *)NULL);
+	changed = rep.conf_changed || rep.binary_changed;
+	log_msg(rep.two_shapers ? LOG_LVL_WARN
+	        : changed       ? LOG_LVL_INFO
+	                        : LOG_LVL_DEBUG,
+	        changed ? "CNI chain updated" : "CNI chain in place", "dir", o.conf_dir, "what", rep.what,
+	        (char *)NULL);
 }
 
 /* ---- the timer ---- */
