@@ -257,6 +257,14 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 	int refused_errno[PLAN_ALT_MAX] = {0};
 	bool tried[PLAN_ALT_MAX] = {false};
 
+	if (it->dev == DEV_HOST && t->host_ifindex <= 0) {
+		/* no host-side veth (a macvlan/ipvlan primary): nothing to
+		 * shape ingress on; skipped, with that reason */
+		it->status = ITEM_SKIPPED;
+		it->chosen = -1;
+		it->err = ENODEV;
+		return 0;
+	}
 	r = target_for(t, it->dev, &sk, &ifindex, err);
 	if (r < 0) {
 		it->err = -r;
@@ -686,8 +694,8 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 		if (it->dev < 0 || it->dev >= _DEV_MAX)
 			return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
 			                 (int)it->dev);
-		if (it->type == ITEM_TC)
-			want_dev[it->dev] = true;
+		if (it->type == ITEM_TC && (plan_item_effective_tc(it) || it->status == ITEM_PENDING))
+			want_dev[it->dev] = true; /* a skipped item is not looked for */
 		else if (it->dev == DEV_POD)
 			pod_sysctls = true;
 		else

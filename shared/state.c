@@ -219,6 +219,11 @@ static void describe_reason(const struct plan_item *it, char *buf, size_t size)
 		snprintf(buf, size, "unknown");
 		return;
 	}
+	if (it->err == ENODEV && it->dev == DEV_HOST) {
+		snprintf(buf, size,
+		         "no host-side veth to shape on (a macvlan/ipvlan primary): the limit is not enforced");
+		return;
+	}
 	if (it->err == ENOENT || it->err == EOPNOTSUPP)
 		why = it->type == ITEM_TC ? "not supported by this kernel" : "not available in this kernel";
 	else if (it->err == EPERM && it->type == ITEM_SYSCTL)

@@ -4,6 +4,7 @@ class does to the pod netns and the host-side veth, read back from the kernel
 
 import json
 import os
+import secrets
 
 import cni
 
@@ -296,3 +297,28 @@ def test_add_check_del_with_interface_names_linux_allows(lab):
         att.check().assert_ok(output=False)
         att.delete()
         assert att.state_files() == [], lab.state_dir_entries()
+
+
+def test_ingress_limit_without_host_veth_is_recorded_skipped(lab):
+    """A macvlan primary leaves no host-side veth to shape ingress on: the
+    ingress limit is recorded as skipped with its reason in words (state),
+    never dropped silently; egress is shaped; CHECK and DEL pass."""
+    master, peer = f"aqtmv{secrets.token_hex(4)}", f"aqtmp{secrets.token_hex(4)}"
+    cni.sh("ip", "link", "add", master, "type", "veth", "peer", "name", peer)  # no dummy on the CI kernel
+    lab.host_links.update((master, peer))
+    cni.sh("ip", "link", "set", master, "up")
+    base = {"type": "macvlan", "master": master, "mode": "bridge", "ipam": lab.ipam()}
+    att = lab.attachment(annotations=INFERENCE, bandwidth={"ingressRate": 10_000_000, "egressRate": 10_000_000},
+                         base_conf=base)
+    att.add()
+    s = att.state()
+    assert s is not None and not s.get("failure"), s
+    root = cni.choice(s, "ingress.root")
+    assert root is not None and root["status"] == "skipped", s["choices"]
+    reasons = dict(cni.degraded_entries(s))
+    assert "ingress.root" in reasons and "no host-side veth" in reasons["ingress.root"], s.get("degraded")
+    assert cni.root_qdisc(att.netns.name, "eth0")["kind"] == "htb", cni.tc_summary(att.netns.name, "eth0")
+    att.check().assert_ok(output=False)
+    for run in att.delete():
+        run.assert_ok(output=False)
+    assert att.state_files() == [], lab.state_dir_entries()
