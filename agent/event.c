@@ -223,100 +223,27 @@ static void copy_sanitized(char *dst, size_t size, const char *src)
 
 int kube_quantity_parse_count(const char *s, uint64_t max, uint64_t *ret, struct error *err)
 {
-	static const struct {
-		const char *suffix;
-		int pow10;
-		int pow2;
-	} suffixes[] = {
-	        {"", 0, 0},   {"m", -3, 0},  {"k", 3, 0},   {"M", 6, 0},   {"G", 9, 0},   {"T", 12, 0},  {"P", 15, 0},
-	        {"E", 18, 0}, {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60},
-	};
+	struct k8s_quantity kq;
 	char q[96];
-	const char *p = s, *int_part, *frac_part = "";
-	size_t int_len, frac_len = 0;
-	unsigned __int128 num = 0;
-	unsigned sig = 0;
-	int pow10 = 0, pow2 = 0;
+	uint64_t v;
+	int r;
 
-	if (strlen(s) > 64)
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a Kubernetes quantity",
-		                 quote_str(q, sizeof(q), s));
-	/* <signedNumber> ::= [+-] ( digits | digits. | .digits | digits.digits ) */
-	if (*p == '+')
-		p++;
-	else if (*p == '-')
-		return error_set(err, CNI_ERR_DECODE, ERANGE, "%s is negative", quote_str(q, sizeof(q), s));
-	int_part = p;
-	while (*p >= '0' && *p <= '9')
-		p++;
-	int_len = (size_t)(p - int_part);
-	if (*p == '.') {
-		frac_part = ++p;
-		while (*p >= '0' && *p <= '9')
-			p++;
-		frac_len = (size_t)(p - frac_part);
+	r = k8s_quantity_parse(s, &kq, err);
+	if (r < 0) {
+		if (err)
+			err->code = CNI_ERR_DECODE;
+		return r;
 	}
-	if (int_len + frac_len == 0)
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a Kubernetes quantity",
-		                 quote_str(q, sizeof(q), s));
-	/* <suffix> ::= binarySI | decimalSI | (e|E) signedNumber */
-	if ((*p == 'e' || *p == 'E') && (p[1] == '+' || p[1] == '-' || (p[1] >= '0' && p[1] <= '9'))) {
-		char *end;
-		long e;
-		errno = 0;
-		e = strtol(p + 1, &end, 10);
-		if (errno || *end || e < -40 || e > 40)
-			return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a Kubernetes quantity",
-			                 quote_str(q, sizeof(q), s));
-		pow10 = (int)e;
-	} else {
-		size_t i;
-		for (i = 0; i < ARRAY_SIZE(suffixes); i++)
-			if (streq(p, suffixes[i].suffix))
-				break;
-		if (i == ARRAY_SIZE(suffixes))
-			return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a Kubernetes quantity",
-			                 quote_str(q, sizeof(q), s));
-		pow10 = suffixes[i].pow10;
-		pow2 = suffixes[i].pow2;
-	}
-	/* trailing zeros of the fraction do not count */
-	while (frac_len > 0 && frac_part[frac_len - 1] == '0')
-		frac_len--;
-	for (size_t i = 0; i < int_len + frac_len; i++) {
-		unsigned d = (unsigned)((i < int_len ? int_part[i] : frac_part[i - int_len]) - '0');
-		if (num == 0 && d == 0)
-			continue;
-		num = num * 10 + d;
-		if (++sig > 30)
-			return error_set(err, CNI_ERR_DECODE, ERANGE, "%s has too many digits",
-			                 quote_str(q, sizeof(q), s));
-	}
-	pow10 -= (int)frac_len;
-	if (num != 0) {
-		for (; pow10 < 0; pow10++) {
-			if (num % 10)
-				return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a whole number",
-				                 quote_str(q, sizeof(q), s));
-			num /= 10;
-		}
-		if (num > max)
-			goto too_large;
-		for (; pow10 > 0; pow10--) {
-			num *= 10;
-			if (num > max)
-				goto too_large;
-		}
-		for (; pow2 > 0; pow2--) {
-			num *= 2;
-			if (num > max)
-				goto too_large;
-		}
-	}
-	*ret = (uint64_t)num;
+	quote_str(q, sizeof(q), s);
+	if (kq.negative && kq.mant != 0)
+		return error_set(err, CNI_ERR_DECODE, ERANGE, "%s is negative", q);
+	r = k8s_quantity_to_u64(&kq, max, &v);
+	if (r == -EDOM)
+		return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a whole number", q);
+	if (r < 0)
+		return error_set(err, CNI_ERR_DECODE, ERANGE, "%s exceeds %" PRIu64, q, max);
+	*ret = v;
 	return 0;
-too_large:
-	return error_set(err, CNI_ERR_DECODE, ERANGE, "%s exceeds %" PRIu64, quote_str(q, sizeof(q), s), max);
 }
 
 /* ---- IPs ---- */

@@ -1,11 +1,13 @@
-/* k8s.h — Kubernetes' own rules for the identifiers aiqos reads from the API,
- * CNI_ARGS and the plugin socket, written once: namespaces are DNS-1123
- * labels, pod and node names DNS-1123 subdomains (no per-label limit), UIDs
- * what Kubernetes generates or a static pod's manifest may set. Pure. */
+/* k8s.h — Kubernetes' own rules, written once: the identifiers aiqos reads
+ * from the API, CNI_ARGS and the plugin socket (namespaces are DNS-1123
+ * labels, pod and node names DNS-1123 subdomains with no per-label limit,
+ * UIDs what Kubernetes generates or a static pod's manifest may set) and
+ * resource quantities (resource.Quantity's grammar: the bandwidth
+ * annotations, GPU requests). Pure. */
 #ifndef AIQOS_K8S_H
 #define AIQOS_K8S_H
 
-#include "util.h"
+#include "error.h"
 
 #define K8S_DNS_LABEL_MAX     63  /* IsDNS1123Label */
 #define K8S_DNS_SUBDOMAIN_MAX 253 /* IsDNS1123Subdomain */
@@ -35,5 +37,23 @@ static inline bool k8s_node_name_valid(const char *s)
  * '-', '.', '_' — all of those, nothing that could break a log line, a URL
  * or a JSON record. */
 bool k8s_uid_valid(const char *s);
+
+/* A quantity, exactly: (-1 if negative) * mant * 2^pow2 * 10^exp10.
+ * Grammar: [+-] (digits | digits. | .digits | digits.digits) then one of
+ * Ki Mi Gi Ti Pi Ei, n u m k M G T P E, e|E[+-]digits, or nothing. No
+ * whitespace; at most 20 significant digits (more could only spell a whole
+ * number absurdly). */
+struct k8s_quantity {
+	bool negative;
+	unsigned __int128 mant;
+	long exp10; /* saturated at +-100000 */
+	int pow2;
+};
+/* 0, or -EINVAL/-ERANGE with err "invalid quantity \"<s>\": <why>" naming
+ * the value (and an unknown suffix). */
+int k8s_quantity_parse(const char *s, struct k8s_quantity *ret, struct error *err);
+/* As a whole number in [0, max]: 0, -ERANGE (negative or above max), -EDOM
+ * (not a whole number). */
+int k8s_quantity_to_u64(const struct k8s_quantity *q, uint64_t max, uint64_t *ret);
 
 #endif

@@ -97,3 +97,56 @@ TEST(k8s_uids)
 	long_uid[K8S_UID_MAX] = '\0';
 	CHECK(k8s_uid_valid(long_uid));
 }
+
+/* One quantity grammar for the bandwidth annotations and the GPU counts:
+ * the exact decomposition and the whole-number conversion. */
+TEST(k8s_quantities)
+{
+	static const struct {
+		const char *s;
+		int parse, conv;
+		uint64_t value;
+	} cases[] = {
+	        {"10M", 0, 0, 10000000},
+	        {"500Mi", 0, 0, 524288000},
+	        {"1e3", 0, 0, 1000},
+	        {"1.5k", 0, 0, 1500},
+	        {"2000m", 0, 0, 2},
+	        {"3000000u", 0, 0, 3},
+	        {"4000000000n", 0, 0, 4},
+	        {"+7", 0, 0, 7},
+	        {"0", 0, 0, 0},
+	        {"-0", 0, 0, 0},
+	        {"-1", 0, -ERANGE, 0},
+	        {"1500m", 0, -EDOM, 0},
+	        {"1e-50", 0, -EDOM, 0},
+	        {"2Ei", 0, -ERANGE, 0},
+	        {"1e100000000", 0, -ERANGE, 0},
+	        {"", -EINVAL, 0, 0},
+	        {"1 k", -EINVAL, 0, 0},
+	        {"1K", -EINVAL, 0, 0},
+	        {"1kk", -EINVAL, 0, 0},
+	        {"e3", -EINVAL, 0, 0},
+	        {"12345678901234567890123", -EINVAL, 0, 0},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct k8s_quantity q;
+		struct error e = {0};
+		uint64_t v = 77;
+		int r = k8s_quantity_parse(cases[i].s, &q, &e);
+
+		if (r != cases[i].parse)
+			fprintf(stderr, "  \"%s\": parse %d (%s)\n", cases[i].s, r, e.msg);
+		CHECK_INT(r, cases[i].parse);
+		if (r < 0) {
+			CHECK_CONTAINS(e.msg, "invalid quantity \"");
+			continue;
+		}
+		r = k8s_quantity_to_u64(&q, 1000000000000000000ULL, &v);
+		if (r != cases[i].conv)
+			fprintf(stderr, "  \"%s\": conversion %d\n", cases[i].s, r);
+		CHECK_INT(r, cases[i].conv);
+		if (r == 0)
+			CHECK_INT(v, cases[i].value);
+	}
+}
