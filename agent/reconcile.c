@@ -35,8 +35,7 @@ int64_t agent_now_unix(void)
 void agent_count_retune(struct agent *ag, int scope, int result, double seconds)
 {
 	ag->ctr.retunes[scope][result]++;
-	ag->ctr.retune_seconds_sum += seconds;
-	ag->ctr.retune_count++;
+	metrics_histogram_observe(&ag->ctr.retune_seconds[scope], &metrics_buckets_retune, seconds);
 }
 
 void agent_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt, ...)
@@ -67,12 +66,13 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
 	struct agent_attach at;
 	struct agent_pod *p;
+	cJSON *choices = NULL;
 	bool is_new = false, found;
 	int r;
 
 	if (!s)
 		return error_set(err, 0, ENOMEM, "out of memory");
-	r = state_load(ag->state_dir, container_id, ifname, s, NULL, err);
+	r = state_load(ag->state_dir, container_id, ifname, s, &choices, err);
 	if (r == -ENOENT) {
 		error_clear(err);
 		pod_cache_attach_remove(&ag->pods, container_id, ifname, &found);
@@ -80,9 +80,15 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	}
 	if (r < 0)
 		return r;
-	if (s->pending)
+	if (s->pending) {
+		cJSON_Delete(choices);
 		return 0; /* its ADD is running, or died and DEL will come */
+	}
 	agent_attach_from_state(s, &at);
+	/* not re-planned here: what fell back is in the record's choices
+	 * (issue 13 item 9: such a pod was shown "tuned") */
+	at.degraded = at.degraded || agent_choices_degraded(choices);
+	cJSON_Delete(choices);
 	p = pod_cache_attach_upsert(&ag->pods, &at, &is_new);
 	if (!p)
 		return error_set(err, 0, ENOMEM, "out of memory");
