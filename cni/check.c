@@ -166,13 +166,13 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 
 	if (!c->prev_result)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, CNI_MSG_NO_PREV_RESULT);
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	/* not in the middle of an agent's re-tune */
 	r = cni_attach_lock(ctx, env->container_id, env->ifname, CNI_DEL_LOCK_TIMEOUT_MS, &lock, err);
 	if (r < 0)
 		return r;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
 	if (r == -ENOENT) {
 		cni_lock_release(&lock);

@@ -60,7 +60,7 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 {
 	const struct cni_conf *c = &ctx->conf;
 	const struct cni_env *env = ctx->env;
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_free_ struct attach_state *s = NULL;
 	_cleanup_cjson_ cJSON *choices = NULL;
 	struct error e = {0};
 	char done[32] = "";
@@ -69,11 +69,12 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	int r;
 
 	cni_phase(ctx, "config");
-	if (!s)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	r = cni_attach_lock(ctx, env->container_id, env->ifname, CNI_DEL_LOCK_TIMEOUT_MS, &lock, err);
 	if (r < 0)
 		return r; /* code 11: busy (an ADD or the agent's re-tune of it); the runtime retries */
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	if (lock.fd >= 0)
 		state_sweep_tmp(c->state_dir, env->container_id, env->ifname);
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);

@@ -845,7 +845,7 @@ static bool tmp_is_stale(const char *name, const char *prefix, char cid[STATE_ID
 			t = p;
 		if (!t)
 			return false;
-		if (prefix && (strlen(prefix) != (size_t)(t - name) || strncmp(name, prefix, (size_t)(t - name))))
+		if (prefix && (strlen(prefix) != (size_t)(t - name) || strncmp(name, prefix, (size_t)(t - name)) != 0))
 			return false;
 		if (!stem_parse(name, (size_t)(t - name), cid, STATE_ID_MAX, ifn, IFNAME_LEN))
 			return false;

@@ -98,7 +98,6 @@ test_training_unshaped() {
 # tcp_allowed_congestion_control left as it was (aiqos allows dctcp only for
 # the moment of the pod's write).
 test_training_dctcp_shaped() {
-	local allowed_before
 	allowed_before=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)
 	pod_add ptp "$DCTCP" '{"egressRate":20000000,"ingressRate":10000000}' || return
 	state_expect_all_applied
