@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "event.h"
+#include "ifname.h"
 
 /* ---- describing values in messages ---- */
 
@@ -134,14 +135,6 @@ range:
 
 /* ---- keys ---- */
 
-static bool ifname_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n >= IFNAME_LEN || streq(s, ".") || streq(s, ".."))
-		return false;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:@-") == n;
-}
-
 static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
 	char q[96];
@@ -149,8 +142,8 @@ static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c,
 		return type_error(err, key, "an interface name or \"auto\"", v);
 	if (!streq(v->valuestring, NODE_UPLINK_AUTO) && !ifname_valid(v->valuestring))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "%s: %s is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\"", key,
-		                 quote(q, sizeof(q), v->valuestring));
+		                 "%s: %s is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\"",
+		                 key, quote(q, sizeof(q), v->valuestring));
 	str_copy(c->node.uplink, sizeof(c->node.uplink), v->valuestring);
 	return 0;
 }
@@ -334,11 +327,11 @@ static int config_finish(struct agent_config *c, struct error *err)
 			                 "(profiles.%s.dscp)",
 			                 p->name, p->dscp, workload_class_name(p->class), want,
 			                 workload_class_name(p->class));
-		if (want < 0 && p->dscp >= 0 &&
-		    (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
+		if (want < 0 && p->dscp >= 0 && (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
 			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 			                 "profiles.%s.dscp = %d: with classify \"dscp\" that is the uplink's %s DSCP",
-			                 p->name, p->dscp, p->dscp == c->node.dscp_inference ? "inference" : "training");
+			                 p->name, p->dscp,
+			                 p->dscp == c->node.dscp_inference ? "inference" : "training");
 	}
 	return 0;
 }
