@@ -108,9 +108,6 @@ static void cni_chain(struct agent *ag)
 	        .plugin_conf = ag->opt.plugin_conf,
 	        .dropin = ag->opt.chain_dropin,
 	        .edit_in_place = ag->opt.chain_in_place,
-	        /* the primary CNI rewrote its file with a bandwidth plugin:
-	         * keep pods tuned, warn loudly (install refuses it) */
-	        .allow_bandwidth = true,
 	};
 	struct error e = {0};
 	struct chain_report rep;
