@@ -14,9 +14,11 @@
 #include <time.h>
 
 #include "caps.h"
+#include "reason.h"
 #include "failpoint.h"
 #include "ifname.h"
 #include "log.h"
+#include "reason.h"
 #include "state.h"
 
 #define STATE_VERSION 1
@@ -209,14 +211,8 @@ static void describe_alt(const struct plan_item *it, int i, char *buf, size_t si
 
 static void describe_reason(const struct plan_item *it, char *buf, size_t size)
 {
-	const char *why = "refused by the kernel";
-
 	if (it->err == ESRCH) {
 		snprintf(buf, size, "depends on %s, which was not applied", it->depends);
-		return;
-	}
-	if (it->err == 0) {
-		snprintf(buf, size, "unknown");
 		return;
 	}
 	if (it->err == ENODEV && it->dev == DEV_HOST) {
@@ -224,11 +220,13 @@ static void describe_reason(const struct plan_item *it, char *buf, size_t size)
 		         "no host-side veth to shape on (a macvlan/ipvlan primary): the limit is not enforced");
 		return;
 	}
-	if (it->err == ENOENT || it->err == EOPNOTSUPP)
-		why = it->type == ITEM_TC ? "not supported by this kernel" : "not available in this kernel";
-	else if (it->err == EPERM && it->type == ITEM_SYSCTL)
-		why = "not allowed in the pod's network namespace";
-	snprintf(buf, size, "%s: %s (errno %d)", why, strerror(it->err), it->err);
+	if (it->err == EPERM && it->type == ITEM_SYSCTL) {
+		snprintf(buf, size, "not allowed in the pod's network namespace");
+		return;
+	}
+	reason_item(it, buf, size); /* the missing kernel feature in words (reason.h) */
+	if (!buf[0])
+		snprintf(buf, size, "unknown");
 }
 
 static cJSON *degraded_to_json(const struct plan *p)
@@ -239,7 +237,7 @@ static cJSON *degraded_to_json(const struct plan *p)
 		return NULL;
 	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
 		const struct plan_item *it = &p->items[i];
-		char wanted[TC_FORMAT_MAX + 32], got[TC_FORMAT_MAX + 32], reason[128];
+		char wanted[TC_FORMAT_MAX + 32], got[TC_FORMAT_MAX + 32], reason[REASON_MAX];
 		cJSON *o;
 
 		if (it->status != ITEM_DEGRADED && it->status != ITEM_SKIPPED)
