@@ -10,6 +10,9 @@ static const struct tc_kind *const kinds[_TC_KIND_MAX] = {
         [TC_KIND_FQ] = &tc_kind_fq,       [TC_KIND_FQ_CODEL] = &tc_kind_fq_codel,   [TC_KIND_BFIFO] = &tc_kind_bfifo,
         [TC_KIND_PFIFO] = &tc_kind_pfifo, [TC_KIND_PRIO] = &tc_kind_prio,           [TC_KIND_CLSACT] = &tc_kind_clsact,
         [TC_KIND_U32] = &tc_kind_u32,
+        [TC_KIND_MQ] = &tc_kind_mq,
+        [TC_KIND_PFIFO_FAST] = &tc_kind_pfifo_fast,
+        [TC_KIND_BPF] = &tc_kind_bpf,
 };
 
 const struct tc_kind *tc_kind_get(enum tc_kind_id id)

@@ -35,6 +35,9 @@ enum tc_kind_id {
 	TC_KIND_PRIO,
 	TC_KIND_CLSACT,
 	TC_KIND_U32, /* filter */
+	TC_KIND_MQ,
+	TC_KIND_PFIFO_FAST,
+	TC_KIND_BPF, /* filter (cls_bpf, direct-action) */
 	_TC_KIND_MAX,
 	_TC_KIND_INVALID = -1,
 };
@@ -111,6 +114,16 @@ struct tc_u32 {
 	uint8_t tos;      /* U32_MATCH_DSFIELD: DS field value (DSCP << 2) to match under mask 0xfc */
 };
 
+/* A cls_bpf filter: the program by name; prog_fd is set by whoever loaded
+ * it, just before the filter is sent (-1 = none); prog_id is observed. */
+#define TC_BPF_NAME_MAX 32
+struct tc_bpf {
+	char name[TC_BPF_NAME_MAX];
+	uint32_t flags; /* TCA_BPF_FLAG_ACT_DIRECT */
+	int prog_fd;
+	uint32_t prog_id;
+};
+
 struct tc_spec {
 	enum tc_type type;
 	enum tc_kind_id kind;
@@ -128,6 +141,7 @@ struct tc_spec {
 		struct tc_fifo fifo;
 		struct tc_prio prio;
 		struct tc_u32 u32;
+		struct tc_bpf bpf;
 	} u;
 };
 
