@@ -208,6 +208,22 @@ static int qdisc_clear_handle(struct nl_sock *sk, int ifindex, const struct tc_s
 	return -EINVAL;
 }
 
+/* A qdisc kind without a change operation (pfifo_fast, mq) refuses a
+ * replace of itself with EOPNOTSUPP: when the slot already holds that kind
+ * under that handle, there is nothing to change. */
+static bool qdisc_already_there(struct nl_sock *sk, int ifindex, const struct tc_spec *s)
+{
+	_cleanup_free_ struct tc_dump *d = calloc(1, sizeof(*d));
+
+	if (!d || s->type != TC_QDISC || !s->handle || nl_tc_dump(sk, ifindex, d, NULL) < 0)
+		return false;
+	for (unsigned i = 0; i < d->n && i < ARRAY_SIZE(d->tc); i++)
+		if (d->tc[i].type == TC_QDISC && d->tc[i].handle == s->handle && d->tc[i].kind == s->kind &&
+		    d->tc[i].parent == s->parent)
+			return true;
+	return false;
+}
+
 static int tc_put(struct apply_run *run, struct nl_sock *sk, int ifindex, enum plan_dev dev, const struct tc_spec *s,
                   struct error *err)
 {
@@ -234,6 +250,10 @@ static int tc_put(struct apply_run *run, struct nl_sock *sk, int ifindex, enum p
 		return r;
 	}
 	r = nl_tc_replace(sk, ifindex, s, err);
+	if (r == -EOPNOTSUPP && qdisc_already_there(sk, ifindex, s)) {
+		error_clear(err);
+		return 0;
+	}
 	if (r == -EINVAL && s->type == TC_QDISC && s->handle != 0) {
 		struct error e = {0};
 		int q = qdisc_clear_handle(sk, ifindex, s, &e);
@@ -256,6 +276,7 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 	int ifindex = 0, r;
 	int refused_errno[PLAN_ALT_MAX] = {0};
 	bool tried[PLAN_ALT_MAX] = {false};
+	bool unknown_kind[PLAN_ALT_MAX] = {false}; /* the kernel said so (extack) */
 
 	r = target_for(t, it->dev, &sk, &ifindex, err);
 	if (r < 0) {
@@ -297,6 +318,7 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 		it->err = -r;
 		tried[i] = true;
 		refused_errno[i] = -r;
+		unknown_kind[i] = r == -ENOENT && strstr(e.msg, "kind is unknown");
 	}
 	/* Nothing accepted. Learn only what is unambiguous (it is kept for the
 	 * later runs of this boot, caps.h): ENOENT or EOPNOTSUPP where no
@@ -305,7 +327,7 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 	for (unsigned j = 0; j < it->n_alt; j++)
 		if (tried[j] &&
 		    (refused_errno[j] == EOPNOTSUPP || refused_errno[j] == ENOTSUP || refused_errno[j] == ENOENT) &&
-		    enoent_means_missing_feature(&it->tc[j]))
+		    (enoent_means_missing_feature(&it->tc[j]) || unknown_kind[j]))
 			caps_mark_refused(caps, &it->tc[j], NULL, refused_errno[j]);
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;

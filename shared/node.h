@@ -47,6 +47,28 @@
  * does. Caps also choose between structures (prio vs HTB): when the applier
  * learns a missing kind (e.g. prio on first contact), plan again.
  *
+ * A virtual link's reported speed (veth, virtio, bridge, dummy: 10000 Mb/s
+ * whatever it carries) is never used as a rate: without uplinkRate such a
+ * link is not shaped (speed_untrusted, and a warning with the config to set).
+ *
+ * MULTI-QUEUE (plan_node_mq.c). Unless shaping was configured (uplinkRate:
+ * HTB, one lock), a device with several tx queues keeps `mq` and every queue
+ * gets its own child (its own lock): training fq [ce] | fq_codel; inference
+ * fq_codel 1ms/10ms ecn; mixed prio (3 bands, pfifo_fast's priomap) with AQM
+ * leaves | pfifo_fast (3 strict-priority bands, every kernel). In mixed mode
+ * a BPF classifier at the clsact egress hook (bpf_cls.h) sets skb->priority
+ * once per packet, before the queue is picked: inference 6 (band 0), default
+ * 0 (band 1), training 2 (band 2); pods are entries of its map, not tc
+ * objects (node_cls_entries). Objects: O(queues) + 2. Chosen only when a
+ * child is available (kinds not known missing; training needs fq or fq_codel,
+ * inference fq_codel, mixed prio or pfifo_fast plus clsact and bpf);
+ * otherwise the single-queue structures below apply.
+ *   uplink.root              mq 1: root
+ *   uplink.q.<i>             child of queue i at 1:<i+1>, handle <0x100+i>:
+ *   uplink.q.<i>.<class>     prio leaves at <0x100+i>:1..3, handle <0x1000+4i+band>:
+ *   uplink.clsact            clsact (mixed)
+ *   uplink.classifier        bpf aiqos_cls direct-action, clsact egress, pref 1, handle 1
+ *
  * ITEMS (dev DEV_UPLINK, ids stable; parents before children):
  *   uplink.root               htb 1: default 20 r2q 10 | prio 1: bands 3 priomap all 1
  *                             | fq/fq_codel (unshaped)
@@ -108,6 +130,7 @@
 #ifndef AIQOS_NODE_H
 #define AIQOS_NODE_H
 
+#include "bpf_cls.h"
 #include "plan.h"
 
 #define NODE_POD_IPS_MAX 4
@@ -144,6 +167,13 @@
 #define NODE_FILTER_PRIO_DSCP_V4     20
 #define NODE_FILTER_PRIO_DSCP_V6     21
 
+/* The multi-queue layout (plan_node_mq.c, see "MULTI-QUEUE" above) */
+#define NODE_MQ_QUEUES_MAX      256 /* per-queue children planned for at most this many tx queues */
+#define NODE_FILTER_PRIO_CLS    1   /* the classifier's pref at the clsact egress hook */
+#define NODE_CLS_PRIO_INFERENCE 6   /* skb->priority TC_PRIO_INTERACTIVE: band 0 of pfifo_fast's priomap */
+#define NODE_CLS_PRIO_DEFAULT   0   /* TC_PRIO_BESTEFFORT: band 1 */
+#define NODE_CLS_PRIO_TRAINING  2   /* TC_PRIO_BULK: band 2 */
+
 enum node_mode {
 	MODE_IDLE,
 	MODE_TRAINING,
@@ -166,6 +196,7 @@ enum node_shape {
 	SHAPE_ROOT_AQM, /* classless root fq / fq_codel */
 	SHAPE_PRIO,     /* prio bands with AQM leaves, line rate */
 	SHAPE_HTB,      /* HTB at Rp with guaranteed shares */
+	SHAPE_MQ,       /* mq with a child per tx queue (+ the BPF classifier in mixed), line rate */
 	_SHAPE_MAX,
 	_SHAPE_INVALID = -1,
 };
@@ -256,6 +287,9 @@ struct node_plan_info {
 	uint64_t class_rate_bps[_CLASS_MAX]; /* HTB guaranteed rates (0 = no class) */
 	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
 	unsigned n_filters;
+	unsigned n_queues;     /* SHAPE_MQ: tx queues given a child */
+	bool classifier;       /* SHAPE_MQ mixed: the clsact BPF classifier sets skb->priority */
+	bool speed_untrusted;  /* a virtual link's reported speed was not used as a rate */
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];
 };
@@ -287,6 +321,12 @@ int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_c
 /* Guaranteed shares for a mode (formula in the top comment). */
 void node_shares_compute(const struct node_counts *c, double inference_share, enum node_mode mode,
                          struct node_shares *ret);
+
+/* The classifier's map content for a plan with info->classifier (else 0
+ * entries): one entry per pod address (classify src-ip) or per class DSCP
+ * (classify dscp), and the default. *ret is malloc'd (free it). */
+int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
+                     const struct node_plan_info *info, struct bpf_cls_entry **ret, unsigned *ret_n);
 
 /* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"). */
 int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);

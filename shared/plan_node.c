@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "node.h"
+#include "plan_node_int.h"
 
 #define H_ROOT             0x10000u  /* 1: */
 #define H_PARENT           0x10001u  /* 1:1 (HTB parent class) */
@@ -82,6 +83,7 @@ const char *node_shape_name(enum node_shape s)
 	        [SHAPE_ROOT_AQM] = "root-aqm",
 	        [SHAPE_PRIO] = "prio",
 	        [SHAPE_HTB] = "htb",
+	        [SHAPE_MQ] = "mq",
 	};
 
 	if (s < 0 || s >= _SHAPE_MAX)
@@ -352,14 +354,7 @@ unsigned node_plan_slice(const struct node_plan *p, unsigned start, struct plan 
 	return k;
 }
 
-/* Building context */
-struct builder {
-	struct node_plan *p;
-	const struct plan_caps *caps;
-	uint32_t frame; /* MTU + Ethernet header */
-};
-
-static struct plan_item *item_add(struct builder *b, const char *id, const char *depends)
+struct plan_item *item_add(struct builder *b, const char *id, const char *depends)
 {
 	struct plan_item *it;
 
@@ -379,7 +374,7 @@ static struct plan_item *item_add(struct builder *b, const char *id, const char 
 /* A zeroed alternative of `kind` with the object identity (type, parent,
  * handle, prio, protocol) of it->tc[0]: all alternatives of an item are one
  * kernel object. Set the identity on tc[0] before adding the first one. */
-static struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind)
+struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind)
 {
 	struct tc_spec ident = it->tc[0];
 	struct tc_spec *s;
@@ -428,7 +423,7 @@ static void spec_fq_codel_inference(struct tc_spec *s)
 
 /* Alternatives of a class queue, best first. fifo_rate_bps: the rate that
  * drains it (for the byte FIFO), 0 = no FIFO fallback. */
-static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps)
+void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps)
 {
 	struct tc_spec *s;
 
@@ -459,11 +454,13 @@ static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_
 }
 
 /* The first alternative of a new item, identity set. */
-static struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
-                                 uint32_t handle)
+struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
+                          uint32_t handle)
 {
 	struct tc_spec *s = alt_add(it, kind);
 
+	if (!s)
+		s = &it->tc[0]; /* not reached: a new item has no alternative yet */
 	s->type = type;
 	s->parent = parent;
 	s->handle = handle;
@@ -919,11 +916,19 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	info.ce_threshold_us = info.counts.n_dctcp_training > 0 ? NODE_CE_THRESHOLD_US : 0;
 	has_htb = plan_caps_has(caps, TC_KIND_HTB) && plan_caps_has(caps, TC_KIND_HTB_CLASS);
 
+	/* A virtual link's reported speed is fiction: never a rate (node.h). */
+	if (!info.rate_configured && up->is_virtual && info.rate_bps > 0) {
+		info.rate_bps = 0;
+		info.speed_untrusted = true;
+	}
+
 	/* The structure (see node.h) */
 	if (mode == MODE_IDLE)
 		info.shape = SHAPE_NONE;
-	else if (info.rate_bps > 0 && has_htb && (info.rate_configured || up->is_virtual))
+	else if (info.rate_configured && has_htb)
 		info.shape = SHAPE_HTB;
+	else if (node_mq_usable(mode, up, caps))
+		info.shape = SHAPE_MQ;
 	else if (mode != MODE_MIXED)
 		info.shape = SHAPE_ROOT_AQM;
 	else if (plan_caps_has(caps, TC_KIND_PRIO))
@@ -934,15 +939,13 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		info.shape = SHAPE_ROOT_AQM;
 
 	if (mode != MODE_IDLE) {
-		if (info.rate_bps == 0 && up->is_virtual)
-			info_warn(&info, "uplink %s is virtual and its rate is unknown: set uplinkRate to shape it",
-			          ifname);
-		else if (info.shape == SHAPE_HTB && !info.rate_configured && up->is_virtual)
+		if (up->is_virtual && !info.rate_configured)
 			info_warn(&info,
-			          "uplink %s is virtual: shaping at its reported speed; set uplinkRate to the real "
-			          "bottleneck rate",
+			          "uplink %s is virtual: its reported speed is not the bottleneck, so it is not "
+			          "shaped; to shape below a slower link behind it, set uplinkRate in the agent "
+			          "config, e.g. \"uplinkRate\": \"9500mbit\"",
 			          ifname);
-		if (!has_htb && info.rate_bps > 0 && (info.rate_configured || up->is_virtual))
+		if (!has_htb && info.rate_configured)
 			info_warn(&info, "htb is unavailable: uplink %s is not shaped", ifname);
 		if (mode == MODE_MIXED && info.shape == SHAPE_ROOT_AQM)
 			info_warn(&info,
@@ -967,6 +970,9 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		for (int c = 0; c < _CLASS_MAX; c++)
 			if (c != CLASS_DEFAULT && info.class_rate_bps[c])
 				classid[c] = TC_H_MAKE(H_ROOT, class_minor(c));
+	} else if (info.shape == SHAPE_MQ) {
+		info.n_queues = up->tx_queues > NODE_MQ_QUEUES_MAX ? NODE_MQ_QUEUES_MAX : up->tx_queues;
+		info.classifier = mode == MODE_MIXED;
 	} else if (info.shape == SHAPE_PRIO) {
 		classid[CLASS_INFERENCE] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_INFERENCE));
 		classid[CLASS_TRAINING] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_TRAINING));
@@ -984,7 +990,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 				n_filters += 2;
 	}
 
-	cap = TREE_ITEMS_MAX + n_filters;
+	cap = TREE_ITEMS_MAX + n_filters + (info.shape == SHAPE_MQ ? node_mq_items(mode, up, caps) : 0);
 	np.items = calloc(cap, sizeof(*np.items));
 	if (!np.items)
 		return error_set(err, 0, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
@@ -1004,6 +1010,9 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		break;
 	case SHAPE_ROOT_AQM:
 		r = tree_root_aqm(&b, mode_class(mode), info.ce_threshold_us);
+		break;
+	case SHAPE_MQ:
+		r = node_tree_mq(&b, mode, up, info.ce_threshold_us, info.rate_bps ? info.rate_bps : NODE_NOMINAL_RATE_BPS);
 		break;
 	default:
 		r = 0;

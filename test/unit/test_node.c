@@ -2,6 +2,7 @@
  * hysteresis on a fake clock, the shares formula, uplink plans per mode x
  * link x kernel x classification (golden files test/unit/golden/node-*.txt,
  * rewritten with AIQOS_UPDATE_GOLDEN=1), filters, handles and incrementality. */
+#define _GNU_SOURCE /* asprintf */
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <sys/socket.h>
@@ -80,9 +81,16 @@ static void many_pods(struct node_pod *pods, unsigned n, unsigned seed)
 	}
 }
 
-static const struct uplink_facts NIC_10G = {.ifname = "ens5", .speed_bps = 10000000000ULL, .tx_queues = 8, .mtu = 1500};
+/* single-queue links keep the single-root structures; multi-queue ones get mq */
+static const struct uplink_facts NIC_10G = {.ifname = "ens5", .speed_bps = 10000000000ULL, .tx_queues = 1, .mtu = 1500};
 static const struct uplink_facts VETH = {
         .ifname = "eth0", .speed_bps = 0, .is_virtual = true, .tx_queues = 1, .mtu = 1500};
+static const struct uplink_facts NIC_MQ = {.ifname = "ens5", .speed_bps = 100000000000ULL, .tx_queues = 4, .mtu = 1500};
+/* a veth says 10000 Mb/s whatever it carries */
+static const struct uplink_facts VETH_SPEED = {
+        .ifname = "eth0", .speed_bps = 10000000000ULL, .is_virtual = true, .tx_queues = 1, .mtu = 1500};
+static const struct uplink_facts VETH_MQ = {
+        .ifname = "eth0", .speed_bps = 10000000000ULL, .is_virtual = true, .tx_queues = 4, .mtu = 1500};
 
 static struct plan_caps caps_full(void)
 {
@@ -119,6 +127,17 @@ static const struct scenario scenarios[] = {
         {"ci", 0, &NIC_10G, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_HTB}},
         /* the P4 lab: veth + uplinkRate 500mbit on the CI kernel */
         {"lab", 500000000ULL, &VETH, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
+        /* a veth's reported 10000 Mb/s is not a rate: not shaped (issue 12: was HTB at 9.7 Gbit/s) */
+        {"veth-speed", 0, &VETH_SPEED, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM}},
+        /* multi-queue NIC, full kernel: mq with per-queue children in every mode */
+        {"nic-mq", 0, &NIC_MQ, false, {SHAPE_NONE, SHAPE_MQ, SHAPE_MQ, SHAPE_MQ}},
+        /* multi-queue NIC, CI kernel: no fq/fq_codel for the children; mixed gets pfifo_fast + classifier */
+        {"ci-mq", 0, &NIC_MQ, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_MQ}},
+        /* the line-rate bench's uplink: a 4-queue veth, not shaped */
+        {"veth-mq", 0, &VETH_MQ, false, {SHAPE_NONE, SHAPE_MQ, SHAPE_MQ, SHAPE_MQ}},
+        {"veth-mq-ci", 0, &VETH_MQ, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_MQ}},
+        /* the operator asked for a shaper: HTB even on mq */
+        {"veth-mq-100g", 100000000000ULL, &VETH_MQ, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
 };
 
 static int plan_for(const struct scenario *sc, enum node_classify cl, enum node_mode mode, const struct node_pod *pods,
@@ -169,6 +188,8 @@ static char *render(const struct node_plan *np, const struct node_plan_info *inf
 	        info->shares.share_pm[CLASS_TRAINING], info->class_rate_bps[CLASS_INFERENCE],
 	        info->class_rate_bps[CLASS_DEFAULT], info->class_rate_bps[CLASS_TRAINING]);
 	fprintf(f, "# ce_threshold %uus, filters %u\n", info->ce_threshold_us, info->n_filters);
+	if (info->shape == SHAPE_MQ)
+		fprintf(f, "# queues %u, classifier %s\n", info->n_queues, info->classifier ? "bpf" : "none");
 	for (unsigned i = 0; i < info->n_warn; i++)
 		fprintf(f, "# warning: %s\n", info->warn[i]);
 	for (unsigned start = 0;; start += PLAN_ITEMS_MAX) {
@@ -1481,6 +1502,36 @@ TEST(node_plan_golden)
 				CHECK(text != NULL);
 				if (!text)
 					continue;
+				if (info.classifier) {
+					struct node_config cfg;
+					_cleanup_free_ struct bpf_cls_entry *ents = NULL;
+					unsigned n_ents = 0;
+					char *more = NULL;
+
+					node_config_defaults(&cfg);
+					cfg.classify = (enum node_classify)cl;
+					CHECK_INT(node_cls_entries(pods, n, &cfg, &info, &ents, &n_ents), 0);
+					for (unsigned e = 0; e < n_ents; e++) {
+						char addr[64] = "";
+						const struct bpf_cls_key *key = &ents[e].key;
+
+						if (key->kind == BPF_CLS_KEY_SRC4 || key->kind == BPF_CLS_KEY_SRC6)
+							inet_ntop(key->kind == BPF_CLS_KEY_SRC4 ? AF_INET : AF_INET6,
+							          key->addr, addr, sizeof(addr));
+						else if (key->kind == BPF_CLS_KEY_DSCP)
+							snprintf(addr, sizeof(addr), "dscp %u", key->addr[0]);
+						else
+							snprintf(addr, sizeof(addr), "default");
+						if (asprintf(&more, "%s# classifier: %s -> priority %u\n", text, addr,
+						             ents[e].priority) < 0)
+							more = NULL;
+						CHECK(more != NULL);
+						if (more) {
+							free(text);
+							text = more;
+						}
+					}
+				}
 				snprintf(name, sizeof(name), "node-%s-%s-%s.txt", node_mode_name(modes[m]),
 				         scenarios[k].name, node_classify_name((enum node_classify)cl));
 				golden_check(name, text);
