@@ -312,8 +312,7 @@ static int entry_cmp(const void *a, const void *b)
 	              sizeof(struct bpf_cls_key));
 }
 
-int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, unsigned *ret_changed,
-                     struct error *err)
+int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, unsigned *ret_changed, struct error *err)
 {
 	_cleanup_free_ struct bpf_cls_key *have = calloc(BPF_CLS_MAP_MAX, sizeof(*have));
 	_cleanup_free_ struct bpf_cls_entry *sorted = calloc(n ? n : 1, sizeof(*sorted));

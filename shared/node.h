@@ -287,9 +287,9 @@ struct node_plan_info {
 	uint64_t class_rate_bps[_CLASS_MAX]; /* HTB guaranteed rates (0 = no class) */
 	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
 	unsigned n_filters;
-	unsigned n_queues;     /* SHAPE_MQ: tx queues given a child */
-	bool classifier;       /* SHAPE_MQ mixed: the clsact BPF classifier sets skb->priority */
-	bool speed_untrusted;  /* a virtual link's reported speed was not used as a rate */
+	unsigned n_queues;    /* SHAPE_MQ: tx queues given a child */
+	bool classifier;      /* SHAPE_MQ mixed: the clsact BPF classifier sets skb->priority */
+	bool speed_untrusted; /* a virtual link's reported speed was not used as a rate */
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];
 };

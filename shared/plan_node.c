@@ -79,10 +79,7 @@ enum node_classify node_classify_from_name(const char *s)
 const char *node_shape_name(enum node_shape s)
 {
 	static const char *const names[_SHAPE_MAX] = {
-	        [SHAPE_NONE] = "none",
-	        [SHAPE_ROOT_AQM] = "root-aqm",
-	        [SHAPE_PRIO] = "prio",
-	        [SHAPE_HTB] = "htb",
+	        [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio", [SHAPE_HTB] = "htb",
 	        [SHAPE_MQ] = "mq",
 	};
 
@@ -938,6 +935,14 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	else
 		info.shape = SHAPE_ROOT_AQM;
 
+	/* nothing the kernel has for a classless root: the original stays */
+	if (info.shape == SHAPE_ROOT_AQM && !plan_caps_has(caps, TC_KIND_FQ_CODEL) &&
+	    (mode_class(mode) != CLASS_TRAINING || !plan_caps_has(caps, TC_KIND_FQ))) {
+		info.shape = SHAPE_NONE;
+		info_warn(&info, "no queue for %s mode on %s is available in this kernel: the original qdisc stays",
+		          node_mode_name(mode), ifname);
+	}
+
 	if (mode != MODE_IDLE) {
 		if (up->is_virtual && !info.rate_configured)
 			info_warn(&info,
@@ -1012,7 +1017,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		r = tree_root_aqm(&b, mode_class(mode), info.ce_threshold_us);
 		break;
 	case SHAPE_MQ:
-		r = node_tree_mq(&b, mode, up, info.ce_threshold_us, info.rate_bps ? info.rate_bps : NODE_NOMINAL_RATE_BPS);
+		r = node_tree_mq(&b, mode, up, info.ce_threshold_us,
+		                 info.rate_bps ? info.rate_bps : NODE_NOMINAL_RATE_BPS);
 		break;
 	default:
 		r = 0;

@@ -172,6 +172,12 @@ void tc_handle_format(uint32_t h, char *buf, size_t size);
  * "qdisc replace dev eth0 root handle 1: fq_codel target 1ms ..." */
 int tc_spec_format(const struct tc_spec *s, const char *dev, const char *verb, char *buf, size_t size);
 
+/* The TCA_OPTIONS payload the kind's own encoder (fill) makes for s: what
+ * the kernel accepts on create (a dump's options may not be: HTB dumps
+ * version 0x30011 where init wants 3). *ret_len = 0 for kinds without
+ * options. -EOVERFLOW beyond max. */
+int tc_spec_encode_options(const struct tc_spec *s, uint8_t *buf, size_t max, size_t *ret_len);
+
 /* Same identity (type, parent, handle; for filters parent+prio+protocol) */
 bool tc_spec_same_object(const struct tc_spec *a, const struct tc_spec *b);
 /* Identity equal and kind's match() true */

@@ -124,18 +124,18 @@ static const struct scenario scenarios[] = {
         /* real 10G NIC, link speed, full kernel: work-conserving */
         {"nic", 0, &NIC_10G, false, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_PRIO}},
         /* real 10G NIC on the CI kernel: mixed falls back to HTB at link speed */
-        {"ci", 0, &NIC_10G, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_HTB}},
+        {"ci", 0, &NIC_10G, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_HTB}},
         /* the P4 lab: veth + uplinkRate 500mbit on the CI kernel */
         {"lab", 500000000ULL, &VETH, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
         /* a veth's reported 10000 Mb/s is not a rate: not shaped (issue 12: was HTB at 9.7 Gbit/s) */
-        {"veth-speed", 0, &VETH_SPEED, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM}},
+        {"veth-speed", 0, &VETH_SPEED, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
         /* multi-queue NIC, full kernel: mq with per-queue children in every mode */
         {"nic-mq", 0, &NIC_MQ, false, {SHAPE_NONE, SHAPE_MQ, SHAPE_MQ, SHAPE_MQ}},
         /* multi-queue NIC, CI kernel: no fq/fq_codel for the children; mixed gets pfifo_fast + classifier */
-        {"ci-mq", 0, &NIC_MQ, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_MQ}},
+        {"ci-mq", 0, &NIC_MQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_MQ}},
         /* the line-rate bench's uplink: a 4-queue veth, not shaped */
         {"veth-mq", 0, &VETH_MQ, false, {SHAPE_NONE, SHAPE_MQ, SHAPE_MQ, SHAPE_MQ}},
-        {"veth-mq-ci", 0, &VETH_MQ, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_MQ}},
+        {"veth-mq-ci", 0, &VETH_MQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_MQ}},
         /* the operator asked for a shaper: HTB even on mq */
         {"veth-mq-100g", 100000000000ULL, &VETH_MQ, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
 };
@@ -578,7 +578,7 @@ TEST(node_plan_shape_per_scenario)
 				        node_shape_name(info.shape));
 			CHECK_INT(info.shape, scenarios[k].shape[m]);
 			CHECK_INT(info.mode, m);
-			if (m == MODE_IDLE) {
+			if (m == MODE_IDLE || info.shape == SHAPE_NONE) {
 				CHECK_INT(np.n, 0);
 				continue;
 			}
@@ -734,17 +734,17 @@ TEST(node_plan_unshaped_roots)
 		CHECK(it && it->n_alt == 2 && it->tc[0].kind == TC_KIND_FQ && it->tc[1].kind == TC_KIND_FQ_CODEL);
 		CHECK_INT(info.n_filters, 0);
 	}
-	/* training on the CI kernel: both missing -> kept (the applier skips,
-	 * the original qdisc stays) */
+	/* training on the CI kernel: both known missing -> nothing planned, the
+	 * original qdisc stays (shape none, a warning) */
 	{
 		_cleanup_node_plan_ struct node_plan np = {0};
 		struct node_plan_info info;
 
 		n = fixture_pods(MODE_TRAINING, pods);
 		CHECK_INT(plan_for(&scenarios[3], CLASSIFY_SRC_IP, MODE_TRAINING, pods, n, &np, &info), 0);
-		CHECK_INT(np.n, 1);
-		it = find(&np, "uplink.root");
-		CHECK(it && it->n_alt == 2);
+		CHECK_INT(np.n, 0);
+		CHECK_INT(info.shape, SHAPE_NONE);
+		CHECK(info.n_warn >= 1 && strstr(info.warn[0], "the original qdisc stays"));
 	}
 	/* inference on a veth of unknown rate: root fq_codel, warning */
 	{
@@ -760,8 +760,9 @@ TEST(node_plan_unshaped_roots)
 		CHECK_INT(info.n_warn, 1);
 		CHECK_CONTAINS(info.warn[0], "set uplinkRate");
 	}
-	/* mixed on a veth of unknown rate on the CI kernel: no prio, no rate
-	 * -> inference-style root fq_codel, no filters, a warning */
+	/* mixed on a single-queue veth of unknown rate on the CI kernel: no
+	 * prio, no rate, no fq_codel -> nothing planned, the original stays,
+	 * two warnings */
 	{
 		static const struct scenario virt_ci = {"virtual-ci", 0, &VETH, true, {0}};
 		_cleanup_node_plan_ struct node_plan np = {0};
@@ -769,12 +770,36 @@ TEST(node_plan_unshaped_roots)
 
 		n = fixture_pods(MODE_MIXED, pods);
 		CHECK_INT(plan_for(&virt_ci, CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
-		CHECK_INT(info.shape, SHAPE_ROOT_AQM);
-		CHECK_INT(np.n, 1);
-		it = find(&np, "uplink.root");
-		CHECK(it && it->tc[0].kind == TC_KIND_FQ_CODEL);
+		CHECK_INT(info.shape, SHAPE_NONE);
+		CHECK_INT(np.n, 0);
 		CHECK_INT(info.n_warn, 2);
-		CHECK_CONTAINS(info.warn[1], "flow isolation");
+		CHECK_CONTAINS(info.warn[0], "the original qdisc stays");
+		CHECK_CONTAINS(info.warn[1], "set uplinkRate");
+	}
+	/* mixed on a 4-queue veth of the CI kernel: mq kept, pfifo_fast per
+	 * queue, the BPF classifier; no shaping although the veth says 10gbit */
+	{
+		static const struct scenario vmq = {"veth-mq-ci", 0, &VETH_MQ, true, {0}};
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		n = fixture_pods(MODE_MIXED, pods);
+		CHECK_INT(plan_for(&vmq, CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
+		CHECK_INT(info.shape, SHAPE_MQ);
+		CHECK(info.speed_untrusted && info.rate_bps == 0 && info.shaped_bps == 0);
+		CHECK_INT(info.n_queues, 4);
+		CHECK(info.classifier);
+		CHECK_INT(info.n_filters, 0);
+		CHECK_INT(np.n, 1 + 4 + 2);
+		it = find(&np, "uplink.root");
+		CHECK(it && it->tc[0].kind == TC_KIND_MQ && it->tc[0].handle == 0x10000);
+		it = find(&np, "uplink.q.3");
+		CHECK(it && it->n_alt == 1 && it->tc[0].kind == TC_KIND_PFIFO_FAST && it->tc[0].parent == 0x10004);
+		it = find(&np, "uplink.classifier");
+		CHECK(it && it->tc[0].kind == TC_KIND_BPF &&
+		      it->tc[0].parent == TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
+		for (unsigned i = 0; i < np.n; i++)
+			CHECK(np.items[i].tc[0].kind != TC_KIND_HTB && np.items[i].tc[0].kind != TC_KIND_U32);
 	}
 	/* htb known missing with uplinkRate: unshaped layout + warning */
 	{
