@@ -410,10 +410,17 @@ static int tree_scan(const struct tc_dump_list *d, const struct tc_qdisc_raw *ro
 	bool root_mq = streq(root->kind, "mq");
 	char h[32], p[32];
 
-	for (unsigned i = 0; i < d->n; i++) {
+	/* qdiscs first: a recorded child's own classes (tbf's 13:1) are its inside */
+	for (unsigned k = 0; k < 2 * d->n; k++) {
+		unsigned i = k % d->n;
 		const struct tc_spec *o = &d->tc[i];
 		const char *kind = d->kind_name[i][0] ? d->kind_name[i] : "?";
+		bool child_inside = false;
 
+		if ((k < d->n) != (o->type == TC_QDISC))
+			continue;
+		for (unsigned c = 0; c < rec->n_children; c++)
+			child_inside |= TC_H_MAJ(rec->children[c].handle) == TC_H_MAJ(o->handle) && o->type == TC_CLASS;
 		tc_handle_format(o->handle, h, sizeof(h));
 		tc_handle_format(o->parent, p, sizeof(p));
 		switch (o->type) {
@@ -453,8 +460,8 @@ static int tree_scan(const struct tc_dump_list *d, const struct tc_qdisc_raw *ro
 			        "uplink %s: qdisc %s %s (parent %s) below the root %s: a tree aiqos did not make",
 			        ifname, kind, h, p, root->kind);
 		case TC_CLASS:
-			if (root_mq && TC_H_MAJ(o->handle) == root_major)
-				continue; /* mq's own per-queue classes */
+			if ((root_mq && TC_H_MAJ(o->handle) == root_major) || child_inside)
+				continue; /* mq's own per-queue classes, a child's inside */
 			return error_set(err, 0, EEXIST,
 			                 "uplink %s: class %s %s under the root %s: a tree aiqos did not make", ifname,
 			                 kind, h, root->kind);
