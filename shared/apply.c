@@ -545,6 +545,28 @@ static int sysctl_switch_netns(const struct plan_item *it, const struct apply_ta
 	return 0;
 }
 
+/* A hook qdisc (clsact) is worth creating only for filters that can be
+ * applied: when every item depending on it is known to be missing (DSCP
+ * marking without pedit), it is skipped — no clsact left on the pod. */
+static bool hook_useless(const struct plan *p, const struct plan_item *it, const struct plan_caps *caps)
+{
+	bool any = false;
+
+	if (!caps || it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_CLSACT)
+		return false;
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct plan_item *d = &p->items[i];
+
+		if (!streq(d->depends, it->id))
+			continue;
+		any = true;
+		for (unsigned a = 0; a < d->n_alt; a++)
+			if (d->type != ITEM_TC || !caps_known_missing(caps, &d->tc[a]))
+				return false;
+	}
+	return any;
+}
+
 int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *caps, struct error *err)
 {
 	struct apply_run run = {.n_flushed = 0};
@@ -565,9 +587,17 @@ int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *c
 		r = validate_item(it, err);
 		if (r < 0)
 			break;
-		if (!depends_satisfied(p, it)) {
+		if (hook_useless(p, it, caps)) {
 			it->status = ITEM_SKIPPED;
-			it->err = ESRCH; /* the item it depends on was not applied */
+			it->err = caps->missing_pedit_errno > 0 ? caps->missing_pedit_errno : EOPNOTSUPP;
+			continue;
+		}
+		if (!depends_satisfied(p, it)) {
+			int known = it->type == ITEM_TC && it->n_alt ? caps_known_missing(caps, &it->tc[0]) : 0;
+
+			it->status = ITEM_SKIPPED;
+			/* the reason is the missing feature when known, else the item it depends on */
+			it->err = known ? known : ESRCH;
 			continue;
 		}
 		if (it->type == ITEM_TC) {

@@ -897,6 +897,26 @@ TEST(known_missing_skipped_with_learned_errno)
 	CHECK_INT(it->err, EINVAL);
 	CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "ffff:fff3", 1), 1);
 	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
+
+	/* only the rewrite (the pod plan's DSCP items) and pedit known
+	 * missing: no clsact is left on the pod, both skipped with pedit's errno */
+	it->n_alt = 1;
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(p->items[0].status, ITEM_SKIPPED);
+	CHECK_INT(p->items[0].err, EINVAL);
+	CHECK_INT(it->status, ITEM_SKIPPED);
+	CHECK_INT(it->err, EINVAL);
+	k = sh_out("tc -n %s qdisc show dev eth0", fx.ns_pod);
+	CHECK(strstr(k, "clsact") == NULL);
+	free(k);
+	/* pedit not known missing: the clsact is made (the filter is tried) */
+	caps.missing_pedit = false;
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK(p->items[0].status == ITEM_APPLIED);
+	k = sh_out("tc -n %s qdisc show dev eth0", fx.ns_pod);
+	CHECK(strstr(k, "clsact") != NULL);
+	free(k);
+	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
 out:
 	free(p);
 }
