@@ -231,6 +231,11 @@ static int parse_drift_repair(const char *key, const cJSON *v, struct agent_conf
 	return parse_uint(key, v, AGENT_DRIFT_REPAIR_S_MAX, &c->drift_repair_s, err);
 }
 
+static int parse_overhead(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	return parse_uint(key, v, NODE_OVERHEAD_MAX, &c->node.overhead_bytes, err);
+}
+
 static int parse_classify(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
 	char q[96];
@@ -275,6 +280,7 @@ static const struct config_key {
         {"classify", parse_classify},
         {"driftRepairSeconds", parse_drift_repair},
         {"profiles", parse_profiles},
+        {"uplinkOverhead", parse_overhead},
 };
 
 /* ---- the file ---- */
@@ -334,11 +340,11 @@ static int config_finish(struct agent_config *c, struct error *err)
 			                 "(profiles.%s.dscp)",
 			                 p->name, p->dscp, workload_class_name(p->class), want,
 			                 workload_class_name(p->class));
-		if (want < 0 && p->dscp >= 0 &&
-		    (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
+		if (want < 0 && p->dscp >= 0 && (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
 			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 			                 "profiles.%s.dscp = %d: with classify \"dscp\" that is the uplink's %s DSCP",
-			                 p->name, p->dscp, p->dscp == c->node.dscp_inference ? "inference" : "training");
+			                 p->name, p->dscp,
+			                 p->dscp == c->node.dscp_inference ? "inference" : "training");
 	}
 	return 0;
 }
@@ -412,7 +418,7 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 		if (k == ARRAY_SIZE(config_keys)) {
 			r = error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 			              "unknown key %s (accepted: uplink, uplinkRate, inferenceShare, mixedHoldSeconds, "
-			              "debounceMs, classify, driftRepairSeconds, profiles)",
+			              "debounceMs, classify, driftRepairSeconds, profiles, uplinkOverhead)",
 			              quote(q, sizeof(q), key));
 			goto out;
 		}

@@ -25,6 +25,9 @@
  * below the shaped rate). HTB prio: inference 0, default 1, training 2.
  *
  * RATE. R = uplinkRate when configured, else the link speed (0 = unknown).
+ * Every HTB class counts overhead_bytes (uplinkOverhead, default 24: the
+ * Ethernet framing the kernel does not see) per packet on top of its
+ * length, so a shaped rate stays below the wire's.
  * Shaping (HTB parent class at Rp = R * 97 %, "slightly below the rate so the
  * queue lives where aiqos manages it") is used when uplinkRate is configured,
  * when the link is virtual and R is known, or in mixed mode when the kernel
@@ -145,6 +148,8 @@
 #define NODE_DEBOUNCE_MS_DEFAULT     200
 #define NODE_DSCP_INFERENCE_DEFAULT  46 /* EF */
 #define NODE_DSCP_TRAINING_DEFAULT   10 /* AF11 */
+#define NODE_OVERHEAD_DEFAULT        24 /* Ethernet: preamble+SFD 8 + FCS 4 + inter-frame gap 12 */
+#define NODE_OVERHEAD_MAX            256
 
 /* Policy constants (see the comment above) */
 #define NODE_SHAPE_PERCENT           97
@@ -237,6 +242,9 @@ struct node_config {
 	enum node_classify classify;
 	int dscp_inference; /* 0..63, DSCP the inference profile marks (classify dscp) */
 	int dscp_training;  /* 0..63 */
+	/* link-layer bytes per packet the shaper counts beyond the frame it
+	 * sees (uplinkOverhead; Ethernet: preamble+SFD 8, FCS 4, gap 12) */
+	uint32_t overhead_bytes;
 };
 
 struct uplink_facts {

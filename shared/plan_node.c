@@ -114,6 +114,7 @@ void node_config_defaults(struct node_config *ret)
 	ret->classify = CLASSIFY_SRC_IP;
 	ret->dscp_inference = NODE_DSCP_INFERENCE_DEFAULT;
 	ret->dscp_training = NODE_DSCP_TRAINING_DEFAULT;
+	ret->overhead_bytes = NODE_OVERHEAD_DEFAULT;
 }
 
 int node_config_check(const struct node_config *cfg, struct error *err)
@@ -134,6 +135,9 @@ int node_config_check(const struct node_config *cfg, struct error *err)
 	if (!node_classify_name(cfg->classify))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "classify: invalid value %d (src-ip, dscp)",
 		                 (int)cfg->classify);
+	if (cfg->overhead_bytes > NODE_OVERHEAD_MAX)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "uplinkOverhead: %u bytes is out of range 0..%d",
+		                 cfg->overhead_bytes, NODE_OVERHEAD_MAX);
 	if (cfg->dscp_inference < 0 || cfg->dscp_inference > 63)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "inference DSCP: %d is out of range 0..63",
 		                 cfg->dscp_inference);
@@ -1035,6 +1039,11 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		return error_set(err, 0, -r, "uplink %s: building the %s plan failed", ifname, node_mode_name(mode));
 	}
 	info.n_filters = n_filters;
+	/* link-layer overhead on every shaped class */
+	for (unsigned i = 0; i < np.n; i++)
+		for (unsigned a = 0; a < np.items[i].n_alt; a++)
+			if (np.items[i].tc[a].kind == TC_KIND_HTB_CLASS)
+				np.items[i].tc[a].u.htb_class.overhead_bytes = cfg->overhead_bytes;
 
 	node_plan_free(ret);
 	*ret = np;

@@ -55,7 +55,8 @@ struct tc_htb_class {
 	uint32_t burst_bytes;
 	uint32_t cburst_bytes;
 	uint32_t quantum_bytes;
-	uint32_t prio; /* 0 = highest; note: 0 is a real value here, always emitted */
+	uint32_t prio;           /* 0 = highest; note: 0 is a real value here, always emitted */
+	uint32_t overhead_bytes; /* link-layer bytes added per packet on the wire (rate and ceil), 0 = none */
 };
 
 struct tc_tbf {

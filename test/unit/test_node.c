@@ -1504,6 +1504,35 @@ TEST(node_plan_carry_and_slice)
 	free(chunk);
 }
 
+/* Shaped classes count the Ethernet framing the kernel does not see
+ * (uplinkOverhead, default 24 bytes); 0 turns it off. */
+TEST(node_plan_htb_link_overhead)
+{
+	struct plan_caps caps = caps_ci();
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods), classes = 0;
+	struct node_config cfg;
+
+	node_config_defaults(&cfg);
+	CHECK_INT(cfg.overhead_bytes, 24);
+	cfg.uplink_rate_bps = 500000000ULL;
+	for (int k = 0; k < 2; k++) {
+		_cleanup_node_plan_ struct node_plan np = {0};
+
+		if (k == 1)
+			cfg.overhead_bytes = 0;
+		CHECK_INT(node_plan(pods, n, &cfg, &VETH, &caps, MODE_MIXED, NULL, &np, NULL, NULL), 0);
+		for (unsigned i = 0; i < np.n; i++)
+			if (np.items[i].tc[0].kind == TC_KIND_HTB_CLASS) {
+				CHECK_INT(np.items[i].tc[0].u.htb_class.overhead_bytes, k == 0 ? 24 : 0);
+				classes++;
+			}
+	}
+	CHECK_INT(classes, 8);
+	cfg.overhead_bytes = NODE_OVERHEAD_MAX + 1;
+	CHECK_INT(node_config_check(&cfg, NULL), -EINVAL);
+}
+
 /* ---- golden plans ---- */
 
 TEST(node_plan_golden)
