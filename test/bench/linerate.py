@@ -223,17 +223,23 @@ class LineLab:
         c0, t0 = cpu_sys_softirq(), time.monotonic()
         outs = [(role, pr.communicate(timeout=seconds + 30)) for role, pr in procs]
         c1, t1 = cpu_sys_softirq(), time.monotonic()
-        train = inf = 0.0
+        train = inf = cpu = 0.0
         for role, (out, err) in outs:
             try:
-                bps = json.loads(out)["end"]["sum_received"]["bits_per_second"]
+                end = json.loads(out)["end"]
+                bps = end["sum_received"]["bits_per_second"]
+                u = end["cpu_utilization_percent"]
             except (ValueError, KeyError) as e:
                 raise RuntimeError(f"iperf3 ({role}) gave no result: {err.strip()[:300]} {out[:300]}") from e
+            # the endpoints' own user+sys (the forwarding softirq runs in the
+            # sender's context and is accounted to it: no IRQ_TIME_ACCOUNTING)
+            cpu += (u["host_total"] + u["remote_total"]) / 100.0 * seconds
             if role == "training":
                 train += bps
             else:
                 inf += bps
-        return {"train_bps": train, "inf_bps": inf, "cpu_s": c1 - c0, "wall_s": t1 - t0}
+        return {"train_bps": train, "inf_bps": inf, "cpu_s": cpu, "cpu_s_machine": c1 - c0, "wall_s": t1 - t0,
+                "loadavg": os.getloadavg()[0]}
 
     def teardown(self):
         for p in list(self.procs.values()):
@@ -327,10 +333,11 @@ def verdict(row):
 
 
 def markdown(rows, meta):
-    out = [f"Line rate ({meta['cmd']}): a {QUEUES}-queue veth uplink, no bottleneck, 2 training pods x 2 flows "
-           f"+ 1 inference pod at 200 Mbit/s, cubic; {meta['reps']} interleaved reps of {meta['seconds']} s; "
-           f"medians (min-max); ratios to the same rep's default arm.", "",
-           "| arm | uplink shape | training goodput Gbit/s | vs default | CPU sys+softirq /s | "
+    out = [f"Line rate ({meta['cmd']}, kernel {meta['kernel']}): a {QUEUES}-queue veth uplink, no bottleneck, "
+           f"2 training pods x 2 flows + 1 inference pod at 200 Mbit/s, cubic; {meta['reps']} interleaved reps of "
+           f"{meta['seconds']} s; medians (min-max); ratios to the same rep's default arm; load average during the "
+           f"run {meta['load']:.1f} (other work on the machine).", "",
+           "| arm | uplink shape | training goodput Gbit/s | vs default | endpoint CPU-s /s | "
            "Gbit/s per CPU-s | CPU per Gbit vs default | verdict |",
            "|---|---|---|---|---|---|---|---|"]
 
@@ -403,7 +410,7 @@ def main(argv):
         lab.teardown()
     rows = summarize(results, arms)
     meta = {"cmd": "make bench-linerate", "reps": a.reps, "seconds": a.seconds, "queues": QUEUES,
-            "kernel": os.uname().release}
+            "kernel": os.uname().release, "load": med([r["loadavg"] for r in results])}
     md = markdown(rows, meta)
     print(md)
     if a.json:
