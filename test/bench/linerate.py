@@ -11,8 +11,9 @@ each mode (the mode follows which pods are annotated) without and with a
 configured uplinkRate of 100gbit (the operator asked for a shaper: HTB).
 Optional per-pod sysctl arms (--sysctl-arms) measure the training profile's
 settings one at a time on the training pods, without the agent. Arms are
-interleaved (every rep visits every arm in a fresh random order), >= 3 reps;
-medians and ranges. Per arm: training goodput (receiver side), CPU
+interleaved: every rep visits every arm in a fresh random order, each run
+next to a run of the default layout (ABBA), >= 3 reps; medians and ranges;
+ratios against the adjacent default run. Per arm: training goodput (receiver side), CPU
 sys+softirq seconds (all CPUs, /proc/stat) and the efficiency Gbit/s per
 CPU-second, each as a ratio to the default arm of the same rep.
 
@@ -292,9 +293,9 @@ def med(xs):
 
 def summarize(results, arms):
     """Per arm: medians and ranges of goodput, CPU/s, efficiency and ratios to the same rep's default."""
-    by_rep = {}
+    by_pair = {}
     for r in results:
-        by_rep.setdefault(r["rep"], {})[r["arm"]] = r
+        by_pair.setdefault(r["pair"], {})[r["arm"]] = r
     rows = []
     for arm in arms:
         vals = [r for r in results if r["arm"] == arm]
@@ -305,7 +306,9 @@ def summarize(results, arms):
         eff = [v["train_bps"] / 1e9 / (v["cpu_s"] / v["wall_s"]) if v["cpu_s"] else 0.0 for v in vals]
         g_ratio, c_ratio = [], []
         for v in vals:
-            d = by_rep.get(v["rep"], {}).get("default")
+            d = by_pair.get(v["pair"], {}).get("default")
+            if v["arm"] == "default":
+                d = v
             if d and d["train_bps"] and v["train_bps"]:
                 g_ratio.append(v["train_bps"] / d["train_bps"])
                 cpg_v = v["cpu_s"] / (v["train_bps"] * v["wall_s"])
@@ -335,7 +338,7 @@ def verdict(row):
 def markdown(rows, meta):
     out = [f"Line rate ({meta['cmd']}, kernel {meta['kernel']}): a {QUEUES}-queue veth uplink, no bottleneck, "
            f"2 training pods x 2 flows + 1 inference pod at 200 Mbit/s, cubic; {meta['reps']} interleaved reps of "
-           f"{meta['seconds']} s; medians (min-max); ratios to the same rep's default arm; load average during the "
+           f"{meta['seconds']} s; medians (min-max); ratios to the adjacent default run; load average during the "
            f"run {meta['load']:.1f} (other work on the machine).", "",
            "| arm | uplink shape | training goodput Gbit/s | vs default | endpoint CPU-s /s | "
            "Gbit/s per CPU-s | CPU per Gbit vs default | verdict |",
@@ -354,7 +357,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--seconds", type=int, default=6)
+    ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--json")
     ap.add_argument("--markdown")
     ap.add_argument("--sysctl-arms", action="store_true", help="also the per-pod sysctl arms")
@@ -383,10 +386,17 @@ def main(argv):
     try:
         lab.up()
         api = lablib.FakeApi(lab).start()
+        pair = 0
         for rep in range(a.reps):
-            order = arms[:]
+            order = [x for x in arms if x != "default"]
             rnd.shuffle(order)
+            # every arm next to its own default run (ABBA order), so slow drifts
+            # of a shared machine's load cancel in the ratio
+            runs = []
             for arm in order:
+                runs += [("default", pair), (arm, pair)] if pair % 2 == 0 else [(arm, pair), ("default", pair)]
+                pair += 1
+            for arm, pr in runs:
                 if arm == "default":
                     res = lab.run_traffic(a.seconds)
                     res["shape"] = "noqueue"
@@ -401,7 +411,7 @@ def main(argv):
                     res["shape"] = "noqueue"
                 else:
                     res = run_agent_arm(lab, api, arm, a.seconds)
-                res.update(arm=arm, rep=rep)
+                res.update(arm=arm, rep=rep, pair=pr)
                 results.append(res)
                 print(f"linerate: rep {rep} {arm:18s} {res['train_bps'] / 1e9:6.2f} Gbit/s  "
                       f"cpu {res['cpu_s'] / res['wall_s']:.2f}/s  shape {res.get('shape')}", file=sys.stderr,
