@@ -35,8 +35,7 @@ int64_t agent_now_unix(void)
 void agent_count_retune(struct agent *ag, int scope, int result, double seconds)
 {
 	ag->ctr.retunes[scope][result]++;
-	ag->ctr.retune_seconds_sum += seconds;
-	ag->ctr.retune_count++;
+	metrics_histogram_observe(&ag->ctr.retune_seconds[scope], &metrics_buckets_retune, seconds);
 }
 
 void agent_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt, ...)
@@ -65,6 +64,7 @@ static double seconds_since(int64_t t0_ms)
 int agent_attach_load(struct agent *ag, const char *container_id, const char *ifname, struct error *err)
 {
 	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	cJSON *choices = NULL;
 	struct agent_attach at;
 	struct agent_pod *p;
 	bool is_new = false, found;
@@ -72,7 +72,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 
 	if (!s)
 		return error_set(err, 0, ENOMEM, "out of memory");
-	r = state_load(ag->state_dir, container_id, ifname, s, NULL, err);
+	r = state_load(ag->state_dir, container_id, ifname, s, &choices, err);
 	if (r == -ENOENT) {
 		error_clear(err);
 		pod_cache_attach_remove(&ag->pods, container_id, ifname, &found);
@@ -80,9 +80,13 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	}
 	if (r < 0)
 		return r;
+	agent_attach_from_state(s, &at);
+	/* the record's plan is not re-planned here: what fell back is in its
+	 * choices (issue 13 item 9: such a pod was shown "tuned") */
+	at.degraded = at.degraded || agent_choices_degraded(choices);
+	cJSON_Delete(choices);
 	if (s->pending)
 		return 0; /* its ADD is running, or died and DEL will come */
-	agent_attach_from_state(s, &at);
 	p = pod_cache_attach_upsert(&ag->pods, &at, &is_new);
 	if (!p)
 		return error_set(err, 0, ENOMEM, "out of memory");
@@ -482,6 +486,7 @@ static struct apply_target uplink_target(const struct agent *ag)
 	        .pod_nsfd = -1,
 	        .host_sk = ag->sk,
 	        .uplink_ifindex = ag->up.ifindex,
+	        .ifb_ifindex = ag->down.ifb_ifindex,
 	};
 }
 
@@ -787,7 +792,7 @@ static int uplink_observe(struct agent *ag, struct node_plan *plan, const struct
 		if (dump->tc[i].type == TC_QDISC && dump->tc[i].parent == TC_H_ROOT && dump->tc[i].handle == 0x10000u)
 			root_ours = ag->up.have_record && dump->tc[i].kind != TC_KIND_MQ;
 	classifier_adopt(ag, dump);
-	r = uplink_adopt_match(plan, dump, root_ours, &orph, &n_orph);
+	r = downlink_adopt_match_dev(plan, DEV_UPLINK, dump, root_ours, &orph, &n_orph);
 	if (r < 0)
 		return error_set(err, 0, -r, "match the uplink: %s", strerror(-r));
 	for (unsigned i = 0; i < n_orph; i++) {
@@ -823,7 +828,8 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	_cleanup_free_ bool *absent = NULL;
 	unsigned n_pods = 0, n_idx = 0, n_removed = 0;
 	int64_t hold_due, t0 = agent_now_ms();
-	bool need_observe, changed_kernel = false;
+	bool need_observe, changed_kernel = false, down_wanted;
+	struct node_config ncfg;
 	uint32_t caps_before;
 	int r, prog_fd = -1;
 
@@ -851,6 +857,10 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	sched_set_hold(&ag->sched, hold_due);
 
 	if (next.mode == MODE_IDLE) {
+		if (downlink_prepare(ag, false, &e) < 0) {
+			up_fail(ag, now_ms, "remove the download shaping", &e);
+			return;
+		}
 		if (ag->up.have_record || ag->in_force.n) {
 			r = uplink_give_back(ag, &e);
 			if (r < 0) {
@@ -869,6 +879,18 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		return;
 	}
 
+	/* the download direction: its ifb before the plan (the redirect names it) */
+	ncfg = ag->cfg.node;
+	down_wanted = node_downlink_wanted(&ncfg, &ag->up_caps, next.mode, NULL);
+	error_clear(&e);
+	if (downlink_prepare(ag, down_wanted, &e) < 0) {
+		log_msg(LOG_LVL_WARN, "download direction not shaped", "uplink", ag->up.ifname, "error", e.msg,
+		        (char *)NULL);
+		error_clear(&e);
+	}
+	if (down_wanted && !ag->up.facts.ifb_ifindex && !ag->up.facts.ingress_foreign)
+		ncfg.downlink = false; /* no ifb: plan without the download tree this pass */
+
 	need_observe = observe || !ag->up_adopted || ag->up_need_observe;
 	if (need_observe) {
 		r = nl_tc_dump_alloc(ag->sk, ag->up.ifindex, 0, &dump, &e);
@@ -884,7 +906,7 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 			return;
 		}
 	}
-	r = node_plan(pods, n_pods, &ag->cfg.node, &ag->up.facts, &ag->up_caps, next.mode,
+	r = node_plan(pods, n_pods, &ncfg, &ag->up.facts, &ag->up_caps, next.mode,
 	              need_observe && !ag->up_adopted ? &prev : &ag->in_force, &np, &info, &e);
 	if (r < 0) {
 		tc_dump_list_free(&dump);
@@ -917,6 +939,11 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		int deleted = uplink_observe(ag, &np, &dump, &e);
 
 		tc_dump_list_free(&dump);
+		if (deleted >= 0) {
+			int dd = downlink_observe(ag, &np, &e);
+
+			deleted = dd < 0 ? dd : deleted + dd;
+		}
 		if (deleted < 0) {
 			up_fail(ag, now_ms, "adopt", &e);
 			return;
@@ -1220,6 +1247,9 @@ int agent_cleanup_uplink(struct agent *ag, struct error *err)
 	struct link_info li;
 	int r;
 
+	r = downlink_cleanup(ag->sk, ag->state_dir, err);
+	if (r < 0)
+		return r;
 	record_path(ag, path, sizeof(path));
 	r = uplink_record_load(path, &rec, err);
 	if (r == -ENOENT) {

@@ -1,9 +1,8 @@
 /* status.c — what the agent tells people: the `aiqosctl status` object
  * (mode, uplink plan in force, pods and their attachments: desired vs
  * effective), `aiqosctl explain` for one pod (its plan as text and tc
- * commands, its uplink filters, and why), and the Prometheus metrics
- * (mode, pods, re-tunes, watch, plugin requests, qdisc statistics of the
- * uplink classes and of each pod's interfaces). Runs on the loop thread. */
+ * commands, its uplink filters, and why). The Prometheus families are
+ * agent_metrics.c's. Runs on the loop thread. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -135,6 +134,14 @@ static cJSON *pod_json(const struct agent *ag, const struct agent_pod *p)
 	return o;
 }
 
+static void spec_line_dev(const struct agent *ag, enum plan_dev dev, const struct tc_spec *s, char *buf, size_t size)
+{
+	const char *ifname = dev == DEV_IFB ? PLAN_IFB_NAME : ag->up.ifname[0] ? ag->up.ifname : "uplink";
+
+	if (tc_spec_format(s, ifname, "replace", buf, size) < 0)
+		snprintf(buf, size, "(unprintable)");
+}
+
 static void spec_line(const struct agent *ag, const struct tc_spec *s, char *buf, size_t size)
 {
 	if (tc_spec_format(s, ag->up.ifname[0] ? ag->up.ifname : "uplink", "replace", buf, size) < 0)
@@ -160,8 +167,22 @@ static cJSON *uplink_json(const struct agent *ag)
 		if (info->shares.share_pm[c])
 			cJSON_AddNumberToObject(shares, class_name((enum workload_class)c),
 			                        info->shares.share_pm[c] / 1000.0);
-	if (ag->have_info && info->mode == MODE_MIXED)
+	if (ag->have_info && info->mode == MODE_MIXED) {
 		cJSON_AddStringToObject(o, "weightBasis", node_weight_basis_name(info->shares.basis) ?: "");
+		cJSON_AddNumberToObject(o, "trainingFloor", info->shares.share_pm[CLASS_TRAINING] / 1000.0);
+	}
+	{
+		/* the HTB guarantees: rate (served first, by prio) and ceil (may borrow up to) */
+		cJSON *cl = cJSON_AddObjectToObject(o, "classes");
+
+		for (int c = 0; cl && ag->have_info && c < _CLASS_MAX; c++)
+			if (info->class_rate_bps[c]) {
+				cJSON *k = cJSON_AddObjectToObject(cl, class_name((enum workload_class)c));
+
+				cJSON_AddNumberToObject(k, "rateBps", (double)info->class_rate_bps[c]);
+				cJSON_AddNumberToObject(k, "ceilBps", (double)info->class_ceil_bps[c]);
+			}
+	}
 	eff = cJSON_AddArrayToObject(o, "effective");
 	deg = cJSON_AddArrayToObject(o, "degraded");
 	for (unsigned i = 0; eff && deg && i < ag->in_force.n && i < AGENT_STATUS_ITEMS_MAX; i++) {
@@ -170,7 +191,7 @@ static cJSON *uplink_json(const struct agent *ag)
 		char line[TC_FORMAT_MAX];
 
 		if (s) {
-			spec_line(ag, s, line, sizeof(line));
+			spec_line_dev(ag, it->dev, s, line, sizeof(line));
 			cJSON_AddItemToArray(eff, cJSON_CreateString(line));
 		}
 		if (it->status == ITEM_DEGRADED || it->status == ITEM_SKIPPED) {
@@ -179,7 +200,7 @@ static cJSON *uplink_json(const struct agent *ag)
 
 			if (!d)
 				continue;
-			spec_line(ag, &it->tc[0], wanted, sizeof(wanted));
+			spec_line_dev(ag, it->dev, &it->tc[0], wanted, sizeof(wanted));
 			cJSON_AddStringToObject(d, "id", it->id);
 			cJSON_AddStringToObject(d, "wanted", wanted);
 			cJSON_AddStringToObject(d, "got", s ? line : "");
@@ -189,6 +210,32 @@ static cJSON *uplink_json(const struct agent *ag)
 	}
 	if (ag->up.have_record)
 		cJSON_AddStringToObject(o, "original", ag->up.record.rendered);
+	{
+		/* the download direction: ingress of this uplink shaped on the ifb */
+		cJSON *dl = cJSON_AddObjectToObject(o, "downlink");
+		const struct node_down_info *d = &info->down;
+
+		if (dl) {
+			cJSON_AddBoolToObject(dl, "shaped", ag->have_info && d->planned);
+			cJSON_AddStringToObject(dl, "ifb", ag->down.ifb_ifindex ? PLAN_IFB_NAME : "");
+			cJSON_AddNumberToObject(dl, "rateBps", (double)(ag->have_info ? d->rate_bps : 0));
+			cJSON_AddNumberToObject(dl, "shapedBps",
+			                        (double)(ag->have_info && d->planned ? d->shaped_bps : 0));
+			cJSON_AddBoolToObject(dl, "foreignIngress", ag->down.foreign_hook);
+			if (ag->have_info && d->planned) {
+				cJSON *cl = cJSON_AddObjectToObject(dl, "classes");
+
+				for (int c = 0; cl && c < _CLASS_MAX; c++)
+					if (d->class_rate_bps[c]) {
+						cJSON *k =
+						        cJSON_AddObjectToObject(cl, class_name((enum workload_class)c));
+
+						cJSON_AddNumberToObject(k, "rateBps", (double)d->class_rate_bps[c]);
+						cJSON_AddNumberToObject(k, "ceilBps", (double)d->class_ceil_bps[c]);
+					}
+			}
+		}
+	}
 	if (ag->up_failure[0])
 		cJSON_AddStringToObject(o, "failure", ag->up_failure);
 	if (ag->up_foreign[0])
@@ -348,7 +395,7 @@ cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bo
 	struct agent_pod *p = pod_cache_lookup(&ag->pods, ns, name, NULL);
 	_cleanup_cjson_ cJSON *o = NULL;
 	_cleanup_free_ struct node_pod *pods = NULL;
-	cJSON *items, *why;
+	cJSON *items, *down, *why;
 	unsigned n = 0;
 
 	*ret_found = p != NULL;
@@ -360,6 +407,7 @@ cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bo
 	if (explain_plan(ag, p, o) < 0)
 		return NULL;
 	items = cJSON_AddArrayToObject(o, "uplinkItems");
+	down = cJSON_AddArrayToObject(o, "downloadItems");
 	if (items && pod_cache_node_pods(&ag->pods, ag->api_listed, &pods, &n) == 0) {
 		for (unsigned i = 0; i < n; i++) {
 			if (!streq(pods[i].namespace_, p->namespace_) || !streq(pods[i].name, p->name))
@@ -378,205 +426,24 @@ cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bo
 				         item_status_name(it->status) ?: "?");
 				cJSON_AddItemToArray(items, cJSON_CreateString(line));
 			}
+			/* its download filters on the ifb */
+			for (unsigned k = 0; down && k < pods[i].n_ips; k++) {
+				char id[PLAN_ID_MAX], line[TC_FORMAT_MAX + 64];
+				const struct plan_item *it;
+
+				if (node_down_pod_item_id(pods[i].uid, k, id, sizeof(id)) < 0 ||
+				    !(it = node_plan_find_const(&ag->in_force, id)))
+					continue;
+				spec_line_dev(ag, DEV_IFB, plan_item_effective_tc(it) ?: &it->tc[0], line,
+				              sizeof(line));
+				snprintf(line + strlen(line), sizeof(line) - strlen(line), "  # %s %s", id,
+				         item_status_name(it->status) ?: "?");
+				cJSON_AddItemToArray(down, cJSON_CreateString(line));
+			}
 		}
 	}
 	why = cJSON_AddArrayToObject(o, "why");
 	if (why)
 		explain_why(ag, p, why);
 	return TAKE_PTR(o);
-}
-
-/* ---- metrics ---- */
-
-#define G "gauge"
-#define C "counter"
-
-static const char *class_of_handle(uint32_t h)
-{
-	switch (TC_H_MIN(h) ? TC_H_MIN(h) : TC_H_MAJ(h) >> 16) {
-	case 0x10:
-		return "inference";
-	case 0x20:
-		return "default";
-	case 0x30:
-		return "training";
-	default:
-		return NULL;
-	}
-}
-
-static void qdisc_stats_write(struct metrics_writer *w, const struct tc_obj_stats *st, const char *l1, const char *v1,
-                              const char *l2, const char *v2, const char *l3, const char *v3)
-{
-	metrics_write(w, "aiqos_qdisc_backlog_bytes", "Bytes queued in an aiqos-managed queue", G,
-	              (double)st->backlog_bytes, l1, v1, l2, v2, l3, v3, (char *)NULL);
-	metrics_write(w, "aiqos_qdisc_drops_total", "Packets dropped by an aiqos-managed queue", C, (double)st->drops,
-	              l1, v1, l2, v2, l3, v3, (char *)NULL);
-	metrics_write(w, "aiqos_qdisc_ecn_marks_total", "Packets ECN/CE-marked by an aiqos-managed queue", C,
-	              (double)st->ecn_marks, l1, v1, l2, v2, l3, v3, (char *)NULL);
-	metrics_write(w, "aiqos_qdisc_overlimits_total", "Overlimit events of an aiqos-managed queue or shaper", C,
-	              (double)st->overlimits, l1, v1, l2, v2, l3, v3, (char *)NULL);
-	metrics_write(w, "aiqos_qdisc_requeues_total", "Requeues of an aiqos-managed queue", C, (double)st->requeues,
-	              l1, v1, l2, v2, l3, v3, (char *)NULL);
-	metrics_write(w, "aiqos_qdisc_sent_bytes_total", "Bytes sent through an aiqos-managed queue", C,
-	              (double)st->bytes, l1, v1, l2, v2, l3, v3, (char *)NULL);
-}
-
-struct uplink_stats_ctx {
-	struct metrics_writer *w;
-	const char *dev;
-};
-
-/* Uplink: the leaf queues of the classes (10: 20: 30:), HTB classes
- * (overlimits: shaping), and the root. */
-static int uplink_stats_visit(const struct tc_obj_stats *st, void *ud)
-{
-	struct uplink_stats_ctx *c = ud;
-	const char *cls;
-
-	if (st->type == TC_QDISC && st->parent == TC_H_ROOT) {
-		qdisc_stats_write(c->w, st, "dev", c->dev, "class", "all", "object", "root");
-		return 0;
-	}
-	cls = st->type == TC_CLASS ? class_of_handle(st->handle) : class_of_handle(st->handle & 0xffff0000u);
-	if (cls)
-		qdisc_stats_write(c->w, st, "dev", c->dev, "class", cls, "object",
-		                  st->type == TC_CLASS ? "class" : "queue");
-	return 0;
-}
-
-struct pod_stats_ctx {
-	struct metrics_writer *w;
-	const struct agent_pod *p;
-	const char *side;
-	const char *ifname;
-};
-
-static int pod_stats_visit(const struct tc_obj_stats *st, void *ud)
-{
-	struct pod_stats_ctx *c = ud;
-
-	/* the root queue of the interface (the shaper or the AQM) */
-	if (st->type != TC_QDISC || st->parent != TC_H_ROOT || streq(st->kind, "noqueue"))
-		return 0;
-	metrics_write(c->w, "aiqos_qdisc_backlog_bytes", "Bytes queued in an aiqos-managed queue", G,
-	              (double)st->backlog_bytes, "namespace", c->p->namespace_, "pod", c->p->name, "ifname", c->ifname,
-	              "side", c->side, (char *)NULL);
-	metrics_write(c->w, "aiqos_qdisc_drops_total", "Packets dropped by an aiqos-managed queue", C,
-	              (double)st->drops, "namespace", c->p->namespace_, "pod", c->p->name, "ifname", c->ifname, "side",
-	              c->side, (char *)NULL);
-	metrics_write(c->w, "aiqos_qdisc_overlimits_total", "Overlimit events of an aiqos-managed queue or shaper", C,
-	              (double)st->overlimits, "namespace", c->p->namespace_, "pod", c->p->name, "ifname", c->ifname,
-	              "side", c->side, (char *)NULL);
-	metrics_write(c->w, "aiqos_qdisc_ecn_marks_total", "Packets ECN/CE-marked by an aiqos-managed queue", C,
-	              (double)st->ecn_marks, "namespace", c->p->namespace_, "pod", c->p->name, "ifname", c->ifname,
-	              "side", c->side, (char *)NULL);
-	return 0;
-}
-
-static void pod_stats(struct agent *ag, struct metrics_writer *w, const struct agent_pod *p)
-{
-	for (unsigned k = 0; k < p->n_att; k++) {
-		const struct agent_attach *at = &p->att[k];
-		struct pod_stats_ctx c = {.w = w, .p = p, .ifname = at->ifname};
-		_cleanup_close_ int nsfd = -1;
-		struct nl_sock *sk = NULL;
-		struct link_info li;
-
-		if (at->host_ifindex > 0 && nl_link_get(ag->sk, NULL, at->host_ifindex, &li, NULL) == 0 &&
-		    streq(li.ifname, at->host_ifname)) {
-			c.side = "host";
-			nl_tc_stats_dump(ag->sk, at->host_ifindex, TC_QDISC, pod_stats_visit, &c, NULL);
-		}
-		if (!at->netns[0] || netns_open(at->netns, &nsfd, NULL) < 0 || nl_open_in_netns(nsfd, &sk, NULL) < 0)
-			continue;
-		if (nl_link_get(sk, at->ifname, 0, &li, NULL) == 0) {
-			c.side = "pod";
-			nl_tc_stats_dump(sk, li.ifindex, TC_QDISC, pod_stats_visit, &c, NULL);
-		}
-		nl_close(sk);
-	}
-}
-
-void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
-{
-	static const char *const scope[] = {"pod", "node"}, *const result[] = {"ok", "degraded", "failed"};
-	unsigned per_class[_CLASS_MAX] = {0}, per_status[_POD_STATUS_MAX] = {0};
-
-	for (int m = 0; m < _MODE_MAX; m++)
-		metrics_write(w, "aiqos_node_mode", "The node's mode (1 for the current one)", G,
-		              ag->mode.mode == (enum node_mode)m ? 1.0 : 0.0, "mode", node_mode_name((enum node_mode)m),
-		              (char *)NULL);
-	metrics_write(w, "aiqos_node_mode_changes_total", "Node mode changes", C, (double)ag->ctr.mode_changes,
-	              (char *)NULL);
-	for (unsigned i = 0; i < ag->pods.n; i++) {
-		const struct agent_pod *p = ag->pods.v[i];
-		if (pod_counts_for_node(p, ag->api_listed))
-			per_class[pod_node_class(p)]++;
-		per_status[p->status]++;
-	}
-	for (int c = 0; c < _CLASS_MAX; c++)
-		metrics_write(w, "aiqos_pods", "Pods on this node by class (those counted for the node mode)", G,
-		              (double)per_class[c], "class", class_name((enum workload_class)c), (char *)NULL);
-	for (int s = 0; s < _POD_STATUS_MAX; s++)
-		metrics_write(w, "aiqos_pods_tuning", "Pods on this node by tuning status", G, (double)per_status[s],
-		              "status", pod_status_name((enum pod_status)s), (char *)NULL);
-	for (int s = 0; s < 2; s++)
-		for (int r = 0; r < 3; r++)
-			metrics_write(w, "aiqos_retunes_total", "Re-tunes by scope and outcome", C,
-			              (double)ag->ctr.retunes[s][r], "scope", scope[s], "result", result[r],
-			              (char *)NULL);
-	metrics_write_summary(w, "aiqos_retune_duration_seconds", "Duration of re-tunes (pod and node)",
-	                      ag->ctr.retune_seconds_sum, ag->ctr.retune_count, (char *)NULL);
-	metrics_write(w, "aiqos_drift_repairs_total", "Kernel objects re-applied or removed by drift repair", C,
-	              (double)ag->ctr.drift_repairs, (char *)NULL);
-	metrics_write(w, "aiqos_events_posted_total", "Kubernetes Events the agent posted", C,
-	              (double)ag->ctr.events_posted, (char *)NULL);
-	metrics_write(w, "aiqos_config_reloads_total", "Config reloads by outcome", C,
-	              (double)ag->ctr.config_reloads[0], "result", "ok", (char *)NULL);
-	metrics_write(w, "aiqos_config_reloads_total", "Config reloads by outcome", C,
-	              (double)ag->ctr.config_reloads[1], "result", "failed", (char *)NULL);
-	metrics_write(w, "aiqos_cni_chain_runs_total", "Runs of the CNI chaining by outcome", C,
-	              (double)ag->ctr.chain_runs[0], "result", "ok", (char *)NULL);
-	metrics_write(w, "aiqos_cni_chain_runs_total", "Runs of the CNI chaining by outcome", C,
-	              (double)ag->ctr.chain_runs[1], "result", "failed", (char *)NULL);
-	metrics_write(w, "aiqos_api_connected", "1 while a watch stream to the API server is open", G,
-	              ag->api_connected ? 1.0 : 0.0, (char *)NULL);
-	metrics_write(w, "aiqos_ready", "1 once the first list and reconcile are done", G, ag->ready ? 1.0 : 0.0,
-	              (char *)NULL);
-	metrics_write(w, "aiqos_uplink_failing", "1 while tuning the uplink fails (retried with backoff)", G,
-	              ag->up_failure[0] ? 1.0 : 0.0, (char *)NULL);
-	for (int t = 0; t < _KUBE_EVENT_MAX; t++)
-		if (t != KUBE_EVENT_EXPIRED)
-			metrics_write(w, "aiqos_watch_events_total", "Watch events received by type", C,
-			              (double)ag->ctr.watch_events[t], "type",
-			              kube_event_type_name((enum kube_event_type)t), (char *)NULL);
-	if (ag->kube) {
-		struct kube_client_stats ks;
-
-		kube_client_get_stats(ag->kube, &ks);
-		metrics_write(w, "aiqos_watch_reconnects_total", "Watch reconnects", C, (double)ks.reconnects,
-		              (char *)NULL);
-		metrics_write(w, "aiqos_watch_relists_total", "Relists after the initial list", C, (double)ks.relists,
-		              (char *)NULL);
-		metrics_write(w, "aiqos_watch_events_bad_total", "Watch events skipped as malformed or oversized", C,
-		              (double)(ks.events_bad + ks.events_oversized), (char *)NULL);
-		metrics_write(w, "aiqos_api_http_errors_total", "HTTP errors from the API server", C,
-		              (double)ks.http_errors, (char *)NULL);
-		metrics_write(w, "aiqos_api_events_post_failed_total", "Kubernetes Events that could not be posted", C,
-		              (double)(ks.events_post_failed + ks.events_post_dropped), (char *)NULL);
-	}
-	if (ag->server)
-		agent_server_write_metrics(ag->server, w);
-
-	if (ag->up.ifname[0] && ag->sk) {
-		struct uplink_stats_ctx c = {.w = w, .dev = ag->up.ifname};
-		nl_tc_stats_dump(ag->sk, ag->up.ifindex, TC_QDISC, uplink_stats_visit, &c, NULL);
-		nl_tc_stats_dump(ag->sk, ag->up.ifindex, TC_CLASS, uplink_stats_visit, &c, NULL);
-		metrics_write(w, "aiqos_uplink_objects", "tc objects of the uplink plan in force", G,
-		              (double)ag->in_force.n, "dev", ag->up.ifname, (char *)NULL);
-	}
-	for (unsigned i = 0; ag->sk && i < ag->pods.n; i++)
-		if (ag->pods.v[i]->n_att)
-			pod_stats(ag, w, ag->pods.v[i]);
 }

@@ -46,6 +46,10 @@ static int target_for(const struct apply_target *t, enum plan_dev dev, struct nl
 		sk = t->host_sk;
 		ifindex = t->uplink_ifindex;
 		break;
+	case DEV_IFB:
+		sk = t->host_sk;
+		ifindex = t->ifb_ifindex;
+		break;
 	default:
 		return error_set(err, CNI_ERR_NONE, EINVAL, "invalid device %d", (int)dev);
 	}

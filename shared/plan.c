@@ -27,7 +27,8 @@
 
 const char *plan_dev_name(enum plan_dev d)
 {
-	static const char *const names[_DEV_MAX] = {[DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink"};
+	static const char *const names[_DEV_MAX] = {
+	        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = "ifb"};
 
 	if (d < 0 || d >= _DEV_MAX)
 		return NULL;
@@ -43,6 +44,8 @@ const char *plan_dev_ifname(const struct attach_ifaces *ifs, enum plan_dev d)
 		return ifs && ifs->host_ifname[0] ? ifs->host_ifname : "host";
 	case DEV_UPLINK:
 		return "uplink";
+	case DEV_IFB:
+		return PLAN_IFB_NAME;
 	default:
 		return "?";
 	}

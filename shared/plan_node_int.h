@@ -7,10 +7,16 @@
 
 #include "node.h"
 
+/* Building context: one tree (the uplink's, or the download tree on the
+ * ifb) with its device, id prefix and the address its filters match. */
 struct builder {
 	struct node_plan *p;
 	const struct plan_caps *caps;
 	uint32_t frame; /* MTU + Ethernet header */
+	enum plan_dev dev;
+	const char *pfx;           /* "uplink" | "down" */
+	enum u32_match addr_match; /* pod address filters: SRC (egress) | DST (download) */
+	char id_root[PLAN_ID_MAX], id_parent[PLAN_ID_MAX];
 };
 
 /* A new item (NULL when the capacity computed up front is exceeded). */
