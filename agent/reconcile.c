@@ -64,9 +64,9 @@ static double seconds_since(int64_t t0_ms)
 int agent_attach_load(struct agent *ag, const char *container_id, const char *ifname, struct error *err)
 {
 	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
-	cJSON *choices = NULL;
 	struct agent_attach at;
 	struct agent_pod *p;
+	cJSON *choices = NULL;
 	bool is_new = false, found;
 	int r;
 
@@ -80,13 +80,15 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	}
 	if (r < 0)
 		return r;
+	if (s->pending) {
+		cJSON_Delete(choices);
+		return 0; /* its ADD is running, or died and DEL will come */
+	}
 	agent_attach_from_state(s, &at);
-	/* the record's plan is not re-planned here: what fell back is in its
-	 * choices (issue 13 item 9: such a pod was shown "tuned") */
+	/* not re-planned here: what fell back is in the record's choices
+	 * (issue 13 item 9: such a pod was shown "tuned") */
 	at.degraded = at.degraded || agent_choices_degraded(choices);
 	cJSON_Delete(choices);
-	if (s->pending)
-		return 0; /* its ADD is running, or died and DEL will come */
 	p = pod_cache_attach_upsert(&ag->pods, &at, &is_new);
 	if (!p)
 		return error_set(err, 0, ENOMEM, "out of memory");
