@@ -120,7 +120,7 @@ static void key_zero(struct asm_buf *a)
 /* r1 = map, r2 = &key, call lookup: r0 = value or NULL */
 static void lookup(struct asm_buf *a, int map_fd)
 {
-	emit(a, BPF_LD | BPF_DW | BPF_IMM, R1, BPF_PSEUDO_MAP_FD, 0, map_fd);
+	emit(a, BPF_LD | BPF_DW | BPF_IMM, R1, BPF_PSEUDO_MAP_FD, 0, map_fd); // NOLINT(misc-redundant-expression)
 	emit(a, 0, 0, 0, 0, 0);
 	MOV_REG(a, R2, R10);
 	ALU_IMM(a, BPF_ADD, R2, KEY_OFF);
@@ -225,12 +225,13 @@ int bpf_cls_map_create(int *ret_fd, struct error *err)
 
 int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
 {
-	_cleanup_free_ struct asm_buf *a = calloc(1, sizeof(*a));
-	_cleanup_free_ char *log = calloc(1, VERIFIER_LOG);
+	_cleanup_free_ struct asm_buf *a = NULL;
+	_cleanup_free_ char *vlog = NULL;
 	union bpf_attr attr;
 	int fd, r;
 
-	if (!a || !log)
+	a = calloc(1, sizeof(*a));
+	if (!a)
 		return error_set(err, 0, ENOMEM, "out of memory");
 	r = assemble(a, map_fd);
 	if (r < 0)
@@ -246,22 +247,24 @@ int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
 		memset(attr.prog_name, 0, sizeof(attr.prog_name));
 		fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
 	}
-	if (fd < 0) {
+	if (fd < 0 && (vlog = calloc(1, VERIFIER_LOG))) {
 		/* again with the verifier's log, for the reason */
-		attr.log_buf = ptr_u64(log);
+		attr.log_buf = ptr_u64(vlog);
 		attr.log_size = VERIFIER_LOG;
 		attr.log_level = 1;
 		fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
 	}
 	if (fd < 0) {
 		int e = errno;
-		size_t len = strlen(log);
+		size_t len = vlog ? strlen(vlog) : 0;
 
-		while (len > 0 && (log[len - 1] == '\n' || log[len - 1] == ' '))
-			log[--len] = '\0';
+		while (len > 0 && (vlog[len - 1] == '\n' || vlog[len - 1] == ' '))
+			vlog[--len] = '\0';
 		/* the last lines of the verifier's log say why */
-		return error_set(err, 0, e, "load the classifier program: %s%s%s", strerror(e), log[0] ? ": " : "",
-		                 len > 300 ? log + len - 300 : log);
+		return error_set(err, 0, e, "load the classifier program: %s%s%s", strerror(e), len ? ": " : "",
+		                 len > 300 ? vlog + len - 300
+		                 : len     ? vlog
+		                           : "");
 	}
 	*ret_fd = fd;
 	return 0;
@@ -314,17 +317,19 @@ static int entry_cmp(const void *a, const void *b)
 
 int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, unsigned *ret_changed, struct error *err)
 {
-	_cleanup_free_ struct bpf_cls_key *have = calloc(BPF_CLS_MAP_MAX, sizeof(*have));
-	_cleanup_free_ struct bpf_cls_entry *sorted = calloc(n ? n : 1, sizeof(*sorted));
-	struct bpf_cls_key cur, next;
+	_cleanup_free_ struct bpf_cls_key *have = NULL;
+	_cleanup_free_ struct bpf_cls_entry *sorted = NULL;
+	struct bpf_cls_key cur = {0}, next = {0};
 	union bpf_attr attr;
 	unsigned n_have = 0, changed = 0;
 	bool first = true;
 
-	if (!have || !sorted)
-		return error_set(err, 0, ENOMEM, "out of memory");
 	if (n > BPF_CLS_MAP_MAX)
 		return error_set(err, 0, E2BIG, "classifier: %u entries, at most %d", n, BPF_CLS_MAP_MAX);
+	have = calloc(BPF_CLS_MAP_MAX, sizeof(*have));
+	sorted = calloc(n ? n : 1, sizeof(*sorted));
+	if (!have || !sorted)
+		return error_set(err, 0, ENOMEM, "out of memory");
 	if (n)
 		memcpy(sorted, want, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), entry_cmp);
