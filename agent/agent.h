@@ -35,10 +35,10 @@ struct metrics_writer;
 #define AGENT_STATE_DIR_DEFAULT "/var/lib/aiqos"
 #define AGENT_METRICS_DEFAULT   "127.0.0.1:9464"
 #define AGENT_UPLINK_RECORD     "uplink.json" /* in the state dir */
-/* how long a re-tune waits for the state lock (the plugin holds it for
+/* how long a re-tune waits for the attachment lock (the plugin holds it for
  * about a millisecond per ADD/DEL) before it fails and backs off */
-#define AGENT_LOCK_TIMEOUT_MS 1000
-#define AGENT_PATH_MAX          4096
+#define AGENT_LOCK_TIMEOUT_MS 200
+#define AGENT_PATH_MAX        4096
 
 #define AGENT_RETRY_MIN_MS     1000
 #define AGENT_RETRY_MAX_MS     300000 /* 5 min */
@@ -120,6 +120,7 @@ struct agent_pod {
 	bool announce;                       /* post the outcome of the plugin's ADD as Events */
 	unsigned retries;                    /* consecutive failures */
 	int64_t retry_at_ms;                 /* -1 = none */
+	bool netns_unreachable;              /* running, but its netns path cannot be opened here */
 };
 
 struct pod_cache {

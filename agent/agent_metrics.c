@@ -285,6 +285,14 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 	              (char *)NULL);
 	metrics_write(w, "aiqos_uplink_failing", "1 while tuning the uplink fails (retried with backoff)", G,
 	              ag->up_failure[0] ? 1.0 : 0.0, (char *)NULL);
+	{
+		unsigned n = 0;
+		for (unsigned i = 0; i < ag->pods.n; i++)
+			n += ag->pods.v[i]->netns_unreachable;
+		metrics_write(w, "aiqos_pods_netns_unreachable",
+		              "Running pods whose netns path the agent cannot open (not tuned; retried)", G, (double)n,
+		              (char *)NULL);
+	}
 	for (int t = 0; t < _KUBE_EVENT_MAX; t++)
 		if (t != KUBE_EVENT_EXPIRED)
 			metrics_write(w, "aiqos_watch_events_total", "Watch events received by type", C,

@@ -55,6 +55,8 @@ struct chain_options {
 	                            our entries in lists. */
 	bool dropin;             /* try the libcni drop-in dir first (containerd 2.x, libcni >= 1.3) */
 	bool edit_in_place;      /* edit the primary instead of writing an owned copy */
+	bool allow_bandwidth;    /* chain after a "bandwidth" plugin in the primary (two shapers: a
+	                            warning in the report) instead of refusing (-EEXIST) */
 };
 
 enum chain_strategy {
@@ -76,13 +78,18 @@ struct chain_report {
 	char primary[NAME_MAX + 1]; /* file name of the primary in conf_dir, "" if none */
 	char target[PATH_MAX];      /* the file that chains aiqos, "" if none */
 	char what[CHAIN_WHAT_MAX];  /* one line for a log: what was done or found */
+	bool two_shapers;           /* chained after a "bandwidth" plugin (allow_bandwidth) */
 };
 
 /* Make sure aiqos is installed and chained (see above). Idempotent:
  * *ret_changed says whether anything was written or removed; ret_what (may be
  * NULL) gets a one-line summary. No primary is not an error (see
  * chain_report.no_primary; ret_what starts with "no primary"). Errors name the
- * file: a malformed primary -> -EINVAL and nothing written. */
+ * file: a malformed primary -> -EINVAL and nothing written. Before anything
+ * is chained: the aiqos entry passes the plugin's own config parser (-EINVAL
+ * naming the field and value), the binary "<bin_dir>/<type>" is an
+ * executable file (when bin_dir is set; -ENOENT/-EACCES), and the primary
+ * chains no "bandwidth" plugin (-EEXIST unless allow_bandwidth). */
 int chain_ensure(const struct chain_options *o, bool *ret_changed, char *ret_what, size_t what_size, struct error *err);
 /* The same with the full report (ret may be NULL). */
 int chain_ensure_report(const struct chain_options *o, struct chain_report *ret, struct error *err);
@@ -100,5 +107,23 @@ int chain_remove_report(const struct chain_options *o, bool remove_binary, struc
 bool chain_name_relevant(const char *name);
 
 const char *chain_strategy_name(enum chain_strategy s);
+
+/* What the conf dir holds, read only (aiqosctl doctor): the primary and the
+ * file the runtime loads (the first config file, ours included), each with
+ * its plugin types in order ("ptp,portmap,aiqos"). load_r/load_msg: why the
+ * primary cannot be read (then its types are ""). */
+#define CHAIN_TYPES_MAX 512
+struct chain_view {
+	bool dir_missing;
+	unsigned n_files;
+	char primary[NAME_MAX + 1]; /* "" = none */
+	char primary_types[CHAIN_TYPES_MAX];
+	int primary_load_r;
+	char primary_load_msg[ERROR_MSG_MAX];
+	char loaded[NAME_MAX + 1]; /* "" = none */
+	char loaded_types[CHAIN_TYPES_MAX];
+	unsigned n_owned; /* files of ours (owned copies) */
+};
+int chain_inspect(const char *conf_dir, struct chain_view *ret, struct error *err);
 
 #endif

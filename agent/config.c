@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "event.h"
+#include "ifname.h"
 
 /* ---- describing values in messages ---- */
 
@@ -134,14 +135,6 @@ range:
 
 /* ---- keys ---- */
 
-static bool ifname_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n >= IFNAME_LEN || streq(s, ".") || streq(s, ".."))
-		return false;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:@-") == n;
-}
-
 static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
 	char q[96];
@@ -149,8 +142,8 @@ static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c,
 		return type_error(err, key, "an interface name or \"auto\"", v);
 	if (!streq(v->valuestring, NODE_UPLINK_AUTO) && !ifname_valid(v->valuestring))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "%s: %s is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\"", key,
-		                 quote(q, sizeof(q), v->valuestring));
+		                 "%s: %s is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\"",
+		                 key, quote(q, sizeof(q), v->valuestring));
 	str_copy(c->node.uplink, sizeof(c->node.uplink), v->valuestring);
 	return 0;
 }

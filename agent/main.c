@@ -10,6 +10,7 @@
 
 #include "agent.h"
 #include "chain.h"
+#include "doctor.h"
 #include "netns.h"
 #include "nl.h"
 #include "proto.h"
@@ -22,7 +23,7 @@ static void usage(FILE *out)
 	        "Usage: %s [OPTIONS]            run the node agent\n"
 	        "       %s --cleanup [OPTIONS]  restore the uplink's original qdisc and exit\n"
 	        "       %s install --cni-conf-dir DIR --cni-bin-dir DIR [--plugin-src PATH] [--plugin-conf JSON]\n"
-	        "                  [--dropin] [--in-place]\n"
+	        "                  [--dropin] [--in-place] [--allow-bandwidth-plugin]\n"
 	        "       %s uninstall --cni-conf-dir DIR [--cni-bin-dir DIR] [--remove-binary] [--state-dir DIR]\n"
 	        "                  [--keep-qdiscs] [--wait]\n"
 	        "\n"
@@ -43,6 +44,7 @@ static void usage(FILE *out)
 	        "  --plugin-conf JSON    the aiqos entry of the chain (default: capabilities, failurePolicy open)\n"
 	        "  --dropin              prefer the libcni drop-in dir (containerd 2.x)\n"
 	        "  --in-place            edit the primary config instead of an owned copy\n"
+	        "  --allow-bandwidth-plugin  install: chain after a \"bandwidth\" plugin (pods shaped twice)\n"
 	        "  --cleanup             restore the uplink's recorded qdisc, remove aiqos's uplink objects, exit\n"
 	        "  --once                one list and reconcile, then exit\n"
 	        "  --remove-binary       uninstall: also remove the plugin binary\n"
@@ -75,6 +77,7 @@ enum {
 	OPT_KEEP_QDISCS,
 	OPT_SYSCTL_DIR,
 	OPT_WAIT,
+	OPT_ALLOW_BANDWIDTH,
 	OPT_VERSION,
 };
 
@@ -98,6 +101,7 @@ static const struct option long_options[] = {
         {"keep-qdiscs", no_argument, NULL, OPT_KEEP_QDISCS},
         {"sysctl-dir", required_argument, NULL, OPT_SYSCTL_DIR},
         {"wait", no_argument, NULL, OPT_WAIT},
+        {"allow-bandwidth-plugin", no_argument, NULL, OPT_ALLOW_BANDWIDTH},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -109,6 +113,7 @@ struct cmdline {
 	bool remove_binary;
 	bool keep_qdiscs;
 	bool wait;
+	bool allow_bandwidth;   /* install: chain after a "bandwidth" plugin anyway */
 	const char *sysctl_dir; /* NULL: /proc/sys */
 	const char *subcommand; /* NULL, "install", "uninstall" */
 };
@@ -200,6 +205,9 @@ static int parse(int argc, char **argv, struct cmdline *c)
 		case OPT_SYSCTL_DIR:
 			c->sysctl_dir = optarg;
 			break;
+		case OPT_ALLOW_BANDWIDTH:
+			c->allow_bandwidth = true;
+			break;
 		case OPT_WAIT:
 			c->wait = true;
 			break;
@@ -218,10 +226,11 @@ static int parse(int argc, char **argv, struct cmdline *c)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (c->subcommand && !c->o.cni_conf_dir)
 		return usage_error("%s needs --cni-conf-dir", c->subcommand);
-	if (c->subcommand && streq(c->subcommand, "install") && c->o.plugin_src && !c->o.cni_bin_dir)
-		return usage_error("%s", "install --plugin-src needs --cni-bin-dir");
 	if (c->wait && !(c->subcommand && streq(c->subcommand, "uninstall")))
 		return usage_error("%s", "--wait is an option of uninstall");
+	if (c->subcommand && streq(c->subcommand, "install") && !c->o.cni_bin_dir)
+		return usage_error("%s", "install needs --cni-bin-dir (the plugin binary must be in place before it is "
+		                         "chained)");
 	if (c->remove_binary && !c->o.cni_bin_dir)
 		return usage_error("%s", "--remove-binary needs --cni-bin-dir");
 	if (!c->subcommand && !c->cleanup) {
@@ -237,6 +246,30 @@ static int parse(int argc, char **argv, struct cmdline *c)
 	return -1;
 }
 
+/* The preflight's findings, one log line each (aiqosctl doctor prints the
+ * same). The install container has no capability: the kernel is probed
+ * only where unshare(CLONE_NEWNET) is allowed (root, the systemd unit's
+ * ExecStartPre); it never fails the install. */
+static void install_doctor(const struct cmdline *c)
+{
+	static const enum log_level lvl[_DOCTOR_LEVEL_MAX] = {LOG_LVL_INFO, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR};
+	struct doctor_options d = {.cni_conf_dir = c->o.cni_conf_dir, .uplink = "auto", .probe_kernel = true};
+	struct doctor_report *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return;
+	doctor_run(&d, r);
+	for (unsigned i = 0; i < r->n; i++)
+		log_msg(lvl[r->f[i].level], "doctor", "severity", doctor_level_name(r->f[i].level), "section",
+		        r->f[i].section, "finding", r->f[i].text, "fix", r->f[i].fix, (char *)NULL);
+	log_msg(LOG_LVL_INFO, "doctor done", "exit",
+	        doctor_exit_code(r) == 0   ? "0"
+	        : doctor_exit_code(r) == 1 ? "1"
+	                                   : "2",
+	        (char *)NULL);
+	free(r);
+}
+
 static int cmd_install(const struct cmdline *c)
 {
 	struct chain_options o = {
@@ -248,15 +281,32 @@ static int cmd_install(const struct cmdline *c)
 	        .edit_in_place = c->o.chain_in_place,
 	};
 	struct error e = {0};
-	char what[CHAIN_WHAT_MAX] = "";
-	bool changed = false;
+	struct chain_report rep;
+	struct stat st;
 
-	if (chain_ensure(&o, &changed, what, sizeof(what), &e) < 0) {
+	o.allow_bandwidth = c->allow_bandwidth;
+	/* the runtime's conf dir must be there: a typo or a missing host
+	 * mount is not "already installed" */
+	if (stat(o.conf_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_msg(LOG_LVL_ERROR, "install failed", "dir", o.conf_dir, "error",
+		        "the CNI config dir does not exist (is --cni-conf-dir the host's /etc/cni/net.d?)",
+		        (char *)NULL);
+		return EXIT_FAILURE;
+	}
+	if (chain_ensure_report(&o, &rep, &e) < 0) {
 		log_msg(LOG_LVL_ERROR, "install failed", "dir", o.conf_dir, "error", e.msg, (char *)NULL);
 		return EXIT_FAILURE;
 	}
-	log_msg(LOG_LVL_INFO, changed ? "installed" : "already installed", "dir", o.conf_dir, "what", what,
-	        (char *)NULL);
+	if (rep.no_primary)
+		log_msg(LOG_LVL_WARN,
+		        "installed, not chained: no primary network config yet (the agent chains aiqos "
+		        "when one appears)",
+		        "dir", o.conf_dir, "what", rep.what, (char *)NULL);
+	else
+		log_msg(rep.two_shapers ? LOG_LVL_WARN : LOG_LVL_INFO,
+		        rep.conf_changed || rep.binary_changed ? "installed" : "already installed", "dir", o.conf_dir,
+		        "what", rep.what, (char *)NULL);
+	install_doctor(c);
 	return EXIT_SUCCESS;
 }
 
@@ -291,7 +341,8 @@ static int wait_for_termination(void)
 	sigaddset(&set, SIGINT);
 	r = sigprocmask(SIG_BLOCK, &set, NULL) < 0 ? errno : sigwait(&set, &sig);
 	if (r != 0) {
-		log_msg(LOG_LVL_ERROR, "uninstall --wait: cannot wait for a signal", "error", strerror(r), (char *)NULL);
+		log_msg(LOG_LVL_ERROR, "uninstall --wait: cannot wait for a signal", "error", strerror(r),
+		        (char *)NULL);
 		return EXIT_FAILURE;
 	}
 	log_msg(LOG_LVL_INFO, "uninstall --wait: stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT",

@@ -8,6 +8,7 @@
  * and by drift repair. Problems are logged, counted, surfaced as Events and
  * retried with backoff; nothing here exits. */
 #include <cjson/cJSON.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <time.h>
 
@@ -142,6 +143,7 @@ void agent_attach_rescan(struct agent *ag)
 struct retune_out {
 	bool stale; /* the pod's netns or interface is gone */
 	bool failed;
+	bool netns_unreachable; /* failed: the pod runs, its netns path cannot be opened here */
 	bool degraded;
 	char effective[512];
 	char degraded_txt[512];
@@ -251,6 +253,46 @@ static int attach_describe(struct agent *ag, struct agent_attach *at, struct ret
 	return 0;
 }
 
+/* The netns path cannot be opened, yet the API says the pod runs: not a pod
+ * that is gone (DEL will come) but a path the agent cannot see, e.g.
+ * /proc/<pid>/ns/net from cri-dockerd and an agent without hostPID. A
+ * failure (Event, metric, retried), never a silently stale pod. */
+static bool netns_unreachable(const struct agent_pod *p, const char *netns, struct retune_out *out)
+{
+	int fd, saved;
+
+	if (!netns || !netns[0] || !p->in_api || p->deleting || p->phase == KUBE_POD_PHASE_SUCCEEDED ||
+	    p->phase == KUBE_POD_PHASE_FAILED)
+		return false;
+	fd = open(netns, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd); /* the netns is there: its interface is what is gone */
+		return false;
+	}
+	saved = errno;
+	out->failed = true;
+	out->netns_unreachable = true;
+	snprintf(out->failure, sizeof(out->failure),
+	         "netns %s cannot be opened by the agent (%s) while the pod runs: %s", netns, strerror(saved),
+	         strncmp(netns, "/proc/", 6) == 0
+	                 ? "a /proc/<pid> path of another pid namespace (run the agent with hostPID: true)"
+	                 : "is the runtime's netns directory mounted into the agent?");
+	return true;
+}
+
+/* The attachment lock held by a re-tune, released (and its file removed when
+ * the attachment has no record any more) on every return. */
+struct retune_lock {
+	int fd;
+	const char *dir;
+	char cid[STATE_ID_MAX], ifname[IFNAME_LEN];
+};
+
+static void retune_lock_release(struct retune_lock *l)
+{
+	state_unlock_attachment(l->fd, l->dir, l->cid, l->ifname);
+}
+
 /* Re-tune one attachment to the pod's want (force: also when its record
  * already says so — drift repair). */
 static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_attach *at, struct retune_out *out)
@@ -265,19 +307,23 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	cJSON *choices = NULL;
 	struct error e = {0}, fail = {0};
 	char pwarn[256] = "";
-	_cleanup_close_ int lock = -1;
+	_cleanup_(retune_lock_release) struct retune_lock lock = {.fd = -1, .dir = ag->state_dir};
 	int r, applied;
 
 	memset(out, 0, sizeof(*out));
 	if (!s || !np)
 		return -ENOMEM;
-	/* the plugin's ADD/DEL/CHECK of this pod waits until the record is
-	 * written again (and we for them): no interleaving on its interfaces */
-	lock = state_lock(ag->state_dir, AGENT_LOCK_TIMEOUT_MS, &e);
-	if (lock < 0) {
+	/* the plugin's ADD/DEL/CHECK of this attachment waits until the record
+	 * is written again (and we for them): no interleaving on its
+	 * interfaces; other attachments never wait. Busy: retried later. */
+	str_copy(lock.cid, sizeof(lock.cid), at->container_id);
+	str_copy(lock.ifname, sizeof(lock.ifname), at->ifname);
+	lock.fd = state_lock_attachment(ag->state_dir, lock.cid, lock.ifname, AGENT_LOCK_TIMEOUT_MS, &e);
+	if (lock.fd < 0) {
+		r = lock.fd;
 		out->failed = true;
 		snprintf(out->failure, sizeof(out->failure), "%s", e.msg);
-		return lock;
+		return r;
 	}
 	r = state_load(ag->state_dir, at->container_id, at->ifname, s, &choices, &e);
 	if (r == -ENOENT || (r == 0 && s->pending)) {
@@ -308,6 +354,8 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	r = attach_open_pod(&a, s->netns, s, &e);
 	if (r <= 0) {
 		attach_close(&a);
+		if (r == 0 && netns_unreachable(p, s->netns, out))
+			return -ENOENT;
 		if (r == 0) {
 			out->stale = true; /* the pod's netns or interface is gone: DEL will come */
 			return 0;
@@ -390,7 +438,7 @@ static void pod_retry_schedule(struct agent *ag, struct agent_pod *p, int64_t no
 static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 {
 	char eff[1024] = "", deg[1024] = "", failure[AGENT_FAILURE_MAX + IFNAME_LEN + 4] = "";
-	bool any_retuned = false, any_failed = false, any_degraded = false, described = false;
+	bool any_retuned = false, any_failed = false, any_degraded = false, described = false, any_unreachable = false;
 	int64_t t0 = agent_now_ms();
 
 	if (p->in_api && p->want.invalid[0] && !streq(p->want.invalid, p->invalid_warned)) {
@@ -415,6 +463,7 @@ static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 		}
 		any_failed |= out.failed;
 		any_degraded |= out.degraded;
+		any_unreachable |= out.netns_unreachable;
 		if (out.failed && !failure[0])
 			snprintf(failure, sizeof(failure), "%s: %s", at->ifname, out.failure);
 		if (out.effective[0])
@@ -432,12 +481,14 @@ static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 		                   : any_degraded ? RESULT_DEGRADED
 		                                  : RESULT_OK,
 		                   seconds_since(t0));
+	if (any_retuned)
+		p->netns_unreachable = any_unreachable;
 	if (any_failed) {
 		pod_retry_schedule(ag, p, now_ms);
 		str_copy(p->failure, sizeof(p->failure), failure);
-		agent_event(ag, p, true, "TuneFailed", "class %s, profile %s: %s (retry %u in %llds)",
-		            workload_class_name(p->want.class) ?: "?", p->want.profile, failure, p->retries,
-		            (long long)((p->retry_at_ms - now_ms + 999) / 1000));
+		agent_event(ag, p, true, any_unreachable ? "NetnsUnreachable" : "TuneFailed",
+		            "class %s, profile %s: %s (retry %u in %llds)", workload_class_name(p->want.class) ?: "?",
+		            p->want.profile, failure, p->retries, (long long)((p->retry_at_ms - now_ms + 999) / 1000));
 	} else {
 		p->retries = 0;
 		p->retry_at_ms = -1;

@@ -461,7 +461,10 @@ int plan_pod(const struct workload *w, const struct profile *pr, const struct at
 			return r;
 	}
 
-	if (w->ingress_bps > 0 && ifs && ifs->host_ifname[0]) {
+	/* Also without a host-side veth (macvlan/ipvlan primaries): the
+	 * applier then records the shaper as skipped with its reason, never
+	 * drops the limit silently. */
+	if (w->ingress_bps > 0) {
 		r = plan_shaper(ret, DEV_HOST, "ingress", w->ingress_bps, pr, frame, caps);
 		if (r < 0)
 			return r;

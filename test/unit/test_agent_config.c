@@ -242,15 +242,15 @@ TEST(invalid_values)
 	        {"{\"driftRepairSeconds\": 86401}", "driftRepairSeconds: 86401 is out of range [0, 86400]"},
 	        {"{\"driftRepairSeconds\": 0.25}", "driftRepairSeconds: 0.25 is not an integer"},
 	        {"{\"uplink\": \"eth 0\"}",
-	         "uplink: \"eth 0\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
-	        {"{\"uplink\": \"averyveryverylong\"}",
-	         "uplink: \"averyveryverylong\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
+	         "uplink: \"eth 0\" is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\""},
+	        {"{\"uplink\": \"averyveryverylong\"}", "uplink: \"averyveryverylong\" is not an interface name (1-15 "
+	                                                "bytes, no '/', ':' or whitespace) or \"auto\""},
 	        {"{\"uplink\": \"\"}",
-	         "uplink: \"\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
+	         "uplink: \"\" is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\""},
 	        {"{\"uplink\": \"..\"}",
-	         "uplink: \"..\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
+	         "uplink: \"..\" is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\""},
 	        {"{\"uplink\": \"eth0/x\"}",
-	         "uplink: \"eth0/x\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
+	         "uplink: \"eth0/x\" is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\""},
 	        {"{\"uplink\": 5}", "uplink: expected an interface name or \"auto\", got a number (5)"},
 	        {"{\"uplinkRate\": \"fast\"}", "uplinkRate: \"fast\" is not a rate (a number and a unit: bit, kbit, "
 	                                       "mbit, gbit, tbit, bps, kbps, mbps, "

@@ -253,6 +253,7 @@ TEST(usage_errors)
 	        {{"uninstall", "--keep-qdiscs", "--cni-conf-dir", "/tmp", "--sysctl-dir", "/aiqos-no-such-dir", NULL},
 	         "sysctl root '/aiqos-no-such-dir': No such file or directory"},
 	        {{"--cleanup", "--sysctl-dir", "/dev/null", NULL}, "sysctl root '/dev/null' is not a directory"},
+	        {{"install", "--cni-conf-dir", "/tmp", NULL}, "install needs --cni-bin-dir"},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -262,6 +263,20 @@ TEST(usage_errors)
 		CHECK_CONTAINS(p.err, cases[i].msg);
 		stop(&p);
 	}
+}
+
+/* A conf dir that does not exist is an error, not "already installed". */
+TEST(install_into_a_missing_conf_dir_fails)
+{
+	const char *args[] = {"install", "--cni-conf-dir", "/nonexistent-aqt/net.d", "--cni-bin-dir", "/tmp", NULL};
+	struct proc p;
+
+	CHECK(start(&p, false, args));
+	CHECK_INT(wait_exit(&p, 3000), 1);
+	CHECK_CONTAINS(p.err, "install failed");
+	CHECK_CONTAINS(p.err, "the CNI config dir does not exist");
+	CHECK(strstr(p.err, "already installed") == NULL);
+	stop(&p);
 }
 
 TEST(sysctl_dir_accepted)

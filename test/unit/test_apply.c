@@ -1038,6 +1038,61 @@ out:
 	free(p);
 }
 
+/* A pod's congestion control that the host's (global) allowed list does not
+ * hold: the pod gets it, and the host's tcp_allowed_congestion_control is
+ * left exactly as it was (aiqos allowed it only for the moment of the
+ * write). An operator's own addition meanwhile would stay: only what was
+ * added is taken out. */
+TEST(cc_not_allowed_is_set_and_the_host_list_left_as_found)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	struct plan_caps caps = {0};
+	struct apply_target t;
+	struct error e = {0};
+	const struct plan_item *it;
+	const char *cc = NULL;
+	char *list, *now;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		goto out;
+	for (const char *const *c = (const char *const[]){"bbr", "dctcp", "cubic", NULL}; *c && !cc; c++) {
+		char pad[300], w[32];
+		snprintf(pad, sizeof(pad), " %s ", fx.cc_available);
+		snprintf(w, sizeof(w), " %s ", *c);
+		if (strstr(pad, w))
+			cc = *c;
+	}
+	CHECK(cc != NULL);
+	if (!cc)
+		goto out;
+	/* the host's default stays allowed; cc is not */
+	CHECK_INT(sh("echo reno > /proc/sys/net/ipv4/tcp_allowed_congestion_control"), 0);
+	list = sh_out("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control");
+	CHECK(strstr(list, cc) == NULL || streq(cc, "cubic"));
+	t = target();
+	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){cc, "reno"}, 2);
+	it = &p->items[0];
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->status, ITEM_APPLIED);
+	now = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
+	CHECK_STR(now, cc);
+	free(now);
+	now = sh_out("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control");
+	CHECK_STR(now, list); /* host-global state as found */
+	free(now);
+	/* the pod keeps using it: a new socket there gets it */
+	now = sh_out("ip netns exec %s sh -c 'cat /proc/sys/net/ipv4/tcp_congestion_control'", fx.ns_pod);
+	CHECK_STR(now, cc);
+	free(now);
+	free(list);
+out:
+	if (fx.cc_allowed[0])
+		CHECK_INT(sh("echo '%s' > /proc/sys/net/ipv4/tcp_allowed_congestion_control", fx.cc_allowed), 0);
+	free(p);
+}
+
 /* Read-then-write through one open, and exactly the old answers where
  * that is not possible. */
 TEST(sysctl_exchange_cases)
