@@ -207,10 +207,14 @@ def test_mixed_on_multiqueue_uplink_keeps_mq_with_classifier(mqnode):
     prog = egress_filters(node)
     # a restart adopts: the same program stays attached
     node.stop_agent(signal.SIGKILL)
-    node.start_agent(UNSHAPED)
+    node.start_agent(dict(UNSHAPED, driftRepairSeconds=1))
     pods.append(node.add_api_pod(INF, "10.79.0.5"))
     time.sleep(0.5)
     assert egress_filters(node) == prog, (prog, egress_filters(node))
+    # drift: the classifier and a queue's child removed by hand come back
+    node.sh("tc", "filter", "del", "dev", "up0", "egress", "pref", "1")
+    node.sh("tc", "qdisc", "del", "dev", "up0", "parent", "1:2")
+    wait_for(node, mq_layout, "the classifier and the child repaired", timeout_s=10)
     # idle: noqueue back, no clsact left
     for p in pods:
         p.delete_api()
