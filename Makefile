@@ -54,7 +54,7 @@ UNIT_BINS  := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRC))
 AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c agent/aiqosctl.c,$(AGENT_SRC)) cni/conf.c)
 
 .SECONDARY:
-.PHONY: all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab
+.PHONY: all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab bench-linerate
 all: $(PLUGIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -183,6 +183,11 @@ bench: deps
 
 bench-lab: all
 	@bash hack/lab.sh bench-lab $(BUILD)
+
+# P6 line rate (issue 12): a 4-queue veth uplink without a bottleneck,
+# default vs each aiqos mode, with and without uplinkRate 100gbit (root).
+bench-linerate: all
+	/usr/bin/python3 test/bench/linerate.py --build $(BUILD) --sysctl-arms --json $(BUILD)/bench-linerate.json
 
 # ---- Hardening (issue #7): sanitizer build and fuzzing ----
 # asan-build: everything and the unit tests with ASan+UBSan in ASAN_BUILD;

@@ -230,6 +230,18 @@ int64_t sched_backoff_ms(unsigned n, unsigned jitter_pm);
 
 /* The uplink's root qdisc before aiqos, recorded in <stateDir>/uplink.json
  * before the first change and restored on idle and --cleanup. */
+/* A child qdisc of a recorded mq root (a queue's qdisc someone grafted),
+ * options as the kind's own encoder makes them. */
+#define UPLINK_CHILDREN_MAX      256
+#define UPLINK_CHILD_OPTIONS_MAX 256
+struct uplink_child {
+	char kind[16];
+	uint32_t parent;
+	uint32_t handle;
+	size_t options_len;
+	uint8_t options[UPLINK_CHILD_OPTIONS_MAX];
+};
+
 struct uplink_record {
 	char ifname[IFNAME_LEN];
 	int ifindex;
@@ -243,6 +255,11 @@ struct uplink_record {
 	/* the mode in force, for the hold after a restart */
 	enum node_mode mode;
 	int64_t mode_since_unix;
+	/* the rest of the original tree (an mq root's grafted children) and
+	 * whether a clsact/ingress qdisc was there (then it is never deleted) */
+	unsigned n_children;
+	struct uplink_child children[UPLINK_CHILDREN_MAX];
+	bool clsact_before;
 };
 
 struct uplink {
@@ -270,12 +287,19 @@ int uplink_record_save(const char *path, const struct uplink_record *r, struct e
 int uplink_record_remove(const char *path, struct error *err);
 struct cJSON *uplink_record_to_json(const struct uplink_record *r);
 int uplink_record_from_json(const struct cJSON *j, struct uplink_record *ret, struct error *err);
-/* Read the root qdisc of the uplink into a record. */
+/* Read the uplink's original tree into a record: the root qdisc, an mq
+ * root's grafted children and whether a clsact was there; options of kinds
+ * aiqos knows are re-encoded by the kind's encoder (what the kernel accepts
+ * on create). A tree aiqos cannot re-create whole — classes, filters or
+ * qdiscs under a classful root (an operator's HTB tree), or a child of a kind
+ * aiqos does not know — is foreign: -EEXIST, err says what is there, and
+ * nothing is recorded (the agent then leaves the uplink alone). */
 int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, struct uplink_record *ret,
                           struct error *err);
-/* Put the recorded root back: delete our root (ours_root: the qdisc item in
- * force; NULL = delete whatever root has handle 1:), then, unless it was the
- * kernel's default, re-create the recorded qdisc. */
+/* Put the recorded tree back: delete our classifier filter (and the clsact
+ * unless one was there before), delete our root (ours_root: the qdisc item
+ * in force; NULL = delete whatever root has handle 1:), then, unless it was
+ * the kernel's default, re-create the recorded root and its children. */
 int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *r, const struct tc_spec *ours_root,
                    struct error *err);
 
@@ -370,6 +394,8 @@ struct agent {
 	char up_failure[AGENT_FAILURE_MAX];
 	char up_warn[NODE_WARN_MAX][NODE_WARN_LEN];
 	unsigned up_n_warn;
+	char up_foreign[AGENT_FAILURE_MAX]; /* the uplink holds a tree aiqos leaves alone ("" = none) */
+	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
 
 	struct agent_sched sched;
 	/* failpoint for the lab tests ($AIQOS_AGENT_TEST_SLOW_APPLY_US): apply

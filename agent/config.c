@@ -254,6 +254,11 @@ static int parse_drift_repair(const char *key, const cJSON *v, struct agent_conf
 	return parse_uint(key, v, AGENT_DRIFT_REPAIR_S_MAX, &c->drift_repair_s, err);
 }
 
+static int parse_overhead(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	return parse_uint(key, v, NODE_OVERHEAD_MAX, &c->node.overhead_bytes, err);
+}
+
 static int parse_classify(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
 	char q[96];
@@ -301,6 +306,7 @@ static const struct config_key {
         {"classify", parse_classify},
         {"driftRepairSeconds", parse_drift_repair},
         {"profiles", parse_profiles},
+        {"uplinkOverhead", parse_overhead},
 };
 
 /* ---- the file ---- */
@@ -440,7 +446,7 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 			              "unknown key %s (accepted: uplink, uplinkRate, downlinkRate, downlink, "
 			              "inferenceShare, trainingFloor, "
 			              "mixedHoldSeconds, "
-			              "debounceMs, classify, driftRepairSeconds, profiles)",
+			              "debounceMs, classify, driftRepairSeconds, profiles, uplinkOverhead)",
 			              quote(q, sizeof(q), key));
 			goto out;
 		}

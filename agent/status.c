@@ -240,6 +240,8 @@ static cJSON *uplink_json(const struct agent *ag)
 	}
 	if (ag->up_failure[0])
 		cJSON_AddStringToObject(o, "failure", ag->up_failure);
+	if (ag->up_foreign[0])
+		cJSON_AddStringToObject(o, "foreign", ag->up_foreign);
 	if (ag->up_n_warn) {
 		cJSON *w = cJSON_AddArrayToObject(o, "warnings");
 		for (unsigned i = 0; w && i < ag->up_n_warn; i++)
