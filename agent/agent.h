@@ -70,6 +70,7 @@ struct agent_attach {
 	/* what it is tuned with (the record) */
 	enum workload_class class;
 	char profile[PROFILE_NAME_MAX];
+	uint64_t profile_hash; /* profile_content_hash of the record's profileSpec, 0 = none recorded */
 	uint64_t egress_bps;
 	uint64_t ingress_bps;
 	unsigned n_ips;
@@ -84,6 +85,7 @@ struct pod_want {
 	enum workload_class class;
 	char profile_requested[PROFILE_NAME_MAX]; /* ai.workload/profile, "" = none */
 	char profile[PROFILE_NAME_MAX];           /* resolved */
+	uint64_t profile_hash;                    /* profile_content_hash of the resolved profile */
 	uint64_t egress_bps;
 	uint64_t ingress_bps;
 	bool ce_marking;                 /* the profile sets a CE threshold (training-dctcp) */
@@ -172,6 +174,8 @@ void pod_cache_gc(struct pod_cache *c);
  * the API are re-tuned (the API is the truth; a plugin-only pod keeps what
  * the plugin found). */
 bool pod_attach_needs_retune(const struct agent_pod *p, const struct agent_attach *a);
+/* Class, profile (name and content), limits of the record are the pod's want. */
+bool pod_attach_tuned_as_wanted(const struct agent_pod *p, const struct agent_attach *a);
 /* Does the pod take part in the node plan? In the API (not finished, not
  * host-network), or plugin-only while the API view is not synced yet. */
 bool pod_counts_for_node(const struct agent_pod *p, bool api_synced);

@@ -24,6 +24,12 @@ struct attach_state {
 	char network[128];              /* network name from the config */
 	struct workload workload;       /* class, profile name, limits (warnings not stored) */
 	char profile[PROFILE_NAME_MAX]; /* the resolved profile name */
+	/* the content of that profile when it was applied ("profileSpec"):
+	 * the plan of the record is re-built from it, not from today's config,
+	 * so a changed config neither hides what is in the kernel nor breaks
+	 * the choices; records without it (older writers) use the config's */
+	struct profile profile_spec;
+	bool has_profile_spec;
 	char annotations_source[16];    /* "runtime", "agent", "none" */
 	struct attach_ifaces ifs;
 	int host_ifindex;
@@ -51,7 +57,8 @@ int state_path(const char *dir, const char *container_id, const char *ifname, ch
 /* Write atomically (creates missing directories of dir with mode 0700;
  * existing ones are left as they are). The JSON holds version 1,
  * containerId, ifname, netns, pod {namespace,name,uid}, network, class,
- * profile, workload {egressBps,ingressBps,profileRequested},
+ * profile, profileSpec (profile_to_json, when has_profile_spec),
+ * workload {egressBps,ingressBps,profileRequested},
  * annotationsSource, ifaces {pod,host,podIfindex,hostIfindex,mtu}, ips[],
  * choices (plan_choices_to_json), effective (plan_render text, effective
  * only, one array entry per line), degraded [{id,wanted,got,reason}] for
