@@ -75,6 +75,7 @@ struct agent_attach {
 	uint64_t ingress_bps;
 	unsigned n_ips;
 	struct node_ip ips[NODE_POD_IPS_MAX];
+	bool marks;    /* its DSCP re-marking (dscp.v4 and dscp.v6) is in effect (trust.c) */
 	bool failed;   /* the record carries a failure */
 	bool degraded; /* some item fell back or was skipped */
 	bool seen;     /* mark for a state dir rescan */
@@ -109,6 +110,7 @@ struct agent_pod {
 	uint32_t gpus;
 	struct pod_want want;
 	char invalid_warned[WORKLOAD_WARN_LEN]; /* last InvalidWorkload posted */
+	bool dscp_warned;                       /* DSCPNotTrusted posted (trust.c) */
 	/* the plugin's attachments */
 	unsigned n_att;
 	unsigned cap_att;
@@ -367,6 +369,7 @@ struct agent {
 	unsigned up_retries;
 	int64_t up_retry_at_ms; /* -1 = none */
 	char up_failure[AGENT_FAILURE_MAX];
+	char classify_why[AGENT_FAILURE_MAX]; /* classify dscp not trusted: why ("" = trusted) */
 	char up_warn[NODE_WARN_MAX][NODE_WARN_LEN];
 	unsigned up_n_warn;
 
@@ -410,6 +413,13 @@ void agent_pass(struct agent *ag, int64_t now_ms, unsigned due);
 /* Drift repair of the pods' attachments: re-apply those whose kernel state
  * differs from their record. */
 void agent_repair_pods(struct agent *ag);
+
+/* trust.c: may the uplink classify by DSCP? (true unless classify "dscp"
+ * and some pod's marks cannot be guaranteed: then logged, an Event, and
+ * ag->classify_why says why). The record's/plan's marking in effect. */
+bool agent_dscp_trusted(struct agent *ag);
+bool agent_plan_marks(const struct plan *p);
+bool agent_choices_mark(const struct cJSON *choices);
 /* Load or re-load one attachment record and join it (the plugin said
  * "attached", or the state dir changed). */
 int agent_attach_load(struct agent *ag, const char *container_id, const char *ifname, struct error *err);

@@ -410,6 +410,7 @@ void agent_attach_from_state(const struct attach_state *s, struct agent_attach *
 	for (unsigned i = 0; i < s->n_ips && i < ARRAY_SIZE(s->ips) && ret->n_ips < NODE_POD_IPS_MAX; i++)
 		if (ip_parse_cidr(s->ips[i], &ret->ips[ret->n_ips]) == 0)
 			ret->n_ips++;
+	ret->marks = agent_plan_marks(&s->plan);
 	ret->failed = s->failure[0] != '\0';
 	ret->degraded = plan_count(&s->plan, ITEM_DEGRADED) + plan_count(&s->plan, ITEM_SKIPPED) > 0;
 	ret->seen = true;

@@ -66,12 +66,13 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
 	struct agent_attach at;
 	struct agent_pod *p;
+	cJSON *choices = NULL;
 	bool is_new = false, found;
 	int r;
 
 	if (!s)
 		return error_set(err, 0, ENOMEM, "out of memory");
-	r = state_load(ag->state_dir, container_id, ifname, s, NULL, err);
+	r = state_load(ag->state_dir, container_id, ifname, s, &choices, err);
 	if (r == -ENOENT) {
 		error_clear(err);
 		pod_cache_attach_remove(&ag->pods, container_id, ifname, &found);
@@ -79,9 +80,13 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	}
 	if (r < 0)
 		return r;
-	if (s->pending)
+	if (s->pending) {
+		cJSON_Delete(choices);
 		return 0; /* its ADD is running, or died and DEL will come */
+	}
 	agent_attach_from_state(s, &at);
+	at.marks = agent_choices_mark(choices);
+	cJSON_Delete(choices);
 	p = pod_cache_attach_upsert(&ag->pods, &at, &is_new);
 	if (!p)
 		return error_set(err, 0, ENOMEM, "out of memory");
@@ -724,6 +729,7 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	int64_t hold_due, t0 = agent_now_ms();
 	bool need_observe, changed_kernel = false;
 	uint32_t caps_before;
+	struct node_config ncfg;
 	int r;
 
 	if (!ag->api_listed)
@@ -783,7 +789,11 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 			return;
 		}
 	}
-	r = node_plan(pods, n_pods, &ag->cfg.node, &ag->up.facts, &ag->up_caps, next.mode,
+	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
+	ncfg = ag->cfg.node;
+	if (!agent_dscp_trusted(ag))
+		ncfg.classify = CLASSIFY_SRC_IP;
+	r = node_plan(pods, n_pods, &ncfg, &ag->up.facts, &ag->up_caps, next.mode,
 	              need_observe && !ag->up_adopted ? &prev : &ag->in_force, &np, &info, &e);
 	if (r < 0) {
 		tc_dump_list_free(&dump);
