@@ -14,6 +14,7 @@
 #include "error.h"
 #include "event.h"
 #include "log.h"
+#include "metrics.h"
 #include "node.h"
 #include "state.h"
 
@@ -159,6 +160,8 @@ unsigned pod_cache_rewant(struct pod_cache *c, const struct profile_set *set);
 
 /* Attachments, joined to their pod by UID, else namespace/name. */
 void agent_attach_from_state(const struct attach_state *s, struct agent_attach *ret);
+/* A record's choices (plan_choices_to_json) hold a degraded or skipped item. */
+bool agent_choices_degraded(const struct cJSON *choices);
 /* Insert or update; *ret_new says whether it was unknown. NULL on ENOMEM. */
 struct agent_pod *pod_cache_attach_upsert(struct pod_cache *c, const struct agent_attach *a, bool *ret_new);
 /* Returns the pod it belonged to (may have been freed when it was its last
@@ -318,10 +321,9 @@ struct agent_options {
 };
 
 struct agent_counters {
-	uint64_t retunes[2][3]; /* [pod|node][ok|degraded|failed] */
-	double retune_seconds_sum;
-	uint64_t retune_count;
-	uint64_t config_reloads[2]; /* [ok|failed] */
+	uint64_t retunes[2][3];                     /* [pod|node][ok|degraded|failed] */
+	struct metrics_histogram retune_seconds[2]; /* [pod|node], metrics_buckets_retune */
+	uint64_t config_reloads[2];                 /* [ok|failed] */
 	uint64_t mode_changes;
 	uint64_t drift_repairs; /* objects re-applied or removed by drift repair */
 	uint64_t events_posted;

@@ -408,6 +408,7 @@ static size_t header_cb(char *data, size_t size, size_t n, void *userdata)
 			struct kube_client *c = r->owner;
 			if (c->stream == r && !c->stream_open) {
 				c->stream_open = true;
+				kube_http_observe(r);
 				c->last_byte_usec = now_usec(c);
 				set_state(c, true, "watching pods");
 			}
@@ -1130,6 +1131,7 @@ void kube_client_free(struct kube_client *c)
 void kube_client_get_stats(const struct kube_client *c, struct kube_client_stats *ret)
 {
 	*ret = c->stats;
+	kube_http_get_durations(c->http, ret->request_seconds);
 }
 
 const char *kube_client_resource_version(const struct kube_client *c)

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "event.h"
 #include "kubeconfig.h"
+#include "metrics.h"
 
 struct kube_client;
 
@@ -56,6 +57,9 @@ struct kube_client_stats {
 	uint64_t watch_ends;          /* watch streams the server ended cleanly (timeoutSeconds) */
 	uint64_t expired;             /* 410 on a watch (in-stream ERROR or HTTP) */
 	uint64_t token_reloads;       /* token file re-read with a changed token */
+	/* request durations (metrics_buckets_api) by verb: [0] LIST pages,
+	 * [1] WATCH (to the first response byte), [2] Event POST/PATCH */
+	struct metrics_histogram request_seconds[3];
 };
 
 /* Tunables; kube_client_options_default() fills the production values. */

@@ -20,7 +20,41 @@ struct kube_http {
 	sd_event_source *timer;
 	struct kube_io *ios;
 	bool in_free;
+	struct metrics_histogram seconds[_KUBE_REQ_KIND_MAX];
 };
+
+_Static_assert(_KUBE_REQ_KIND_MAX ==
+                       sizeof(((struct kube_client_stats *)0)->request_seconds) / sizeof(struct metrics_histogram),
+               "one histogram per request kind");
+
+/* A finished request's duration: the whole transfer, but for a WATCH the
+ * time to its first response byte (a stream lasts minutes by design). */
+static void observe_duration(struct kube_http *h, struct kube_req *r)
+{
+	curl_off_t total = 0, first = 0;
+
+	if (!h || r->timed || r->kind < 0 || r->kind >= _KUBE_REQ_KIND_MAX ||
+	    curl_easy_getinfo(r->easy, CURLINFO_TOTAL_TIME_T, &total) != CURLE_OK)
+		return;
+	if (r->kind == KUBE_REQ_WATCH &&
+	    curl_easy_getinfo(r->easy, CURLINFO_STARTTRANSFER_TIME_T, &first) == CURLE_OK && first > 0)
+		total = first;
+	metrics_histogram_observe(&h->seconds[r->kind], &metrics_buckets_api, (double)total / 1e6);
+	r->timed = true;
+}
+
+void kube_http_observe(struct kube_req *r)
+{
+	observe_duration(r->http, r);
+}
+
+void kube_http_get_durations(const struct kube_http *h, struct metrics_histogram ret[_KUBE_REQ_KIND_MAX])
+{
+	if (h)
+		memcpy(ret, h->seconds, sizeof(h->seconds));
+	else
+		memset(ret, 0, sizeof(h->seconds));
+}
 
 static void check_finished(struct kube_http *h)
 {
@@ -43,6 +77,7 @@ static void check_finished(struct kube_http *h)
 		}
 		curl_multi_remove_handle(h->multi, easy);
 		r->active = false;
+		observe_duration(h, r);
 		if (r->done)
 			r->done(r, result);
 	}
@@ -204,6 +239,7 @@ int kube_http_add(struct kube_http *h, struct kube_req *r, struct error *err)
 	CURLMcode m;
 
 	r->http = h;
+	r->timed = false;
 	m = curl_multi_add_handle(h->multi, r->easy);
 	if (m != CURLM_OK)
 		return error_set(err, 0, EIO, "curl_multi_add_handle: %s", curl_multi_strerror(m));

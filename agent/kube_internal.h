@@ -17,7 +17,7 @@ struct kube_req;
 
 typedef void (*kube_req_done_fn)(struct kube_req *r, CURLcode result);
 
-enum kube_req_kind { KUBE_REQ_LIST, KUBE_REQ_WATCH, KUBE_REQ_EVENT };
+enum kube_req_kind { KUBE_REQ_LIST, KUBE_REQ_WATCH, KUBE_REQ_EVENT, _KUBE_REQ_KIND_MAX };
 
 /* One HTTP request. The body of a non-streaming answer (and the error body of
  * a streaming one) is collected in body, bounded by body_max. */
@@ -27,6 +27,7 @@ struct kube_req {
 	struct curl_slist *headers; /* may hold the token: wiped when freed */
 	struct kube_http *http;
 	bool active; /* in the multi handle */
+	bool timed;  /* its duration is in the histogram (a WATCH: at its headers) */
 	kube_req_done_fn done;
 	void *owner;
 	char *body;
@@ -43,6 +44,10 @@ int kube_http_new(sd_event *loop, struct kube_http **ret, struct error *err);
 void kube_http_free(struct kube_http *h);
 /* Start r (its easy handle fully set up). done runs once, from the loop. */
 int kube_http_add(struct kube_http *h, struct kube_req *r, struct error *err);
+/* Record r's duration now (a WATCH whose headers came; the stream goes on). */
+void kube_http_observe(struct kube_req *r);
+/* Durations of the finished requests by kind (kube_client_stats.request_seconds). */
+void kube_http_get_durations(const struct kube_http *h, struct metrics_histogram ret[_KUBE_REQ_KIND_MAX]);
 /* Abort r if active (no done call). */
 void kube_http_remove(struct kube_req *r);
 

@@ -312,12 +312,11 @@ void metrics_write_summary(struct metrics_writer *w, const char *name, const cha
 	va_end(ap);
 }
 
-void metrics_write_histogram(struct metrics_writer *w, const char *name, const char *help, const double *le,
-                             const uint64_t *counts, unsigned n, double sum, uint64_t count, ...)
+static void histogram_v(struct metrics_writer *w, const char *name, const char *help, const double *le,
+                        const uint64_t *counts, unsigned n, double sum, uint64_t count, va_list labels)
 {
 	struct family *f = family_for(w, name, help, "histogram");
 	uint64_t cum = 0;
-	va_list ap;
 	char num[64];
 
 	if (!f)
@@ -330,18 +329,57 @@ void metrics_write_histogram(struct metrics_writer *w, const char *name, const c
 	}
 	for (unsigned i = 0; i < n; i++) {
 		cum += counts[i];
-		va_start(ap, count);
-		sample(w, f, "_bucket", ap, "le", metrics_format_value(le[i], num, sizeof(num)), (double)cum);
-		va_end(ap);
+		sample(w, f, "_bucket", labels, "le", metrics_format_value(le[i], num, sizeof(num)), (double)cum);
 	}
+	sample(w, f, "_bucket", labels, "le", "+Inf", (double)count);
+	sample(w, f, "_sum", labels, NULL, NULL, sum);
+	sample(w, f, "_count", labels, NULL, NULL, (double)count);
+}
+
+void metrics_write_histogram(struct metrics_writer *w, const char *name, const char *help, const double *le,
+                             const uint64_t *counts, unsigned n, double sum, uint64_t count, ...)
+{
+	va_list ap;
+
 	va_start(ap, count);
-	sample(w, f, "_bucket", ap, "le", "+Inf", (double)count);
+	histogram_v(w, name, help, le, counts, n, sum, count, ap);
 	va_end(ap);
-	va_start(ap, count);
-	sample(w, f, "_sum", ap, NULL, NULL, sum);
-	va_end(ap);
-	va_start(ap, count);
-	sample(w, f, "_count", ap, NULL, NULL, (double)count);
+}
+
+const struct metrics_buckets metrics_buckets_plugin = {
+        .n = 14,
+        .le = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1},
+};
+const struct metrics_buckets metrics_buckets_retune = {
+        .n = 13,
+        .le = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+};
+const struct metrics_buckets metrics_buckets_api = {
+        .n = 13,
+        .le = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+};
+
+void metrics_histogram_observe(struct metrics_histogram *h, const struct metrics_buckets *b, double v)
+{
+	unsigned i = 0;
+
+	if (isnan(v))
+		return;
+	while (i < b->n && i < METRICS_BUCKETS_MAX && v > b->le[i])
+		i++;
+	h->counts[i]++;
+	h->sum += v;
+	h->count++;
+}
+
+void metrics_write_hist(struct metrics_writer *w, const char *name, const char *help, const struct metrics_buckets *b,
+                        const struct metrics_histogram *h, ...)
+{
+	va_list ap;
+
+	va_start(ap, h);
+	histogram_v(w, name, help, b->le, h->counts, b->n < METRICS_BUCKETS_MAX ? b->n : METRICS_BUCKETS_MAX, h->sum,
+	            h->count, ap);
 	va_end(ap);
 }
 

@@ -38,6 +38,27 @@ void metrics_write_histogram(struct metrics_writer *w, const char *name, const c
                              const uint64_t *counts, unsigned n, double sum, uint64_t count, ...)
         __attribute__((sentinel));
 
+/* Histograms with fixed bucket bounds. The bounds are the family's, kept
+ * apart from the counts so a zeroed struct metrics_histogram is an empty
+ * histogram (counters structs stay memset-initialised). */
+#define METRICS_BUCKETS_MAX 16
+struct metrics_buckets {
+	unsigned n;
+	double le[METRICS_BUCKETS_MAX]; /* ascending upper bounds (seconds for durations) */
+};
+struct metrics_histogram {
+	uint64_t counts[METRICS_BUCKETS_MAX + 1]; /* per bucket; [n] = above the last bound */
+	double sum;
+	uint64_t count;
+};
+/* Plugin socket requests (50 µs .. 1 s), re-tunes (1 ms .. 10 s), API
+ * server requests (5 ms .. 60 s). */
+extern const struct metrics_buckets metrics_buckets_plugin, metrics_buckets_retune, metrics_buckets_api;
+void metrics_histogram_observe(struct metrics_histogram *h, const struct metrics_buckets *b, double v);
+/* metrics_write_histogram() of h with b's bounds. */
+void metrics_write_hist(struct metrics_writer *w, const char *name, const char *help, const struct metrics_buckets *b,
+                        const struct metrics_histogram *h, ...) __attribute__((sentinel));
+
 /* Standalone writers (the server makes one per scrape; tests and tools may too). */
 struct metrics_writer *metrics_writer_new(void);
 /* The exposition text so far (malloc'd, NUL-terminated, *ret_len bytes), or

@@ -416,6 +416,22 @@ void agent_attach_from_state(const struct attach_state *s, struct agent_attach *
 	ret->seen = true;
 }
 
+bool agent_choices_degraded(const cJSON *choices)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, choices)
+	{
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(c, "status");
+
+		if (cJSON_IsString(st) && st->valuestring &&
+		    (streq(st->valuestring, item_status_name(ITEM_DEGRADED)) ||
+		     streq(st->valuestring, item_status_name(ITEM_SKIPPED))))
+			return true;
+	}
+	return false;
+}
+
 static struct agent_attach *attach_find(struct agent_pod *p, const char *container_id, const char *ifname)
 {
 	for (unsigned i = 0; i < p->n_att; i++)

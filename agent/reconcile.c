@@ -34,8 +34,7 @@ int64_t agent_now_unix(void)
 void agent_count_retune(struct agent *ag, int scope, int result, double seconds)
 {
 	ag->ctr.retunes[scope][result]++;
-	ag->ctr.retune_seconds_sum += seconds;
-	ag->ctr.retune_count++;
+	metrics_histogram_observe(&ag->ctr.retune_seconds[scope], &metrics_buckets_retune, seconds);
 }
 
 void agent_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt, ...)
@@ -86,6 +85,9 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	}
 	agent_attach_from_state(s, &at);
 	at.marks = agent_choices_mark(choices);
+	/* not re-planned here: what fell back is in the record's choices
+	 * (issue 13 item 9: such a pod was shown "tuned") */
+	at.degraded = at.degraded || agent_choices_degraded(choices);
 	cJSON_Delete(choices);
 	p = pod_cache_attach_upsert(&ag->pods, &at, &is_new);
 	if (!p)

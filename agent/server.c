@@ -280,7 +280,7 @@ static void conn_handle(struct conn *c, size_t line_len)
 		errmsg = e.msg;
 	}
 	s->stats.requests[r.op][result]++;
-	s->stats.latency_us_sum[r.op] += now_us() - t0;
+	metrics_histogram_observe(&s->stats.latency[r.op], &metrics_buckets_plugin, (double)(now_us() - t0) / 1e6);
 	conn_respond(c, line ? line : proto_response_error_line(errmsg ? errmsg : "internal error"));
 }
 
@@ -601,16 +601,12 @@ void agent_server_write_metrics(const struct agent_server *s, struct metrics_wri
 		return;
 	st = &s->stats;
 	for (int op = 0; op < _PROTO_OP_MAX; op++) {
-		uint64_t count = 0;
-		for (int r = 0; r < _SERVER_RESULT_MAX; r++) {
+		for (int r = 0; r < _SERVER_RESULT_MAX; r++)
 			metrics_write(w, "aiqos_plugin_requests_total", req_help, "counter",
 			              (double)st->requests[op][r], "op", proto_op_name((enum proto_op)op), "result",
 			              agent_server_result_name((enum agent_server_result)r), NULL);
-			count += st->requests[op][r];
-		}
-		metrics_write_summary(w, "aiqos_plugin_request_duration_seconds", lat_help,
-		                      (double)st->latency_us_sum[op] / 1e6, count, "op",
-		                      proto_op_name((enum proto_op)op), NULL);
+		metrics_write_hist(w, "aiqos_plugin_request_duration_seconds", lat_help, &metrics_buckets_plugin,
+		                   &st->latency[op], "op", proto_op_name((enum proto_op)op), NULL);
 	}
 	rejected[0].reason = "denied";
 	rejected[0].n = st->denied;

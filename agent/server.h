@@ -7,6 +7,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "metrics.h"
 #include "proto.h"
 
 struct cJSON;
@@ -41,14 +42,15 @@ enum agent_server_result {
 
 struct agent_server_stats {
 	uint64_t requests[_PROTO_OP_MAX][_SERVER_RESULT_MAX];
-	uint64_t latency_us_sum[_PROTO_OP_MAX]; /* request complete -> response queued */
-	uint64_t connections;                   /* accepted */
-	uint64_t denied;                        /* peer not uid 0 */
-	uint64_t invalid;                       /* undecodable request or unknown op */
-	uint64_t oversized;                     /* request over PROTO_MSG_MAX */
-	uint64_t timeouts;                      /* deadline passed before the response was out */
-	uint64_t io_errors;                     /* recv/send/accept failures */
-	uint64_t active;                        /* connections open now */
+	/* request complete -> response queued, seconds (metrics_buckets_plugin) */
+	struct metrics_histogram latency[_PROTO_OP_MAX];
+	uint64_t connections; /* accepted */
+	uint64_t denied;      /* peer not uid 0 */
+	uint64_t invalid;     /* undecodable request or unknown op */
+	uint64_t oversized;   /* request over PROTO_MSG_MAX */
+	uint64_t timeouts;    /* deadline passed before the response was out */
+	uint64_t io_errors;   /* recv/send/accept failures */
+	uint64_t active;      /* connections open now */
 };
 
 /* Create the parent directory of socket_path (0700) if missing — an existing
@@ -68,7 +70,7 @@ void agent_server_get_stats(const struct agent_server *s, struct agent_server_st
 const char *agent_server_result_name(enum agent_server_result r); /* "ok" "not_found" "error" */
 
 /* Write aiqos_plugin_requests_total{op,result}, aiqos_plugin_request_duration_seconds
- * (summary per op), aiqos_plugin_rejected_total{reason="denied|invalid|oversized|
+ * (histogram per op), aiqos_plugin_rejected_total{reason="denied|invalid|oversized|
  * timeout|io_error"}, aiqos_plugin_connections_total and aiqos_plugin_connections_active. */
 void agent_server_write_metrics(const struct agent_server *s, struct metrics_writer *w);
 

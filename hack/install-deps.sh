@@ -17,6 +17,8 @@ PKGS=(
 	python3 python3-pytest valgrind
 	# the real control plane (hack/build-k8s.sh needs Go >= 1.24, not a Debian package here)
 	openssl curl
+	# the monitoring suite: promtool (check/test rules, check metrics), a real Prometheus
+	prometheus python3-yaml
 	# the node e2e (hack/e2e-node.sh): the container runtime, the pods' busybox,
 	# iptables for the portmap plugin of the kindnet-like chain
 	containerd runc busybox-static iptables

@@ -54,6 +54,14 @@ if [ -z "$only" ] || [ "$only" = integration ]; then
 		"$top/test/integration"
 fi
 
+# The alert rules and the dashboard (manifests/monitoring/): promtool's
+# checks and rule unit tests, and every dashboard query against a real
+# Prometheus scraping a real agent (Debian package prometheus). --only monitoring.
+if [ -z "$only" ] || [ "$only" = monitoring ]; then
+	run_suite "monitoring" env AIQOS_BUILD="$build" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+		"$top/test/monitoring"
+fi
+
 # Hardening (issue #7): the unit and integration suites (plugin and agent
 # lab) again against the ASan+UBSan build (`make asan-build`, BUILD-asan),
 # leaks included; then every fuzz target for AIQOS_FUZZ_SECONDS (default 15)

@@ -436,7 +436,7 @@ def test_agent_metrics_and_health(node):
     assert status == 200
     assert 'aiqos_node_mode{mode="inference"} 1' in text, text[:2000]
     assert 'aiqos_pods{class="inference"} 1' in text
-    assert "aiqos_retunes_total" in text and "aiqos_qdisc_backlog_bytes" in text
+    assert "aiqos_retunes_total" in text and "aiqos_uplink_queue_backlog_bytes" in text
 
 
 def test_agent_drift_repair(node):

@@ -174,7 +174,14 @@ test_default_remarked_to_zero() {
 	unset POD_PROFILES
 	state_expect_all_applied
 	expect_eq "class" "$(jq -r .class "$(state_file)")" default
-	expect_dscp_filters 00
+	# the rewrite to DSCP 0 (tc prints a zero value as "0")
+	f=$(ip netns exec "$POD_NS" tc -j filter show dev eth0 egress)
+	expect_eq "IPv4 DSCP actions" "$(echo "$f" | jq -c '[.[] | select(.protocol == "ip" and .options.actions != null)][0].options.actions
+		| map(.kind + ":" + (if .kind == "pedit" then .keys[0].val + "/" + .keys[0].mask else .csum // "" end))')" \
+		'["pedit:0/ff03ffff","csum:iph"]'
+	expect_eq "IPv6 DSCP actions" "$(echo "$f" | jq -c '[.[] | select(.protocol == "ipv6" and .options.actions != null)][0].options.actions
+		| map(.kind + ":" + (if .kind == "pedit" then .keys[0].val + "/" + .keys[0].mask else "" end))')" \
+		'["pedit:0/f03fffff"]'
 	tc qdisc add dev "$POD_HOST" clsact &&
 		tc filter add dev "$POD_HOST" ingress prio 1 protocol ip u32 match ip tos 0xb8 0xfc action pass &&
 		tc filter add dev "$POD_HOST" ingress prio 2 protocol ip u32 match ip tos 0x00 0xfc match ip protocol 17 0xff \

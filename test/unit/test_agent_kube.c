@@ -700,6 +700,12 @@ TEST(kube_list_then_watch)
 	CHECK_INT(st.list_pages, 2);
 	CHECK_INT(st.watches, 1);
 	CHECK_INT(st.reconnects, 0);
+	/* aiqos_api_request_duration_seconds: both pages; the watch once its
+	 * headers came (it is still open); no Event */
+	CHECK_INT(st.request_seconds[0].count, 2);
+	CHECK(st.request_seconds[0].sum > 0 && st.request_seconds[0].sum < 10);
+	CHECK_INT(st.request_seconds[1].count, 1);
+	CHECK_INT(st.request_seconds[2].count, 0);
 
 	reqs = server_requests(&e.f, "list");
 	CHECK_INT(cJSON_GetArraySize(reqs), 2);
@@ -1332,6 +1338,7 @@ TEST(kube_event_post_dedupe_and_fields)
 	CHECK_INT(st.events_posted, 1);
 	CHECK_INT(st.events_patched, 1);
 	CHECK_INT(st.events_post_deduped, 1);
+	CHECK_INT(st.request_seconds[2].count, 2); /* the POST and the PATCH */
 	items = server_events(&e.f);
 	CHECK_INT(cJSON_GetArraySize(items), 1);
 	CHECK_INT(jnum(cJSON_GetArrayItem(items, 0), "count"), 3);

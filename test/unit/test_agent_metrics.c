@@ -3,7 +3,11 @@
  * exposition-format parser, listen-address parsing, and the HTTP endpoint on
  * an ephemeral loopback port: libcurl in a second thread while the test
  * drives the sd-event loop (/metrics, /healthz, /readyz, 404, 405, HEAD,
- * keep-alive, render on the loop thread). */
+ * keep-alive, render on the loop thread); histograms with fixed buckets, the
+ * process_* families read from a /proc fixture and /proc/self, and the
+ * agent's own families rendered from an agent (one label set per family,
+ * rates by direction, a pod whose record holds degraded items counted
+ * "degraded"). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -12,18 +16,27 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "../../agent/agent.h"
 #include "../../agent/metrics.h"
+#include "../../agent/process_metrics.h"
 #include "t.h"
 
 /* ---- an exposition format checker (text format 0.0.4) ---- */
 
-#define CHK_FAMILIES 64
+#define CHK_FAMILIES 160
+#define CHK_LABELS   256
 
 struct expo {
 	unsigned n_fam;
 	char fam[CHK_FAMILIES][96];
 	char type[CHK_FAMILIES][16];
 	bool help[CHK_FAMILIES], typed[CHK_FAMILIES], closed[CHK_FAMILIES];
+	char labels[CHK_FAMILIES][CHK_LABELS]; /* the family's label names ("le" aside), in order */
+	bool labelled[CHK_FAMILIES];
 	unsigned samples;
 	int current; /* family whose samples are being read, -1 none */
 	char why[256];
@@ -99,7 +112,7 @@ static bool fail(struct expo *x, const char *line, const char *what)
 
 static bool check_line(struct expo *x, const char *line)
 {
-	char name[96], label[96];
+	char name[96], label[96], names[CHK_LABELS] = "";
 	const char *p = line;
 	char *end;
 	int f;
@@ -163,6 +176,10 @@ static bool check_line(struct expo *x, const char *line)
 			p = parse_name(p, false, label, sizeof(label));
 			if (!p || p[0] != '=' || p[1] != '"')
 				return fail(x, line, "bad label");
+			if (!streq(label, "le") && !streq(label, "quantile")) {
+				size_t n = strlen(names);
+				snprintf(names + n, sizeof(names) - n, "%s,", label);
+			}
 			for (p += 2; *p != '"'; p++) {
 				if (!*p || *p == '\n')
 					return fail(x, line, "unterminated label value");
@@ -179,6 +196,14 @@ static bool check_line(struct expo *x, const char *line)
 				return fail(x, line, "bad label separator");
 		}
 		p++;
+	}
+	/* one label set per family (Prometheus' conventions; a PodMonitor's
+	 * relabelling and every query assume it) */
+	if (!x->labelled[f]) {
+		str_copy(x->labels[f], sizeof(x->labels[0]), names);
+		x->labelled[f] = true;
+	} else if (!streq(x->labels[f], names)) {
+		return fail(x, line, "a second label set in one family");
 	}
 	if (*p != ' ')
 		return fail(x, line, "no space before the value");
@@ -236,15 +261,17 @@ static int expo_check(const char *text, struct expo *x)
 TEST(metrics_checker_catches_errors)
 {
 	static const char *const bad[] = {
-	        "x 1\n",                                      /* no TYPE */
-	        "# TYPE x gauge\n# TYPE x gauge\nx 1\n",      /* TYPE twice */
-	        "# TYPE x gauge\nx{a=\"b} 1\n",               /* unterminated */
-	        "# TYPE x gauge\nx{a=\"\\t\"} 1\n",           /* bad escape */
-	        "# TYPE x gauge\nx 0x10\n",                   /* hex */
-	        "# TYPE x gauge\nx inf\n",                    /* not +Inf */
-	        "# TYPE x gauge\n# TYPE y gauge\ny 1\nx 1\n", /* family split */
-	        "# TYPE x gauge\nx 1",                        /* no final newline */
-	        "# TYPE x gauge\nx{1a=\"b\"} 1\n",            /* label name */
+	        "x 1\n",                                        /* no TYPE */
+	        "# TYPE x gauge\n# TYPE x gauge\nx 1\n",        /* TYPE twice */
+	        "# TYPE x gauge\nx{a=\"b} 1\n",                 /* unterminated */
+	        "# TYPE x gauge\nx{a=\"\\t\"} 1\n",             /* bad escape */
+	        "# TYPE x gauge\nx 0x10\n",                     /* hex */
+	        "# TYPE x gauge\nx inf\n",                      /* not +Inf */
+	        "# TYPE x gauge\n# TYPE y gauge\ny 1\nx 1\n",   /* family split */
+	        "# TYPE x gauge\nx 1",                          /* no final newline */
+	        "# TYPE x gauge\nx{1a=\"b\"} 1\n",              /* label name */
+	        "# TYPE x gauge\nx{a=\"1\"} 1\nx{b=\"1\"} 1\n", /* two label sets */
+	        "# TYPE x gauge\nx{a=\"1\"} 1\nx 1\n",          /* labels and none */
 	};
 	struct expo x;
 
@@ -254,7 +281,9 @@ TEST(metrics_checker_catches_errors)
 			t_failed_now = 1;
 		}
 	}
-	CHECK_INT(expo_check("# HELP x h\\\\ \\n\n# TYPE x gauge\nx{a=\"\\\"\\\\\\n\",b=\"\"} -1.5e-07\nx NaN\n", &x),
+	CHECK_INT(expo_check("# HELP x h\\\\ \\n\n# TYPE x gauge\nx{a=\"\\\"\\\\\\n\",b=\"\"} "
+	                     "-1.5e-07\nx{a=\"\",b=\"1\"} NaN\n",
+	                     &x),
 	          2);
 }
 
@@ -768,4 +797,273 @@ TEST(metrics_server_errors)
 	err = (struct error){0};
 	CHECK_INT(metrics_server_new(loop, "192.0.2.1:0", NULL, NULL, &m, &err), -EADDRNOTAVAIL);
 	sd_event_unref(loop);
+}
+
+/* ---- histograms ---- */
+
+TEST(metrics_histogram_buckets)
+{
+	static const struct metrics_buckets b = {.n = 3, .le = {0.001, 0.01, 0.1}};
+	struct metrics_histogram h = {0};
+	struct metrics_writer *w = metrics_writer_new();
+	char *text;
+
+	/* on a bound: that bucket (le is "less or equal"); above the last: +Inf only */
+	metrics_histogram_observe(&h, &b, 0.0005);
+	metrics_histogram_observe(&h, &b, 0.001);
+	metrics_histogram_observe(&h, &b, 0.05);
+	metrics_histogram_observe(&h, &b, 3);
+	metrics_histogram_observe(&h, &b, NAN); /* ignored */
+	CHECK_INT(h.count, 4);
+	CHECK_INT(h.counts[0], 2);
+	CHECK_INT(h.counts[1], 0);
+	CHECK_INT(h.counts[2], 1);
+	CHECK_INT(h.counts[3], 1);
+	metrics_write_hist(w, "aiqos_x_seconds", "X.", &b, &h, "op", "a", NULL);
+	/* a zeroed histogram is an empty one */
+	metrics_write_hist(w, "aiqos_x_seconds", "X.", &b, &(struct metrics_histogram){0}, "op", "b", NULL);
+	text = metrics_writer_text(w, NULL);
+	CHECK_EXPO(text);
+	CHECK_CONTAINS(text, "# TYPE aiqos_x_seconds histogram\n"
+	                     "aiqos_x_seconds_bucket{op=\"a\",le=\"0.001\"} 2\n"
+	                     "aiqos_x_seconds_bucket{op=\"a\",le=\"0.01\"} 2\n"
+	                     "aiqos_x_seconds_bucket{op=\"a\",le=\"0.1\"} 3\n"
+	                     "aiqos_x_seconds_bucket{op=\"a\",le=\"+Inf\"} 4\n"
+	                     "aiqos_x_seconds_sum{op=\"a\"} 3.0515\n"
+	                     "aiqos_x_seconds_count{op=\"a\"} 4\n");
+	CHECK_CONTAINS(text, "aiqos_x_seconds_bucket{op=\"b\",le=\"+Inf\"} 0\naiqos_x_seconds_sum{op=\"b\"} 0\n");
+	free(text);
+	metrics_writer_free(w);
+	/* the shipped bucket sets ascend and fit */
+	for (const struct metrics_buckets *const *bs =
+	             (const struct metrics_buckets *const[]){&metrics_buckets_plugin, &metrics_buckets_retune,
+	                                                     &metrics_buckets_api, NULL};
+	     *bs; bs++) {
+		CHECK((*bs)->n >= 10 && (*bs)->n <= METRICS_BUCKETS_MAX);
+		for (unsigned i = 1; i < (*bs)->n; i++)
+			CHECK((*bs)->le[i] > (*bs)->le[i - 1]);
+	}
+}
+
+/* ---- process_* ---- */
+
+static void write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+		close(fd);
+	}
+}
+
+TEST(process_stats_fixture_and_self)
+{
+	char dir[] = "/tmp/aqm-proc-XXXXXX", path[128], stat_path[128];
+	long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	struct process_stats st;
+	struct metrics_writer *w;
+	char *text;
+	time_t now = time(NULL);
+
+	CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/fd", dir);
+	CHECK(mkdir(path, 0700) == 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/fd/%d", dir, i);
+		write_file(path, "");
+	}
+	/* a comm with spaces and parentheses; utime 250 + stime 150 ticks,
+	 * starttime 1000 ticks, vsize 123456789, rss 2000 pages */
+	snprintf(path, sizeof(path), "%s/stat", dir);
+	write_file(path, "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 150 0 0 20 0 3 0 1000 123456789 "
+	                 "2000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n");
+	snprintf(stat_path, sizeof(stat_path), "%s/procstat", dir);
+	write_file(stat_path, "cpu  1 2 3 4\nintr 5\nbtime 1700000000\nprocesses 9\n");
+	CHECK_INT(process_stats_read(dir, stat_path, &st), 0);
+	CHECK(fabs(st.cpu_seconds - 400.0 / (double)tick) < 1e-9);
+	CHECK_INT(st.rss_bytes, 2000 * page);
+	CHECK_INT(st.vsize_bytes, 123456789);
+	CHECK(fabs(st.start_time_unix - (1700000000.0 + 1000.0 / (double)tick)) < 1e-6);
+	CHECK_INT(st.open_fds, 3);
+	CHECK(st.max_fds > 0);
+	/* malformed */
+	snprintf(path, sizeof(path), "%s/stat", dir);
+	write_file(path, "4242 (x) S 1 2\n");
+	CHECK_INT(process_stats_read(dir, stat_path, &st), -EINVAL);
+	CHECK(process_stats_read("/nonexistent-aiqos", stat_path, &st) < 0);
+
+	/* this process */
+	CHECK_INT(process_stats_read("/proc/self", "/proc/stat", &st), 0);
+	CHECK(st.rss_bytes > 100 * 1024 && st.rss_bytes < 1024ull * 1024 * 1024);
+	CHECK(st.open_fds >= 3 && st.open_fds < 1000);
+	CHECK(st.start_time_unix > (double)now - 3600 && st.start_time_unix <= (double)now + 2);
+	{
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		struct process_stats st2;
+
+		CHECK_INT(process_stats_read("/proc/self", "/proc/stat", &st2), 0);
+		CHECK_INT(st2.open_fds, st.open_fds + 1); /* the directory's own fd is not counted */
+		close(fd);
+	}
+	w = metrics_writer_new();
+	process_metrics_write(w);
+	text = metrics_writer_text(w, NULL);
+	CHECK_EXPO(text);
+	CHECK_CONTAINS(text, "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes ");
+	CHECK_CONTAINS(text, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total ");
+	CHECK_CONTAINS(text, "\nprocess_open_fds ");
+	CHECK_CONTAINS(text, "\nprocess_max_fds ");
+	CHECK_CONTAINS(text, "\nprocess_start_time_seconds ");
+	free(text);
+	metrics_writer_free(w);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	CHECK(system(path) == 0);
+}
+
+/* ---- the agent's families ---- */
+
+static char *render(struct agent *ag)
+{
+	struct metrics_writer *w = metrics_writer_new();
+	char *text;
+
+	agent_metrics_render(ag, w);
+	CHECK_INT(metrics_writer_dropped(w), 0);
+	text = metrics_writer_text(w, NULL);
+	metrics_writer_free(w);
+	return text;
+}
+
+TEST(agent_metrics_families)
+{
+	struct agent *ag = calloc(1, sizeof(*ag));
+	char *text;
+
+	if (!ag)
+		return;
+	agent_init(ag);
+	ag->mode.mode = MODE_MIXED;
+	str_copy(ag->up.ifname, sizeof(ag->up.ifname), "up0"); /* ifindex 0: no kernel reads */
+	ag->have_info = true;
+	ag->info.mode = MODE_MIXED;
+	ag->info.rate_bps = 500000000;
+	ag->info.shaped_bps = 485000000;
+	ag->info.class_rate_bps[CLASS_INFERENCE] = 145500000;
+	ag->info.class_rate_bps[CLASS_TRAINING] = 339500000;
+	ag->info.shares.share_pm[CLASS_INFERENCE] = 300;
+	ag->info.shares.share_pm[CLASS_TRAINING] = 700;
+	agent_count_retune(ag, RETUNE_POD, RESULT_OK, 0.004);
+	agent_count_retune(ag, RETUNE_NODE, RESULT_DEGRADED, 0.2);
+	text = render(ag);
+	CHECK_EXPO(text);
+	CHECK_CONTAINS(text, "aiqos_build_info{version=\"" AIQOS_VERSION "\",compiler=\"");
+	CHECK_CONTAINS(text, "\nprocess_resident_memory_bytes ");
+	CHECK_CONTAINS(text, "aiqos_node_mode{mode=\"mixed\"} 1\n");
+	CHECK_CONTAINS(text, "aiqos_uplink_rate_bytes_per_second{dev=\"up0\",direction=\"egress\"} 62500000\n");
+	CHECK_CONTAINS(text, "aiqos_uplink_shaped_rate_bytes_per_second{dev=\"up0\",direction=\"egress\"} 60625000\n");
+	CHECK_CONTAINS(text, "aiqos_class_guaranteed_rate_bytes_per_second{dev=\"up0\",direction=\"egress\","
+	                     "class=\"inference\"} 18187500\n");
+	CHECK_CONTAINS(text, "aiqos_class_guaranteed_share_ratio{dev=\"up0\",direction=\"egress\",class=\"training\"} "
+	                     "0.7\n");
+	/* classes without a guarantee are not listed */
+	CHECK(strstr(text, "guaranteed_share_ratio{dev=\"up0\",direction=\"egress\",class=\"default\"}") == NULL);
+	CHECK_CONTAINS(text, "aiqos_retune_duration_seconds_bucket{scope=\"pod\",le=\"0.005\"} 1\n");
+	CHECK_CONTAINS(text, "aiqos_retune_duration_seconds_bucket{scope=\"node\",le=\"0.1\"} 0\n");
+	CHECK_CONTAINS(text, "aiqos_retune_duration_seconds_bucket{scope=\"node\",le=\"0.25\"} 1\n");
+	CHECK_CONTAINS(text, "aiqos_retunes_total{scope=\"node\",result=\"degraded\"} 1\n");
+	CHECK_CONTAINS(text, "aiqos_pods_tuning{status=\"degraded\"} 0\n");
+	/* the old mixed family and the clashing pod labels are gone */
+	CHECK(strstr(text, "aiqos_qdisc_") == NULL);
+	CHECK(strstr(text, "namespace=") == NULL);
+	CHECK(strstr(text, " summary\n") == NULL);
+	free(text);
+	agent_done(ag);
+	free(ag);
+}
+
+/* A record written by the plugin with items that fell back: the agent
+ * loads it (no re-plan) and must count the pod degraded, in the metric and
+ * in the status (issue 13 item 9). */
+TEST(agent_degraded_record_counts_degraded)
+{
+	struct agent *ag = calloc(1, sizeof(*ag));
+	struct attach_state *s = calloc(1, sizeof(*s));
+	char dir[] = "/tmp/aqm-state-XXXXXX", cmd[128];
+	static const char cid[] = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
+	struct plan_caps caps = {0};
+	struct error err = {0};
+	struct agent_pod *p;
+	cJSON *st = NULL, *pods, *pod;
+	char *text;
+
+	if (!ag || !s) {
+		free(ag);
+		free(s);
+		return;
+	}
+	CHECK(mkdtemp(dir) != NULL);
+	agent_init(ag);
+	str_copy(ag->state_dir, sizeof(ag->state_dir), dir);
+	str_copy(s->container_id, sizeof(s->container_id), cid);
+	str_copy(s->ifname, sizeof(s->ifname), "eth0");
+	str_copy(s->netns, sizeof(s->netns), "/var/run/netns/aqm-none");
+	str_copy(s->pod_namespace, sizeof(s->pod_namespace), "ml");
+	str_copy(s->pod_name, sizeof(s->pod_name), "infer-0");
+	str_copy(s->pod_uid, sizeof(s->pod_uid), "uid-1");
+	s->workload.class = CLASS_INFERENCE;
+	str_copy(s->ifs.pod_ifname, sizeof(s->ifs.pod_ifname), "eth0");
+	str_copy(s->ifs.host_ifname, sizeof(s->ifs.host_ifname), "veth1234");
+	{
+		const struct profile *prof = profile_resolve(&ag->cfg.profiles, &s->workload, NULL, 0);
+
+		CHECK(prof != NULL);
+		if (prof)
+			str_copy(s->profile, sizeof(s->profile), prof->name);
+		CHECK_INT(plan_pod(&s->workload, prof, &s->ifs, &caps, &s->plan), 0);
+	}
+	CHECK(s->plan.n >= 2);
+	for (unsigned i = 0; i < s->plan.n; i++) {
+		s->plan.items[i].status = ITEM_APPLIED;
+		s->plan.items[i].chosen = 0;
+	}
+	s->plan.items[s->plan.n - 1].status = ITEM_SKIPPED;
+	s->plan.items[s->plan.n - 1].chosen = -1;
+	s->plan.items[s->plan.n - 1].err = EOPNOTSUPP;
+	CHECK_INT(state_save(dir, s, &err), 0);
+
+	CHECK_INT(agent_attach_load(ag, cid, "eth0", &err), 0);
+	p = pod_cache_lookup(&ag->pods, "ml", "infer-0", NULL);
+	CHECK(p != NULL);
+	if (p)
+		CHECK_STR(pod_status_name(p->status), "degraded");
+	text = render(ag);
+	CHECK_EXPO(text);
+	CHECK_CONTAINS(text, "aiqos_pods_tuning{status=\"degraded\"} 1\n");
+	CHECK_CONTAINS(text, "aiqos_pods_tuning{status=\"tuned\"} 0\n");
+	free(text);
+	st = agent_status_json(ag);
+	pods = st ? cJSON_GetObjectItemCaseSensitive(st, "pods") : NULL;
+	pod = pods ? cJSON_GetArrayItem(pods, 0) : NULL;
+	CHECK(pod != NULL);
+	if (pod)
+		CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pod, "status")), "degraded");
+	cJSON_Delete(st);
+
+	/* all applied: tuned */
+	s->plan.items[s->plan.n - 1].status = ITEM_APPLIED;
+	s->plan.items[s->plan.n - 1].chosen = 0;
+	s->plan.items[s->plan.n - 1].err = 0;
+	CHECK_INT(state_save(dir, s, &err), 0);
+	CHECK_INT(agent_attach_load(ag, cid, "eth0", &err), 0);
+	p = pod_cache_lookup(&ag->pods, "ml", "infer-0", NULL);
+	if (p)
+		CHECK_STR(pod_status_name(p->status), "tuned");
+
+	agent_done(ag);
+	free(ag);
+	free(s);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK(system(cmd) == 0);
 }
