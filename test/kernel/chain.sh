@@ -166,6 +166,7 @@ test_default_shaped() {
 # profile that marks 0. A pod without a class that sets IP_TOS 0xb8 (EF)
 # itself leaves the pod with DS byte 0: only aiqos's marks count.
 test_default_remarked_to_zero() {
+	# shellcheck disable=SC2034 # read by aiqos_conf (lib.sh)
 	POD_PROFILES='{"default":{"dscp":0}}'
 	pod_add ptp '{"app":"web"}' '{}' || {
 		unset POD_PROFILES
