@@ -37,7 +37,7 @@ struct metrics_writer;
 /* how long a re-tune waits for the state lock (the plugin holds it for
  * about a millisecond per ADD/DEL) before it fails and backs off */
 #define AGENT_LOCK_TIMEOUT_MS 1000
-#define AGENT_PATH_MAX          4096
+#define AGENT_PATH_MAX        4096
 
 #define AGENT_RETRY_MIN_MS     1000
 #define AGENT_RETRY_MAX_MS     300000 /* 5 min */

@@ -334,11 +334,11 @@ static int config_finish(struct agent_config *c, struct error *err)
 			                 "(profiles.%s.dscp)",
 			                 p->name, p->dscp, workload_class_name(p->class), want,
 			                 workload_class_name(p->class));
-		if (want < 0 && p->dscp >= 0 &&
-		    (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
+		if (want < 0 && p->dscp >= 0 && (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
 			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 			                 "profiles.%s.dscp = %d: with classify \"dscp\" that is the uplink's %s DSCP",
-			                 p->name, p->dscp, p->dscp == c->node.dscp_inference ? "inference" : "training");
+			                 p->name, p->dscp,
+			                 p->dscp == c->node.dscp_inference ? "inference" : "training");
 	}
 	/* Only aiqos's marks may count: every pod it sees is re-marked, the
 	 * default class to 0 (a pod setting IP_TOS 0xb8 itself would get the

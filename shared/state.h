@@ -30,7 +30,7 @@ struct attach_state {
 	 * the choices; records without it (older writers) use the config's */
 	struct profile profile_spec;
 	bool has_profile_spec;
-	char annotations_source[16];    /* "runtime", "agent", "none" */
+	char annotations_source[16]; /* "runtime", "agent", "none" */
 	struct attach_ifaces ifs;
 	int host_ifindex;
 	int pod_ifindex;
