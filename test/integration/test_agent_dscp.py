@@ -97,6 +97,8 @@ def test_an_unannotated_pod_marking_ef_lands_in_the_default_class(node):
     up = st["uplink"]
     assert up["classify"] == "dscp" and up["classifyEffective"] == "src-ip", up
     assert "re-marked" in up["classifyWhy"] or "DS field" in up["classifyWhy"], up
+    text = node.aiqosctl("status").stdout
+    assert "classify: dscp, in effect src-ip:" in text, text
     ev = wait_until(lambda: node.events("DSCPNotTrusted"), 5, "a DSCPNotTrusted Event")
     assert any(e["involvedObject"]["name"] == plain.name for e in ev), ev
     assert "source address" in ev[0]["message"], ev
