@@ -91,7 +91,7 @@ $(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(U
 # aiqos-agent, the node agent: every agent object but aiqosctl's, with the
 # agent's libraries (libcurl, libsystemd, libyaml, libmicrohttpd).
 AGENT_BIN     := $(BUILD)/bin/aiqos-agent
-AGENT_BIN_OBJ := $(call obj,$(filter-out agent/aiqosctl.c,$(AGENT_SRC)))
+AGENT_BIN_OBJ := $(call obj,$(filter-out agent/aiqosctl.c agent/ctl_doctor.c,$(AGENT_SRC)))
 all: $(AGENT_BIN)
 $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
@@ -100,7 +100,8 @@ $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
 CTL     := $(BUILD)/bin/aiqosctl
-CTL_OBJ := $(call obj,agent/aiqosctl.c agent/config.c agent/event.c)
+CTL_OBJ := $(call obj,agent/aiqosctl.c agent/config.c agent/event.c agent/ctl_doctor.c agent/doctor.c agent/chain.c \
+                      agent/uplink.c)
 all: $(CTL)
 $(CTL): $(CTL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "ctl_doctor.h"
 #include "event.h"
 #include "node.h"
 #include "plan.h"
@@ -66,6 +67,8 @@ static const char usage_main[] =
         "  status [--json]          the node: mode, uplink, pods and their effective tuning\n"
         "  explain NAMESPACE/POD    why a pod is tuned the way it is\n"
         "  plan --pods FILE         dry run: the plan for a set of pods (no agent, no kernel)\n"
+        "  doctor [--json]          preflight of this node: kernel fallbacks per profile, CNI chain,\n"
+        "                           coexisting shapers (exit 0 ok, 1 warnings, 2 errors)\n"
         "\n"
         "Options:\n"
         "  --socket PATH            the agent's socket (default " PROTO_DEFAULT_SOCKET ")\n"
@@ -1587,7 +1590,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		return usage_error(usage_main, "which command? (status, explain, plan)");
+		return usage_error(usage_main, "which command? (status, explain, plan, doctor)");
 	cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
@@ -1597,6 +1600,8 @@ int main(int argc, char **argv)
 		q = cmd_explain(argc, argv, sock);
 	else if (streq(cmd, "plan"))
 		q = cmd_plan(argc, argv);
+	else if (streq(cmd, "doctor"))
+		q = ctl_doctor(argc, argv);
 	else if (streq(cmd, "help"))
 		q = (fputs(usage_main, stdout), EXIT_OK);
 	else

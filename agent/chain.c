@@ -1174,3 +1174,62 @@ int chain_remove(const struct chain_options *o, bool remove_binary, struct error
 {
 	return chain_remove_report(o, remove_binary, NULL, err);
 }
+
+/* ---- read-only view (doctor) ---- */
+
+static void types_of(const struct conf_entry *e, char *buf, size_t size)
+{
+	_cleanup_cjson_ cJSON *view = NULL;
+	const cJSON *plugins, *p;
+	size_t len = 0;
+
+	buf[0] = '\0';
+	if (!e->json || conflist_view(e->json, e->name, streq(conf_ext(e->name), ".conflist"), &view, NULL) < 0)
+		return;
+	plugins = cJSON_GetObjectItemCaseSensitive(view, "plugins");
+	cJSON_ArrayForEach(p, plugins)
+	{
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
+		int n;
+
+		if (!cJSON_IsString(t))
+			continue;
+		n = snprintf(buf + len, size - len, "%s%s", len ? "," : "", t->valuestring);
+		if (n < 0 || (size_t)n >= size - len)
+			break;
+		len += (size_t)n;
+	}
+}
+
+int chain_inspect(const char *conf_dir, struct chain_view *ret, struct error *err)
+{
+	struct conf_scan scan = {0};
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	r = conf_scan(conf_dir, &scan, err);
+	if (r < 0)
+		return r;
+	ret->dir_missing = scan.dir_missing;
+	ret->n_files = (unsigned)scan.n;
+	for (size_t i = 0; i < scan.n; i++) {
+		const struct conf_entry *e = &scan.v[i];
+
+		if (e->owned)
+			ret->n_owned++;
+		if (!ret->loaded[0] && e->load_r == 0) {
+			str_copy(ret->loaded, sizeof(ret->loaded), e->name);
+			types_of(e, ret->loaded_types, sizeof(ret->loaded_types));
+		}
+		if (!e->owned && !ret->primary[0]) {
+			str_copy(ret->primary, sizeof(ret->primary), e->name);
+			ret->primary_load_r = e->load_r;
+			if (e->load_r < 0)
+				str_copy(ret->primary_load_msg, sizeof(ret->primary_load_msg), e->load_err.msg);
+			else
+				types_of(e, ret->primary_types, sizeof(ret->primary_types));
+		}
+	}
+	conf_scan_done(&scan);
+	return 0;
+}

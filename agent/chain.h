@@ -101,4 +101,22 @@ bool chain_name_relevant(const char *name);
 
 const char *chain_strategy_name(enum chain_strategy s);
 
+/* What the conf dir holds, read only (aiqosctl doctor): the primary and the
+ * file the runtime loads (the first config file, ours included), each with
+ * its plugin types in order ("ptp,portmap,aiqos"). load_r/load_msg: why the
+ * primary cannot be read (then its types are ""). */
+#define CHAIN_TYPES_MAX 512
+struct chain_view {
+	bool dir_missing;
+	unsigned n_files;
+	char primary[NAME_MAX + 1]; /* "" = none */
+	char primary_types[CHAIN_TYPES_MAX];
+	int primary_load_r;
+	char primary_load_msg[ERROR_MSG_MAX];
+	char loaded[NAME_MAX + 1]; /* "" = none */
+	char loaded_types[CHAIN_TYPES_MAX];
+	unsigned n_owned; /* files of ours (owned copies) */
+};
+int chain_inspect(const char *conf_dir, struct chain_view *ret, struct error *err);
+
 #endif

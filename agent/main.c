@@ -10,6 +10,7 @@
 
 #include "agent.h"
 #include "chain.h"
+#include "doctor.h"
 #include "netns.h"
 #include "nl.h"
 #include "proto.h"
@@ -237,6 +238,30 @@ static int parse(int argc, char **argv, struct cmdline *c)
 	return -1;
 }
 
+/* The preflight's findings, one log line each (aiqosctl doctor prints the
+ * same). The install container has no capability: the kernel is probed
+ * only where unshare(CLONE_NEWNET) is allowed (root, the systemd unit's
+ * ExecStartPre); it never fails the install. */
+static void install_doctor(const struct cmdline *c)
+{
+	static const enum log_level lvl[_DOCTOR_LEVEL_MAX] = {LOG_LVL_INFO, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR};
+	struct doctor_options d = {.cni_conf_dir = c->o.cni_conf_dir, .uplink = "auto", .probe_kernel = true};
+	struct doctor_report *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return;
+	doctor_run(&d, r);
+	for (unsigned i = 0; i < r->n; i++)
+		log_msg(lvl[r->f[i].level], "doctor", "severity", doctor_level_name(r->f[i].level), "section",
+		        r->f[i].section, "finding", r->f[i].text, "fix", r->f[i].fix, (char *)NULL);
+	log_msg(LOG_LVL_INFO, "doctor done", "exit",
+	        doctor_exit_code(r) == 0   ? "0"
+	        : doctor_exit_code(r) == 1 ? "1"
+	                                   : "2",
+	        (char *)NULL);
+	free(r);
+}
+
 static int cmd_install(const struct cmdline *c)
 {
 	struct chain_options o = {
@@ -257,6 +282,7 @@ static int cmd_install(const struct cmdline *c)
 	}
 	log_msg(LOG_LVL_INFO, changed ? "installed" : "already installed", "dir", o.conf_dir, "what", what,
 	        (char *)NULL);
+	install_doctor(c);
 	return EXIT_SUCCESS;
 }
 
@@ -291,7 +317,8 @@ static int wait_for_termination(void)
 	sigaddset(&set, SIGINT);
 	r = sigprocmask(SIG_BLOCK, &set, NULL) < 0 ? errno : sigwait(&set, &sig);
 	if (r != 0) {
-		log_msg(LOG_LVL_ERROR, "uninstall --wait: cannot wait for a signal", "error", strerror(r), (char *)NULL);
+		log_msg(LOG_LVL_ERROR, "uninstall --wait: cannot wait for a signal", "error", strerror(r),
+		        (char *)NULL);
 		return EXIT_FAILURE;
 	}
 	log_msg(LOG_LVL_INFO, "uninstall --wait: stopping", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT",

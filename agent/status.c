@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "netns.h"
 #include "nl.h"
+#include "reason.h"
 #include "server.h"
 
 static void cjson_deletep(cJSON **j)
@@ -182,7 +183,8 @@ static cJSON *uplink_json(const struct agent *ag)
 			cJSON_AddStringToObject(d, "id", it->id);
 			cJSON_AddStringToObject(d, "wanted", wanted);
 			cJSON_AddStringToObject(d, "got", s ? line : "");
-			cJSON_AddStringToObject(d, "reason", it->err ? strerror(it->err) : "");
+			char why[REASON_MAX];
+			cJSON_AddStringToObject(d, "reason", it->err ? reason_item(it, why, sizeof(why)) : "");
 			cJSON_AddItemToArray(deg, d);
 		}
 	}

@@ -13,12 +13,18 @@
 # entries, numeric root ownership. At the end every blob is re-read and its
 # digest and size checked against the manifest.
 #
-# Defaults: --bin-dir build/bin, --name aiqos:dev, --out build/image/aiqos.oci.tar
+# Defaults: --bin-dir build/bin, --name aiqos:<version> (AIQOS_VERSION of
+# agent/agent.h, the tag manifests/ and the Helm chart use), --out
+# build/image/aiqos.oci.tar. The version is also the config's
+# org.opencontainers.image.version label. Pushing it to a registry:
+# docs/upgrade.md ("Publishing an image").
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir=$top/build/bin
-name=aiqos:dev
+version=$(sed -n 's/^#define AIQOS_VERSION "\(.*\)"$/\1/p' "$top/agent/agent.h")
+[ -n "$version" ] || { echo "build-image: error: no AIQOS_VERSION in agent/agent.h" >&2; exit 1; }
+name=aiqos:$version
 out=$top/build/image/aiqos.oci.tar
 epoch=${SOURCE_DATE_EPOCH:-0}
 
@@ -29,7 +35,7 @@ while [ $# -gt 0 ]; do
 	--bin-dir) bin_dir=$2; shift 2 ;;
 	--name) name=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,22p' "$0"; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
 done
@@ -38,8 +44,8 @@ for c in jq sha256sum gzip tar; do
 done
 [[ $epoch =~ ^[0-9]+$ ]] || die "SOURCE_DATE_EPOCH '$epoch' is not a number"
 
-# Reference as containerd and kubelet normalise it: "aiqos:dev" ->
-# "docker.io/library/aiqos:dev"; no tag -> ":latest".
+# Reference as containerd and kubelet normalise it: "aiqos:0.1.0" ->
+# "docker.io/library/aiqos:0.1.0"; no tag -> ":latest".
 ref=$name
 case ${ref##*/} in
 *:*) ;;
@@ -87,7 +93,7 @@ diff_id=sha256:$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
 gzip -n -9 "$work/layer.tar"
 read -r layer_digest layer_size < <(blob "$work/layer.tar.gz")
 
-jq -n --arg arch "$arch" --arg created "$created" --arg diff "$diff_id" '{
+jq -n --arg arch "$arch" --arg created "$created" --arg diff "$diff_id" --arg version "$version" '{
 	architecture: $arch, os: "linux", created: $created,
 	config: {
 		User: "0:0",
@@ -95,7 +101,9 @@ jq -n --arg arch "$arch" --arg created "$created" --arg diff "$diff_id" '{
 		Env: ["PATH=/usr/local/bin"],
 		WorkingDir: "/",
 		Labels: {"org.opencontainers.image.title": "aiqos",
-			"org.opencontainers.image.description": "aiqos node agent and CNI plugin"}
+			"org.opencontainers.image.description": "aiqos node agent and CNI plugin",
+			"org.opencontainers.image.version": $version,
+			"org.opencontainers.image.licenses": "Apache-2.0"}
 	},
 	rootfs: {type: "layers", diff_ids: [$diff]},
 	history: [{created: $created, created_by: "hack/build-image.sh"}]

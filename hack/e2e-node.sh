@@ -71,6 +71,9 @@ grep -q '^nodev[[:space:]]*overlay$' /proc/filesystems || die "the kernel has no
 
 t_start=$SECONDS
 bin=$("$top/hack/build-k8s.sh" --print-bin-dir) || die "hack/build-k8s.sh failed"
+# The agent is installed through the Helm chart's rendering (assert.py --helm).
+helm_dir=$("$top/hack/build-helm.sh" --print-bin-dir) || die "hack/build-helm.sh failed"
+export AIQOS_E2E_HELM=$helm_dir/helm
 t_k8s=$((SECONDS - t_start))
 
 # Short: containerd's shim sockets live below it (sun_path is 108 bytes).

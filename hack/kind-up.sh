@@ -5,8 +5,8 @@
 # ptp + portmap, cniVersion 0.3.1, which aiqos chains into). Idempotent: an
 # existing cluster of that name is kept. Prints the kubectl context.
 #
-# Then: docker build -f agent/Containerfile -t aiqos:dev .
-#       kind load docker-image aiqos:dev --name NAME
+# Then: docker build -f agent/Containerfile -t aiqos:0.1.0 .
+#       kind load docker-image aiqos:0.1.0 --name NAME
 #       kubectl --context kind-NAME apply -k manifests/
 # or all of it, with the checks: hack/kind-e2e.sh
 set -euo pipefail

@@ -6,6 +6,7 @@
 
 #include "attach.h"
 #include "netns.h"
+#include "reason.h"
 
 void attach_init(struct attach *a)
 {
@@ -196,6 +197,7 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 		degraded[0] = '\0';
 	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
 		const struct plan_item *it = &p->items[i];
+		char why[REASON_MAX];
 
 		switch (it->status) {
 		case ITEM_APPLIED:
@@ -205,11 +207,11 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 			str_append_sep(effective, eff_size, ',', "%s=%s", it->id, item_effective_name(it, it->chosen));
 			str_append_sep(degraded, deg_size, ',', "%s=%s(wanted %s: %s)", it->id,
 			               item_effective_name(it, it->chosen), item_effective_name(it, 0),
-			               it->err ? strerror(it->err) : "refused");
+			               reason_item(it, why, sizeof(why)));
 			break;
 		case ITEM_SKIPPED:
 			str_append_sep(degraded, deg_size, ',', "%s=skipped(%s)", it->id,
-			               it->err ? strerror(it->err) : "not applicable");
+			               reason_item(it, why, sizeof(why)));
 			break;
 		default:
 			break;

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "plan.h"
+#include "reason.h"
 
 static void cjson_deletep(cJSON **j)
 {
@@ -173,9 +174,10 @@ static void wanted_note(const struct plan_item *it, char *buf, size_t size)
 	buf[0] = '\0';
 	if (it->status != ITEM_DEGRADED && it->status != ITEM_SKIPPED)
 		return;
-	if (it->err)
-		snprintf(buf, size, " (wanted %s: %s)", alt_label(it, 0), strerror(it->err));
-	else
+	if (it->err) {
+		char why[REASON_MAX];
+		snprintf(buf, size, " (wanted %s: %s)", alt_label(it, 0), reason_item(it, why, sizeof(why)));
+	} else
 		snprintf(buf, size, " (wanted %s)", alt_label(it, 0));
 }
 
@@ -323,6 +325,11 @@ static cJSON *render_json(const struct plan *p, const struct attach_ifaces *ifs,
 			return NULL;
 		if (it->err ? !cJSON_AddStringToObject(o, "err", strerror(it->err)) : !cJSON_AddNullToObject(o, "err"))
 			return NULL;
+		if (it->status == ITEM_DEGRADED || it->status == ITEM_SKIPPED) {
+			char why[REASON_MAX];
+			if (!cJSON_AddStringToObject(o, "reason", reason_item(it, why, sizeof(why))))
+				return NULL;
+		}
 	}
 	return TAKE_PTR(arr);
 }

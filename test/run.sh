@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/run.sh [--only unit|integration|unit-asan|integration-asan|fuzz|k8s|kernel|e2e] BUILD_DIR
+# test/run.sh [--only unit|integration|unit-asan|integration-asan|fuzz|k8s|helm|image|kernel|e2e] BUILD_DIR
 # Runs every suite of `make test` and ends with one line
 # "N passed, N failed, N skipped" summing them. Exit 1 if anything failed.
 # Under CI=true a skipped test counts as failed (strict mode): CI must
@@ -84,7 +84,8 @@ fi
 
 if [ -z "$only" ] || [ "$only" = integration-asan ]; then
 	run_suite "integration-asan" env AIQOS_BUILD="$asan_build" "${asan_env[@]}" /usr/bin/python3 -m pytest -q \
-		-p no:cacheprovider "$top"/test/integration/test_plugin_*.py "$top/test/integration/test_agent_lab.py"
+		-p no:cacheprovider "$top"/test/integration/test_plugin_*.py "$top/test/integration/test_agent_lab.py" \
+		"$top/test/integration/test_doctor.py"
 fi
 
 if [ -z "$only" ] || [ "$only" = fuzz ]; then
@@ -96,6 +97,19 @@ if [ -z "$only" ] || [ "$only" = k8s ]; then
 	# shellcheck disable=SC2016 # $1 expands in the inner shell
 	# (test_manifests.py runs BUILD/bin/aiqos-agent with the manifests' identity.)
 	run_suite "k8s" env AIQOS_BUILD="$build" bash -c '"$1/hack/build-k8s.sh" && exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$1/test/k8s"' _ "$top"
+fi
+
+# The Helm chart (test/helm): helm from its Go module and kubectl (for its
+# kustomize), both built once and cached outside the tree.
+if [ -z "$only" ] || [ "$only" = helm ]; then
+	# shellcheck disable=SC2016 # $1 expands in the inner shell
+	run_suite "helm" env AIQOS_BUILD="$build" bash -c '"$1/hack/build-helm.sh" && "$1/hack/build-k8s.sh" &&
+		exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$1/test/helm"' _ "$top"
+fi
+
+# The OCI image of hack/build-image.sh, read back (test/image).
+if [ -z "$only" ] || [ "$only" = image ]; then
+	run_suite "image" env AIQOS_BUILD="$build" /usr/bin/python3 -m pytest -q -p no:cacheprovider "$top/test/image"
 fi
 
 # Debian's stock kernel in qemu: the full fq/fq_codel/pedit/DCTCP paths

@@ -364,6 +364,7 @@ run_assertions() {
 		--pull-policy Never \
 		--example-image "$EXAMPLE_IMAGE" \
 		--traffic \
+		${AIQOS_E2E_HELM:+--helm "$AIQOS_E2E_HELM"} \
 		--timeout "${AIQOS_E2E_WAIT:-120}"
 	rc=$?
 	set -e

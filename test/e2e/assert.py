@@ -5,7 +5,8 @@ kind node) and the kind-less node e2e (a real kubelet + containerd on this
 machine, `--node-exec ''`). What CI proves is what users run.
 
 It installs aiqos with the unmodified manifests/ (an overlay changes only the
-image reference and pull policy), then checks, independently of aiqos's own
+image reference and pull policy) or, with --helm, the Helm chart's rendering
+(image and pull policy set), then checks, independently of aiqos's own
 reports where it can (files on the node, `nsenter` + `tc`/`/proc/sys`):
   - the DaemonSet becomes Ready; `aiqos` is in the CNI bin dir and chained
     exactly once into an owned copy of the primary conflist that sorts first;
@@ -14,7 +15,8 @@ reports where it can (files on the node, `nsenter` + `tc`/`/proc/sys`):
   - annotated inference and training pods start and their netns show the
     tuning (sysctls always; qdiscs as aiqos reports them applied, or the full
     set with --expect-qdiscs full); Tuned/TuneDegraded Events exist; the
-    agent reports mode "mixed" in `aiqosctl status --json` and /metrics;
+    agent reports mode "mixed" in `aiqosctl status --json`, /metrics (on the
+    pod IP) and `kubectl aiqos status`; `kubectl aiqos doctor` runs;
   - optional traffic check between the two pods;
   - an annotation change re-tunes the pod; deleting the inference pod takes
     the node to "training" after the hold time, deleting the last pod to
@@ -302,7 +304,10 @@ def wait_mode(env, mode, timeout):
 
 
 def metrics(env):
-    url = "http://127.0.0.1:%d/metrics" % env.args.metrics_port
+    # The agent listens on its pod IP (the node's address, host network), as
+    # a PodMonitor scrapes it.
+    ip = env.kjson("-n", NS_SYSTEM, "get", "pod", env.agent_pod)["status"]["podIP"]
+    url = "http://%s:%d/metrics" % ("[%s]" % ip if ":" in ip else ip, env.args.metrics_port)
     return env.node(["sh", "-c", 'curl -sf "$0" || wget -qO- "$0"', url]).stdout
 
 
@@ -394,6 +399,8 @@ def main():
     ap.add_argument("--cni-bin-dir", default="/opt/cni/bin")
     ap.add_argument("--uplink", default=None, help="uplink device (default: default-route device)")
     ap.add_argument("--metrics-port", type=int, default=9464)
+    ap.add_argument("--helm", default=None, help="install through this helm's rendering of manifests/helm/aiqos "
+                    "instead of kustomize")
     ap.add_argument("--hold-seconds", type=int, default=30, help="mixedHoldSeconds of the config")
     ap.add_argument("--timeout", type=int, default=180, help="timeout of each wait")
     ap.add_argument("--expect-qdiscs", default="auto", choices=("auto", "full"),
@@ -447,9 +454,26 @@ def run_steps(env, r):
     r.step("preflight", preflight, critical=True)
 
     def install():
-        d = write_overlay(env, "install", os.path.join(a.repo, "manifests"), [("aiqos", a.image)],
-                          pull_policy=a.pull_policy, ds=DS)
-        env.k("apply", "-k", d)
+        if a.helm:
+            # Through the Helm chart's rendering (its defaults are the
+            # kustomize manifests; test/helm checks that).
+            repo, tag = split_ref(a.image)
+            cmd = [a.helm, "template", "aiqos", os.path.join(a.repo, "manifests", "helm", "aiqos"), "--namespace",
+                   NS_SYSTEM, "--set", "namespace.create=true", "--set", "image.repository=" + repo,
+                   "--set", "image.tag=" + tag]
+            if a.pull_policy:
+                cmd += ["--set", "image.pullPolicy=" + a.pull_policy]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            if p.returncode != 0:
+                raise Abort("helm template: %s" % p.stderr.strip())
+            os.makedirs(os.path.join(env.work, "install-chart"), exist_ok=True)
+            with open(os.path.join(env.work, "install-chart", "aiqos.yaml"), "w") as f:
+                f.write(p.stdout)
+            env.k("apply", "-f", os.path.join(env.work, "install-chart", "aiqos.yaml"))
+        else:
+            d = write_overlay(env, "install", os.path.join(a.repo, "manifests"), [("aiqos", a.image)],
+                              pull_policy=a.pull_policy, ds=DS)
+            env.k("apply", "-k", d)
         env.installed = True
         env.k("-n", NS_SYSTEM, "rollout", "status", "daemonset/" + DS, "--timeout=%ds" % T, timeout=T + 30)
         env.agent_pod = wait_for("agent pod on %s" % a.node, lambda: agent_pod(env), 30)
@@ -582,6 +606,55 @@ def run_steps(env, r):
 
     r.step("agent reports mode mixed", lambda: wait_mode(env, "mixed", T))
 
+    def kubectl_aiqos(*args):
+        plugin = os.path.join(a.repo, "agent", "kubectl-aiqos")
+        e = dict(os.environ, KUBECTL=a.kubectl)
+        return subprocess.run([sys.executable, plugin] + list(args), capture_output=True, text=True, env=e,
+                              timeout=120)
+
+    def cluster_status():
+        p = kubectl_aiqos("status", "--json")
+        try:
+            nodes = json.loads(p.stdout)["nodes"]
+        except (ValueError, KeyError):
+            raise CheckFailed("kubectl aiqos status --json: exit %d, %r %r" % (p.returncode, p.stdout[:300],
+                                                                              p.stderr[:300]))
+        mine = [n for n in nodes if n.get("node") == a.node]
+        if len(mine) != 1 or "error" in mine[0]:
+            raise CheckFailed("node %s in kubectl aiqos status: %s" % (a.node, mine or nodes))
+        n = mine[0]
+        if n["mode"] != "mixed" or n["pods"].get("inference", 0) < 1 or n["pods"].get("training", 0) < 1:
+            raise CheckFailed("kubectl aiqos status: mode %s, pods %s, want mixed with both classes" % (
+                n["mode"], n["pods"]))
+        if not n["apiConnected"] or n["failed"]:
+            raise CheckFailed("kubectl aiqos status: api %s, failed %s" % (n["apiConnected"], n["failed"]))
+        if p.returncode != 0:
+            raise CheckFailed("kubectl aiqos status: exit %d" % p.returncode)
+        text = kubectl_aiqos("status")
+        if text.returncode != 0 or a.node not in text.stdout or "mixed" not in text.stdout:
+            raise CheckFailed("kubectl aiqos status (table): exit %d: %s" % (text.returncode, text.stdout[:300]))
+        return "%s mixed, pods %s, shaped %s, %d degraded" % (a.node, n["pods"], n["uplink"]["shapedBps"],
+                                                               len(n["degraded"]))
+    r.step("kubectl aiqos status: every node's mode and pods", cluster_status)
+
+    def cluster_doctor():
+        p = kubectl_aiqos("doctor", "--json")
+        try:
+            j = json.loads(p.stdout)
+        except ValueError:
+            raise CheckFailed("kubectl aiqos doctor --json: exit %d, %r %r" % (p.returncode, p.stdout[:300],
+                                                                              p.stderr[:300]))
+        n = [x for x in j["nodes"] if x["node"] == a.node][0]
+        texts = [f["text"] for f in n["findings"]]
+        if p.returncode != j["exitCode"] or j["exitCode"] not in (0, 1):
+            raise CheckFailed("doctor exit %d (json %s): %s" % (p.returncode, j["exitCode"], n))
+        if not any("aiqos chained in " + OWNED_PREFIX in t for t in texts):
+            raise CheckFailed("doctor does not see aiqos chained: %s" % texts)
+        if not any(f["section"].startswith("profile ") and f["level"] == "ok" for f in n["findings"]):
+            raise CheckFailed("doctor probed no profile in the agent container: %s" % texts)
+        return "exit %d, %d findings" % (j["exitCode"], len(texts))
+    r.step("kubectl aiqos doctor: the preflight in the agent container", cluster_doctor)
+
     def metrics_mode():
         def probe():
             m = metrics(env)
@@ -708,6 +781,9 @@ def cleanup(env):
     if env.created_ns:
         env.k("delete", "namespace", NS_TEST, "--ignore-not-found", "--wait=true", check=False, timeout=a.timeout)
     if env.installed:
+        chart = os.path.join(env.work, "install-chart", "aiqos.yaml")
+        if os.path.isfile(chart):
+            env.k("delete", "-f", chart, "--ignore-not-found", "--wait=true", check=False, timeout=a.timeout)
         for name in ("uninstall", "install"):
             d = os.path.join(env.work, name)
             if os.path.isdir(d):

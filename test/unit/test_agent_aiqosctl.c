@@ -358,7 +358,7 @@ TEST(ctl_errors)
 		int code;
 		const char *err;
 	} cases[] = {
-	        {NULL, {NULL}, 2, "aiqosctl: which command? (status, explain, plan)\n\nUsage: aiqosctl"},
+	        {NULL, {NULL}, 2, "aiqosctl: which command? (status, explain, plan, doctor)\n\nUsage: aiqosctl"},
 	        {NULL, {"bogus"}, 2, "aiqosctl: unknown command 'bogus'"},
 	        {NULL, {"--nope"}, 2, "aiqosctl: unknown option '--nope'\n"},
 	        {NULL, {"--socket"}, 2, "aiqosctl: option '--socket' needs a value\n"},
