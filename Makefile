@@ -51,7 +51,7 @@ LIB        := $(BUILD)/lib/libaiqos.a
 PLUGIN     := $(BUILD)/bin/aiqos
 UNIT_BINS  := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRC))
 # agent objects linked into unit tests (everything but the programs' main files)
-AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c agent/aiqosctl.c,$(AGENT_SRC)))
+AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c agent/aiqosctl.c,$(AGENT_SRC)) cni/conf.c)
 
 .SECONDARY:
 .PHONY: all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab
@@ -91,7 +91,7 @@ $(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(U
 # aiqos-agent, the node agent: every agent object but aiqosctl's, with the
 # agent's libraries (libcurl, libsystemd, libyaml, libmicrohttpd).
 AGENT_BIN     := $(BUILD)/bin/aiqos-agent
-AGENT_BIN_OBJ := $(call obj,$(filter-out agent/aiqosctl.c agent/ctl_doctor.c,$(AGENT_SRC)))
+AGENT_BIN_OBJ := $(call obj,$(filter-out agent/aiqosctl.c agent/ctl_doctor.c,$(AGENT_SRC)) cni/conf.c) # install checks --plugin-conf with the plugin's parser
 all: $(AGENT_BIN)
 $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
@@ -101,7 +101,7 @@ $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 # libsystemd, libmicrohttpd). Its test runs the binary.
 CTL     := $(BUILD)/bin/aiqosctl
 CTL_OBJ := $(call obj,agent/aiqosctl.c agent/config.c agent/event.c agent/ctl_doctor.c agent/doctor.c agent/chain.c \
-                      agent/uplink.c)
+                      agent/uplink.c cni/conf.c)
 all: $(CTL)
 $(CTL): $(CTL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "downlink.h"
 #include "error.h"
 #include "event.h"
 #include "log.h"
@@ -34,9 +35,9 @@ struct metrics_writer;
 #define AGENT_STATE_DIR_DEFAULT "/var/lib/aiqos"
 #define AGENT_METRICS_DEFAULT   "127.0.0.1:9464"
 #define AGENT_UPLINK_RECORD     "uplink.json" /* in the state dir */
-/* how long a re-tune waits for the state lock (the plugin holds it for
+/* how long a re-tune waits for the attachment lock (the plugin holds it for
  * about a millisecond per ADD/DEL) before it fails and backs off */
-#define AGENT_LOCK_TIMEOUT_MS 1000
+#define AGENT_LOCK_TIMEOUT_MS 200
 #define AGENT_PATH_MAX        4096
 
 #define AGENT_RETRY_MIN_MS     1000
@@ -123,6 +124,7 @@ struct agent_pod {
 	bool announce;                       /* post the outcome of the plugin's ADD as Events */
 	unsigned retries;                    /* consecutive failures */
 	int64_t retry_at_ms;                 /* -1 = none */
+	bool netns_unreachable;              /* running, but its netns path cannot be opened here */
 };
 
 struct pod_cache {
@@ -358,6 +360,7 @@ struct agent {
 	/* the uplink */
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */
 	struct uplink up;
+	struct downlink down;  /* the download direction's ifb and hook (downlink.h) */
 	bool up_adopted;       /* the kernel state has been read since the uplink was found */
 	bool up_need_observe;  /* re-read the kernel (drift repair, after errors) */
 	bool up_need_discover; /* links or routes changed */

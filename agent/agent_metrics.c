@@ -23,7 +23,8 @@
 
 /* direction label values: the uplink's egress tree now; the download tree
  * (an ifb holding the uplink's ingress, config `downlinkRate`) is "ingress" */
-#define DIR_EGRESS "egress"
+#define DIR_EGRESS  "egress"
+#define DIR_INGRESS "ingress"
 
 static const char *class_name(enum workload_class c)
 {
@@ -284,6 +285,14 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 	              (char *)NULL);
 	metrics_write(w, "aiqos_uplink_failing", "1 while tuning the uplink fails (retried with backoff)", G,
 	              ag->up_failure[0] ? 1.0 : 0.0, (char *)NULL);
+	{
+		unsigned n = 0;
+		for (unsigned i = 0; i < ag->pods.n; i++)
+			n += ag->pods.v[i]->netns_unreachable;
+		metrics_write(w, "aiqos_pods_netns_unreachable",
+		              "Running pods whose netns path the agent cannot open (not tuned; retried)", G, (double)n,
+		              (char *)NULL);
+	}
 	for (int t = 0; t < _KUBE_EVENT_MAX; t++)
 		if (t != KUBE_EVENT_EXPIRED)
 			metrics_write(w, "aiqos_watch_events_total", "Watch events received by type", C,
@@ -297,7 +306,16 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 		metrics_write(w, "aiqos_uplink_objects", "tc objects of the uplink plan in force", G,
 		              (double)ag->in_force.n, "dev", ag->up.ifname, (char *)NULL);
 		direction_write(ag, w, DIR_EGRESS, ag->up.ifname, ag->up.ifindex, ag->have_info ? &ag->info : NULL);
-		/* the download tree: direction_write(ag, w, "ingress", <ifb name>, <ifb index>, <its info>) */
+		/* the download tree on the ifb (node.h DOWNLOAD): its own rates, the same shares */
+		if (ag->have_info) {
+			struct node_plan_info d = ag->info;
+
+			d.rate_bps = ag->info.down.rate_bps;
+			d.shaped_bps = ag->info.down.planned ? ag->info.down.shaped_bps : 0;
+			for (int k = 0; k < _CLASS_MAX; k++)
+				d.class_rate_bps[k] = ag->info.down.planned ? ag->info.down.class_rate_bps[k] : 0;
+			direction_write(ag, w, DIR_INGRESS, PLAN_IFB_NAME, ag->down.ifb_ifindex, &d);
+		}
 	}
 	for (unsigned i = 0; ag->sk && i < ag->pods.n; i++)
 		if (ag->pods.v[i]->n_att)

@@ -385,7 +385,38 @@ static void print_uplink(const cJSON *up)
 			}
 		}
 	}
+	if (jnum(up, "trainingFloor", &v) && v > 0)
+		printf("  training floor %.1f%%", v * 100);
 	printf("\n");
+	if (jobj(up, "classes") && jobj(up, "classes")->child) {
+		const cJSON *k;
+
+		printf("  guarantees:");
+		json_for_each(k, jobj(up, "classes"))
+		{
+			char r1[32], r2[32];
+			double rb = 0, cb = 0;
+
+			jnum(k, "rateBps", &rb);
+			jnum(k, "ceilBps", &cb);
+			rate_format(rb, r1, sizeof(r1));
+			rate_format(cb, r2, sizeof(r2));
+			printf(" %s rate %s ceil %s;", k->string, r1, r2);
+		}
+		printf("\n");
+	}
+	if (jobj(up, "downlink") && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(jobj(up, "downlink"), "shaped"))) {
+		const cJSON *dl = jobj(up, "downlink");
+		char r1[32], r2[32];
+		double rb = 0, sb = 0;
+
+		jnum(dl, "rateBps", &rb);
+		jnum(dl, "shapedBps", &sb);
+		rate_format(rb, r1, sizeof(r1));
+		rate_format(sb, r2, sizeof(r2));
+		printf("download: %s ingress -> %s  rate %s  shaped %s\n", jstr_or(up, "ifname", "-"),
+		       jstr_or(dl, "ifb", "-"), r1, r2);
+	}
 	if (jarr(up, "effective") && cJSON_GetArraySize(jarr(up, "effective")) > 0) {
 		printf("  effective:\n");
 		print_strings(jarr(up, "effective"), "    ");
@@ -556,6 +587,10 @@ static int explain_print(const cJSON *e)
 			printf(" none");
 		printf("\n");
 		print_strings(jarr(e, "uplinkItems"), "  ");
+	}
+	if (jarr(e, "downloadItems") && cJSON_GetArraySize(jarr(e, "downloadItems")) > 0) {
+		printf("\ndownload items:\n");
+		print_strings(jarr(e, "downloadItems"), "  ");
 	}
 	return EXIT_OK;
 }
@@ -1182,7 +1217,11 @@ static int node_render(const struct plan_run *r, enum plan_format fmt, const cha
 			if (!items)
 				return -ENOMEM;
 			while ((it = cJSON_DetachItemFromArray(items, 0))) {
-				cJSON_ReplaceItemInObjectCaseSensitive(it, "ifname", cJSON_CreateString(r->up.ifname));
+				const cJSON *dev = cJSON_GetObjectItemCaseSensitive(it, "dev");
+
+				if (!cJSON_IsString(dev) || !streq(dev->valuestring, "ifb"))
+					cJSON_ReplaceItemInObjectCaseSensitive(it, "ifname",
+					                                       cJSON_CreateString(r->up.ifname));
 				if (!cJSON_AddItemToArray(arr, it)) {
 					cJSON_Delete(it);
 					return -ENOMEM;
@@ -1214,15 +1253,18 @@ static void share_text(const struct plan_run *r, char *buf, size_t size)
 	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
 		enum workload_class c = order[i];
 		unsigned pm = r->info.shares.share_pm[c];
-		char rate[32] = "";
+		char rate[32] = "", ceil[32] = "";
 		int n;
 
 		if (!pm)
 			continue;
 		if (r->info.class_rate_bps[c])
 			tc_rate_format(r->info.class_rate_bps[c], rate, sizeof(rate));
-		n = snprintf(buf + len, size - len, "%s%s %u.%u%%%s%s%s", len ? ", " : "", workload_class_name(c),
-		             pm / 10, pm % 10, rate[0] ? " (" : "", rate, rate[0] ? ")" : "");
+		if (r->info.class_ceil_bps[c])
+			tc_rate_format(r->info.class_ceil_bps[c], ceil, sizeof(ceil));
+		n = snprintf(buf + len, size - len, "%s%s %u.%u%%%s%s%s%s%s", len ? ", " : "", workload_class_name(c),
+		             pm / 10, pm % 10, rate[0] ? " (rate " : "", rate, ceil[0] ? " ceil " : "", ceil,
+		             rate[0] ? ")" : "");
 		if (n < 0 || (size_t)n >= size - len)
 			break;
 		len += (size_t)n;
@@ -1239,7 +1281,7 @@ static void plan_header_text(const struct plan_run *r)
 static int plan_print_text(const struct plan_run *r)
 {
 	const struct node_plan_info *in = &r->info;
-	char rate[32], shaped[32], shares[256];
+	char rate[32], shaped[32], shares[384];
 
 	plan_header_text(r);
 	for (size_t i = 0; i < r->n_res; i++) {
@@ -1291,6 +1333,22 @@ static int plan_print_text(const struct plan_run *r)
 	share_text(r, shares, sizeof(shares));
 	if (shares[0])
 		printf("  shares (weights by %s): %s\n", node_weight_basis_name(in->shares.basis), shares);
+	if (in->mode == MODE_MIXED && in->shares.share_pm[CLASS_TRAINING]) {
+		unsigned pm = in->shares.share_pm[CLASS_TRAINING];
+
+		printf("  training floor: %u.%u%% (trainingFloor %g moved by the %s); inference first (prio 0), "
+		       "training borrows what it leaves\n",
+		       pm / 10, pm % 10, r->cfg.node.training_floor, node_weight_basis_name(in->shares.basis));
+	}
+	if (in->down.planned) {
+		char dr[32], ds[32];
+
+		rate_format((double)in->down.rate_bps, dr, sizeof(dr));
+		rate_format((double)in->down.shaped_bps, ds, sizeof(ds));
+		printf("  download: %s ingress redirected to %s, htb at %s (downlinkRate %s), filters on the "
+		       "destination: %u\n",
+		       r->up.ifname, PLAN_IFB_NAME, ds, dr, in->down.n_filters);
+	}
 	if (in->ce_threshold_us) {
 		char t[32];
 		tc_time_format(in->ce_threshold_us, t, sizeof(t));
@@ -1444,6 +1502,25 @@ static int plan_print_json(const struct plan_run *r)
 		if (in->shares.share_pm[c])
 			ok = cJSON_AddNumberToObject(shares, workload_class_name((enum workload_class)c),
 			                             in->shares.share_pm[c] / 1000.0) != NULL;
+	o = ok ? cJSON_AddObjectToObject(up, "classes") : NULL;
+	ok = ok && o;
+	for (int c = 0; ok && c < _CLASS_MAX; c++)
+		if (in->class_rate_bps[c]) {
+			cJSON *k = cJSON_AddObjectToObject(o, workload_class_name((enum workload_class)c));
+
+			ok = k && cJSON_AddNumberToObject(k, "rateBps", (double)in->class_rate_bps[c]) &&
+			     cJSON_AddNumberToObject(k, "ceilBps", (double)in->class_ceil_bps[c]);
+		}
+	if (ok && in->down.planned) {
+		cJSON *dl = cJSON_AddObjectToObject(node, "downlink");
+
+		ok = dl && cJSON_AddStringToObject(dl, "ifb", PLAN_IFB_NAME) &&
+		     cJSON_AddNumberToObject(dl, "rateBps", (double)in->down.rate_bps) &&
+		     cJSON_AddNumberToObject(dl, "shapedBps", (double)in->down.shaped_bps) &&
+		     cJSON_AddNumberToObject(dl, "filters", in->down.n_filters);
+	}
+	ok = ok && cJSON_AddNumberToObject(up, "trainingFloor",
+	                                   in->mode == MODE_MIXED ? in->shares.share_pm[CLASS_TRAINING] / 1000.0 : 0);
 	if (ok) {
 		const char *warn[NODE_WARN_MAX];
 		unsigned n = 0;

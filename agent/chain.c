@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "chain.h"
+#include "../cni/cni.h"
 
 #define COPY_CHUNK     (64 * 1024)
 #define TMP_TEMPLATE   ".aiqos-tmp-XXXXXX"
@@ -19,18 +20,12 @@
 
 static const char *const conf_exts[] = {".conflist", ".conf", ".json"};
 
-static void cjson_deletep(cJSON **p)
-{
-	if (*p)
-		cJSON_Delete(*p);
-}
 static void closedirp(DIR **d)
 {
 	if (*d)
 		closedir(*d);
 }
-#define _cleanup_cjson_ _cleanup_(cjson_deletep)
-#define _cleanup_dir_   _cleanup_(closedirp)
+#define _cleanup_dir_ _cleanup_(closedirp) /* _cleanup_cjson_: cni.h */
 
 /* ---- small helpers ---- */
 
@@ -730,7 +725,7 @@ static char *json_print_file(const cJSON *j)
 
 /* ---- the aiqos entry ---- */
 
-static int plugin_entry_parse(const struct chain_options *o, cJSON **ret, char *type, size_t type_size,
+static int plugin_entry_parse(const struct chain_options *o, bool validate, cJSON **ret, char *type, size_t type_size,
                               struct error *err)
 {
 	const char *text = o->plugin_conf ? o->plugin_conf : CHAIN_PLUGIN_CONF_DEFAULT;
@@ -750,7 +745,49 @@ static int plugin_entry_parse(const struct chain_options *o, cJSON **ret, char *
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 		                 "aiqos plugin config: \"type\" must be a plain file name of at most %zu bytes",
 		                 type_size - 1);
+	/* The entry as the plugin will read it (libcni adds the network's
+	 * name and cniVersion): through the plugin's own parser, so a typo
+	 * ("failurePolicy": "opne") is refused here, not at every pod's ADD. */
+	if (validate) {
+		_cleanup_cjson_ cJSON *net = cJSON_Duplicate(j, 1);
+		_cleanup_free_ char *text_net = NULL;
+		struct cni_conf c;
+		struct error e = {0};
+
+		if (!net || !cJSON_AddStringToObject(net, "cniVersion", "1.1.0") ||
+		    (!cJSON_GetObjectItemCaseSensitive(net, "name") &&
+		     !cJSON_AddStringToObject(net, "name", "aiqos-install-check")) ||
+		    !(text_net = cJSON_PrintUnformatted(net)))
+			return error_set(err, CNI_ERR_IO, ENOMEM, "aiqos plugin config: out of memory");
+		r = cni_conf_parse(text_net, strlen(text_net), &c, &e);
+		cni_conf_free(&c);
+		if (r < 0)
+			return error_set(err, CNI_ERR_INVALID_CONFIG, e.errnum ? e.errnum : EINVAL,
+			                 "aiqos plugin config: %s", e.msg);
+	}
 	*ret = TAKE_PTR(j);
+	return 0;
+}
+
+/* The plugin binary the chain will name: a regular, executable file. */
+static int binary_check(const char *bin_dir, const char *type, struct error *err)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (path_join(path, sizeof(path), bin_dir, type, err) < 0)
+		return -ENAMETOOLONG;
+	if (stat(path, &st) < 0)
+		return error_set(
+		        err, CNI_ERR_INVALID_CONFIG, errno,
+		        "plugin binary %s: %s; not chaining a plugin the runtime cannot run (install it there, "
+		        "e.g. with --plugin-src)",
+		        path, strerror(errno));
+	if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
+		return error_set(
+		        err, CNI_ERR_INVALID_CONFIG, EACCES,
+		        "plugin binary %s is not an executable file; not chaining a plugin the runtime cannot run",
+		        path);
 	return 0;
 }
 
@@ -963,7 +1000,7 @@ int chain_ensure_report(const struct chain_options *o, struct chain_report *ret,
 	if (!o || !o->conf_dir || !o->conf_dir[0])
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "chain: no CNI config dir given");
 	dir = o->conf_dir;
-	r = plugin_entry_parse(o, &entry, type, sizeof(type), err);
+	r = plugin_entry_parse(o, true, &entry, type, sizeof(type), err);
 	if (r < 0)
 		return r;
 
@@ -1011,6 +1048,22 @@ int chain_ensure_report(const struct chain_options *o, struct chain_report *ret,
 			error_prefix(err, "primary CNI network config");
 			goto out;
 		}
+	}
+
+	if (plugins_count_type(view, "bandwidth") > 0) {
+		/* two shapers on every pod (its 25 ms TBF queue in front of
+		 * ours): chained all the same, the pods are not to lose their
+		 * tuning, but loudly, with the way out */
+		rep.two_shapers = true;
+		what_add(&rep,
+		         "WARNING: %s also chains the \"bandwidth\" plugin: every pod is shaped twice (aiqos shapes "
+		         "kubernetes.io/ingress-bandwidth and egress-bandwidth itself); remove it from that chain",
+		         pri->name);
+	}
+	if (o->bin_dir) {
+		r = binary_check(o->bin_dir, type, err);
+		if (r < 0)
+			goto out;
 	}
 
 	if (o->dropin) {
@@ -1123,7 +1176,7 @@ int chain_remove_report(const struct chain_options *o, bool remove_binary, struc
 	if (!o || !o->conf_dir || !o->conf_dir[0])
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "chain: no CNI config dir given");
 	dir = o->conf_dir;
-	r = plugin_entry_parse(o, &entry, type, sizeof(type), err);
+	r = plugin_entry_parse(o, false, &entry, type, sizeof(type), err);
 	if (r < 0)
 		return r;
 	r = conf_scan(dir, &scan, err);

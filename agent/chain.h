@@ -76,13 +76,19 @@ struct chain_report {
 	char primary[NAME_MAX + 1]; /* file name of the primary in conf_dir, "" if none */
 	char target[PATH_MAX];      /* the file that chains aiqos, "" if none */
 	char what[CHAIN_WHAT_MAX];  /* one line for a log: what was done or found */
+	bool two_shapers;           /* chained after a "bandwidth" plugin: a WARNING in what */
 };
 
 /* Make sure aiqos is installed and chained (see above). Idempotent:
  * *ret_changed says whether anything was written or removed; ret_what (may be
  * NULL) gets a one-line summary. No primary is not an error (see
  * chain_report.no_primary; ret_what starts with "no primary"). Errors name the
- * file: a malformed primary -> -EINVAL and nothing written. */
+ * file: a malformed primary -> -EINVAL and nothing written. Before anything
+ * is chained: the aiqos entry passes the plugin's own config parser (-EINVAL
+ * naming the field and value), the binary "<bin_dir>/<type>" is an
+ * executable file (when bin_dir is set; -ENOENT/-EACCES). A primary that
+ * already chains the "bandwidth" plugin is chained with a warning
+ * (report.two_shapers). */
 int chain_ensure(const struct chain_options *o, bool *ret_changed, char *ret_what, size_t what_size, struct error *err);
 /* The same with the full report (ret may be NULL). */
 int chain_ensure_report(const struct chain_options *o, struct chain_report *ret, struct error *err);

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "event.h"
+#include "ifname.h"
 
 /* ---- describing values in messages ---- */
 
@@ -134,14 +135,6 @@ range:
 
 /* ---- keys ---- */
 
-static bool ifname_valid(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n >= IFNAME_LEN || streq(s, ".") || streq(s, ".."))
-		return false;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:@-") == n;
-}
-
 static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
 	char q[96];
@@ -149,13 +142,13 @@ static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c,
 		return type_error(err, key, "an interface name or \"auto\"", v);
 	if (!streq(v->valuestring, NODE_UPLINK_AUTO) && !ifname_valid(v->valuestring))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "%s: %s is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\"", key,
-		                 quote(q, sizeof(q), v->valuestring));
+		                 "%s: %s is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\"",
+		                 key, quote(q, sizeof(q), v->valuestring));
 	str_copy(c->node.uplink, sizeof(c->node.uplink), v->valuestring);
 	return 0;
 }
 
-static int parse_uplink_rate(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+static int parse_rate(const char *key, const cJSON *v, uint64_t *ret_bps, struct error *err)
 {
 	uint64_t bps;
 	int r;
@@ -170,13 +163,13 @@ static int parse_uplink_rate(const char *key, const cJSON *v, struct agent_confi
 		if ((double)(uint64_t)x != x)
 			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: %s is not a whole number of bit/s",
 			                 key, num_str(x, d, sizeof(d)));
-		c->node.uplink_rate_bps = (uint64_t)x;
+		*ret_bps = (uint64_t)x;
 		return 0;
 	}
 	if (!cJSON_IsString(v))
 		return type_error(err, key, "a rate like \"500mbit\"", v);
 	if (v->valuestring[0] == '\0') {
-		c->node.uplink_rate_bps = 0; /* link speed */
+		*ret_bps = 0; /* uplink: link speed; downlink: the uplink's rate */
 		return 0;
 	}
 	r = agent_rate_parse_bps(v->valuestring, &bps, err);
@@ -184,7 +177,25 @@ static int parse_uplink_rate(const char *key, const cJSON *v, struct agent_confi
 		error_prefix(err, "%s", key);
 		return r;
 	}
-	c->node.uplink_rate_bps = bps;
+	*ret_bps = bps;
+	return 0;
+}
+
+static int parse_uplink_rate(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	return parse_rate(key, v, &c->node.uplink_rate_bps, err);
+}
+
+static int parse_downlink_rate(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	return parse_rate(key, v, &c->node.downlink_rate_bps, err);
+}
+
+static int parse_downlink(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	if (!cJSON_IsBool(v))
+		return type_error(err, key, "true or false", v);
+	c->node.downlink = cJSON_IsTrue(v);
 	return 0;
 }
 
@@ -197,6 +208,18 @@ static int parse_inference_share(const char *key, const cJSON *v, struct agent_c
 		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %s is out of range (0, 1)", key,
 		                 num_str(v->valuedouble, d, sizeof(d)));
 	c->node.inference_share = v->valuedouble;
+	return 0;
+}
+
+static int parse_training_floor(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	char d[64];
+	if (!cJSON_IsNumber(v))
+		return type_error(err, key, "a number between 0 and 1", v);
+	if (!(v->valuedouble >= 0.0 && v->valuedouble <= 1.0))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %s is out of range [0, 1]", key,
+		                 num_str(v->valuedouble, d, sizeof(d)));
+	c->node.training_floor = v->valuedouble;
 	return 0;
 }
 
@@ -269,7 +292,10 @@ static const struct config_key {
 } config_keys[] = {
         {"uplink", parse_uplink},
         {"uplinkRate", parse_uplink_rate},
+        {"downlinkRate", parse_downlink_rate},
+        {"downlink", parse_downlink},
         {"inferenceShare", parse_inference_share},
+        {"trainingFloor", parse_training_floor},
         {"mixedHoldSeconds", parse_mixed_hold},
         {"debounceMs", parse_debounce},
         {"classify", parse_classify},
@@ -419,7 +445,9 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 				break;
 		if (k == ARRAY_SIZE(config_keys)) {
 			r = error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			              "unknown key %s (accepted: uplink, uplinkRate, inferenceShare, mixedHoldSeconds, "
+			              "unknown key %s (accepted: uplink, uplinkRate, downlinkRate, downlink, "
+			              "inferenceShare, trainingFloor, "
+			              "mixedHoldSeconds, "
 			              "debounceMs, classify, driftRepairSeconds, profiles)",
 			              quote(q, sizeof(q), key));
 			goto out;

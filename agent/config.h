@@ -1,5 +1,6 @@
 /* config.h — the agent's config file (DESIGN §7, JSON, every key optional):
- * uplink, uplinkRate, inferenceShare, mixedHoldSeconds, debounceMs, classify,
+ * uplink, uplinkRate, downlinkRate, downlink, inferenceShare, trainingFloor,
+ * mixedHoldSeconds, debounceMs, classify,
  * driftRepairSeconds, profiles. Strict: unknown keys, wrong types and values
  * out of range are errors naming the file, key and value. An absent file
  * means defaults; an unreadable or invalid one is an error. */

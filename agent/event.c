@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "event.h"
+#include "k8s.h"
 #include "workload.h"
 
 static const char *const event_type_names[_KUBE_EVENT_MAX] = {
@@ -145,42 +146,6 @@ static int get_object(const cJSON *obj, const char *key, const char *path, const
 	return 0;
 }
 
-static bool dns_label_valid(const char *s, size_t len)
-{
-	if (len == 0 || len > 63)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (!alnum && !(c == '-' && i > 0 && i + 1 < len))
-			return false;
-	}
-	return true;
-}
-
-static bool dns_subdomain_valid(const char *s)
-{
-	size_t len = strlen(s);
-	const char *p = s;
-
-	if (len == 0 || len > 253)
-		return false;
-	for (;;) {
-		const char *dot = memchr(p, '.', (size_t)(s + len - p));
-		size_t n = dot ? (size_t)(dot - p) : (size_t)(s + len - p);
-		if (!dns_label_valid(p, n))
-			return false;
-		if (!dot)
-			return true;
-		p = dot + 1;
-	}
-}
-
-static bool namespace_valid(const char *s)
-{
-	return dns_label_valid(s, strlen(s));
-}
-
 static bool charset_valid(const char *s, size_t max, const char *extra)
 {
 	size_t len = strlen(s);
@@ -194,10 +159,6 @@ static bool charset_valid(const char *s, size_t max, const char *extra)
 	return true;
 }
 
-static bool uid_valid(const char *s)
-{
-	return charset_valid(s, KUBE_UID_MAX - 1, "-._");
-}
 /* resourceVersion is opaque; every API server uses decimal integers. Accept
  * URL-unreserved characters only, so it can never smuggle query syntax. */
 static bool rv_valid(const char *s)
@@ -262,100 +223,27 @@ static void copy_sanitized(char *dst, size_t size, const char *src)
 
 int kube_quantity_parse_count(const char *s, uint64_t max, uint64_t *ret, struct error *err)
 {
-	static const struct {
-		const char *suffix;
-		int pow10;
-		int pow2;
-	} suffixes[] = {
-	        {"", 0, 0},   {"m", -3, 0},  {"k", 3, 0},   {"M", 6, 0},   {"G", 9, 0},   {"T", 12, 0},  {"P", 15, 0},
-	        {"E", 18, 0}, {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60},
-	};
+	struct k8s_quantity kq;
 	char q[96];
-	const char *p = s, *int_part, *frac_part = "";
-	size_t int_len, frac_len = 0;
-	unsigned __int128 num = 0;
-	unsigned sig = 0;
-	int pow10 = 0, pow2 = 0;
+	uint64_t v;
+	int r;
 
-	if (strlen(s) > 64)
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a Kubernetes quantity",
-		                 quote_str(q, sizeof(q), s));
-	/* <signedNumber> ::= [+-] ( digits | digits. | .digits | digits.digits ) */
-	if (*p == '+')
-		p++;
-	else if (*p == '-')
-		return error_set(err, CNI_ERR_DECODE, ERANGE, "%s is negative", quote_str(q, sizeof(q), s));
-	int_part = p;
-	while (*p >= '0' && *p <= '9')
-		p++;
-	int_len = (size_t)(p - int_part);
-	if (*p == '.') {
-		frac_part = ++p;
-		while (*p >= '0' && *p <= '9')
-			p++;
-		frac_len = (size_t)(p - frac_part);
+	r = k8s_quantity_parse(s, &kq, err);
+	if (r < 0) {
+		if (err)
+			err->code = CNI_ERR_DECODE;
+		return r;
 	}
-	if (int_len + frac_len == 0)
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a Kubernetes quantity",
-		                 quote_str(q, sizeof(q), s));
-	/* <suffix> ::= binarySI | decimalSI | (e|E) signedNumber */
-	if ((*p == 'e' || *p == 'E') && (p[1] == '+' || p[1] == '-' || (p[1] >= '0' && p[1] <= '9'))) {
-		char *end;
-		long e;
-		errno = 0;
-		e = strtol(p + 1, &end, 10);
-		if (errno || *end || e < -40 || e > 40)
-			return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a Kubernetes quantity",
-			                 quote_str(q, sizeof(q), s));
-		pow10 = (int)e;
-	} else {
-		size_t i;
-		for (i = 0; i < ARRAY_SIZE(suffixes); i++)
-			if (streq(p, suffixes[i].suffix))
-				break;
-		if (i == ARRAY_SIZE(suffixes))
-			return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a Kubernetes quantity",
-			                 quote_str(q, sizeof(q), s));
-		pow10 = suffixes[i].pow10;
-		pow2 = suffixes[i].pow2;
-	}
-	/* trailing zeros of the fraction do not count */
-	while (frac_len > 0 && frac_part[frac_len - 1] == '0')
-		frac_len--;
-	for (size_t i = 0; i < int_len + frac_len; i++) {
-		unsigned d = (unsigned)((i < int_len ? int_part[i] : frac_part[i - int_len]) - '0');
-		if (num == 0 && d == 0)
-			continue;
-		num = num * 10 + d;
-		if (++sig > 30)
-			return error_set(err, CNI_ERR_DECODE, ERANGE, "%s has too many digits",
-			                 quote_str(q, sizeof(q), s));
-	}
-	pow10 -= (int)frac_len;
-	if (num != 0) {
-		for (; pow10 < 0; pow10++) {
-			if (num % 10)
-				return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a whole number",
-				                 quote_str(q, sizeof(q), s));
-			num /= 10;
-		}
-		if (num > max)
-			goto too_large;
-		for (; pow10 > 0; pow10--) {
-			num *= 10;
-			if (num > max)
-				goto too_large;
-		}
-		for (; pow2 > 0; pow2--) {
-			num *= 2;
-			if (num > max)
-				goto too_large;
-		}
-	}
-	*ret = (uint64_t)num;
+	quote_str(q, sizeof(q), s);
+	if (kq.negative && kq.mant != 0)
+		return error_set(err, CNI_ERR_DECODE, ERANGE, "%s is negative", q);
+	r = k8s_quantity_to_u64(&kq, max, &v);
+	if (r == -EDOM)
+		return error_set(err, CNI_ERR_DECODE, EINVAL, "%s is not a whole number", q);
+	if (r < 0)
+		return error_set(err, CNI_ERR_DECODE, ERANGE, "%s exceeds %" PRIu64, q, max);
+	*ret = v;
 	return 0;
-too_large:
-	return error_set(err, CNI_ERR_DECODE, ERANGE, "%s exceeds %" PRIu64, quote_str(q, sizeof(q), s), max);
 }
 
 /* ---- IPs ---- */
@@ -604,15 +492,15 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 		r = error_set(err, CNI_ERR_DECODE, EINVAL, "metadata: missing");
 	if (r < 0)
 		goto unnamed;
-	r = get_id(meta, "namespace", "metadata.namespace", namespace_valid, "namespace (DNS-1123 label)",
+	r = get_id(meta, "namespace", "metadata.namespace", k8s_namespace_valid, "namespace (DNS-1123 label)",
 	           pod->namespace_, sizeof(pod->namespace_), err);
 	if (r < 0)
 		goto unnamed;
-	r = get_id(meta, "name", "metadata.name", dns_subdomain_valid, "pod name (DNS-1123 subdomain)", pod->name,
+	r = get_id(meta, "name", "metadata.name", k8s_pod_name_valid, "pod name (DNS-1123 subdomain)", pod->name,
 	           sizeof(pod->name), err);
 	if (r < 0)
 		goto unnamed;
-	r = get_id(meta, "uid", "metadata.uid", uid_valid, "uid", pod->uid, sizeof(pod->uid), err);
+	r = get_id(meta, "uid", "metadata.uid", k8s_uid_valid, "uid", pod->uid, sizeof(pod->uid), err);
 	if (r < 0)
 		goto named;
 	r = get_id(meta, "resourceVersion", "metadata.resourceVersion", rv_valid, "resourceVersion",
@@ -655,7 +543,7 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 		if (v && !cJSON_IsNull(v)) {
 			if (!cJSON_IsString(v))
 				pod_warn_type(pod, "spec.nodeName", "a string", v);
-			else if (v->valuestring[0] && (!dns_subdomain_valid(v->valuestring) ||
+			else if (v->valuestring[0] && (!k8s_node_name_valid(v->valuestring) ||
 			                               strlen(v->valuestring) >= sizeof(pod->node_name)))
 				pod_warn(pod, "spec.nodeName: %s is not a valid node name; ignored",
 				         quote_str(q, sizeof(q), v->valuestring));

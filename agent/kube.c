@@ -1,6 +1,6 @@
 /* kube.c — the pods LIST/WATCH state machine of the agent's API client:
  * paginated LIST (all pages before delivery), WATCH from its resourceVersion
- * with bookmarks, 410 -> relist, reconnect from the last resourceVersion with
+ * with bookmarks, 410 or a skipped event -> relist, reconnect from the last resourceVersion with
  * full-jitter backoff, Retry-After, stall detection; plus what every request
  * shares (TLS, token, URL, error text). Runs on the sd-event loop only. */
 #include <cjson/cJSON.h>
@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "kube_internal.h"
+#include "k8s.h"
 #include "log.h"
 
 #define KUBE_LIST_PODS_MAX         16384       /* pods accumulated over all pages */
@@ -370,7 +371,7 @@ static void relist_soon(struct kube_client *c, const char *why)
 	c->need_list = true;
 	c->list_continue[0] = '\0';
 	snprintf(ms, sizeof(ms), "%" PRIu64, delay);
-	log_msg(LOG_LVL_INFO, "kube: resourceVersion expired; relisting", "reason", why, "in_ms", ms, NULL);
+	log_msg(LOG_LVL_INFO, "kube: relisting", "reason", why, "in_ms", ms, NULL);
 	set_state(c, false, why);
 	retry_in(c, delay);
 }
@@ -640,11 +641,14 @@ static int on_watch_event(const cJSON *obj, const char *line, size_t len, void *
 
 	if (kube_event_decode(obj, &ev, &e) < 0) {
 		c->stats.events_bad++;
-		if (c->stream_bad++ < KUBE_BAD_LOG_PER_STREAM) {
-			kube_scrub(c, e.msg, sizeof(e.msg));
-			log_msg(LOG_LVL_WARN, "kube: watch event skipped", "error", e.msg, NULL);
-		}
-		return 0;
+		kube_scrub(c, e.msg, sizeof(e.msg));
+		if (c->stream_bad++ < KUBE_BAD_LOG_PER_STREAM)
+			log_msg(LOG_LVL_WARN, "kube: watch event skipped; relisting", "error", e.msg, NULL);
+		/* the object it was about may now be stale in the cache: the
+		 * events after it are covered by the relist */
+		c->stream_stop = STREAM_RESYNC;
+		str_copy(c->resync_why, sizeof(c->resync_why), e.msg);
+		return -ECANCELED;
 	}
 	switch (ev.type) {
 	case KUBE_EVENT_ADDED:
@@ -683,10 +687,17 @@ static void on_watch_error(const struct error *err, void *userdata)
 		c->stats.events_oversized++;
 	else
 		c->stats.events_bad++;
-	if (c->stream_bad++ < KUBE_BAD_LOG_PER_STREAM) {
-		snprintf(msg, sizeof(msg), "%s", err->msg);
-		kube_scrub(c, msg, sizeof(msg));
-		log_msg(LOG_LVL_WARN, "kube: watch event skipped", "error", msg, NULL);
+	snprintf(msg, sizeof(msg), "%s", err->msg);
+	kube_scrub(c, msg, sizeof(msg));
+	if (c->stream_bad++ < KUBE_BAD_LOG_PER_STREAM)
+		log_msg(LOG_LVL_WARN, "kube: watch event skipped; relisting", "error", msg, NULL);
+	/* A live stream lost an event we cannot name (an object near the API
+	 * server's size limit, say): relist rather than keep a stale cache.
+	 * A partial event at the end of a stream (c->stream already NULL) is
+	 * not lost: the watch resumes before it. */
+	if (c->stream && c->stream_stop == STREAM_GO) {
+		c->stream_stop = STREAM_RESYNC;
+		str_copy(c->resync_why, sizeof(c->resync_why), msg);
 	}
 }
 
@@ -705,7 +716,7 @@ static size_t watch_body_cb(char *data, size_t size, size_t n, void *userdata)
 	c->last_byte_usec = now_usec(c);
 	if (c->stream_stop != STREAM_GO)
 		return 0;
-	if (watch_framer_feed(c->framer, data, len) < 0)
+	if (watch_framer_feed(c->framer, data, len) < 0 || c->stream_stop != STREAM_GO)
 		return 0; /* stop the transfer (CURLE_WRITE_ERROR); stream_stop says why */
 	return len;
 }
@@ -743,6 +754,15 @@ static void watch_done(struct kube_req *r, CURLcode res)
 			 * its own list: the next one reads from etcd */
 			if (c->stream_after_list && c->stream_items == 0)
 				c->list_consistent = true;
+			relist_soon(c, why);
+			return;
+		}
+		if (c->stream_stop == STREAM_RESYNC) {
+			snprintf(why, sizeof(why), "watch pods: event skipped: %.900s", c->resync_why);
+			kube_req_free(r);
+			c->stats.resyncs++;
+			/* only a quorum read is sure to be newer than the lost event */
+			c->list_consistent = true;
 			relist_soon(c, why);
 			return;
 		}
@@ -897,18 +917,6 @@ static void watch_start(struct kube_client *c)
 
 /* ---- public API ---- */
 
-static bool node_name_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= KUBE_NAME_MAX)
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
-			return false;
-	return true;
-}
-
 static char *memdup_secret(const char *p, size_t len)
 {
 	char *d;
@@ -1020,7 +1028,7 @@ int kube_client_new_with_options(sd_event *loop, const struct kube_client_config
 
 	if (!loop || !cfg || !node_name || !ops || !opts || !ret)
 		return error_set(err, 0, EINVAL, "kube client: missing argument");
-	if (!node_name_valid(node_name))
+	if (!k8s_node_name_valid(node_name))
 		return error_set(err, 0, EINVAL, "kube client: node name \"%.64s\" is not a DNS subdomain", node_name);
 	r = options_check(opts, err);
 	if (r < 0)

@@ -34,7 +34,7 @@ struct kube_client_ops {
 
 struct kube_client_stats {
 	uint64_t lists;            /* complete LISTs delivered (first + relists) */
-	uint64_t relists;          /* LISTs after the first (410, lost position) */
+	uint64_t relists;          /* LISTs after the first (410, lost position, skipped event) */
 	uint64_t watches;          /* WATCH requests started */
 	uint64_t reconnects;       /* WATCH requests that resumed from a kept resourceVersion */
 	uint64_t events_in;        /* ADDED/MODIFIED/DELETED delivered */
@@ -49,6 +49,7 @@ struct kube_client_stats {
 	/* additions */
 	uint64_t events_patched;      /* repeated Events folded into an existing object (PATCH count) */
 	uint64_t events_post_deduped; /* repeats coalesced into a still-queued Event */
+	uint64_t resyncs;             /* relists forced by a skipped (oversized, undecodable) watch event */
 	uint64_t list_pages;          /* LIST requests answered 200 */
 	uint64_t list_items_bad;      /* LIST items that failed to decode (skipped) */
 	uint64_t failures;            /* attempts that ended in a backoff wait */

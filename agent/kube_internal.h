@@ -117,9 +117,12 @@ struct kube_client {
 	unsigned stream_bad;    /* skipped events in this stream (for log rate limiting) */
 	bool stream_after_list; /* this stream started right after a LIST */
 	bool stream_open;       /* 200 seen */
-	enum { STREAM_GO, STREAM_EXPIRED, STREAM_ERROR } stream_stop;
+	/* STREAM_RESYNC: an event was skipped (over the cap, undecodable): the
+	 * cache may be stale for an object we cannot name, so relist */
+	enum { STREAM_GO, STREAM_EXPIRED, STREAM_ERROR, STREAM_RESYNC } stream_stop;
 	struct kube_status stream_status;
-	bool watch_after_list; /* the watch in flight follows a LIST (not a reconnect) */
+	char resync_why[ERROR_MSG_MAX]; /* the skipped event, for the log */
+	bool watch_after_list;          /* the watch in flight follows a LIST (not a reconnect) */
 
 	/* events (kube_events.c) */
 	struct kube_evq_head evq;

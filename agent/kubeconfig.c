@@ -8,6 +8,7 @@
 #include <yaml.h>
 
 #include "event.h"
+#include "k8s.h"
 #include "kubeconfig.h"
 
 /* ---- files ---- */
@@ -865,8 +866,7 @@ int kube_config_load_in_cluster(const char *host, const char *port, const char *
 		}
 		while (len > 0 && strchr(" \t\r\n", buf[len - 1]))
 			buf[--len] = '\0';
-		if (len == 0 || len >= sizeof(c->namespace_) ||
-		    strspn(buf, "abcdefghijklmnopqrstuvwxyz0123456789-") != len) {
+		if (len >= sizeof(c->namespace_) || !k8s_namespace_valid(buf)) {
 			r = error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: %s is not a namespace", path,
 			              kube_quote(q, sizeof(q), buf, len, 64));
 			free(buf);

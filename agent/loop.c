@@ -163,17 +163,21 @@ static void cni_chain(struct agent *ag)
 	        .edit_in_place = ag->opt.chain_in_place,
 	};
 	struct error e = {0};
-	char what[CHAIN_WHAT_MAX] = "";
-	bool changed = false;
+	struct chain_report rep;
+	bool changed;
 
-	if (chain_ensure(&o, &changed, what, sizeof(what), &e) < 0) {
+	if (chain_ensure_report(&o, &rep, &e) < 0) {
 		ag->ctr.chain_runs[1]++;
 		log_msg(LOG_LVL_ERROR, "CNI chaining failed", "dir", o.conf_dir, "error", e.msg, (char *)NULL);
 		return;
 	}
 	ag->ctr.chain_runs[0]++;
-	log_msg(changed ? LOG_LVL_INFO : LOG_LVL_DEBUG, changed ? "CNI chain updated" : "CNI chain in place", "dir",
-	        o.conf_dir, "what", what, (char *)NULL);
+	changed = rep.conf_changed || rep.binary_changed;
+	log_msg(rep.two_shapers ? LOG_LVL_WARN
+	        : changed       ? LOG_LVL_INFO
+	                        : LOG_LVL_DEBUG,
+	        changed ? "CNI chain updated" : "CNI chain in place", "dir", o.conf_dir, "what", rep.what,
+	        (char *)NULL);
 }
 
 /* ---- the timer ---- */
@@ -526,24 +530,6 @@ static int on_config_dir(sd_event_source *s, const struct inotify_event *ev, voi
 	return 0;
 }
 
-/* "<containerID>@<ifname>.json" -> the two parts. */
-static bool state_name_split(const char *name, char *cid, size_t cid_size, char *ifn, size_t if_size)
-{
-	const char *at = strchr(name, '@'), *dot;
-	size_t n = strlen(name);
-
-	if (!at || n < 6 || !streq(name + n - 5, ".json"))
-		return false;
-	dot = name + n - 5;
-	if ((size_t)(at - name) >= cid_size || (size_t)(dot - at - 1) >= if_size || dot <= at + 1)
-		return false;
-	memcpy(cid, name, (size_t)(at - name));
-	cid[at - name] = '\0';
-	memcpy(ifn, at + 1, (size_t)(dot - at - 1));
-	ifn[dot - at - 1] = '\0';
-	return state_check_id(cid, ifn, NULL) == 0;
-}
-
 static int on_state_dir(sd_event_source *s, const struct inotify_event *ev, void *ud)
 {
 	struct agent *ag = ud;
@@ -555,7 +541,7 @@ static int on_state_dir(sd_event_source *s, const struct inotify_event *ev, void
 		priv(ag)->rescan_due = true;
 		return 0;
 	}
-	if (!ev->len || !state_name_split(ev->name, cid, sizeof(cid), ifn, sizeof(ifn)))
+	if (!ev->len || !state_file_parse(ev->name, cid, sizeof(cid), ifn, sizeof(ifn)))
 		return 0;
 	if (ev->mask & (IN_DELETE | IN_MOVED_FROM)) {
 		pod_cache_attach_remove(&ag->pods, cid, ifn, &found);

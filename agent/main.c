@@ -219,10 +219,10 @@ static int parse(int argc, char **argv, struct cmdline *c)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (c->subcommand && !c->o.cni_conf_dir)
 		return usage_error("%s needs --cni-conf-dir", c->subcommand);
-	if (c->subcommand && streq(c->subcommand, "install") && c->o.plugin_src && !c->o.cni_bin_dir)
-		return usage_error("%s", "install --plugin-src needs --cni-bin-dir");
 	if (c->wait && !(c->subcommand && streq(c->subcommand, "uninstall")))
 		return usage_error("%s", "--wait is an option of uninstall");
+	if (c->subcommand && streq(c->subcommand, "install") && c->o.plugin_src && !c->o.cni_bin_dir)
+		return usage_error("%s", "install --plugin-src needs --cni-bin-dir");
 	if (c->remove_binary && !c->o.cni_bin_dir)
 		return usage_error("%s", "--remove-binary needs --cni-bin-dir");
 	if (!c->subcommand && !c->cleanup) {
@@ -273,15 +273,33 @@ static int cmd_install(const struct cmdline *c)
 	        .edit_in_place = c->o.chain_in_place,
 	};
 	struct error e = {0};
-	char what[CHAIN_WHAT_MAX] = "";
-	bool changed = false;
+	struct chain_report rep;
+	struct stat st;
 
-	if (chain_ensure(&o, &changed, what, sizeof(what), &e) < 0) {
+	/* the runtime's conf dir must be there: a typo or a missing host
+	 * mount is not "already installed" */
+	if (stat(o.conf_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_msg(LOG_LVL_ERROR, "install failed", "dir", o.conf_dir, "error",
+		        "the CNI config dir does not exist (is --cni-conf-dir the host's /etc/cni/net.d?)",
+		        (char *)NULL);
+		return EXIT_FAILURE;
+	}
+	if (!o.bin_dir)
+		log_msg(LOG_LVL_WARN, "no --cni-bin-dir: the plugin binary the chain names is not checked", "dir",
+		        o.conf_dir, (char *)NULL);
+	if (chain_ensure_report(&o, &rep, &e) < 0) {
 		log_msg(LOG_LVL_ERROR, "install failed", "dir", o.conf_dir, "error", e.msg, (char *)NULL);
 		return EXIT_FAILURE;
 	}
-	log_msg(LOG_LVL_INFO, changed ? "installed" : "already installed", "dir", o.conf_dir, "what", what,
-	        (char *)NULL);
+	if (rep.no_primary)
+		log_msg(LOG_LVL_WARN,
+		        "installed, not chained: no primary network config yet (the agent chains aiqos "
+		        "when one appears)",
+		        "dir", o.conf_dir, "what", rep.what, (char *)NULL);
+	else
+		log_msg(rep.two_shapers ? LOG_LVL_WARN : LOG_LVL_INFO,
+		        rep.conf_changed || rep.binary_changed ? "installed" : "already installed", "dir", o.conf_dir,
+		        "what", rep.what, (char *)NULL);
 	install_doctor(c);
 	return EXIT_SUCCESS;
 }

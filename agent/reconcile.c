@@ -8,6 +8,7 @@
  * and by drift repair. Problems are logged, counted, surfaced as Events and
  * retried with backoff; nothing here exits. */
 #include <cjson/cJSON.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <time.h>
 
@@ -141,6 +142,7 @@ void agent_attach_rescan(struct agent *ag)
 struct retune_out {
 	bool stale; /* the pod's netns or interface is gone */
 	bool failed;
+	bool netns_unreachable; /* failed: the pod runs, its netns path cannot be opened here */
 	bool degraded;
 	char effective[512];
 	char degraded_txt[512];
@@ -250,6 +252,46 @@ static int attach_describe(struct agent *ag, struct agent_attach *at, struct ret
 	return 0;
 }
 
+/* The netns path cannot be opened, yet the API says the pod runs: not a pod
+ * that is gone (DEL will come) but a path the agent cannot see, e.g.
+ * /proc/<pid>/ns/net from cri-dockerd and an agent without hostPID. A
+ * failure (Event, metric, retried), never a silently stale pod. */
+static bool netns_unreachable(const struct agent_pod *p, const char *netns, struct retune_out *out)
+{
+	int fd, saved;
+
+	if (!netns || !netns[0] || !p->in_api || p->deleting || p->phase == KUBE_POD_PHASE_SUCCEEDED ||
+	    p->phase == KUBE_POD_PHASE_FAILED)
+		return false;
+	fd = open(netns, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd); /* the netns is there: its interface is what is gone */
+		return false;
+	}
+	saved = errno;
+	out->failed = true;
+	out->netns_unreachable = true;
+	snprintf(out->failure, sizeof(out->failure),
+	         "netns %s cannot be opened by the agent (%s) while the pod runs: %s", netns, strerror(saved),
+	         strncmp(netns, "/proc/", 6) == 0
+	                 ? "a /proc/<pid> path of another pid namespace (run the agent with hostPID: true)"
+	                 : "is the runtime's netns directory mounted into the agent?");
+	return true;
+}
+
+/* The attachment lock held by a re-tune, released (and its file removed when
+ * the attachment has no record any more) on every return. */
+struct retune_lock {
+	int fd;
+	const char *dir;
+	char cid[STATE_ID_MAX], ifname[IFNAME_LEN];
+};
+
+static void retune_lock_release(struct retune_lock *l)
+{
+	state_unlock_attachment(l->fd, l->dir, l->cid, l->ifname);
+}
+
 /* Re-tune one attachment to the pod's want (force: also when its record
  * already says so — drift repair). */
 static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_attach *at, struct retune_out *out)
@@ -264,19 +306,23 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	cJSON *choices = NULL;
 	struct error e = {0}, fail = {0};
 	char pwarn[256] = "";
-	_cleanup_close_ int lock = -1;
+	_cleanup_(retune_lock_release) struct retune_lock lock = {.fd = -1, .dir = ag->state_dir};
 	int r, applied;
 
 	memset(out, 0, sizeof(*out));
 	if (!s || !np)
 		return -ENOMEM;
-	/* the plugin's ADD/DEL/CHECK of this pod waits until the record is
-	 * written again (and we for them): no interleaving on its interfaces */
-	lock = state_lock(ag->state_dir, AGENT_LOCK_TIMEOUT_MS, &e);
-	if (lock < 0) {
+	/* the plugin's ADD/DEL/CHECK of this attachment waits until the record
+	 * is written again (and we for them): no interleaving on its
+	 * interfaces; other attachments never wait. Busy: retried later. */
+	str_copy(lock.cid, sizeof(lock.cid), at->container_id);
+	str_copy(lock.ifname, sizeof(lock.ifname), at->ifname);
+	lock.fd = state_lock_attachment(ag->state_dir, lock.cid, lock.ifname, AGENT_LOCK_TIMEOUT_MS, &e);
+	if (lock.fd < 0) {
+		r = lock.fd;
 		out->failed = true;
 		snprintf(out->failure, sizeof(out->failure), "%s", e.msg);
-		return lock;
+		return r;
 	}
 	r = state_load(ag->state_dir, at->container_id, at->ifname, s, &choices, &e);
 	if (r == -ENOENT || (r == 0 && s->pending)) {
@@ -307,6 +353,8 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	r = attach_open_pod(&a, s->netns, s, &e);
 	if (r <= 0) {
 		attach_close(&a);
+		if (r == 0 && netns_unreachable(p, s->netns, out))
+			return -ENOENT;
 		if (r == 0) {
 			out->stale = true; /* the pod's netns or interface is gone: DEL will come */
 			return 0;
@@ -390,7 +438,7 @@ static void pod_retry_schedule(struct agent *ag, struct agent_pod *p, int64_t no
 static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 {
 	char eff[1024] = "", deg[1024] = "", failure[AGENT_FAILURE_MAX + IFNAME_LEN + 4] = "";
-	bool any_retuned = false, any_failed = false, any_degraded = false, described = false;
+	bool any_retuned = false, any_failed = false, any_degraded = false, described = false, any_unreachable = false;
 	int64_t t0 = agent_now_ms();
 
 	if (p->in_api && p->want.invalid[0] && !streq(p->want.invalid, p->invalid_warned)) {
@@ -415,6 +463,7 @@ static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 		}
 		any_failed |= out.failed;
 		any_degraded |= out.degraded;
+		any_unreachable |= out.netns_unreachable;
 		if (out.failed && !failure[0])
 			snprintf(failure, sizeof(failure), "%s: %s", at->ifname, out.failure);
 		if (out.effective[0])
@@ -432,12 +481,14 @@ static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 		                   : any_degraded ? RESULT_DEGRADED
 		                                  : RESULT_OK,
 		                   seconds_since(t0));
+	if (any_retuned)
+		p->netns_unreachable = any_unreachable;
 	if (any_failed) {
 		pod_retry_schedule(ag, p, now_ms);
 		str_copy(p->failure, sizeof(p->failure), failure);
-		agent_event(ag, p, true, "TuneFailed", "class %s, profile %s: %s (retry %u in %llds)",
-		            workload_class_name(p->want.class) ?: "?", p->want.profile, failure, p->retries,
-		            (long long)((p->retry_at_ms - now_ms + 999) / 1000));
+		agent_event(ag, p, true, any_unreachable ? "NetnsUnreachable" : "TuneFailed",
+		            "class %s, profile %s: %s (retry %u in %llds)", workload_class_name(p->want.class) ?: "?",
+		            p->want.profile, failure, p->retries, (long long)((p->retry_at_ms - now_ms + 999) / 1000));
 	} else {
 		p->retries = 0;
 		p->retry_at_ms = -1;
@@ -488,6 +539,7 @@ static struct apply_target uplink_target(const struct agent *ag)
 	        .pod_nsfd = -1,
 	        .host_sk = ag->sk,
 	        .uplink_ifindex = ag->up.ifindex,
+	        .ifb_ifindex = ag->down.ifb_ifindex,
 	};
 }
 
@@ -693,7 +745,7 @@ static int uplink_observe(struct agent *ag, struct node_plan *plan, const struct
 	for (unsigned i = 0; i < dump->n; i++)
 		if (dump->tc[i].type == TC_QDISC && dump->tc[i].parent == TC_H_ROOT && dump->tc[i].handle == 0x10000u)
 			root_ours = ag->up.have_record;
-	r = uplink_adopt_match(plan, dump, root_ours, &orph, &n_orph);
+	r = downlink_adopt_match_dev(plan, DEV_UPLINK, dump, root_ours, &orph, &n_orph);
 	if (r < 0)
 		return error_set(err, 0, -r, "match the uplink: %s", strerror(-r));
 	for (unsigned i = 0; i < n_orph; i++) {
@@ -729,9 +781,9 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	_cleanup_free_ bool *absent = NULL;
 	unsigned n_pods = 0, n_idx = 0, n_removed = 0;
 	int64_t hold_due, t0 = agent_now_ms();
-	bool need_observe, changed_kernel = false;
-	uint32_t caps_before;
+	bool need_observe, changed_kernel = false, down_wanted;
 	struct node_config ncfg;
+	uint32_t caps_before;
 	int r;
 
 	if (!ag->api_listed)
@@ -758,6 +810,10 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	sched_set_hold(&ag->sched, hold_due);
 
 	if (next.mode == MODE_IDLE) {
+		if (downlink_prepare(ag, false, &e) < 0) {
+			up_fail(ag, now_ms, "remove the download shaping", &e);
+			return;
+		}
 		if (ag->up.have_record || ag->in_force.n) {
 			r = uplink_give_back(ag, &e);
 			if (r < 0) {
@@ -776,6 +832,18 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		return;
 	}
 
+	/* the download direction: its ifb before the plan (the redirect names it) */
+	ncfg = ag->cfg.node;
+	down_wanted = node_downlink_wanted(&ncfg, &ag->up_caps, next.mode, NULL);
+	error_clear(&e);
+	if (downlink_prepare(ag, down_wanted, &e) < 0) {
+		log_msg(LOG_LVL_WARN, "download direction not shaped", "uplink", ag->up.ifname, "error", e.msg,
+		        (char *)NULL);
+		error_clear(&e);
+	}
+	if (down_wanted && !ag->up.facts.ifb_ifindex && !ag->up.facts.ingress_foreign)
+		ncfg.downlink = false; /* no ifb: plan without the download tree this pass */
+
 	need_observe = observe || !ag->up_adopted || ag->up_need_observe;
 	if (need_observe) {
 		r = nl_tc_dump_alloc(ag->sk, ag->up.ifindex, 0, &dump, &e);
@@ -792,7 +860,6 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		}
 	}
 	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
-	ncfg = ag->cfg.node;
 	if (!agent_dscp_trusted(ag))
 		ncfg.classify = CLASSIFY_SRC_IP;
 	r = node_plan(pods, n_pods, &ncfg, &ag->up.facts, &ag->up_caps, next.mode,
@@ -808,6 +875,11 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		int deleted = uplink_observe(ag, &np, &dump, &e);
 
 		tc_dump_list_free(&dump);
+		if (deleted >= 0) {
+			int dd = downlink_observe(ag, &np, &e);
+
+			deleted = dd < 0 ? dd : deleted + dd;
+		}
 		if (deleted < 0) {
 			up_fail(ag, now_ms, "adopt", &e);
 			return;
@@ -1071,6 +1143,9 @@ int agent_cleanup_uplink(struct agent *ag, struct error *err)
 	struct link_info li;
 	int r;
 
+	r = downlink_cleanup(ag->sk, ag->state_dir, err);
+	if (r < 0)
+		return r;
 	record_path(ag, path, sizeof(path));
 	r = uplink_record_load(path, &rec, err);
 	if (r == -ENOENT) {

@@ -135,6 +135,14 @@ static cJSON *pod_json(const struct agent *ag, const struct agent_pod *p)
 	return o;
 }
 
+static void spec_line_dev(const struct agent *ag, enum plan_dev dev, const struct tc_spec *s, char *buf, size_t size)
+{
+	const char *ifname = dev == DEV_IFB ? PLAN_IFB_NAME : ag->up.ifname[0] ? ag->up.ifname : "uplink";
+
+	if (tc_spec_format(s, ifname, "replace", buf, size) < 0)
+		snprintf(buf, size, "(unprintable)");
+}
+
 static void spec_line(const struct agent *ag, const struct tc_spec *s, char *buf, size_t size)
 {
 	if (tc_spec_format(s, ag->up.ifname[0] ? ag->up.ifname : "uplink", "replace", buf, size) < 0)
@@ -160,8 +168,22 @@ static cJSON *uplink_json(const struct agent *ag)
 		if (info->shares.share_pm[c])
 			cJSON_AddNumberToObject(shares, class_name((enum workload_class)c),
 			                        info->shares.share_pm[c] / 1000.0);
-	if (ag->have_info && info->mode == MODE_MIXED)
+	if (ag->have_info && info->mode == MODE_MIXED) {
 		cJSON_AddStringToObject(o, "weightBasis", node_weight_basis_name(info->shares.basis) ?: "");
+		cJSON_AddNumberToObject(o, "trainingFloor", info->shares.share_pm[CLASS_TRAINING] / 1000.0);
+	}
+	{
+		/* the HTB guarantees: rate (served first, by prio) and ceil (may borrow up to) */
+		cJSON *cl = cJSON_AddObjectToObject(o, "classes");
+
+		for (int c = 0; cl && ag->have_info && c < _CLASS_MAX; c++)
+			if (info->class_rate_bps[c]) {
+				cJSON *k = cJSON_AddObjectToObject(cl, class_name((enum workload_class)c));
+
+				cJSON_AddNumberToObject(k, "rateBps", (double)info->class_rate_bps[c]);
+				cJSON_AddNumberToObject(k, "ceilBps", (double)info->class_ceil_bps[c]);
+			}
+	}
 	eff = cJSON_AddArrayToObject(o, "effective");
 	deg = cJSON_AddArrayToObject(o, "degraded");
 	for (unsigned i = 0; eff && deg && i < ag->in_force.n && i < AGENT_STATUS_ITEMS_MAX; i++) {
@@ -170,7 +192,7 @@ static cJSON *uplink_json(const struct agent *ag)
 		char line[TC_FORMAT_MAX];
 
 		if (s) {
-			spec_line(ag, s, line, sizeof(line));
+			spec_line_dev(ag, it->dev, s, line, sizeof(line));
 			cJSON_AddItemToArray(eff, cJSON_CreateString(line));
 		}
 		if (it->status == ITEM_DEGRADED || it->status == ITEM_SKIPPED) {
@@ -179,7 +201,7 @@ static cJSON *uplink_json(const struct agent *ag)
 
 			if (!d)
 				continue;
-			spec_line(ag, &it->tc[0], wanted, sizeof(wanted));
+			spec_line_dev(ag, it->dev, &it->tc[0], wanted, sizeof(wanted));
 			cJSON_AddStringToObject(d, "id", it->id);
 			cJSON_AddStringToObject(d, "wanted", wanted);
 			cJSON_AddStringToObject(d, "got", s ? line : "");
@@ -190,6 +212,32 @@ static cJSON *uplink_json(const struct agent *ag)
 	}
 	if (ag->up.have_record)
 		cJSON_AddStringToObject(o, "original", ag->up.record.rendered);
+	{
+		/* the download direction: ingress of this uplink shaped on the ifb */
+		cJSON *dl = cJSON_AddObjectToObject(o, "downlink");
+		const struct node_down_info *d = &info->down;
+
+		if (dl) {
+			cJSON_AddBoolToObject(dl, "shaped", ag->have_info && d->planned);
+			cJSON_AddStringToObject(dl, "ifb", ag->down.ifb_ifindex ? PLAN_IFB_NAME : "");
+			cJSON_AddNumberToObject(dl, "rateBps", (double)(ag->have_info ? d->rate_bps : 0));
+			cJSON_AddNumberToObject(dl, "shapedBps",
+			                        (double)(ag->have_info && d->planned ? d->shaped_bps : 0));
+			cJSON_AddBoolToObject(dl, "foreignIngress", ag->down.foreign_hook);
+			if (ag->have_info && d->planned) {
+				cJSON *cl = cJSON_AddObjectToObject(dl, "classes");
+
+				for (int c = 0; cl && c < _CLASS_MAX; c++)
+					if (d->class_rate_bps[c]) {
+						cJSON *k =
+						        cJSON_AddObjectToObject(cl, class_name((enum workload_class)c));
+
+						cJSON_AddNumberToObject(k, "rateBps", (double)d->class_rate_bps[c]);
+						cJSON_AddNumberToObject(k, "ceilBps", (double)d->class_ceil_bps[c]);
+					}
+			}
+		}
+	}
 	if (ag->up_failure[0])
 		cJSON_AddStringToObject(o, "failure", ag->up_failure);
 	cJSON_AddStringToObject(o, "classify", node_classify_name(ag->cfg.node.classify));
@@ -352,7 +400,7 @@ cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bo
 	struct agent_pod *p = pod_cache_lookup(&ag->pods, ns, name, NULL);
 	_cleanup_cjson_ cJSON *o = NULL;
 	_cleanup_free_ struct node_pod *pods = NULL;
-	cJSON *items, *why;
+	cJSON *items, *down, *why;
 	unsigned n = 0;
 
 	*ret_found = p != NULL;
@@ -364,6 +412,7 @@ cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bo
 	if (explain_plan(ag, p, o) < 0)
 		return NULL;
 	items = cJSON_AddArrayToObject(o, "uplinkItems");
+	down = cJSON_AddArrayToObject(o, "downloadItems");
 	if (items && pod_cache_node_pods(&ag->pods, ag->api_listed, &pods, &n) == 0) {
 		for (unsigned i = 0; i < n; i++) {
 			if (!streq(pods[i].namespace_, p->namespace_) || !streq(pods[i].name, p->name))
@@ -381,6 +430,20 @@ cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bo
 				snprintf(line + strlen(line), sizeof(line) - strlen(line), "  # %s %s", id,
 				         item_status_name(it->status) ?: "?");
 				cJSON_AddItemToArray(items, cJSON_CreateString(line));
+			}
+			/* its download filters on the ifb */
+			for (unsigned k = 0; down && k < pods[i].n_ips; k++) {
+				char id[PLAN_ID_MAX], line[TC_FORMAT_MAX + 64];
+				const struct plan_item *it;
+
+				if (node_down_pod_item_id(pods[i].uid, k, id, sizeof(id)) < 0 ||
+				    !(it = node_plan_find_const(&ag->in_force, id)))
+					continue;
+				spec_line_dev(ag, DEV_IFB, plan_item_effective_tc(it) ?: &it->tc[0], line,
+				              sizeof(line));
+				snprintf(line + strlen(line), sizeof(line) - strlen(line), "  # %s %s", id,
+				         item_status_name(it->status) ?: "?");
+				cJSON_AddItemToArray(down, cJSON_CreateString(line));
 			}
 		}
 	}

@@ -127,7 +127,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	struct plan_caps known = {0}, caps = {0};
 	struct error fail = {0}, e = {0};
 	char pwarn[256] = "", pod[512];
-	_cleanup_close_ int lock = -1;
+	_cleanup_cni_lock_ struct cni_lock lock = {.fd = -1};
 	int r;
 
 	cni_phase(ctx, "config");
@@ -165,7 +165,15 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		s->host_ifindex = a.host.ifindex;
 		log_msg(LOG_LVL_DEBUG, "interfaces", "container", s->container_id, "pod_if", a.ifs.pod_ifname, "host",
 		        a.note, (char *)NULL);
-		lock = cni_state_lock(ctx);
+		r = cni_attach_lock(ctx, s->container_id, s->ifname, CNI_LOCK_TIMEOUT_MS, &lock, &e);
+		if (r < 0) {
+			/* nothing applied, nothing recorded: the runtime retries */
+			attach_close(&a);
+			log_add(ctx, s, "ADD refused: attachment busy");
+			if (err)
+				*err = e;
+			return r;
+		}
 		r = plan_pod(&s->workload, p, &s->ifs, &caps, &s->plan);
 		if (r < 0)
 			error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
@@ -225,7 +233,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		if (caps_save(c->state_dir, &caps, &e) < 0)
 			log_msg(LOG_LVL_DEBUG, "learned kernel capabilities not saved", "error", e.msg, (char *)NULL);
 	}
-	state_unlock(TAKE_FD(lock));
+	cni_lock_release(&lock);
 	failpoint("add-after-save");
 	cni_phase(ctx, "state");
 

@@ -159,21 +159,26 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 	const struct cni_env *env = ctx->env;
 	_cleanup_free_ struct attach_state *s = NULL;
 	_cleanup_cjson_ cJSON *choices = NULL;
-	_cleanup_close_ int lock = -1;
+	_cleanup_cni_lock_ struct cni_lock lock = {.fd = -1};
 	struct attach a;
 	struct error e = {0};
 	int r;
 
 	if (!c->prev_result)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, CNI_MSG_NO_PREV_RESULT);
+	/* not in the middle of an agent's re-tune */
+	r = cni_attach_lock(ctx, env->container_id, env->ifname, CNI_DEL_LOCK_TIMEOUT_MS, &lock, err);
+	if (r < 0)
+		return r;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
-	lock = cni_state_lock(ctx); /* not in the middle of an agent's re-tune */
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
-	if (r == -ENOENT)
+	if (r == -ENOENT) {
+		cni_lock_release(&lock);
 		return error_set(err, CNI_ERR_STATE, ENOENT, "no aiqos state for container %s ifname %s",
 		                 env->container_id, env->ifname);
+	}
 	if (r < 0) {
 		if (!e.code)
 			e.code = CNI_ERR_STATE;
@@ -187,6 +192,6 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 	attach_init(&a);
 	r = check_run(ctx, s, choices, &a, err);
 	attach_close(&a);
-	state_unlock(TAKE_FD(lock));
+	cni_lock_release(&lock);
 	return r;
 }

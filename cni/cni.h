@@ -228,11 +228,24 @@ uint64_t cni_now_ns(void);
 void cni_phase(struct cni_ctx *ctx, const char *name);
 /* "config=12,discover=40,..." (microseconds per phase) into buf. */
 const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size);
-/* The state lock (state_lock) for a verb that changes an attachment; a lock
- * that cannot be had within CNI_LOCK_TIMEOUT_MS is logged and the verb goes
- * on without it (a pod never waits on us longer; fail-open). -1 then. */
-#define CNI_LOCK_TIMEOUT_MS 3000
-int cni_state_lock(const struct cni_ctx *ctx);
+/* The attachment's lock (state_lock_attachment) for a verb that reads or
+ * changes it, waited for at most timeout_ms (well under a second: holders
+ * keep it for milliseconds). 0 with *ret_fd the lock (or -1 when the state
+ * directory cannot hold a lock file: nobody else can take it then either);
+ * a busy lock is an error with code 11 (try again later): a verb never goes
+ * on without it. */
+#define CNI_LOCK_TIMEOUT_MS     250 /* ADD: on the pod's start path */
+#define CNI_DEL_LOCK_TIMEOUT_MS 800 /* DEL, CHECK: an agent's re-tune of the pod may be under way */
+#define CNI_GC_LOCK_TIMEOUT_MS  0   /* GC: a busy attachment is not stale now; the next GC */
+struct cni_lock {
+	int fd; /* -1: not held */
+	const char *dir, *container_id, *ifname;
+};
+int cni_attach_lock(const struct cni_ctx *ctx, const char *container_id, const char *ifname, unsigned timeout_ms,
+                    struct cni_lock *ret, struct error *err);
+/* Release (idempotent); removes the lock file once the attachment has no record. */
+void cni_lock_release(struct cni_lock *l);
+#define _cleanup_cni_lock_ _cleanup_(cni_lock_release)
 
 /* agent.c: the node agent over its unix socket (bounded, best effort). */
 /* Pod annotations from the agent's cache: 1 (found, *ret owned object), 0

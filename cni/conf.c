@@ -9,6 +9,8 @@
 #include <strings.h>
 
 #include "cni.h"
+#include "ifname.h"
+#include "k8s.h"
 
 static const char *const command_names[_CNI_CMD_MAX] = {
         [CNI_CMD_ADD] = "ADD",       [CNI_CMD_DEL] = "DEL", [CNI_CMD_CHECK] = "CHECK",
@@ -531,21 +533,6 @@ static bool container_id_valid(const char *s)
 	return true;
 }
 
-/* Interface names: 1..15 of [A-Za-z0-9_.-], not starting with '.' or '-'
- * (a subset of what Linux allows, the one the state store can name files
- * with; runtimes use eth0, net1, ...). */
-static bool ifname_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= IFNAME_LEN || s[0] == '.' || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
-			return false;
-	return true;
-}
-
 static bool set(const char *s)
 {
 	return s && s[0];
@@ -572,10 +559,11 @@ int cni_env_check(enum cni_command cmd, const struct cni_env *env, struct error 
 		                 "with a letter or digit, at most %d characters)",
 		                 cni_sanitize(env->container_id, v, sizeof(v)), STATE_ID_MAX - 1);
 	if (!ifname_valid(env->ifname))
-		return error_set(err, CNI_ERR_ENV, EINVAL,
-		                 "CNI_IFNAME: invalid interface name \"%s\" (want 1-%d letters, digits, '_', '.', "
-		                 "'-', not starting with '.' or '-')",
-		                 cni_sanitize(env->ifname, v, sizeof(v)), IFNAME_LEN - 1);
+		return error_set(
+		        err, CNI_ERR_ENV, EINVAL,
+		        "CNI_IFNAME: invalid interface name \"%s\" (want 1-%d bytes, no '/', ':' or whitespace, "
+		        "not '.' or '..')",
+		        cni_sanitize(env->ifname, v, sizeof(v)), IFNAME_LEN - 1);
 	if (set(env->netns) && (env->netns[0] != '/' || strlen(env->netns) >= STATE_PATH_MAX))
 		return error_set(err, CNI_ERR_ENV, EINVAL,
 		                 "CNI_NETNS: \"%s\" is not an absolute path of at most %d characters",
@@ -584,38 +572,6 @@ int cni_env_check(enum cni_command cmd, const struct cni_env *env, struct error 
 }
 
 /* ---- CNI_ARGS ---- */
-
-/* DNS-1123 label (namespaces) or subdomain (pod names): lower-case
- * alphanumerics and '-' ('.' between labels), alphanumeric at both ends. */
-static bool dns_name_valid(const char *s, size_t max, bool subdomain)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > max || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')
-			continue;
-		/* i > 0 and i < n - 1 here: both ends are alphanumeric */
-		if (subdomain && ch == '.' && isalnum((unsigned char)s[i + 1]) && isalnum((unsigned char)s[i - 1]))
-			continue;
-		return false;
-	}
-	return true;
-}
-
-static bool uid_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= 64)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && s[i] != '-')
-			return false;
-	return true;
-}
 
 struct args_key {
 	const char *key;
@@ -627,7 +583,8 @@ struct args_key {
 static const struct args_key args_keys[] = {
         {"K8S_POD_NAMESPACE", offsetof(struct cni_args, pod_namespace), 64, "a DNS label of at most 63 characters"},
         {"K8S_POD_NAME", offsetof(struct cni_args, pod_name), 254, "a DNS subdomain of at most 253 characters"},
-        {"K8S_POD_UID", offsetof(struct cni_args, pod_uid), 64, "letters, digits and '-', at most 63 characters"},
+        {"K8S_POD_UID", offsetof(struct cni_args, pod_uid), 64,
+         "letters, digits, '-', '.', '_', at most 63 characters"},
         {"K8S_POD_INFRA_CONTAINER_ID", offsetof(struct cni_args, infra_container_id), STATE_ID_MAX,
          "a container ID of at most 127 characters"},
 };
@@ -636,11 +593,11 @@ static bool args_value_valid(size_t k, const char *v)
 {
 	switch (k) {
 	case 0:
-		return dns_name_valid(v, 63, false);
+		return k8s_namespace_valid(v);
 	case 1:
-		return dns_name_valid(v, 253, true);
+		return k8s_pod_name_valid(v);
 	case 2:
-		return uid_valid(v);
+		return k8s_uid_valid(v);
 	default:
 		return container_id_valid(v);
 	}

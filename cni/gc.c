@@ -2,8 +2,9 @@
  * but is not in cni.dev/valid-attachments is stale: remove what it left on
  * its host veth (if that veth still exists with the recorded ifindex) and its
  * state file (an intent record of a killed ADD included), one at a time under
- * the state lock; and the temp files of killed writers. Errors are reported
- * after trying every attachment. */
+ * its attachment lock (one try: a busy one is left to the next GC); and the
+ * temp files of killed writers. Errors are reported after trying every
+ * attachment. */
 #include "cni.h"
 
 #define GC_ENTRIES_MAX 65536
@@ -60,15 +61,24 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 {
 	const struct cni_conf *c = &ctx->conf;
 	_cleanup_cjson_ cJSON *choices = NULL;
-	_cleanup_close_ int lock = cni_state_lock(ctx);
+	_cleanup_cni_lock_ struct cni_lock lock = {.fd = -1};
 	struct attach a;
 	struct error e = {0};
 	int r;
 
 	memset(s, 0, sizeof(*s));
+	/* one try: an attachment busy now is being worked on (not stale
+	 * now); GC never waits on it, the next GC sees it again */
+	if (cni_attach_lock(ctx, g->container_id, g->ifname, CNI_GC_LOCK_TIMEOUT_MS, &lock, &e) < 0) {
+		log_msg(LOG_LVL_INFO, "gc: attachment busy, left to the next GC", "container", g->container_id,
+		        "ifname", g->ifname, (char *)NULL);
+		return 0;
+	}
 	r = state_load(c->state_dir, g->container_id, g->ifname, s, &choices, &e);
-	if (r == -ENOENT)
+	if (r == -ENOENT) {
+		cni_lock_release(&lock);
 		return 0; /* deleted meanwhile */
+	}
 	if (r < 0) {
 		/* Whose is it? Unknown: leave it to an operator rather than guess. */
 		log_msg(LOG_LVL_WARN, "gc: state unreadable, left in place", "container", g->container_id, "ifname",
@@ -102,7 +112,8 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 		error_prefix(err, "gc container %s ifname %s", g->container_id, g->ifname);
 		return r;
 	}
-	state_unlock(TAKE_FD(lock)); /* never held while waiting for the agent */
+	/* never held while waiting for the agent */
+	cni_lock_release(&lock);
 	cni_agent_notify(c, PROTO_OP_DETACHED, g->container_id, g->ifname, NULL);
 	return 1;
 }
@@ -123,12 +134,8 @@ int cni_cmd_gc(struct cni_ctx *ctx, struct error *err)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
-	/* temp files of writers killed while saving */
-	r = cni_state_lock(ctx);
-	if (r >= 0) {
-		state_sweep_tmp(c->state_dir, NULL, NULL);
-		state_unlock(r);
-	}
+	/* temp files of writers killed while saving (each under its attachment's lock) */
+	state_sweep_tmp(c->state_dir, NULL, NULL);
 	/* Collect first: the directory changes while we clean. */
 	r = state_list(c->state_dir, gc_collect, &l, err);
 	if (r < 0) {

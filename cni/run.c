@@ -24,15 +24,46 @@ void cni_phase(struct cni_ctx *ctx, const char *name)
 	ctx->phase_ns[ctx->n_phases++] = cni_now_ns();
 }
 
-int cni_state_lock(const struct cni_ctx *ctx)
+void cni_lock_release(struct cni_lock *l)
+{
+	if (l->fd >= 0)
+		state_unlock_attachment(TAKE_FD(l->fd), l->dir, l->container_id, l->ifname);
+}
+
+int cni_attach_lock(const struct cni_ctx *ctx, const char *container_id, const char *ifname, unsigned timeout_ms,
+                    struct cni_lock *ret, struct error *err)
 {
 	struct error e = {0};
-	int fd = state_lock(ctx->conf.state_dir, CNI_LOCK_TIMEOUT_MS, &e);
+	int fd = state_lock_attachment(ctx->conf.state_dir, container_id, ifname, timeout_ms, &e);
 
-	if (fd < 0)
-		log_msg(LOG_LVL_WARN, "going on without the state lock", "command", cni_command_name(ctx->cmd),
-		        "container", ctx->env->container_id, "error", e.msg, (char *)NULL);
-	return fd;
+	*ret = (struct cni_lock){.fd = -1, .dir = ctx->conf.state_dir, .container_id = container_id, .ifname = ifname};
+	if (fd >= 0) {
+		ret->fd = fd;
+		return 0;
+	}
+	switch (-fd) {
+	case ENOENT:
+	case EROFS:
+	case EACCES:
+	case ENOSPC:
+	case EDQUOT:
+	case ENOTDIR:
+		/* No lock file exists and none can be made: nobody else can
+		 * hold it either (nor write a record). */
+		log_msg(LOG_LVL_WARN, "state directory unusable; no attachment lock to take", "command",
+		        cni_command_name(ctx->cmd), "container", container_id, "ifname", ifname, "error", e.msg,
+		        (char *)NULL);
+		return 0;
+	default:
+		/* busy (another ADD/DEL/CHECK of it, or the agent re-tuning it)
+		 * or out of resources: never going on without it */
+		if (err) {
+			*err = e;
+			err->code = CNI_ERR_TRY_LATER;
+			error_prefix(err, "attachment %s/%s is busy, try again later", container_id, ifname);
+		}
+		return fd;
+	}
 }
 
 const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size)

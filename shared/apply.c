@@ -3,7 +3,10 @@
  * order, tries each item's alternatives best first, tells "this kernel lacks
  * the feature" (fall back) from real failures (stop), and records the outcome
  * in the items and in the learned capabilities. */
+#include <fcntl.h>
+#include <limits.h>
 #include <linux/if_ether.h>
+#include <sys/file.h>
 
 #include "apply.h"
 #include "netns.h"
@@ -45,6 +48,10 @@ static int target_for(const struct apply_target *t, enum plan_dev dev, struct nl
 	case DEV_UPLINK:
 		sk = t->host_sk;
 		ifindex = t->uplink_ifindex;
+		break;
+	case DEV_IFB:
+		sk = t->host_sk;
+		ifindex = t->ifb_ifindex;
 		break;
 	default:
 		return error_set(err, CNI_ERR_NONE, EINVAL, "invalid device %d", (int)dev);
@@ -257,6 +264,14 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 	int refused_errno[PLAN_ALT_MAX] = {0};
 	bool tried[PLAN_ALT_MAX] = {false};
 
+	if (it->dev == DEV_HOST && t->host_ifindex <= 0) {
+		/* no host-side veth (a macvlan/ipvlan primary): nothing to
+		 * shape ingress on; skipped, with that reason */
+		it->status = ITEM_SKIPPED;
+		it->chosen = -1;
+		it->err = ENODEV;
+		return 0;
+	}
 	r = target_for(t, it->dev, &sk, &ifindex, err);
 	if (r < 0) {
 		it->err = -r;
@@ -346,13 +361,40 @@ static bool word_in_list(const char *list, const char *name)
 
 /* Outside the initial netns only the algorithms listed in the host's
  * tcp_allowed_congestion_control may be chosen (EPERM otherwise; the list
- * holds reno and the host default). Adding one there changes no default,
- * it only makes the algorithm selectable by pods. Called in the host netns. */
-static int cc_allow_in_host(const char *cc)
+ * holds reno and the host default). That list is host-global: aiqos leaves
+ * it as it found it. It adds the algorithm only for the moment of the pod's
+ * write and takes it out again: the pod netns keeps the default it was given
+ * (the list restricts choosing an algorithm, not using it). Writers of the
+ * list (plugins, the agent) serialize on a flock of the sysctl file itself,
+ * held for microseconds; only what was added is taken out again, so an
+ * operator's own change meanwhile stays. Called in the host netns. */
+static int cc_host_lock(void)
+{
+	char path[PATH_MAX];
+	unsigned tries = 0;
+	int fd;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s%s", sysctl_get_root(), SYSCTL_CC_ALLOWED_KEY) >= sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if ((errno != EWOULDBLOCK && errno != EINTR) || ++tries > 200) { /* ~100 ms */
+			close(fd);
+			return -EBUSY;
+		}
+		usleep(500);
+	}
+	return fd;
+}
+
+static int cc_allow_in_host(const char *cc, bool *ret_added)
 {
 	char list[SYSCTL_WRITE_MAX + 1], val[SYSCTL_WRITE_MAX + 1];
 	int r;
 
+	*ret_added = false;
 	r = sysctl_read(SYSCTL_CC_ALLOWED_KEY, list, sizeof(list), NULL);
 	if (r < 0)
 		return r;
@@ -360,24 +402,82 @@ static int cc_allow_in_host(const char *cc)
 		return 0;
 	if ((size_t)snprintf(val, sizeof(val), "%s %s", list, cc) >= sizeof(val))
 		return -ENAMETOOLONG;
+	r = sysctl_write(SYSCTL_CC_ALLOWED_KEY, val, NULL);
+	*ret_added = r == 0;
+	return r;
+}
+
+/* Take cc (only it) out of the host's list again. */
+static int cc_disallow_in_host(const char *cc)
+{
+	char list[SYSCTL_WRITE_MAX + 1], val[SYSCTL_WRITE_MAX + 1];
+	size_t n = strlen(cc), o = 0;
+	const char *p;
+	int r;
+
+	r = sysctl_read(SYSCTL_CC_ALLOWED_KEY, list, sizeof(list), NULL);
+	if (r < 0)
+		return r;
+	for (p = list; *p;) {
+		const char *w;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		w = p;
+		while (*p && *p != ' ' && *p != '\t')
+			p++;
+		if (p == w || ((size_t)(p - w) == n && strncmp(w, cc, n) == 0))
+			continue;
+		o += (size_t)snprintf(val + o, sizeof(val) - o, "%s%.*s", o ? " " : "", (int)(p - w), w);
+		if (o >= sizeof(val))
+			return -ENAMETOOLONG;
+	}
+	val[o] = '\0';
 	return sysctl_write(SYSCTL_CC_ALLOWED_KEY, val, NULL);
 }
 
-/* From inside the pod netns: step out to the host netns (saved), allow cc,
- * step back in. Returns 0 when cc is now allowed and we are back inside. */
-static int cc_allow_from_pod(const char *cc, int pod_nsfd, int *saved, struct error *err)
+/* From inside the pod netns (*saved: the host netns): write val to key with
+ * cc made selectable in the host for that moment (see above). Returns what
+ * the pod's write returned; *ret_hard when we could not get back into the
+ * pod netns (then that error). */
+static int cc_write_allowed_from_pod(const char *key, const char *val, int pod_nsfd, int *saved, bool *ret_hard,
+                                     struct error *e, struct error *err)
 {
-	int r, q;
+	_cleanup_close_ int lock = -1;
+	bool added = false;
+	int r, q, w;
 
+	*ret_hard = false;
 	if (pod_nsfd < 0 || *saved < 0)
 		return -EPERM;
 	r = netns_leave(*saved, err);
 	*saved = -1;
-	if (r < 0)
+	if (r < 0) {
+		*ret_hard = true;
 		return r;
-	q = cc_allow_in_host(cc);
+	}
+	lock = cc_host_lock();
+	q = lock >= 0 ? cc_allow_in_host(val, &added) : lock;
 	r = netns_enter(pod_nsfd, saved, err);
-	return r < 0 ? r : q;
+	if (r < 0) {
+		if (added)
+			(void)cc_disallow_in_host(val);
+		*ret_hard = true;
+		return r;
+	}
+	w = q == 0 ? sysctl_write(key, val, e) : -EPERM;
+	if (!added)
+		return w;
+	r = netns_leave(*saved, err);
+	*saved = -1;
+	if (r == 0)
+		(void)cc_disallow_in_host(val);
+	q = r == 0 ? netns_enter(pod_nsfd, saved, err) : r;
+	if (q < 0) {
+		*ret_hard = true;
+		return q;
+	}
+	return w;
 }
 
 /* Learn that the kernel does not know congestion control cc. */
@@ -432,11 +532,11 @@ static int apply_sysctl_item(struct plan_item *it, struct plan_caps *caps, int p
 			r = sysctl_write(it->key, val, &e);
 		}
 		if (r == -EPERM && is_cc && it->dev == DEV_POD) {
-			int q = cc_allow_from_pod(val, pod_nsfd, saved, err);
-			if (q < 0 && *saved < 0)
-				return q; /* could not get back into the pod netns: hard */
-			if (q == 0)
-				r = sysctl_write(it->key, val, &e);
+			bool hard;
+			int q = cc_write_allowed_from_pod(it->key, val, pod_nsfd, saved, &hard, &e, err);
+			if (hard)
+				return q; /* could not get back into the pod netns */
+			r = q;
 		}
 		if (r == 0) {
 			it->chosen = (int)i;
@@ -686,8 +786,8 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 		if (it->dev < 0 || it->dev >= _DEV_MAX)
 			return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
 			                 (int)it->dev);
-		if (it->type == ITEM_TC)
-			want_dev[it->dev] = true;
+		if (it->type == ITEM_TC && (plan_item_effective_tc(it) || it->status == ITEM_PENDING))
+			want_dev[it->dev] = true; /* a skipped item is not looked for */
 		else if (it->dev == DEV_POD)
 			pod_sysctls = true;
 		else

@@ -17,6 +17,7 @@ struct apply_target {
 	struct nl_sock *host_sk; /* rtnetlink socket in the host netns */
 	int host_ifindex;        /* host-side veth, 0 if none */
 	int uplink_ifindex;      /* DEV_UPLINK, 0 if none */
+	int ifb_ifindex;         /* DEV_IFB (host netns), 0 if none */
 };
 
 /* Apply p, filling each item's status/chosen/err. Returns 0 when every item

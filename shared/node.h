@@ -10,19 +10,29 @@
  * needed for hold_s seconds (flapping within the hold stays mixed). Every
  * other transition is immediate. The agent debounces pod events separately.
  *
- * SHARES (mixed; node_shares_compute). Weight per class w_inf, w_train:
+ * SHARES (mixed; node_shares_compute): inference first, training a floor.
+ * HTB serves every class its rate first and orders only the excess by prio,
+ * so a class's rate is what it gets even when the others saturate: a
+ * guaranteed share is also a cap under load. So the training class gets
+ * only a floor (protection from starvation) and inference everything else:
+ *   training  = floor, inference = 100% - floor - default, default = 5%
+ *   prio: inference 0, default 1, training 2; ceil = the whole shaped rate
+ * Work conserving both ways: idle inference capacity goes to training (prio
+ * orders the excess, training borrows up to ceil), and inference borrows
+ * what training leaves below its floor. The floor moves with the dominant
+ * workload (weight w per class):
  *   - requested GPUs (sum) when any inference or training pod requests GPUs;
  *   - else declared egress bandwidth (sum) when every inference and training
  *     pod declares kubernetes.io/egress-bandwidth;
  *   - else the pod count.
- *   inference = clamp(max(inferenceShare, w_inf / (w_inf + w_train)), 5%, 90%)
- *   default   = 5%
- *   training  = 100% - inference - default        (>= 5%)
- * rounded to 0.1 % (per mille) so rates are exact integers. In training mode
- * the classes are default 5% / training 95%, in inference mode inference 95%
- * / default 5%. Shares are guarantees (HTB rate); every class has ceil = the
- * whole shaped rate, so idle capacity is always borrowed (work conserving
- * below the shaped rate). HTB prio: inference 0, default 1, training 2.
+ *   t     = w_train / (w_inf + w_train)   (0.5 without weights)
+ *   floor = trainingFloor * (0.5 + t)     (0.5x .. 1.5x of trainingFloor)
+ *   floor = min(floor, 100% - default - inferenceShare), clamped to 1..90 %
+ * inferenceShare (the old "guaranteed share of inference") is the minimum
+ * guarantee of inference: it lowers the floor, never raises it. Rounded to
+ * 0.1 % (per mille) so rates are exact integers. In training mode the
+ * classes are default 5% / training 95%, in inference mode inference 95% /
+ * default 5%.
  *
  * RATE. R = uplinkRate when configured, else the link speed (0 = unknown).
  * Shaping (HTB parent class at Rp = R * 97 %, "slightly below the rate so the
@@ -54,7 +64,7 @@
  *   uplink.class.inference    htb 1:10 prio 0 rate share*Rp ceil Rp
  *   uplink.class.default      htb 1:20 prio 1
  *   uplink.class.training     htb 1:30 prio 2
- *   uplink.leaf.inference     10: under 1:10 (prio: 1:1) fq_codel 1ms/10ms ecn limit 1024 | bfifo 2 ms
+ *   uplink.leaf.inference     10: under 1:10 (prio: 1:1) fq_codel 1ms/10ms ecn limit 1024 | bfifo 20 ms
  *   uplink.leaf.default       20: under 1:20 (prio: 1:2) fq_codel ecn | bfifo 5 ms
  *   uplink.leaf.training      30: under 1:30 (prio: 1:3) fq [ce] | fq_codel ecn [ce] | bfifo 20 ms
  *   uplink.pod.<H>.<n>        u32 on 1: prio 10 (ip) / 11 (ipv6), src addr/32|/128 -> class
@@ -62,10 +72,13 @@
  * Only the classes of the mode exist (mixed: 10 20 30; training: 20 30;
  * inference: 10 20); pods of a class without a class (and default pods) get
  * no filter: unclassified traffic goes to the default class (HTB default 20,
- * prio priomap -> band index 1 = class 1:2). FIFOs are sized in bytes (GSO super-packets
- * make packet limits meaningless): limit = clamp(Rp * queue time, 128 KiB
- * (256 KiB training), 16 MiB); without a known rate they are sized for a
- * nominal 1 Gbit/s. HTB quantum = clamp(class rate in bytes/s / 1000,
+ * prio priomap -> band index 1 = class 1:2). FIFOs are sized in bytes (GSO
+ * super-packets make packet limits meaningless) by time at the LINK rate
+ * (Rp; the rate that drains a class when the others are idle, and the rate a
+ * response burst arrives at): limit = clamp(Rp * queue time, min, 16 MiB),
+ * min 512 KiB for inference (two 256 KiB responses: a burst is absorbed,
+ * not dropped), 128 KiB default, 256 KiB training; without a known rate
+ * they are sized for a nominal 1 Gbit/s. HTB quantum = clamp(class rate in bytes/s / 1000,
  * MTU + 14, 200000) (no "quantum of class is big" warning); burst = cburst =
  * clamp(2 ms at the rate (ceil for cburst), 128 KiB, 16 MiB). CE threshold
  * on training queues: 1 ms when any training pod runs a CE-marking profile
@@ -96,6 +109,29 @@
  * uplink qdisc falls into the default class with src-ip).
  * The caller must not list host-network pods' addresses (they are the node's).
  *
+ * DOWNLOAD (DESIGN §3 "Both directions"). Traffic toward the pods queues at
+ * the switch port, out of reach, unless the node shapes its ingress just
+ * below the downlink rate so the queue forms where aiqos ranks it. Planned
+ * when node_downlink_wanted(): mode not idle, "downlink" on, a rate known
+ * (downlinkRate, else uplinkRate: never a link's reported speed, a veth's
+ * 10000 Mb/s is fiction; otherwise a warning names the key to set), htb,
+ * clsact and u32 not known missing, and the uplink's ingress hook free
+ * (up->ingress_foreign: an ingress qdisc aiqos did not create is left alone,
+ * with a warning). Items, after the uplink's (same planner, same builders):
+ *   down.hook                 [uplink] clsact (parent ffff:fff1)
+ *   down.redirect             [uplink] u32 on ffff:fff2 prio 30 protocol all, match-all,
+ *                             action mirred egress redirect dev PLAN_IFB_NAME (up->ifb_ifindex)
+ *   down.root, down.class.*, down.leaf.*   [ifb] the HTB tree of the mode at Rd * 97 %,
+ *                             the same shares, prio, ceilings and AQM leaves (fq_codel ecn
+ *                             first, byte FIFOs sized at Rd) as the uplink's HTB tree, but
+ *                             training's leaf is fq_codel ecn [ce] | bfifo 7 ms (no fq:
+ *                             forwarded traffic is not paced; a short FIFO makes senders
+ *                             back off before the upstream queue builds)
+ *   down.pod.<H>.<n>          [ifb] u32 prio 10/11 on 1:, DESTINATION addr/32|/128 -> class
+ *   down.dscp.<class>.v4|v6   [ifb] classify "dscp": DS field -> class (as on the uplink)
+ * Handles of the download filters follow the uplink's rules (their own
+ * namespace on the ifb). The agent creates, records and removes the ifb.
+ *
  * CAPACITY. A node plan has one filter per pod address: 250 dual-stack pods
  * need ~510 items, far above PLAN_ITEMS_MAX (64, sized for per-pod plans that
  * live on the plugin's stack and in every state record). struct plan_item is
@@ -118,31 +154,42 @@
 
 /* Defaults of the agent config (DESIGN §7) */
 #define NODE_INFERENCE_SHARE_DEFAULT 0.3
+#define NODE_TRAINING_FLOOR_DEFAULT  0.2
 #define NODE_MIXED_HOLD_S_DEFAULT    30
 #define NODE_DEBOUNCE_MS_DEFAULT     200
 #define NODE_DSCP_INFERENCE_DEFAULT  46 /* EF */
 #define NODE_DSCP_TRAINING_DEFAULT   10 /* AF11 */
 
 /* Policy constants (see the comment above) */
-#define NODE_SHAPE_PERCENT           97
-#define NODE_SHARE_DEFAULT_PM        50 /* default class guarantee, per mille */
-#define NODE_SHARE_INF_MIN_PM        50 /* inference guarantee clamp */
-#define NODE_SHARE_INF_MAX_PM        900
-#define NODE_CE_THRESHOLD_US         1000
-#define NODE_INF_TARGET_US           1000
-#define NODE_INF_INTERVAL_US         10000
-#define NODE_INF_LIMIT_PKTS          1024
-#define NODE_HTB_R2Q                 10
-#define NODE_HTB_QUANTUM_MAX         200000
-#define NODE_HTB_BURST_US            2000
-#define NODE_FIFO_MIN_BYTES          (2U * 65536)
-#define NODE_FIFO_MIN_TRAINING_BYTES (4U * 65536)
-#define NODE_FIFO_MAX_BYTES          (16U << 20)
-#define NODE_NOMINAL_RATE_BPS        1000000000ULL /* FIFO sizing when no rate is known */
-#define NODE_FILTER_PRIO_SRC_V4      10
-#define NODE_FILTER_PRIO_SRC_V6      11
-#define NODE_FILTER_PRIO_DSCP_V4     20
-#define NODE_FILTER_PRIO_DSCP_V6     21
+#define NODE_SHAPE_PERCENT    97
+#define NODE_SHARE_DEFAULT_PM 50 /* default class guarantee, per mille */
+#define NODE_FLOOR_MIN_PM     10 /* training floor clamp, per mille */
+#define NODE_FLOOR_MAX_PM     900
+#define NODE_CE_THRESHOLD_US  1000
+#define NODE_INF_TARGET_US    1000
+#define NODE_INF_INTERVAL_US  10000
+#define NODE_INF_LIMIT_PKTS   1024
+#define NODE_HTB_R2Q          10
+#define NODE_HTB_QUANTUM_MAX  200000
+#define NODE_HTB_BURST_US     2000
+#define NODE_FIFO_MIN_BYTES   (2U * 65536)
+/* the inference FIFO (kernels without fq_codel) holds a response-sized
+ * burst: NODE_INF_QUEUE_MS at the link rate, at least two 256 KiB responses */
+#define NODE_INF_QUEUE_MS 20
+/* the download tree's training FIFO: shorter, so that senders back off
+ * before the queue upstream of the node (which drains only at the 3 %
+ * margin) builds */
+#define NODE_DOWN_TRAINING_QUEUE_MS   7
+#define NODE_FIFO_MIN_INFERENCE_BYTES (8U * 65536)
+#define NODE_FIFO_MIN_TRAINING_BYTES  (4U * 65536)
+#define NODE_FIFO_MAX_BYTES           (16U << 20)
+#define NODE_NOMINAL_RATE_BPS         1000000000ULL /* FIFO sizing when no rate is known */
+#define NODE_FILTER_PRIO_SRC_V4       10
+#define NODE_FILTER_PRIO_SRC_V6       11
+#define NODE_FILTER_PRIO_DSCP_V4      20
+#define NODE_FILTER_PRIO_DSCP_V6      21
+#define NODE_FILTER_PRIO_REDIRECT     30 /* the uplink ingress hook: match-all -> mirred to the ifb */
+#define NODE_REDIRECT_HANDLE          1  /* its u32 node id */
 
 enum node_mode {
 	MODE_IDLE,
@@ -198,9 +245,12 @@ struct node_pod {
 };
 
 struct node_config {
-	char uplink[IFNAME_LEN];  /* interface name or "auto" (default route); used by the agent */
-	uint64_t uplink_rate_bps; /* 0 = link speed */
-	double inference_share;   /* 0..1, guaranteed share of inference in mixed */
+	char uplink[IFNAME_LEN];    /* interface name or "auto" (default route); used by the agent */
+	uint64_t uplink_rate_bps;   /* 0 = link speed */
+	uint64_t downlink_rate_bps; /* downlinkRate; 0 = uplink_rate_bps (none: no download shaping) */
+	bool downlink;              /* "downlink": false turns the download tree off */
+	double inference_share;     /* 0..1, minimum guarantee of inference in mixed (lowers the floor) */
+	double training_floor;      /* 0..1, trainingFloor: training's guarantee in mixed (before weights) */
 	uint32_t mixed_hold_s;
 	uint32_t debounce_ms; /* used by the agent */
 	enum node_classify classify;
@@ -214,6 +264,9 @@ struct uplink_facts {
 	bool is_virtual;    /* veth/bridge/dummy, or speed unknown */
 	uint32_t tx_queues; /* informational (mq + fq per queue needs an mq kind in tc.h) */
 	uint32_t mtu;       /* 0 = 1500 */
+	/* the download direction */
+	int ifb_ifindex;      /* PLAN_IFB_NAME's ifindex (the redirect target), 0 = not created (dry run) */
+	bool ingress_foreign; /* the uplink has an ingress/clsact qdisc aiqos did not create */
 };
 
 struct node_counts {
@@ -245,6 +298,16 @@ struct node_plan {
 	struct plan_item *items; /* heap; tree items first, then pod filters in pod-UID order */
 };
 
+/* The download tree (DOWNLOAD in the top comment) */
+struct node_down_info {
+	bool planned;        /* the plan has the down.* items */
+	uint64_t rate_bps;   /* downlinkRate, else uplinkRate; 0 = unknown (not shaped) */
+	uint64_t shaped_bps; /* rate * 97 % when planned */
+	uint64_t class_rate_bps[_CLASS_MAX];
+	uint64_t class_ceil_bps[_CLASS_MAX];
+	unsigned n_filters;
+};
+
 struct node_plan_info {
 	enum node_mode mode;
 	enum node_shape shape;
@@ -254,8 +317,10 @@ struct node_plan_info {
 	struct node_counts counts;
 	struct node_shares shares;
 	uint64_t class_rate_bps[_CLASS_MAX]; /* HTB guaranteed rates (0 = no class) */
+	uint64_t class_ceil_bps[_CLASS_MAX]; /* HTB ceilings (what a class may borrow up to) */
 	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
 	unsigned n_filters;
+	struct node_down_info down;
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];
 };
@@ -270,7 +335,7 @@ const char *node_weight_basis_name(enum node_weight_basis b); /* "pods" "gpus" "
 
 /* Config */
 void node_config_defaults(struct node_config *ret);
-/* Range checks (inferenceShare 0..1, DSCP 0..63, classify, rate bounds);
+/* Range checks (inferenceShare and trainingFloor 0..1, DSCP 0..63, classify, rate bounds);
  * errors name the key and value. */
 int node_config_check(const struct node_config *cfg, struct error *err);
 
@@ -285,11 +350,20 @@ int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_c
                          uint32_t hold_s, struct node_mode_state *ret);
 
 /* Guaranteed shares for a mode (formula in the top comment). */
-void node_shares_compute(const struct node_counts *c, double inference_share, enum node_mode mode,
-                         struct node_shares *ret);
+void node_shares_compute(const struct node_counts *c, double training_floor, double inference_share,
+                         enum node_mode mode, struct node_shares *ret);
 
-/* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"). */
+/* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"),
+ * and of its download filter on the ifb ("down.pod.<H>.<n>"). */
 int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
+int node_down_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
+
+/* Does the node shape its download direction in this mode (config on, a
+ * rate known, the kinds it needs not known missing)? ret_rate_bps (may be
+ * NULL): the rate (downlinkRate, else uplinkRate; 0 = unknown). The agent
+ * asks before planning to create the ifb (or remove it). */
+bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps *caps, enum node_mode mode,
+                          uint64_t *ret_rate_bps);
 
 /* Build the uplink plan for `mode` (normally from node_mode_decide). prev:
  * the plan in force (NULL = none), only used to keep filter handles stable.

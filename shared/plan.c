@@ -26,7 +26,8 @@
 
 const char *plan_dev_name(enum plan_dev d)
 {
-	static const char *const names[_DEV_MAX] = {[DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink"};
+	static const char *const names[_DEV_MAX] = {
+	        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = "ifb"};
 
 	if (d < 0 || d >= _DEV_MAX)
 		return NULL;
@@ -42,6 +43,8 @@ const char *plan_dev_ifname(const struct attach_ifaces *ifs, enum plan_dev d)
 		return ifs && ifs->host_ifname[0] ? ifs->host_ifname : "host";
 	case DEV_UPLINK:
 		return "uplink";
+	case DEV_IFB:
+		return PLAN_IFB_NAME;
 	default:
 		return "?";
 	}
@@ -469,7 +472,10 @@ int plan_pod(const struct workload *w, const struct profile *pr, const struct at
 			return r;
 	}
 
-	if (w->ingress_bps > 0 && ifs && ifs->host_ifname[0]) {
+	/* Also without a host-side veth (macvlan/ipvlan primaries): the
+	 * applier then records the shaper as skipped with its reason, never
+	 * drops the limit silently. */
+	if (w->ingress_bps > 0) {
 		r = plan_shaper(ret, DEV_HOST, "ingress", w->ingress_bps, pr, frame, caps);
 		if (r < 0)
 			return r;

@@ -17,13 +17,15 @@ struct cJSON;
 #define PLAN_ID_MAX    32
 #define SYSCTL_KEY_MAX 64
 #define SYSCTL_VAL_MAX 64
-#define IFNAME_LEN     16 /* IFNAMSIZ */
+#define IFNAME_LEN     16           /* IFNAMSIZ */
+#define PLAN_IFB_NAME  "aiqos-ifb0" /* DEV_IFB: created, recorded and removed by the agent */
 
 /* Which device an item applies to. */
 enum plan_dev {
 	DEV_POD,    /* the pod's interface, inside the pod netns (sysctls: the pod netns) */
 	DEV_HOST,   /* the host-side peer of the pod's veth, in the host netns */
 	DEV_UPLINK, /* the node's uplink (agent) */
+	DEV_IFB,    /* the node's download shaper: the ifb the uplink's ingress is redirected to (agent) */
 	_DEV_MAX,
 	_DEV_INVALID = -1,
 };

@@ -8,25 +8,24 @@
 
 #include "node.h"
 
-#define H_ROOT             0x10000u  /* 1: */
-#define H_PARENT           0x10001u  /* 1:1 (HTB parent class) */
-#define MINOR_INFERENCE    0x10u     /* 1:10 */
-#define MINOR_DEFAULT      0x20u     /* 1:20 (HTB default class) */
-#define MINOR_TRAINING     0x30u     /* 1:30 */
-#define H_LEAF_INFERENCE   0x100000u /* 10: */
-#define H_LEAF_DEFAULT     0x200000u /* 20: */
-#define H_LEAF_TRAINING    0x300000u /* 30: */
-#define PRIO_BANDS         3u
-#define PRIO_BAND_DEFAULT  1u /* band index of class 1:2 */
-#define QUEUE_MS_INFERENCE 2u
-#define QUEUE_MS_DEFAULT   5u
-#define QUEUE_MS_TRAINING  20u
-#define ETH_HLEN_BYTES     14u
-#define MTU_DEFAULT        1500u
-#define TREE_ITEMS_MAX     16u
+#define H_ROOT            0x10000u  /* 1: */
+#define H_PARENT          0x10001u  /* 1:1 (HTB parent class) */
+#define MINOR_INFERENCE   0x10u     /* 1:10 */
+#define MINOR_DEFAULT     0x20u     /* 1:20 (HTB default class) */
+#define MINOR_TRAINING    0x30u     /* 1:30 */
+#define H_LEAF_INFERENCE  0x100000u /* 10: */
+#define H_LEAF_DEFAULT    0x200000u /* 20: */
+#define H_LEAF_TRAINING   0x300000u /* 30: */
+#define PRIO_BANDS        3u
+#define PRIO_BAND_DEFAULT 1u /* band index of class 1:2 */
+#define QUEUE_MS_DEFAULT  5u
+#define QUEUE_MS_TRAINING 20u
+#define ETH_HLEN_BYTES    14u
+#define MTU_DEFAULT       1500u
+#define TREE_ITEMS_MAX    16u
 
-#define ID_ROOT   "uplink.root"
-#define ID_PARENT "uplink.class.parent"
+#define PFX_UPLINK "uplink"
+#define PFX_DOWN   "down"
 
 static const char *const class_tag[_CLASS_MAX] = {
         [CLASS_DEFAULT] = "default",
@@ -110,6 +109,8 @@ void node_config_defaults(struct node_config *ret)
 	str_copy(ret->uplink, sizeof(ret->uplink), NODE_UPLINK_AUTO);
 	ret->uplink_rate_bps = 0;
 	ret->inference_share = NODE_INFERENCE_SHARE_DEFAULT;
+	ret->training_floor = NODE_TRAINING_FLOOR_DEFAULT;
+	ret->downlink = true;
 	ret->mixed_hold_s = NODE_MIXED_HOLD_S_DEFAULT;
 	ret->debounce_ms = NODE_DEBOUNCE_MS_DEFAULT;
 	ret->classify = CLASSIFY_SRC_IP;
@@ -128,9 +129,16 @@ int node_config_check(const struct node_config *cfg, struct error *err)
 	if (!(cfg->inference_share >= 0.0 && cfg->inference_share <= 1.0))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "inferenceShare: %g is out of range 0..1",
 		                 cfg->inference_share);
+	if (!(cfg->training_floor >= 0.0 && cfg->training_floor <= 1.0))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "trainingFloor: %g is out of range 0..1",
+		                 cfg->training_floor);
 	if (cfg->uplink_rate_bps != 0 && (cfg->uplink_rate_bps < BW_MIN_BPS || cfg->uplink_rate_bps > BW_MAX_BPS))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 		                 "uplinkRate: %" PRIu64 " bit/s is out of range %llu..%llu", cfg->uplink_rate_bps,
+		                 BW_MIN_BPS, BW_MAX_BPS);
+	if (cfg->downlink_rate_bps != 0 && (cfg->downlink_rate_bps < BW_MIN_BPS || cfg->downlink_rate_bps > BW_MAX_BPS))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                 "downlinkRate: %" PRIu64 " bit/s is out of range %llu..%llu", cfg->downlink_rate_bps,
 		                 BW_MIN_BPS, BW_MAX_BPS);
 	if (!node_classify_name(cfg->classify))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "classify: invalid value %d (src-ip, dscp)",
@@ -220,12 +228,16 @@ int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_c
 	return -1;
 }
 
-void node_shares_compute(const struct node_counts *c, double inference_share, enum node_mode mode,
-                         struct node_shares *ret)
+static double clamp01(double v)
 {
-	double floor_share = inference_share >= 0.0 ? (inference_share <= 1.0 ? inference_share : 1.0) : 0.0;
-	double w_inf, w_train, ratio, s;
-	long pm;
+	return v >= 0.0 ? (v <= 1.0 ? v : 1.0) : 0.0; /* NaN -> 0 */
+}
+
+void node_shares_compute(const struct node_counts *c, double training_floor, double inference_share,
+                         enum node_mode mode, struct node_shares *ret)
+{
+	double w_inf, w_train, t, floor_share;
+	long pm, max_pm;
 
 	memset(ret, 0, sizeof(*ret));
 	ret->basis = WEIGHT_PODS;
@@ -260,16 +272,20 @@ void node_shares_compute(const struct node_counts *c, double inference_share, en
 	}
 	ret->weight[CLASS_INFERENCE] = w_inf;
 	ret->weight[CLASS_TRAINING] = w_train;
-	ratio = w_inf + w_train > 0 ? w_inf / (w_inf + w_train) : 0.0;
-	s = floor_share > ratio ? floor_share : ratio;
-	pm = (long)(s * 1000.0 + 0.5); /* s >= 0; no libm */
-	if (pm < NODE_SHARE_INF_MIN_PM)
-		pm = NODE_SHARE_INF_MIN_PM;
-	if (pm > NODE_SHARE_INF_MAX_PM)
-		pm = NODE_SHARE_INF_MAX_PM;
-	ret->share_pm[CLASS_INFERENCE] = (unsigned)pm;
+	t = w_inf + w_train > 0 ? w_train / (w_inf + w_train) : 0.5;
+	floor_share = clamp01(training_floor) * (0.5 + t);
+	pm = (long)(floor_share * 1000.0 + 0.5); /* >= 0; no libm */
+	/* inferenceShare: the minimum guarantee of inference lowers the floor */
+	max_pm = 1000 - NODE_SHARE_DEFAULT_PM - (long)(clamp01(inference_share) * 1000.0 + 0.5);
+	if (pm > max_pm)
+		pm = max_pm;
+	if (pm < NODE_FLOOR_MIN_PM)
+		pm = NODE_FLOOR_MIN_PM;
+	if (pm > NODE_FLOOR_MAX_PM)
+		pm = NODE_FLOOR_MAX_PM;
+	ret->share_pm[CLASS_TRAINING] = (unsigned)pm;
 	ret->share_pm[CLASS_DEFAULT] = NODE_SHARE_DEFAULT_PM;
-	ret->share_pm[CLASS_TRAINING] = 1000 - (unsigned)pm - NODE_SHARE_DEFAULT_PM;
+	ret->share_pm[CLASS_INFERENCE] = 1000 - (unsigned)pm - NODE_SHARE_DEFAULT_PM;
 }
 
 /* ---- ids and handles ---- */
@@ -302,16 +318,26 @@ static uint32_t handle_hash(const char *uid, unsigned n)
 	return h % NODE_FILTERS_MAX + 1;
 }
 
-int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size)
+static int pod_item_id(const char *pfx, const char *uid, unsigned n, char *buf, size_t size)
 {
 	int r;
 
 	if (!uid || !buf)
 		return -EINVAL;
-	r = snprintf(buf, size, "uplink.pod.%016" PRIx64 ".%u", fnv1a64(uid), n);
+	r = snprintf(buf, size, "%s.pod.%016" PRIx64 ".%u", pfx, fnv1a64(uid), n);
 	if (r < 0 || (size_t)r >= size)
 		return -ENOBUFS;
 	return 0;
+}
+
+int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size)
+{
+	return pod_item_id(PFX_UPLINK, uid, n, buf, size);
+}
+
+int node_down_pod_item_id(const char *uid, unsigned n, char *buf, size_t size)
+{
+	return pod_item_id(PFX_DOWN, uid, n, buf, size);
 }
 
 /* ---- the plan ---- */
@@ -352,12 +378,26 @@ unsigned node_plan_slice(const struct node_plan *p, unsigned start, struct plan 
 	return k;
 }
 
-/* Building context */
+/* Building context: one tree (the uplink's, or the download tree on the
+ * ifb) with its device, id prefix and the address its filters match. */
 struct builder {
 	struct node_plan *p;
 	const struct plan_caps *caps;
 	uint32_t frame; /* MTU + Ethernet header */
+	enum plan_dev dev;
+	const char *pfx;           /* "uplink" | "down" */
+	enum u32_match addr_match; /* pod address filters: SRC (egress) | DST (download) */
+	char id_root[PLAN_ID_MAX], id_parent[PLAN_ID_MAX];
 };
+
+static void builder_tree(struct builder *b, enum plan_dev dev, const char *pfx, enum u32_match m)
+{
+	b->dev = dev;
+	b->pfx = pfx;
+	b->addr_match = m;
+	snprintf(b->id_root, sizeof(b->id_root), "%s.root", pfx);
+	snprintf(b->id_parent, sizeof(b->id_parent), "%s.class.parent", pfx);
+}
 
 static struct plan_item *item_add(struct builder *b, const char *id, const char *depends)
 {
@@ -368,7 +408,7 @@ static struct plan_item *item_add(struct builder *b, const char *id, const char 
 	it = &b->p->items[b->p->n++];
 	memset(it, 0, sizeof(*it));
 	it->type = ITEM_TC;
-	it->dev = DEV_UPLINK;
+	it->dev = b->dev;
 	str_copy(it->id, sizeof(it->id), id);
 	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
 	it->status = ITEM_PENDING;
@@ -427,8 +467,11 @@ static void spec_fq_codel_inference(struct tc_spec *s)
 }
 
 /* Alternatives of a class queue, best first. fifo_rate_bps: the rate that
- * drains it (for the byte FIFO), 0 = no FIFO fallback. */
-static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps)
+ * drains it (for the byte FIFO), 0 = no FIFO fallback. ingress: a queue of
+ * the download tree (node.h DOWNLOAD): no fq for training (its pacing is for
+ * local senders; forwarded traffic has none) and a shorter training FIFO. */
+static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps,
+                       bool ingress)
 {
 	struct tc_spec *s;
 
@@ -437,17 +480,19 @@ static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_
 		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
 			spec_fq_codel_inference(s);
 		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
-			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_INFERENCE, NODE_FIFO_MIN_BYTES);
+			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, NODE_INF_QUEUE_MS, NODE_FIFO_MIN_INFERENCE_BYTES);
 		break;
 	case CLASS_TRAINING:
-		if ((s = alt_add(it, TC_KIND_FQ)))
+		if (!ingress && (s = alt_add(it, TC_KIND_FQ)))
 			s->u.fq.ce_threshold_us = ce_us;
 		if ((s = alt_add(it, TC_KIND_FQ_CODEL))) {
 			s->u.fq_codel.ce_threshold_us = ce_us;
 			s->u.fq_codel.ecn = TRI_ON;
 		}
 		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
-			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_TRAINING, NODE_FIFO_MIN_TRAINING_BYTES);
+			s->u.fifo.limit =
+			        fifo_bytes(fifo_rate_bps, ingress ? NODE_DOWN_TRAINING_QUEUE_MS : QUEUE_MS_TRAINING,
+			                   NODE_FIFO_MIN_TRAINING_BYTES);
 		break;
 	default:
 		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
@@ -476,14 +521,14 @@ static int leaf_add(struct builder *b, enum workload_class c, const char *depend
 	char id[PLAN_ID_MAX];
 	struct plan_item *it;
 
-	snprintf(id, sizeof(id), "uplink.leaf.%s", class_tag[c]);
+	snprintf(id, sizeof(id), "%s.leaf.%s", b->pfx, class_tag[c]);
 	it = item_add(b, id, depends);
 	if (!it)
 		return -E2BIG;
 	it->tc[0].type = TC_QDISC;
 	it->tc[0].parent = parent;
 	it->tc[0].handle = handle;
-	alts_queue(it, c, ce_us, fifo_rate_bps);
+	alts_queue(it, c, ce_us, fifo_rate_bps, b->dev == DEV_IFB);
 	return 0;
 }
 
@@ -511,14 +556,14 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 	struct plan_item *it;
 	struct tc_spec *s;
 
-	it = item_add(b, ID_ROOT, NULL);
+	it = item_add(b, b->id_root, NULL);
 	if (!it)
 		return -E2BIG;
 	s = first_alt(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_ROOT);
 	s->u.htb.defcls = MINOR_DEFAULT;
 	s->u.htb.r2q = NODE_HTB_R2Q;
 
-	it = item_add(b, ID_PARENT, ID_ROOT);
+	it = item_add(b, b->id_parent, b->id_root);
 	if (!it)
 		return -E2BIG;
 	s = first_alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H_ROOT, H_PARENT);
@@ -535,8 +580,8 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 
 		if (class_rate[c] == 0)
 			continue;
-		snprintf(id, sizeof(id), "uplink.class.%s", class_tag[c]);
-		it = item_add(b, id, ID_PARENT);
+		snprintf(id, sizeof(id), "%s.class.%s", b->pfx, class_tag[c]);
+		it = item_add(b, id, b->id_parent);
 		if (!it)
 			return -E2BIG;
 		s = first_alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H_PARENT, TC_H_MAKE(H_ROOT, class_minor(c)));
@@ -554,7 +599,7 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 
 		if (class_rate[c] == 0)
 			continue;
-		snprintf(dep, sizeof(dep), "uplink.class.%s", class_tag[c]);
+		snprintf(dep, sizeof(dep), "%s.class.%s", b->pfx, class_tag[c]);
 		r = leaf_add(b, c, dep, TC_H_MAKE(H_ROOT, class_minor(c)), leaf_handle(c), ce_us, rp);
 		if (r < 0)
 			return r;
@@ -573,7 +618,7 @@ static int tree_prio(struct builder *b, uint64_t fifo_rate_bps, uint32_t ce_us)
 	struct plan_item *it;
 	struct tc_spec *s;
 
-	it = item_add(b, ID_ROOT, NULL);
+	it = item_add(b, b->id_root, NULL);
 	if (!it)
 		return -E2BIG;
 	s = first_alt(it, TC_QDISC, TC_KIND_PRIO, TC_H_ROOT, H_ROOT);
@@ -583,7 +628,8 @@ static int tree_prio(struct builder *b, uint64_t fifo_rate_bps, uint32_t ce_us)
 
 	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
 		enum workload_class c = class_order[i];
-		int r = leaf_add(b, c, ID_ROOT, TC_H_MAKE(H_ROOT, prio_minor(c)), leaf_handle(c), ce_us, fifo_rate_bps);
+		int r = leaf_add(b, c, b->id_root, TC_H_MAKE(H_ROOT, prio_minor(c)), leaf_handle(c), ce_us,
+		                 fifo_rate_bps);
 		if (r < 0)
 			return r;
 	}
@@ -593,14 +639,14 @@ static int tree_prio(struct builder *b, uint64_t fifo_rate_bps, uint32_t ce_us)
 /* A classless root: the AQM of the class that sets the mode. */
 static int tree_root_aqm(struct builder *b, enum workload_class c, uint32_t ce_us)
 {
-	struct plan_item *it = item_add(b, ID_ROOT, NULL);
+	struct plan_item *it = item_add(b, b->id_root, NULL);
 
 	if (!it)
 		return -E2BIG;
 	it->tc[0].type = TC_QDISC;
 	it->tc[0].parent = TC_H_ROOT;
 	it->tc[0].handle = H_ROOT;
-	alts_queue(it, c, ce_us, 0);
+	alts_queue(it, c, ce_us, 0, false);
 	return 0;
 }
 
@@ -649,7 +695,8 @@ static int handles_assign(struct filter_req *reqs, unsigned n_reqs, const struct
 			const struct tc_spec *s = &it->tc[0];
 
 			if (it->type != ITEM_TC || it->n_alt < 1 || s->type != TC_FILTER || s->kind != TC_KIND_U32 ||
-			    s->u.u32.match != U32_MATCH_SRC || s->handle < 1 || s->handle > NODE_FILTERS_MAX)
+			    (s->u.u32.match != U32_MATCH_SRC && s->u.u32.match != U32_MATCH_DST) || s->handle < 1 ||
+			    s->handle > NODE_FILTERS_MAX)
 				continue;
 			refs[n_refs++] = (struct prev_ref){.id = it->id, .handle = s->handle};
 		}
@@ -785,8 +832,8 @@ static int filters_dscp(struct builder *b, const struct node_config *cfg, const 
 
 		if (!classid[fs[i].c])
 			continue;
-		snprintf(id, sizeof(id), "uplink.dscp.%s.%s", class_tag[fs[i].c], fs[i].fam);
-		it = item_add(b, id, ID_ROOT);
+		snprintf(id, sizeof(id), "%s.dscp.%s.%s", b->pfx, class_tag[fs[i].c], fs[i].fam);
+		it = item_add(b, id, b->id_root);
 		if (!it)
 			return -E2BIG;
 		s = alt_add(it, TC_KIND_U32);
@@ -798,13 +845,25 @@ static int filters_dscp(struct builder *b, const struct node_config *cfg, const 
 	return 0;
 }
 
+/* Addresses to classify (classid NULL: every pod's) */
 static unsigned filters_count(const struct node_pod *pods, unsigned n, const uint32_t classid[_CLASS_MAX])
 {
 	unsigned k = 0;
 
 	for (unsigned i = 0; i < n; i++)
-		if (classid[pods[i].class])
+		if (!classid || classid[pods[i].class])
 			k += pods[i].n_ips;
+	return k;
+}
+
+static unsigned filters_count_sorted(const struct node_pod *const *sorted, unsigned n,
+                                     const uint32_t classid[_CLASS_MAX])
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (classid[sorted[i]->class])
+			k += sorted[i]->n_ips;
 	return k;
 }
 
@@ -827,7 +886,7 @@ static int filters_src(struct builder *b, const struct node_pod *const *sorted, 
 			continue;
 		for (unsigned ip = 0; ip < p->n_ips && k < n_reqs; ip++, k++) {
 			reqs[k] = (struct filter_req){.pod = p, .ip = ip, .classid = classid[p->class]};
-			r = node_pod_item_id(p->uid, ip, reqs[k].id, sizeof(reqs[k].id));
+			r = pod_item_id(b->pfx, p->uid, ip, reqs[k].id, sizeof(reqs[k].id));
 			if (r < 0)
 				return r;
 		}
@@ -837,7 +896,7 @@ static int filters_src(struct builder *b, const struct node_pod *const *sorted, 
 		return r;
 	for (unsigned i = 0; i < k; i++) {
 		const struct node_ip *ip = &reqs[i].pod->ips[reqs[i].ip];
-		struct plan_item *it = item_add(b, reqs[i].id, ID_ROOT);
+		struct plan_item *it = item_add(b, reqs[i].id, b->id_root);
 		struct tc_spec *s;
 
 		if (!it)
@@ -845,7 +904,7 @@ static int filters_src(struct builder *b, const struct node_pod *const *sorted, 
 		s = alt_add(it, TC_KIND_U32);
 		filter_spec(s, ip->family, NODE_FILTER_PRIO_SRC_V4, NODE_FILTER_PRIO_SRC_V6, reqs[i].handle,
 		            reqs[i].classid);
-		s->u.u32.match = U32_MATCH_SRC;
+		s->u.u32.match = b->addr_match;
 		if (ip->family == AF_INET) {
 			memcpy(s->u.u32.addr, ip->addr, 4);
 			s->u.u32.prefix_len = 32;
@@ -872,6 +931,88 @@ _printf_(2, 3) static void info_warn(struct node_plan_info *info, const char *fm
 static uint64_t shaped_rate(uint64_t r)
 {
 	return r / 100 * NODE_SHAPE_PERCENT + r % 100 * NODE_SHAPE_PERCENT / 100;
+}
+
+/* HTB class rates and ceilings from the shares: the floor and default are
+ * exact, the rest goes to inference (to training in training mode). */
+static void htb_class_rates(uint64_t rp, const struct node_shares *sh, uint64_t rate[_CLASS_MAX],
+                            uint64_t ceil[_CLASS_MAX], uint32_t classid[_CLASS_MAX])
+{
+	int rest = sh->share_pm[CLASS_INFERENCE] ? CLASS_INFERENCE : CLASS_TRAINING;
+	uint64_t used = 0;
+
+	for (int c = 0; c < _CLASS_MAX; c++)
+		if (c != rest && sh->share_pm[c]) {
+			rate[c] = rp * sh->share_pm[c] / 1000;
+			if (rate[c] == 0)
+				rate[c] = 1;
+			used += rate[c];
+		}
+	if (sh->share_pm[rest])
+		rate[rest] = rp > used + 1 ? rp - used : 1;
+	for (int c = 0; c < _CLASS_MAX; c++) {
+		if (rate[c])
+			ceil[c] = rp;
+		if (c != CLASS_DEFAULT && rate[c])
+			classid[c] = TC_H_MAKE(H_ROOT, class_minor(c));
+	}
+}
+
+bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps *caps, enum node_mode mode,
+                          uint64_t *ret_rate_bps)
+{
+	uint64_t rd = cfg->downlink_rate_bps ? cfg->downlink_rate_bps : cfg->uplink_rate_bps;
+
+	if (ret_rate_bps)
+		*ret_rate_bps = rd;
+	return mode != MODE_IDLE && cfg->downlink && rd > 0 && plan_caps_has(caps, TC_KIND_HTB) &&
+	       plan_caps_has(caps, TC_KIND_HTB_CLASS) && plan_caps_has(caps, TC_KIND_CLSACT) &&
+	       plan_caps_has(caps, TC_KIND_U32);
+}
+
+/* The download direction (node.h "DOWNLOAD"): the ingress hook and redirect
+ * on the uplink, then the same HTB tree on the ifb, filters on destination. */
+static int downlink_build(struct builder *b, const struct node_pod *const *sorted, unsigned n,
+                          const struct node_config *cfg, const struct uplink_facts *up, const struct node_plan *prev,
+                          struct node_plan_info *info)
+{
+	struct node_down_info *d = &info->down;
+	uint32_t classid[_CLASS_MAX] = {0};
+	struct plan_item *it;
+	struct tc_spec *s;
+	int r;
+
+	d->shaped_bps = shaped_rate(d->rate_bps);
+	htb_class_rates(d->shaped_bps, &info->shares, d->class_rate_bps, d->class_ceil_bps, classid);
+
+	builder_tree(b, DEV_UPLINK, PFX_DOWN, U32_MATCH_DST);
+	it = item_add(b, "down.hook", NULL);
+	if (!it)
+		return -E2BIG;
+	first_alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
+	it = item_add(b, "down.redirect", "down.hook");
+	if (!it)
+		return -E2BIG;
+	s = first_alt(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), NODE_REDIRECT_HANDLE);
+	s->prio = NODE_FILTER_PRIO_REDIRECT;
+	s->protocol = ETH_P_ALL;
+	s->u.u32.match = U32_MATCH_ALL;
+	s->u.u32.dscp = -1;
+	s->u.u32.redirect_ifindex = up->ifb_ifindex;
+	str_copy(s->u.u32.redirect_dev, sizeof(s->u.u32.redirect_dev), PLAN_IFB_NAME);
+
+	builder_tree(b, DEV_IFB, PFX_DOWN, U32_MATCH_DST);
+	r = tree_htb(b, d->shaped_bps, d->class_rate_bps, info->ce_threshold_us);
+	if (r < 0)
+		return r;
+	if (cfg->classify == CLASSIFY_SRC_IP) {
+		d->n_filters = filters_count_sorted(sorted, n, classid);
+		return filters_src(b, sorted, n, classid, d->n_filters, prev);
+	}
+	for (int c = 0; c < _CLASS_MAX; c++)
+		if (classid[c])
+			d->n_filters += 2;
+	return filters_dscp(b, cfg, classid);
 }
 
 static enum workload_class mode_class(enum node_mode m)
@@ -913,7 +1054,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 
 	info.mode = mode;
 	node_pods_count(pods, n, &info.counts);
-	node_shares_compute(&info.counts, cfg->inference_share, mode, &info.shares);
+	node_shares_compute(&info.counts, cfg->training_floor, cfg->inference_share, mode, &info.shares);
 	info.rate_configured = cfg->uplink_rate_bps > 0;
 	info.rate_bps = info.rate_configured ? cfg->uplink_rate_bps : up->speed_bps;
 	info.ce_threshold_us = info.counts.n_dctcp_training > 0 ? NODE_CE_THRESHOLD_US : 0;
@@ -952,21 +1093,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	}
 
 	if (info.shape == SHAPE_HTB) {
-		uint64_t rp = shaped_rate(info.rate_bps), used = 0;
-
-		info.shaped_bps = rp;
-		for (int c = 0; c < _CLASS_MAX; c++)
-			if (c != CLASS_TRAINING && info.shares.share_pm[c]) {
-				info.class_rate_bps[c] = rp * info.shares.share_pm[c] / 1000;
-				if (info.class_rate_bps[c] == 0)
-					info.class_rate_bps[c] = 1;
-				used += info.class_rate_bps[c];
-			}
-		if (info.shares.share_pm[CLASS_TRAINING])
-			info.class_rate_bps[CLASS_TRAINING] = rp > used + 1 ? rp - used : 1;
-		for (int c = 0; c < _CLASS_MAX; c++)
-			if (c != CLASS_DEFAULT && info.class_rate_bps[c])
-				classid[c] = TC_H_MAKE(H_ROOT, class_minor(c));
+		info.shaped_bps = shaped_rate(info.rate_bps);
+		htb_class_rates(info.shaped_bps, &info.shares, info.class_rate_bps, info.class_ceil_bps, classid);
 	} else if (info.shape == SHAPE_PRIO) {
 		classid[CLASS_INFERENCE] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_INFERENCE));
 		classid[CLASS_TRAINING] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_TRAINING));
@@ -984,7 +1112,35 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 				n_filters += 2;
 	}
 
-	cap = TREE_ITEMS_MAX + n_filters;
+	/* download: planned when wanted, its rate known, the ingress hook free */
+	if (node_downlink_wanted(cfg, caps, mode, &info.down.rate_bps)) {
+		if (up->ingress_foreign)
+			info_warn(&info,
+			          "download direction not shaped: uplink %s has an ingress qdisc aiqos did not create "
+			          "(left alone; remove it, or set \"downlink\": false)",
+			          ifname);
+		else
+			info.down.planned = true;
+	} else if (mode != MODE_IDLE && cfg->downlink && info.down.rate_bps == 0) {
+		if (up->speed_bps) {
+			char sp[32];
+
+			tc_rate_format(up->speed_bps, sp, sizeof(sp));
+			info_warn(&info,
+			          "download direction not shaped: the downlink rate is unknown (%s reports %s%s); set "
+			          "\"downlinkRate\" to the rate of the link toward this node, e.g. \"downlinkRate\": "
+			          "\"%s\" (or \"downlink\": false)",
+			          ifname, sp, up->is_virtual ? ", fiction on a virtual link" : "", sp);
+		} else {
+			info_warn(
+			        &info,
+			        "download direction not shaped: the downlink rate is unknown; set \"downlinkRate\" to "
+			        "the rate of the link toward this node, e.g. \"downlinkRate\": \"10gbit\" (or "
+			        "\"downlink\": false)");
+		}
+	}
+
+	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 2 + filters_count(pods, n, NULL) : 0);
 	np.items = calloc(cap, sizeof(*np.items));
 	if (!np.items)
 		return error_set(err, 0, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
@@ -995,6 +1151,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	        .caps = caps,
 	        .frame = (up->mtu ? up->mtu : MTU_DEFAULT) + ETH_HLEN_BYTES,
 	};
+	builder_tree(&b, DEV_UPLINK, PFX_UPLINK, U32_MATCH_SRC);
 	switch (info.shape) {
 	case SHAPE_HTB:
 		r = tree_htb(&b, info.shaped_bps, info.class_rate_bps, info.ce_threshold_us);
@@ -1015,6 +1172,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		else
 			r = filters_dscp(&b, cfg, classid);
 	}
+	if (r >= 0 && info.down.planned)
+		r = downlink_build(&b, sorted, n, cfg, up, prev, &info);
 	if (r < 0) {
 		node_plan_free(&np);
 		return error_set(err, 0, -r, "uplink %s: building the %s plan failed", ifname, node_mode_name(mode));

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "json.h"
+#include "k8s.h"
 #include "profile.h"
 
 #define MiB (1024u * 1024u)
@@ -136,22 +137,6 @@ const struct profile *profile_resolve(const struct profile_set *set, const struc
 }
 
 /* ---- merging the operator's "profiles" object ---- */
-
-/* [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters, like the annotation. */
-static bool is_profile_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= PROFILE_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (!alnum && !(c == '-' && i > 0 && i < n - 1))
-			return false;
-	}
-	return true;
-}
 
 static bool is_cc_name(const char *s)
 {
@@ -411,7 +396,7 @@ int profile_set_merge_json(struct profile_set *set, const struct cJSON *profiles
 	{
 		const char *name = v->string ? v->string : "";
 
-		if (!is_profile_name(name))
+		if (!k8s_dns_label_valid(name))
 			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 			                 "profiles: invalid profile name \"%s\" (lowercase letters, digits and '-', "
 			                 "at most 63 characters)",
@@ -471,7 +456,7 @@ int profile_from_json(const char *name, const cJSON *obj, struct profile *ret, s
 
 	if (!work)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, ENOMEM, "out of memory");
-	if (!is_profile_name(name ? name : ""))
+	if (!k8s_dns_label_valid(name ? name : ""))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid profile name");
 	if (!cJSON_IsObject(obj) || !cJSON_GetObjectItemCaseSensitive(obj, "class"))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "profiles.%s: expected an object with \"class\"",

@@ -14,8 +14,11 @@
 #include <time.h>
 
 #include "caps.h"
+#include "reason.h"
 #include "failpoint.h"
+#include "ifname.h"
 #include "log.h"
+#include "reason.h"
 #include "state.h"
 
 #define STATE_VERSION 1
@@ -63,18 +66,66 @@ int state_check_id(const char *container_id, const char *ifname, struct error *e
 	int r = check_name("container ID", container_id, STATE_ID_MAX - 1, err);
 	if (r < 0)
 		return r;
-	return check_name("interface name", ifname, IFNAME_LEN - 1, err);
+	if (ifname && strnlen(ifname, IFNAME_LEN) >= IFNAME_LEN)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "interface name is longer than %d bytes",
+		                 IFNAME_LEN - 1);
+	if (!ifname_valid(ifname))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                 "interface name is not valid (1-%d bytes, no '/', ':' or whitespace, not '.' or '..')",
+		                 IFNAME_LEN - 1);
+	return 0;
+}
+
+/* "<containerID>@<encoded ifname>": the file name of an attachment without
+ * its suffix. Container IDs have no '@' and the encoding escapes it, so the
+ * first '@' splits. */
+static int state_stem(const char *container_id, const char *ifname, char *buf, size_t size)
+{
+	char enc[IFNAME_ENC_MAX];
+	int n;
+
+	if (state_check_id(container_id, ifname, NULL) < 0 || ifname_encode(ifname, enc, sizeof(enc)) < 0)
+		return -EINVAL;
+	n = snprintf(buf, size, "%s@%s", container_id, enc);
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The inverse of state_stem for len bytes at stem. */
+static bool stem_parse(const char *stem, size_t len, char *cid, size_t cid_size, char *ifn, size_t ifn_size)
+{
+	const char *at = memchr(stem, '@', len);
+
+	if (!at || (size_t)(at - stem) >= cid_size)
+		return false;
+	memcpy(cid, stem, (size_t)(at - stem));
+	cid[at - stem] = '\0';
+	if (ifname_decode(at + 1, len - (size_t)(at - stem) - 1, ifn, ifn_size) < 0)
+		return false;
+	return state_check_id(cid, ifn, NULL) == 0;
+}
+
+bool state_file_parse(const char *name, char *cid, size_t cid_size, char *ifn, size_t ifn_size)
+{
+	size_t n = strlen(name);
+
+	if (n <= 5 || !streq(name + n - 5, ".json"))
+		return false;
+	return stem_parse(name, n - 5, cid, cid_size, ifn, ifn_size);
 }
 
 int state_path(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size)
 {
-	int n;
+	char stem[STATE_ID_MAX + IFNAME_ENC_MAX + 1];
+	int n, r;
 
 	if (!dir || !*dir)
 		return -EINVAL;
-	if (state_check_id(container_id, ifname, NULL) < 0)
-		return -EINVAL;
-	n = snprintf(buf, size, "%s/%s@%s.json", dir, container_id, ifname);
+	r = state_stem(container_id, ifname, stem, sizeof(stem));
+	if (r < 0)
+		return r;
+	n = snprintf(buf, size, "%s/%s.json", dir, stem);
 	if (n < 0 || (size_t)n >= size)
 		return -ENAMETOOLONG;
 	return 0;
@@ -160,21 +211,22 @@ static void describe_alt(const struct plan_item *it, int i, char *buf, size_t si
 
 static void describe_reason(const struct plan_item *it, char *buf, size_t size)
 {
-	const char *why = "refused by the kernel";
-
 	if (it->err == ESRCH) {
 		snprintf(buf, size, "depends on %s, which was not applied", it->depends);
 		return;
 	}
-	if (it->err == 0) {
-		snprintf(buf, size, "unknown");
+	if (it->err == ENODEV && it->dev == DEV_HOST) {
+		snprintf(buf, size,
+		         "no host-side veth to shape on (a macvlan/ipvlan primary): the limit is not enforced");
 		return;
 	}
-	if (it->err == ENOENT || it->err == EOPNOTSUPP)
-		why = it->type == ITEM_TC ? "not supported by this kernel" : "not available in this kernel";
-	else if (it->err == EPERM && it->type == ITEM_SYSCTL)
-		why = "not allowed in the pod's network namespace";
-	snprintf(buf, size, "%s: %s (errno %d)", why, strerror(it->err), it->err);
+	if (it->err == EPERM && it->type == ITEM_SYSCTL) {
+		snprintf(buf, size, "not allowed in the pod's network namespace");
+		return;
+	}
+	reason_item(it, buf, size); /* the missing kernel feature in words (reason.h) */
+	if (!buf[0])
+		snprintf(buf, size, "unknown");
 }
 
 static cJSON *degraded_to_json(const struct plan *p)
@@ -185,7 +237,7 @@ static cJSON *degraded_to_json(const struct plan *p)
 		return NULL;
 	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
 		const struct plan_item *it = &p->items[i];
-		char wanted[TC_FORMAT_MAX + 32], got[TC_FORMAT_MAX + 32], reason[128];
+		char wanted[TC_FORMAT_MAX + 32], got[TC_FORMAT_MAX + 32], reason[REASON_MAX];
 		cJSON *o;
 
 		if (it->status != ITEM_DEGRADED && it->status != ITEM_SKIPPED)
@@ -668,48 +720,112 @@ int state_remove(const char *dir, const char *container_id, const char *ifname, 
 
 /* ---- the state lock and temp-file sweeping ---- */
 
+/* flock path, polled to bound the wait: 0.5 ms steps growing to 2 ms
+ * (holders keep it for about a millisecond: a waiter is late by at most one
+ * step); timeout_ms 0 tries once. With verify, the lock is taken only on the
+ * file the path still names (a lock file is unlinked by its last user while
+ * held: a waiter that got the old inode tries again). */
+static int lock_path(const char *dir, const char *path, const char *what, unsigned timeout_ms, bool verify,
+                     struct error *err)
+{
+	struct timespec pause = {.tv_sec = 0, .tv_nsec = 500000L};
+	unsigned waited_us = 0;
+	int fd, r;
+
+	for (;;) {
+		struct stat a, b;
+
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 && errno == ENOENT) {
+			r = mkdir_p(dir, err);
+			if (r < 0)
+				return r;
+			fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		}
+		if (fd < 0 && (errno == EROFS || errno == EACCES))
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* flock needs no write access */
+		if (fd < 0)
+			return error_set(err, CNI_ERR_STATE, errno, "open %s '%s': %s", what, path, strerror(errno));
+		while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			int saved = errno;
+
+			if (saved != EWOULDBLOCK && saved != EINTR) {
+				close(fd);
+				return error_set(err, CNI_ERR_STATE, saved, "lock '%s': %s", path, strerror(saved));
+			}
+			if (waited_us >= timeout_ms * 1000u) {
+				close(fd);
+				return error_set(err, CNI_ERR_TRY_LATER, ETIMEDOUT,
+				                 "%s '%s' still held by another process after %u ms", what, path,
+				                 timeout_ms);
+			}
+			nanosleep(&pause, NULL);
+			waited_us += (unsigned)(pause.tv_nsec / 1000);
+			if (pause.tv_nsec < 2000000L)
+				pause.tv_nsec *= 2;
+		}
+		if (!verify ||
+		    (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev))
+			return fd;
+		close(fd); /* unlinked meanwhile by its last holder: take the new one */
+	}
+}
+
 int state_lock(const char *dir, unsigned timeout_ms, struct error *err)
 {
 	char path[STATE_PATH_MAX];
-	struct timespec pause = {.tv_sec = 0, .tv_nsec = 500000L};
-	unsigned waited_us = 0;
-	int fd, r, n;
+	int n;
 
 	if (!dir || !*dir)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "state directory is empty");
 	n = snprintf(path, sizeof(path), "%s/lock", dir);
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "state directory '%s' is too long", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 && errno == ENOENT) {
-		r = mkdir_p(dir, err);
-		if (r < 0)
-			return r;
-		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	}
-	if (fd < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "open state lock '%s': %s", path, strerror(errno));
-	/* polled rather than blocking, to bound the wait: 0.5 ms steps growing
-	 * to 2 ms (holders keep it for about a millisecond: a waiter is late by
-	 * at most one step) */
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int saved = errno;
+	return lock_path(dir, path, "state lock", timeout_ms, false, err);
+}
 
-		if (saved != EWOULDBLOCK && saved != EINTR) {
-			close(fd);
-			return error_set(err, CNI_ERR_STATE, saved, "lock '%s': %s", path, strerror(saved));
-		}
-		if (waited_us >= timeout_ms * 1000u) {
-			close(fd);
-			return error_set(err, CNI_ERR_STATE, ETIMEDOUT,
-			                 "state lock '%s' still held by another process after %u ms", path, timeout_ms);
-		}
-		nanosleep(&pause, NULL);
-		waited_us += (unsigned)(pause.tv_nsec / 1000);
-		if (pause.tv_nsec < 2000000L)
-			pause.tv_nsec *= 2;
-	}
-	return fd;
+static int attachment_lock_path(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size,
+                                struct error *err)
+{
+	char stem[STATE_ID_MAX + IFNAME_ENC_MAX + 1];
+	int n, r;
+
+	if (!dir || !*dir)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "state directory is empty");
+	r = state_check_id(container_id, ifname, err);
+	if (r < 0)
+		return r;
+	r = state_stem(container_id, ifname, stem, sizeof(stem));
+	n = r < 0 ? -1 : snprintf(buf, size, "%s/%s.lock", dir, stem);
+	if (n < 0 || (size_t)n >= size)
+		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "lock path for %s/%s under '%s' is too long",
+		                 container_id, ifname, dir);
+	return 0;
+}
+
+int state_lock_attachment(const char *dir, const char *container_id, const char *ifname, unsigned timeout_ms,
+                          struct error *err)
+{
+	char path[STATE_PATH_MAX];
+	int r = attachment_lock_path(dir, container_id, ifname, path, sizeof(path), err);
+
+	if (r < 0)
+		return r;
+	return lock_path(dir, path, "attachment lock", timeout_ms, true, err);
+}
+
+void state_unlock_attachment(int fd, const char *dir, const char *container_id, const char *ifname)
+{
+	char path[STATE_PATH_MAX], rec[STATE_PATH_MAX];
+
+	if (fd < 0)
+		return;
+	/* the last user of an attachment (no record left) removes its lock
+	 * file, still holding it: a waiter on the old file sees it gone */
+	if (attachment_lock_path(dir, container_id, ifname, path, sizeof(path), NULL) == 0 &&
+	    state_path(dir, container_id, ifname, rec, sizeof(rec)) == 0 && access(rec, F_OK) < 0 && errno == ENOENT)
+		(void)unlink(path);
+	close(fd);
 }
 
 void state_unlock(int fd)
@@ -724,25 +840,24 @@ void state_unlock(int fd)
  * without the lock, from another pid namespace. Its attachment records it
  * writes under the lock, so under the lock any of their temp files is
  * garbage, whatever its pid means here.) */
-static bool tmp_is_stale(const char *name, const char *prefix)
+static bool tmp_is_stale(const char *name, const char *prefix, char cid[STATE_ID_MAX], char ifn[IFNAME_LEN])
 {
-	const char *t = strstr(name, ".json.tmp."), *num;
-	char id[STATE_ID_MAX + IFNAME_LEN + 2], *at, *end;
+	const char *t = NULL, *num;
+	char *end;
 	long pid;
 
+	cid[0] = ifn[0] = '\0';
 	if (!strncmp(name, CAPS_FILE ".tmp.", strlen(CAPS_FILE ".tmp."))) {
 		num = name + strlen(CAPS_FILE ".tmp.");
 	} else {
-		if (!t || (size_t)(t - name) >= sizeof(id))
+		/* the last ".json.tmp.": an interface name may hold the text */
+		for (const char *p = strstr(name, ".json.tmp."); p; p = strstr(p + 1, ".json.tmp."))
+			t = p;
+		if (!t)
 			return false;
-		snprintf(id, sizeof(id), "%.*s", (int)(t - name), name);
-		if (prefix && !streq(id, prefix))
+		if (prefix && (strlen(prefix) != (size_t)(t - name) || strncmp(name, prefix, (size_t)(t - name)) != 0))
 			return false;
-		at = strchr(id, '@');
-		if (!at)
-			return false;
-		*at = '\0';
-		if (state_check_id(id, at + 1, NULL) < 0)
+		if (!stem_parse(name, (size_t)(t - name), cid, STATE_ID_MAX, ifn, IFNAME_LEN))
 			return false;
 		num = t + strlen(".json.tmp.");
 	}
@@ -756,26 +871,34 @@ static bool tmp_is_stale(const char *name, const char *prefix)
 int state_sweep_tmp(const char *dir, const char *container_id, const char *ifname)
 {
 	_cleanup_(closedirp) DIR *d = NULL;
-	char prefix[STATE_ID_MAX + IFNAME_LEN + 2];
+	char prefix[STATE_ID_MAX + IFNAME_ENC_MAX + 1];
 	struct dirent *de;
 	int removed = 0;
 
-	if (container_id) {
-		if (state_check_id(container_id, ifname, NULL) < 0)
-			return 0;
-		snprintf(prefix, sizeof(prefix), "%s@%s", container_id, ifname);
-	}
+	if (container_id && state_stem(container_id, ifname, prefix, sizeof(prefix)) < 0)
+		return 0;
 	d = dir && *dir ? opendir(dir) : NULL;
 	if (!d)
 		return 0;
 	while ((de = readdir(d))) {
-		if (!tmp_is_stale(de->d_name, container_id ? prefix : NULL))
+		char cid[STATE_ID_MAX], ifn[IFNAME_LEN];
+		int lock = -1;
+
+		if (!tmp_is_stale(de->d_name, container_id ? prefix : NULL, cid, ifn))
 			continue;
+		/* another attachment's: only under its lock (the agent writes
+		 * records from another pid namespace); busy = not now */
+		if (!container_id && cid[0]) {
+			lock = state_lock_attachment(dir, cid, ifn, 0, NULL);
+			if (lock < 0)
+				continue;
+		}
 		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
 			removed++;
 			log_msg(LOG_LVL_INFO, "removed the temp file of a killed writer", "dir", dir, "file",
 			        de->d_name, (char *)NULL);
 		}
+		state_unlock_attachment(lock, dir, cid, ifn);
 	}
 	return removed;
 }
@@ -795,8 +918,7 @@ int state_list(const char *dir, int (*cb)(const char *container_id, const char *
 		return error_set(err, CNI_ERR_STATE, errno, "open state directory '%s': %s", dir, strerror(errno));
 	}
 	for (;;) {
-		char name[256], *at, *dot;
-		size_t n;
+		char cid[STATE_ID_MAX], ifn[IFNAME_LEN];
 		int r;
 
 		errno = 0;
@@ -809,20 +931,10 @@ int state_list(const char *dir, int (*cb)(const char *container_id, const char *
 		}
 		if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
 			continue;
-		if (str_copy(name, sizeof(name), de->d_name) < 0)
+		/* temp files end in .tmp.<pid>; other names are not ours */
+		if (!state_file_parse(de->d_name, cid, sizeof(cid), ifn, sizeof(ifn)))
 			continue;
-		n = strlen(name);
-		if (n <= 5 || !streq(name + n - 5, ".json"))
-			continue; /* temp files end in .tmp.<pid> */
-		dot = name + n - 5;
-		*dot = '\0';
-		at = strchr(name, '@');
-		if (!at || strchr(at + 1, '@'))
-			continue;
-		*at = '\0';
-		if (state_check_id(name, at + 1, NULL) < 0)
-			continue; /* not one of ours */
-		r = cb(name, at + 1, userdata);
+		r = cb(cid, ifn, userdata);
 		if (r < 0)
 			return r;
 	}

@@ -1,6 +1,7 @@
 /* state.h — the per-attachment state store under stateDir. One JSON file per
- * attachment, "<dir>/<containerID>@<ifname>.json" ('@' is allowed in neither
- * part, so the name splits unambiguously), written atomically (O_EXCL temp
+ * attachment, "<dir>/<containerID>@<ifname>.json" (container IDs have no '@';
+ * the interface name is encoded, ifname_encode(): bytes outside
+ * [A-Za-z0-9_.-] as %XX, so the name splits unambiguously), written atomically (O_EXCL temp
  * file "<name>.tmp.<pid>" 0600, then rename (no fsync: see state.c); the temp file is
  * unlinked on any failure), read by the plugin (DEL/CHECK/GC) and the agent. */
 #ifndef AIQOS_STATE_H
@@ -47,12 +48,16 @@ struct attach_state {
 	bool pending;
 };
 
-/* Validate a container ID / ifname for use in a file name: non-empty, at most
- * STATE_ID_MAX-1 / IFNAME_LEN-1 characters of [A-Za-z0-9_.-], not starting
- * with '.' or '-' (so no "..", no '/', no '@'). -EINVAL/-ENAMETOOLONG. */
+/* Validate a container ID and an interface name: the ID non-empty, at most
+ * STATE_ID_MAX-1 characters of [A-Za-z0-9_.-], not starting with '.' or '-';
+ * the name by Linux's and libcni's rules (ifname_valid()).
+ * -EINVAL/-ENAMETOOLONG. */
 int state_check_id(const char *container_id, const char *ifname, struct error *err);
-/* "<dir>/<containerID>@<ifname>.json"; -EINVAL for bad ids, -ENAMETOOLONG. */
+/* "<dir>/<containerID>@<encoded ifname>.json"; -EINVAL for bad ids, -ENAMETOOLONG. */
 int state_path(const char *dir, const char *container_id, const char *ifname, char *buf, size_t size);
+/* A directory entry "<containerID>@<encoded ifname>.json" -> its two parts
+ * (decoded); false for any other name. */
+bool state_file_parse(const char *name, char *cid, size_t cid_size, char *ifn, size_t ifn_size);
 
 /* Write atomically (creates missing directories of dir with mode 0700;
  * existing ones are left as they are). The JSON holds version 1,
@@ -73,21 +78,32 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
  * aiqos keeps under stateDir is written this way. */
 int state_write_atomic(const char *dir, const char *path, const char *what, const char *text, bool durable,
                        struct error *err);
-/* The state lock, "<dir>/lock" (flock, created 0600 with dir if missing):
- * every process that changes an attachment's tc objects, sysctls or record
- * (plugin ADD/DEL/CHECK/GC, the agent re-tuning a pod) holds it from reading
- * the record to writing it, so the plugin and the agent never interleave on
- * one interface (EBUSY/EEXIST races, a DEL undone by a late agent write).
+/* The attachment lock, "<dir>/<containerID>@<encoded ifname>.lock" (flock,
+ * created 0600 with dir if missing): every process that changes an
+ * attachment's tc objects, sysctls or record (plugin ADD/DEL/CHECK/GC, the
+ * agent re-tuning a pod) holds it from reading the record to writing it, so
+ * the plugin and the agent never interleave on one interface (EBUSY/EEXIST
+ * races, a DEL undone by a late agent write); other attachments never wait.
  * Held for milliseconds; a holder that dies releases it. Waits at most
- * timeout_ms, then -ETIMEDOUT; errors name the lock file. Returns the fd
- * holding the lock (close it, or state_unlock, to release). */
+ * timeout_ms (0: one try), then -ETIMEDOUT (err->code CNI_ERR_TRY_LATER);
+ * errors name the lock file. On a read-only directory an existing lock file
+ * is still locked; one that is absent and cannot be created gives -ENOENT or
+ * the directory's errno (nobody else can hold it then either). Returns the fd
+ * holding the lock; release with state_unlock_attachment(), which also
+ * removes the lock file once the attachment has no record. */
+int state_lock_attachment(const char *dir, const char *container_id, const char *ifname, unsigned timeout_ms,
+                          struct error *err);
+void state_unlock_attachment(int fd, const char *dir, const char *container_id, const char *ifname);
+/* A directory-wide lock "<dir>/lock", same rules (no longer taken by the
+ * verbs; kept for callers that need the whole directory). */
 int state_lock(const char *dir, unsigned timeout_ms, struct error *err);
 void state_unlock(int fd);
 /* Remove temp files ("<containerID>@<ifname>.json.tmp.<pid>",
  * "kernel-caps.tmp.<pid>") of writers that are gone (their pid no longer
  * runs): what a plugin killed while saving leaves. container_id NULL: of
- * every attachment (GC), else of that one (DEL); the kernel-caps one always.
- * Call with the state lock held. Returns how many were removed. */
+ * every attachment (GC: each under its attachment lock, skipped when busy),
+ * else of that one (DEL: call with its lock held); the kernel-caps one
+ * always. Returns how many were removed. */
 int state_sweep_tmp(const char *dir, const char *container_id, const char *ifname);
 /* -ENOENT when there is no state for the attachment. The desired plan is not
  * stored (the planner recomputes it from workload + profile + ifaces): load

@@ -77,4 +77,11 @@ static inline bool streq(const char *a, const char *b)
  * is empty); a text that does not fit ends in "...". */
 void str_append_sep(char *buf, size_t size, char sep, const char *fmt, ...) _printf_(4, 5);
 
+/* Quote a value from untrusted input for a message: printable ASCII kept,
+ * '"' and '\\' escaped, anything else as \xNN, at most QUOTE_MAX characters
+ * of output before "...". Returns buf (size >= QUOTE_BUF for a full quote). */
+#define QUOTE_MAX 72
+#define QUOTE_BUF (QUOTE_MAX + 8)
+const char *quote_value(const char *s, char *buf, size_t size);
+
 #endif

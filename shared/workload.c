@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "k8s.h"
 #include "workload.h"
 
 static const char *const class_names[_CLASS_MAX] = {
@@ -32,213 +33,33 @@ enum workload_class workload_class_from_name(const char *s)
 	return _CLASS_INVALID;
 }
 
-/* Quote a value from untrusted input for a message: printable ASCII kept,
- * '"' and '\\' escaped, anything else as \xNN, at most QUOTE_MAX characters
- * of output before "...". */
-#define QUOTE_MAX 72
-static const char *quote(const char *s, char *buf, size_t size)
-{
-	size_t o = 0;
-
-	if (size < 8)
-		return "";
-	buf[o++] = '"';
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char tmp[8];
-		size_t n;
-
-		if (c == '"' || c == '\\')
-			n = (size_t)snprintf(tmp, sizeof(tmp), "\\%c", c);
-		else if (c < 0x20 || c >= 0x7f)
-			n = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", c);
-		else
-			n = (size_t)snprintf(tmp, sizeof(tmp), "%c", c);
-		if (o + n > QUOTE_MAX || o + n + 5 > size) {
-			memcpy(buf + o, "...", 3);
-			o += 3;
-			break;
-		}
-		memcpy(buf + o, tmp, n);
-		o += n;
-	}
-	buf[o++] = '"';
-	buf[o] = '\0';
-	return buf;
-}
-#define QUOTE_BUF (QUOTE_MAX + 8)
-
-/* Significant digits kept exactly (after dropping leading and trailing
- * zeros): 10^20 * 2^60 (Ei) still fits in 128 bits. Longer mantissas could
- * only name a whole number of bit/s through absurd spellings
- * ("0.000...931322574615478515625Ei") and are refused. */
-#define QUANTITY_DIGITS_MAX 20
-/* Exponents beyond this saturate: the value is then far out of range. */
-#define QUANTITY_EXP_CLAMP 100000
-
-typedef unsigned __int128 u128;
-
-/* A suffix: decimal power of ten and binary power of two. Longest first
- * where one is a prefix of another ("Ei" before "E"). */
-static const struct {
-	const char *s;
-	int pow10;
-	int pow2;
-} suffixes[] = {
-        {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60}, {"m", -3, 0},
-        {"k", 3, 0},   {"M", 6, 0},   {"G", 9, 0},   {"T", 12, 0},  {"P", 15, 0},  {"E", 18, 0},
-};
-
-/* Parse a decimal exponent "[+-]digits" at s; returns chars consumed (0 if
- * none), saturating the value at +-QUANTITY_EXP_CLAMP. */
-static size_t parse_exponent(const char *s, long *ret)
-{
-	size_t i = 0;
-	bool neg = false;
-	long v = 0;
-
-	if (s[i] == '+' || s[i] == '-')
-		neg = s[i++] == '-';
-	if (s[i] < '0' || s[i] > '9')
-		return 0;
-	for (; s[i] >= '0' && s[i] <= '9'; i++)
-		if (v < QUANTITY_EXP_CLAMP)
-			v = v * 10 + (s[i] - '0');
-	if (v > QUANTITY_EXP_CLAMP)
-		v = QUANTITY_EXP_CLAMP;
-	*ret = neg ? -v : v;
-	return i;
-}
-
 int quantity_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 {
+	struct k8s_quantity kq;
 	char q[QUOTE_BUF];
-	const char *p, *int_start, *frac_start = NULL;
-	size_t int_len, frac_len = 0;
-	u128 mant = 0;
-	unsigned sig = 0;
-	long exp10 = 0;
-	int pow2 = 0;
-	u128 val;
+	uint64_t v;
+	int r;
 
-	if (!s)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid quantity: missing value");
-	quote(s, q, sizeof(q));
-	if (!*s)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid quantity \"\": empty value");
-	for (p = s; *p; p++)
-		if (*p == ' ' || (*p >= '\t' && *p <= '\r'))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			                 "invalid quantity %s: whitespace is not allowed", q);
-
-	p = s;
-	if (*p == '-')
+	r = k8s_quantity_parse(s, &kq, err);
+	if (r < 0) {
+		if (err)
+			err->code = CNI_ERR_INVALID_CONFIG;
+		return r;
+	}
+	quote_value(s, q, sizeof(q));
+	if (kq.negative)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
 		                 "invalid quantity %s: negative values are not allowed", q);
-	if (*p == '+')
-		p++;
-
-	/* <digits> | <digits>. | <digits>.<digits> | .<digits> */
-	int_start = p;
-	while (*p >= '0' && *p <= '9')
-		p++;
-	int_len = (size_t)(p - int_start);
-	if (*p == '.') {
-		frac_start = ++p;
-		while (*p >= '0' && *p <= '9')
-			p++;
-		frac_len = (size_t)(p - frac_start);
-	}
-	if (int_len == 0 && frac_len == 0)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "invalid quantity %s: expected a number (digits, optionally with a fraction)", q);
-
-	/* Suffix: exactly one of the SI suffixes, an exponent, or nothing. */
-	if (*p) {
-		size_t used = 0;
-
-		if ((*p == 'e' || *p == 'E') && (used = parse_exponent(p + 1, &exp10)) > 0) {
-			used++;
-		} else {
-			for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
-				size_t n = strlen(suffixes[i].s);
-				if (strncmp(p, suffixes[i].s, n) == 0) {
-					exp10 = suffixes[i].pow10;
-					pow2 = suffixes[i].pow2;
-					used = n;
-					break;
-				}
-			}
-		}
-		if (p[used]) {
-			char suf[QUOTE_BUF];
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid quantity %s: unknown suffix %s",
-			                 q, quote(p + used, suf, sizeof(suf)));
-		}
-	}
-
-	/* Mantissa digits as one integer, dropping leading zeros; every
-	 * fraction digit lowers the decimal exponent. Trailing zeros are
-	 * folded into the exponent so only significant digits count. */
-	{
-		const char *runs[2] = {int_start, frac_start};
-		size_t lens[2] = {int_len, frac_len};
-		unsigned pending_zeros = 0;
-
-		for (int r = 0; r < 2; r++) {
-			for (size_t i = 0; i < lens[r]; i++) {
-				int d = runs[r][i] - '0';
-				if (r == 1)
-					exp10--;
-				if (d == 0) {
-					if (sig > 0)
-						pending_zeros++;
-					continue;
-				}
-				if (sig + pending_zeros + 1 > QUANTITY_DIGITS_MAX)
-					return error_set(
-					        err, CNI_ERR_INVALID_CONFIG, EINVAL,
-					        "invalid quantity %s: too many significant digits (at most %d)", q,
-					        QUANTITY_DIGITS_MAX);
-				for (; pending_zeros > 0; pending_zeros--, sig++)
-					mant *= 10;
-				mant = mant * 10 + (unsigned)d;
-				sig++;
-			}
-		}
-		exp10 += pending_zeros;
-	}
-
-	if (mant == 0)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "bandwidth %s is below the minimum %llu bit/s", q,
-		                 (unsigned long long)BW_MIN_BPS);
-
-	/* value = mant * 2^pow2 * 10^exp10; mant < 10^20 and 2^pow2 <= 2^60,
-	 * so the product fits in 128 bits. */
-	val = mant << pow2;
-	if (exp10 >= 0) {
-		for (long i = 0; i < exp10 && val <= BW_MAX_BPS; i++)
-			val *= 10;
-	} else {
-		u128 div = 1;
-		/* 10^38 < 2^128; a larger divisor leaves less than one bit/s. */
-		if (-exp10 > 38)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE,
-			                 "bandwidth %s is not a whole number of bit/s", q);
-		for (long i = 0; i < -exp10; i++)
-			div *= 10;
-		if (val % div != 0)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE,
-			                 "bandwidth %s is not a whole number of bit/s", q);
-		val /= div;
-	}
-	if (val < BW_MIN_BPS)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "bandwidth %s is below the minimum %llu bit/s", q,
-		                 (unsigned long long)BW_MIN_BPS);
-	if (val > BW_MAX_BPS)
+	r = k8s_quantity_to_u64(&kq, BW_MAX_BPS, &v);
+	if (r == -EDOM)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "bandwidth %s is not a whole number of bit/s", q);
+	if (r == -ERANGE)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "bandwidth %s is above the maximum %llu bit/s", q,
 		                 (unsigned long long)BW_MAX_BPS);
-	*ret_bps = (uint64_t)val;
+	if (v < BW_MIN_BPS)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "bandwidth %s is below the minimum %llu bit/s", q,
+		                 (unsigned long long)BW_MIN_BPS);
+	*ret_bps = v;
 	return 0;
 }
 
@@ -254,22 +75,6 @@ void workload_add_warning(struct workload *w, const char *fmt, ...)
 	vsnprintf(w->warn[w->n_warn], WORKLOAD_WARN_LEN, fmt, ap);
 	va_end(ap);
 	w->n_warn++;
-}
-
-/* [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters (RFC 1123 label). */
-static bool is_dns_label(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 63)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (!alnum && !(c == '-' && i > 0 && i < n - 1))
-			return false;
-	}
-	return true;
 }
 
 static void parse_bandwidth_annotation(const cJSON *a, const char *key, uint64_t *ret_bps, struct workload *w)
@@ -318,18 +123,18 @@ int workload_from_annotations(const struct cJSON *annotations, struct workload *
 			/* "default" is not a value a pod may ask for: absence is. */
 			workload_add_warning(
 			        &w, "%s: invalid value %s (accepted: inference, training); using class default",
-			        ANNOT_WORKLOAD, quote(v->valuestring, q, sizeof(q)));
+			        ANNOT_WORKLOAD, quote_value(v->valuestring, q, sizeof(q)));
 	}
 
 	v = cJSON_GetObjectItemCaseSensitive(annotations, ANNOT_PROFILE);
 	if (v) {
 		if (!cJSON_IsString(v) || !v->valuestring)
 			workload_add_warning(&w, "%s: value is not a string; ignored", ANNOT_PROFILE);
-		else if (!is_dns_label(v->valuestring))
+		else if (!k8s_dns_label_valid(v->valuestring))
 			workload_add_warning(&w,
 			                     "%s: invalid profile name %s (lowercase letters, digits and '-', "
 			                     "at most 63 characters); ignored",
-			                     ANNOT_PROFILE, quote(v->valuestring, q, sizeof(q)));
+			                     ANNOT_PROFILE, quote_value(v->valuestring, q, sizeof(q)));
 		else
 			str_copy(w.profile, sizeof(w.profile), v->valuestring);
 	}

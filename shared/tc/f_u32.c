@@ -1,6 +1,7 @@
 /* f_u32.c — the u32 classifier as aiqos uses it: match-all, an address prefix
  * or the DS field; a flowid; a DSCP rewrite as pedit(+csum) actions, encoded
- * byte for byte like tc's `action pedit ex munge ip dsfield set X retain 0xfc`.
+ * byte for byte like tc's `action pedit ex munge ip dsfield set X retain 0xfc`;
+ * or a redirect to another device (`action mirred egress redirect dev D`).
  *
  * parse() returns -EOPNOTSUPP for selectors/actions outside that set (not a
  * filter aiqos made) and -ENODATA for dump entries that are not key nodes
@@ -9,6 +10,7 @@
 #include <inttypes.h>
 #include <linux/if_ether.h>
 #include <linux/tc_act/tc_csum.h>
+#include <linux/tc_act/tc_mirred.h>
 #include <linux/tc_act/tc_pedit.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -191,6 +193,22 @@ static int put_csum_ip(struct nl_msg *msg, int order, int action)
 	return 0;
 }
 
+static int put_mirred_redirect(struct nl_msg *msg, int order, int ifindex)
+{
+	struct tc_mirred parms = {.action = TC_ACT_STOLEN, .eaction = TCA_EGRESS_REDIR, .ifindex = (uint32_t)ifindex};
+	struct nlattr *act, *opts;
+
+	if (!(act = tc_nest_start(msg, order)))
+		return -EMSGSIZE;
+	TC_PUT(nla_put_string(msg, TCA_ACT_KIND, "mirred"));
+	if (!(opts = tc_nest_start(msg, TCA_ACT_OPTIONS | NLA_F_NESTED)))
+		return -EMSGSIZE;
+	TC_PUT(nla_put(msg, TCA_MIRRED_PARMS, sizeof(parms), &parms));
+	nla_nest_end(msg, opts);
+	nla_nest_end(msg, act);
+	return 0;
+}
+
 static int u32_fill(struct nl_msg *msg, const struct tc_spec *s)
 {
 	const struct tc_u32 *u = &s->u.u32;
@@ -207,8 +225,10 @@ static int u32_fill(struct nl_msg *msg, const struct tc_spec *s)
 	r = u32_keys(s, keys, &n);
 	if (r < 0)
 		return r;
+	if (u->redirect_ifindex < 0 || (u->redirect_ifindex > 0 && u->dscp >= 0))
+		return -EINVAL; /* one action kind per filter */
 	sel.nkeys = (unsigned char)n;
-	if (u->classid || u->dscp >= 0)
+	if (u->classid || u->dscp >= 0 || u->redirect_ifindex)
 		sel.flags |= TC_U32_TERMINAL;
 	memcpy(sel_buf.b, &sel, sizeof(sel));
 	memcpy(sel_buf.b + sizeof(sel), keys, n * sizeof(keys[0]));
@@ -230,6 +250,16 @@ static int u32_fill(struct nl_msg *msg, const struct tc_spec *s)
 		} else {
 			r = put_pedit(msg, 1, family, u->dscp, TC_ACT_OK);
 		}
+		if (r < 0)
+			return r;
+		nla_nest_end(msg, acts);
+	}
+	if (u->redirect_ifindex > 0) {
+		struct nlattr *acts = tc_nest_start(msg, TCA_U32_ACT);
+
+		if (!acts)
+			return -EMSGSIZE;
+		r = put_mirred_redirect(msg, 1, u->redirect_ifindex);
 		if (r < 0)
 			return r;
 		nla_nest_end(msg, acts);
@@ -401,6 +431,14 @@ static int u32_parse_actions(const struct nlattr *acts, struct tc_spec *s)
 			int r = parse_pedit(tb[TCA_ACT_OPTIONS], u32_family(s), &s->u.u32.dscp);
 			if (r < 0)
 				return r;
+		} else if (streq(kind, "mirred")) {
+			struct nlattr *mb[TCA_MIRRED_MAX + 1];
+			const struct tc_mirred *m;
+
+			if (!tb[TCA_ACT_OPTIONS] || tc_nla_parse_nested(mb, TCA_MIRRED_MAX, tb[TCA_ACT_OPTIONS]) < 0 ||
+			    !(m = tc_nla_data_min(mb[TCA_MIRRED_PARMS], sizeof(*m))) || m->eaction != TCA_EGRESS_REDIR)
+				return -EOPNOTSUPP;
+			s->u.u32.redirect_ifindex = (int)m->ifindex;
 		} else if (!streq(kind, "csum")) {
 			return -EOPNOTSUPP; /* some other action: not a filter aiqos made */
 		}
@@ -491,6 +529,12 @@ static int u32_format(const struct tc_spec *s, char *buf, size_t size)
 			sbuf_word(&sb, "action pedit ex munge ip dsfield set 0x%02x retain 0x%02x pipe action csum ip",
 			          (unsigned)u->dscp << 2, DSFIELD_MASK);
 	}
+	if (u->redirect_ifindex || u->redirect_dev[0]) {
+		if (u->redirect_dev[0])
+			sbuf_word(&sb, "action mirred egress redirect dev %s", u->redirect_dev);
+		else
+			sbuf_word(&sb, "action mirred egress redirect ifindex %d", u->redirect_ifindex);
+	}
 	return sbuf_result(&sb);
 }
 
@@ -525,6 +569,8 @@ static bool u32_match(const struct tc_spec *d, const struct tc_spec *o)
 	if (du->classid && du->classid != ou->classid)
 		return false;
 	if (du->dscp >= 0 && du->dscp != ou->dscp)
+		return false;
+	if (du->redirect_ifindex && du->redirect_ifindex != ou->redirect_ifindex)
 		return false;
 	return true;
 }

@@ -109,6 +109,11 @@ struct tc_u32 {
 	uint32_t classid; /* flowid; 0 = none */
 	int dscp;         /* -1 = no rewrite; 0..63 = pedit DSCP + csum (v4) */
 	uint8_t tos;      /* U32_MATCH_DSFIELD: DS field value (DSCP << 2) to match under mask 0xfc */
+	/* mirred egress redirect of what matches to another device (the
+	 * download direction: uplink ingress -> ifb); 0 = none. The name is
+	 * for tc(8) text only (parse leaves it empty, match ignores it). */
+	int redirect_ifindex;
+	char redirect_dev[16];
 };
 
 struct tc_spec {

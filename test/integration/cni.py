@@ -341,6 +341,13 @@ class PluginRun:
         return e
 
 
+def encode_ifname(name):
+    """The state store's file-name encoding of an interface name (shared/ifname.c):
+    bytes outside [A-Za-z0-9_.-] as %XX."""
+    keep = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+    return "".join(chr(b) if b in keep else "%%%02X" % b for b in name.encode())
+
+
 def run_plugin(binary, command, stdin, containerid=None, netns=None, ifname=None, args=None,
                path=None, env_extra=None, unset=(), timeout=30, log_file=None):
     """Exec one CNI plugin like a runtime: CNI_* env + JSON on stdin.
@@ -631,7 +638,7 @@ class Attachment:
         return res["ips"][0]["address"].split("/")[0]
 
     def state_path(self):
-        return os.path.join(self.lab.state_dir, f"{self.container_id}@{self.ifname}.json")
+        return os.path.join(self.lab.state_dir, f"{self.container_id}@{encode_ifname(self.ifname)}.json")
 
     def state(self):
         """This attachment's state JSON, or None. Accepts any *.json in stateDir

@@ -410,6 +410,53 @@ def test_agent_bad_config_at_start_exits(node):
     assert "uplinkRate" in node.agent_log_tail(), node.agent_log_tail()
 
 
+def _metrics(node):
+    port = None
+    for line in open(node.agent_log):
+        if "metrics_port=" in line:
+            port = int(line.split("metrics_port=")[1].split()[0])
+    assert port is not None, node.agent_log_tail()
+
+    def call():
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/metrics")
+        return c.getresponse().read().decode()
+    return agentlab.in_netns_call(node.node.name, call)
+
+
+def test_agent_unreachable_netns_is_an_event_and_a_metric(node):
+    """A running pod whose netns path the agent cannot open (cri-dockerd's
+    /proc/<pid>/ns/net, an agent without hostPID) is not silently stale: a
+    NetnsUnreachable Event naming the path and the way out, the gauge
+    aiqos_pods_netns_unreachable, retries; once reachable it is tuned."""
+    node.start_agent(BASE_CONFIG)
+    pod = node.add_pod(INF)
+    path = pod.att.state_path()
+    with open(path) as f:
+        rec = json.load(f)
+    good = rec["netns"]
+    gone = "/proc/4194305/ns/net"  # above any pid_max: no process has it here
+
+    def write_netns(ns_path):
+        rec["netns"] = ns_path
+        with open(path + ".t", "w") as f:
+            json.dump(rec, f)
+        os.rename(path + ".t", path)
+
+    write_netns(gone)
+    pod.annotate(TRAIN)
+    ev = wait_until(lambda: node.events("NetnsUnreachable", pod.name), 10, "a NetnsUnreachable Event")
+    assert ev[0]["type"] == "Warning" and gone in ev[0]["message"] and "hostPID" in ev[0]["message"], ev
+    assert "aiqos_pods_netns_unreachable 1" in _metrics(node)
+    p = [x for x in node.status()["pods"] if x["name"] == pod.name][0]
+    assert p["status"] == "failed", p
+    # reachable again (the agent retries on its backoff): tuned, the gauge back to 0
+    write_netns(good)
+    wait_until(lambda: pod.state()["class"] == "training", 15, "the re-tune after the netns came back")
+    wait_until(lambda: "aiqos_pods_netns_unreachable 0" in _metrics(node), 10, "the gauge back to 0")
+
+
 def test_agent_metrics_and_health(node):
     node.start_agent(BASE_CONFIG)
     node.add_api_pod(INF, "10.81.0.1")

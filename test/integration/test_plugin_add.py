@@ -3,6 +3,8 @@ class does to the pod netns and the host-side veth, read back from the kernel
 (tc -j, ip -j, /proc/sys) and from the state file."""
 
 import json
+import os
+import secrets
 
 import cni
 
@@ -279,3 +281,44 @@ def test_add_twice_is_idempotent(lab):
     assert after == before
     assert len(lab.state_jsons()) == 1, lab.state_dir_entries()
     att.check().assert_ok(output=False)
+
+
+def test_add_check_del_with_interface_names_linux_allows(lab):
+    """CNI_IFNAME by Linux's and libcni's rules (Multus lets pod authors pick
+    names): "net+1" and "x@y" are tuned, checked and deleted; the state
+    file's name encodes them ('@' splits container ID from interface)."""
+    for name in ("net+1", "x@y"):
+        att = lab.attachment(annotations=INFERENCE, bandwidth={"egressRate": 10_000_000}, ifname=name)
+        att.add()
+        s = att.assert_tuned()
+        assert s["ifname"] == name
+        assert os.path.exists(att.state_path()), (att.state_path(), lab.state_dir_entries())
+        assert "@" not in os.path.basename(att.state_path()).split("@", 1)[1]
+        att.check().assert_ok(output=False)
+        att.delete()
+        assert att.state_files() == [], lab.state_dir_entries()
+
+
+def test_ingress_limit_without_host_veth_is_recorded_skipped(lab):
+    """A macvlan primary leaves no host-side veth to shape ingress on: the
+    ingress limit is recorded as skipped with its reason in words (state),
+    never dropped silently; egress is shaped; CHECK and DEL pass."""
+    master, peer = f"aqtmv{secrets.token_hex(4)}", f"aqtmp{secrets.token_hex(4)}"
+    cni.sh("ip", "link", "add", master, "type", "veth", "peer", "name", peer)  # no dummy on the CI kernel
+    lab.host_links.update((master, peer))
+    cni.sh("ip", "link", "set", master, "up")
+    base = {"type": "macvlan", "master": master, "mode": "bridge", "ipam": lab.ipam()}
+    att = lab.attachment(annotations=INFERENCE, bandwidth={"ingressRate": 10_000_000, "egressRate": 10_000_000},
+                         base_conf=base)
+    att.add()
+    s = att.state()
+    assert s is not None and not s.get("failure"), s
+    root = cni.choice(s, "ingress.root")
+    assert root is not None and root["status"] == "skipped", s["choices"]
+    reasons = dict(cni.degraded_entries(s))
+    assert "ingress.root" in reasons and "no host-side veth" in reasons["ingress.root"], s.get("degraded")
+    assert cni.root_qdisc(att.netns.name, "eth0")["kind"] == "htb", cni.tc_summary(att.netns.name, "eth0")
+    att.check().assert_ok(output=False)
+    for run in att.delete():
+        run.assert_ok(output=False)
+    assert att.state_files() == [], lab.state_dir_entries()

@@ -94,13 +94,16 @@ test_training_unshaped() {
 }
 
 # training-dctcp with both limits: HTB shapers with fq leaves that mark CE
-# above 1 ms, DCTCP allowed for the pod and chosen in its netns.
+# above 1 ms, DCTCP chosen in its netns, and the host-global
+# tcp_allowed_congestion_control left as it was (aiqos allows dctcp only for
+# the moment of the pod's write).
 test_training_dctcp_shaped() {
+	allowed_before=$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)
 	pod_add ptp "$DCTCP" '{"egressRate":20000000,"ingressRate":10000000}' || return
 	state_expect_all_applied
 	expect_eq "congestion control" "$(sysctl_in "$POD_NS" net.ipv4.tcp_congestion_control)" dctcp
-	expect "dctcp allowed to pods ($(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control))" \
-		grep -qw dctcp /proc/sys/net/ipv4/tcp_allowed_congestion_control
+	expect_eq "host's allowed congestion controls" "$(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control)" \
+		"$allowed_before"
 	expect_eq "tcp_ecn" "$(sysctl_in "$POD_NS" net.ipv4.tcp_ecn)" 1
 	for side in "$POD_NS eth0 20Mbit" "- $POD_HOST 10Mbit"; do
 		# shellcheck disable=SC2086

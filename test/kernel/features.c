@@ -4,9 +4,11 @@
  * built-in profiles. One "<type> <name>" line each, sorted; the README's
  * "Kernel support" table is checked against this list (check-readme.sh). */
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "node.h"
 #include "plan.h"
 #include "profile.h"
 #include "tc/tc.h"
@@ -135,6 +137,24 @@ int main(void)
 			if (r == 0)
 				r = plan_features(&f, p);
 		}
+	}
+	/* what the node planner asks of it: mixed mode with both directions
+	 * shaped (the download hook's mirred redirect), both classifiers */
+	for (int cl = 0; cl < _CLASSIFY_MAX && r == 0; cl++) {
+		struct node_pod pod = {.class = CLASS_INFERENCE, .n_ips = 1};
+		struct uplink_facts up = {.ifname = "eth0", .is_virtual = true, .mtu = 1500, .ifb_ifindex = 2};
+		struct node_plan np = {0};
+		struct node_config cfg;
+
+		str_copy(pod.uid, sizeof(pod.uid), "features");
+		pod.ips[0].family = AF_INET;
+		node_config_defaults(&cfg);
+		cfg.uplink_rate_bps = 100000000;
+		cfg.classify = (enum node_classify)cl;
+		r = node_plan(&pod, 1, &cfg, &up, NULL, MODE_MIXED, NULL, &np, NULL, NULL);
+		for (unsigned start = 0, k; r == 0 && (k = node_plan_slice(&np, start, p)) > 0; start += k)
+			r = plan_features(&f, p);
+		node_plan_free(&np);
 	}
 	if (r < 0) {
 		fprintf(stderr, "features: %s\n", strerror(-r));

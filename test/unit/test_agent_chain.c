@@ -62,6 +62,15 @@ static const char *fresh(const char *tag)
 	mkdir(p, 0755);
 	snprintf(p, sizeof(p), "%s/bin", dir);
 	mkdir(p, 0755);
+	/* the plugin binary in place, as install requires before chaining */
+	snprintf(p, sizeof(p), "%s/bin/aiqos", dir);
+	{
+		FILE *f = fopen(p, "we");
+		if (!f || fputs("#!/bin/sh\n", f) < 0 || fclose(f) != 0 || chmod(p, 0755) < 0) {
+			perror(p);
+			exit(1);
+		}
+	}
 	return dir;
 }
 
@@ -764,4 +773,53 @@ TEST(name_relevant)
 		CHECK_INT(chain_name_relevant(cases[i].name), cases[i].want);
 	CHECK_STR(chain_strategy_name(CHAIN_STRATEGY_OWNED_COPY), "owned-copy");
 	CHECK_STR(chain_strategy_name(_CHAIN_STRATEGY_MAX), "invalid");
+}
+
+/* install validates what it writes: the plugin's own parser reads the entry
+ * (a typo in failurePolicy would fail every ADD on the node), the binary is
+ * in place (nothing is written on refusal), and no second shaper is chained
+ * silently. */
+TEST(install_refuses_a_chain_that_cannot_work)
+{
+	const char *d = fresh("refuse");
+	struct chain_options o = opts(d);
+	struct chain_report rep;
+	struct error e = {0};
+	static const char bw[] = "{\"cniVersion\":\"0.3.1\",\"name\":\"kindnet\",\"plugins\":[{\"type\":\"ptp\"},"
+	                         "{\"type\":\"bandwidth\",\"capabilities\":{\"bandwidth\":true}}]}";
+
+	put(pathf(d, "conf", "10-kindnet.conflist"), KINDNET_0);
+	/* the plugin's parser names the field and the value */
+	o.plugin_conf = "{\"type\":\"aiqos\",\"failurePolicy\":\"opne\"}";
+	CHECK_INT(chain_ensure_report(&o, &rep, &e), -EINVAL);
+	CHECK_STR(e.msg, "aiqos plugin config: failurePolicy: invalid value \"opne\" (want \"open\" or \"closed\")");
+	o.plugin_conf = "{\"type\":\"aiqos\",\"agentTimeoutMs\":\"fast\"}";
+	CHECK(chain_ensure_report(&o, &rep, &e) < 0);
+	CHECK_CONTAINS(e.msg, "agentTimeoutMs");
+	CHECK_STR(listing(o.conf_dir), "10-kindnet.conflist");
+	/* a good one passes */
+	o.plugin_conf = "{\"type\":\"aiqos\",\"failurePolicy\":\"closed\",\"logLevel\":\"info\"}";
+	CHECK_INT(chain_ensure_report(&o, &rep, &e), 0);
+	CHECK_STR(listing(o.conf_dir), "00-aiqos-10-kindnet.conflist 10-kindnet.conflist");
+	CHECK_INT(chain_remove(&o, false, &e), 0);
+
+	/* no binary in the bin dir: nothing chained */
+	o.plugin_conf = NULL;
+	CHECK(unlink(pathf(d, "bin", "aiqos")) == 0);
+	CHECK_INT(chain_ensure_report(&o, &rep, &e), -ENOENT);
+	CHECK_CONTAINS(e.msg, "plugin binary ");
+	CHECK_CONTAINS(e.msg, "/bin/aiqos: No such file or directory; not chaining");
+	CHECK_STR(listing(o.conf_dir), "10-kindnet.conflist");
+	put_mode(pathf(d, "bin", "aiqos"), "x", 0644); /* not executable */
+	CHECK_INT(chain_ensure_report(&o, &rep, &e), -EACCES);
+	CHECK_CONTAINS(e.msg, "is not an executable file");
+	chmod(pathf(d, "bin", "aiqos"), 0755);
+
+	/* a bandwidth plugin already in the chain: chained, loudly, with the way out */
+	put(pathf(d, "conf", "10-kindnet.conflist"), bw);
+	CHECK_INT(chain_ensure_report(&o, &rep, &e), 0);
+	CHECK(rep.two_shapers);
+	CHECK_CONTAINS(rep.what, "WARNING: 10-kindnet.conflist also chains the \"bandwidth\" plugin");
+	CHECK_CONTAINS(rep.what, "remove it from that chain");
+	CHECK_STR(listing(o.conf_dir), "00-aiqos-10-kindnet.conflist 10-kindnet.conflist");
 }

@@ -65,6 +65,9 @@ TEST(defaults_when_absent)
 	CHECK_STR(c.node.uplink, "auto");
 	CHECK_INT(c.node.uplink_rate_bps, 0);
 	CHECK(c.node.inference_share == n.inference_share);
+	CHECK(c.node.training_floor == 0.2);
+	CHECK_INT(c.node.downlink_rate_bps, 0);
+	CHECK(c.node.downlink);
 	CHECK_INT(c.node.mixed_hold_s, n.mixed_hold_s);
 	CHECK_INT(c.node.debounce_ms, n.debounce_ms);
 	CHECK_INT(c.node.classify, CLASSIFY_SRC_IP);
@@ -80,6 +83,9 @@ TEST(all_keys)
 	                           "  \"uplink\": \"bond0.100\",\n"
 	                           "  \"uplinkRate\": \"500mbit\",\n"
 	                           "  \"inferenceShare\": 0.25,\n"
+	                           "  \"trainingFloor\": 0.2,\n"
+	                           "  \"downlinkRate\": \"1gbit\",\n"
+	                           "  \"downlink\": false,\n"
 	                           "  \"mixedHoldSeconds\": 120,\n"
 	                           "  \"debounceMs\": 50,\n"
 	                           "  \"classify\": \"dscp\",\n"
@@ -100,6 +106,9 @@ TEST(all_keys)
 	CHECK_STR(c.node.uplink, "bond0.100");
 	CHECK_INT(c.node.uplink_rate_bps, 500000000);
 	CHECK(c.node.inference_share == 0.25);
+	CHECK(c.node.training_floor == 0.2);
+	CHECK_INT(c.node.downlink_rate_bps, 1000000000);
+	CHECK(!c.node.downlink);
 	CHECK_INT(c.node.mixed_hold_s, 120);
 	CHECK_INT(c.node.debounce_ms, 50);
 	CHECK_INT(c.node.classify, CLASSIFY_DSCP);
@@ -231,15 +240,15 @@ TEST(invalid_values)
 	        {"{\"driftRepairSeconds\": 86401}", "driftRepairSeconds: 86401 is out of range [0, 86400]"},
 	        {"{\"driftRepairSeconds\": 0.25}", "driftRepairSeconds: 0.25 is not an integer"},
 	        {"{\"uplink\": \"eth 0\"}",
-	         "uplink: \"eth 0\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
-	        {"{\"uplink\": \"averyveryverylong\"}",
-	         "uplink: \"averyveryverylong\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
+	         "uplink: \"eth 0\" is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\""},
+	        {"{\"uplink\": \"averyveryverylong\"}", "uplink: \"averyveryverylong\" is not an interface name (1-15 "
+	                                                "bytes, no '/', ':' or whitespace) or \"auto\""},
 	        {"{\"uplink\": \"\"}",
-	         "uplink: \"\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
+	         "uplink: \"\" is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\""},
 	        {"{\"uplink\": \"..\"}",
-	         "uplink: \"..\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
+	         "uplink: \"..\" is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\""},
 	        {"{\"uplink\": \"eth0/x\"}",
-	         "uplink: \"eth0/x\" is not an interface name (1-15 of A-Z a-z 0-9 _ . : @ -) or \"auto\""},
+	         "uplink: \"eth0/x\" is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\""},
 	        {"{\"uplink\": 5}", "uplink: expected an interface name or \"auto\", got a number (5)"},
 	        {"{\"uplinkRate\": \"fast\"}", "uplinkRate: \"fast\" is not a rate (a number and a unit: bit, kbit, "
 	                                       "mbit, gbit, tbit, bps, kbps, mbps, "
@@ -269,11 +278,21 @@ TEST(invalid_values)
 	        {"{\"classify\": \"dscp\", \"profiles\": {\"gold\": {\"class\": \"default\", \"dscp\": 10}}}",
 	         "profiles.gold.dscp = 10: with classify \"dscp\" that is the uplink's training DSCP"},
 	        {"{\"uplinkrate\": \"1gbit\"}", "unknown key \"uplinkrate\" (accepted: uplink, uplinkRate, "
-	                                        "inferenceShare, mixedHoldSeconds, debounceMs, "
+	                                        "downlinkRate, downlink, inferenceShare, trainingFloor, "
+	                                        "mixedHoldSeconds, debounceMs, "
 	                                        "classify, driftRepairSeconds, profiles)"},
-	        {"{\"\": 1}", "unknown key \"\" (accepted: uplink, uplinkRate, inferenceShare, mixedHoldSeconds, "
-	                      "debounceMs, classify, "
+	        {"{\"\": 1}", "unknown key \"\" (accepted: uplink, uplinkRate, downlinkRate, downlink, inferenceShare, "
+	                      "trainingFloor, mixedHoldSeconds, debounceMs, classify, "
 	                      "driftRepairSeconds, profiles)"},
+	        {"{\"trainingFloor\": 1.5}", "trainingFloor: 1.5 is out of range [0, 1]"},
+	        {"{\"trainingFloor\": -0.1}", "trainingFloor: -0.1 is out of range [0, 1]"},
+	        {"{\"trainingFloor\": \"0.2\"}",
+	         "trainingFloor: expected a number between 0 and 1, got a string (\"0.2\")"},
+	        {"{\"downlinkRate\": \"fast\"}",
+	         "downlinkRate: \"fast\" is not a rate (a number and a unit: bit, kbit, mbit, gbit, tbit, bps, kbps, "
+	         "mbps, gbps, tbps, kibit..tibit, kibps..tibps; a bare integer is bit/s)"},
+	        {"{\"downlinkRate\": 12.5}", "downlinkRate: 12.5 is out of range [1kbit, 1tbit]"},
+	        {"{\"downlink\": 1}", "downlink: expected true or false, got a number (1)"},
 	        {"{\"debounceMs\": 10, \"debounceMs\": 20}", "duplicate key \"debounceMs\""},
 	        /* the first error in file order wins */
 	        {"{\"debounceMs\": -5, \"bogus\": 1}", "debounceMs: -5 is out of range [0, 60000]"},

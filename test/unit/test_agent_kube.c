@@ -965,37 +965,93 @@ TEST(kube_slow_and_split_streams)
 	}
 }
 
-TEST(kube_garbage_and_oversized_events_are_skipped)
+/* A skipped event (garbage, over the cap, undecodable) is about an object we
+ * may now hold stale: the stream stops and a consistent relist (no
+ * resourceVersion=0) replaces the cache, never a silently stale pod. */
+TEST(kube_skipped_events_force_a_consistent_relist)
 {
 	struct env e;
 	struct kube_client_stats st;
+	cJSON *reqs;
 
 	if (!env_init(&e, NULL))
 		goto out;
-	CHECK_INT(add_fault(&e.f, "{\"type\":\"garbage\",\"after_events\":1,\"line\":\"{not json\"}"), 201);
-	CHECK_INT(add_fault(&e.f, "{\"type\":\"oversized\",\"after_events\":2,\"bytes\":2097152}"), 201);
+	CHECK_INT(put_pods(&e.f, "g", 0, 2, NODE), 200);
+	/* an event for a pod the server no longer has, too large to read */
+	CHECK_INT(add_fault(&e.f, "{\"type\":\"oversized\",\"after_events\":1,\"bytes\":2097152,\"name\":\"big\","
+	                          "\"event_type\":\"ADDED\"}"),
+	          201);
 	CHECK(env_start(&e));
 	CHECK(RUN_UNTIL(&e, e.s.connected, 10000));
-	CHECK_INT(put_pods(&e.f, "g", 0, 6, NODE), 200);
-	CHECK(RUN_UNTIL(&e, e.s.n_ev >= 6, 10000));
-	run_for(&e, 200);
-	CHECK(sink_seq_ok(&e.s, 0, "g", 0, 6));
+	CHECK_INT(put_pods(&e.f, "g", 2, 3, NODE), 200);
+	CHECK(RUN_UNTIL(&e, e.s.list_ends == 2 && e.s.connected, 10000));
+	CHECK(e.s.list_order_ok);
+	CHECK_INT(e.s.n_list, 5); /* g00000..g00004, the server's truth */
+	CHECK(sink_has(&e.s, "default/g00004"));
+	CHECK(!sink_has(&e.s, "default/big"));
 	st = stats(&e);
-	CHECK_INT(st.events_bad, 1);
 	CHECK_INT(st.events_oversized, 1);
-	CHECK_INT(st.watches, 1); /* the stream survived */
-	CHECK_INT(st.failures, 0);
-	CHECK_INT(atol(kube_client_resource_version(e.c)), server_rv(&e.f));
-	/* a JSON line that is not a valid event is skipped too */
+	CHECK_INT(st.resyncs, 1);
+	CHECK_INT(st.relists, 1);
+	reqs = server_requests(&e.f, "list");
+	CHECK_INT(cJSON_GetArraySize(reqs), 2);
+	CHECK(req_param(cJSON_GetArrayItem(reqs, 1), "resourceVersion") == NULL); /* quorum read */
+	cJSON_Delete(reqs);
+
+	/* a line that is not JSON, then a JSON line that is not a valid event:
+	 * each forces its relist too */
+	CHECK_INT(add_fault(&e.f, "{\"type\":\"garbage\",\"line\":\"{not json\"}"), 201);
+	CHECK_INT(ctlf(&e.f, "POST", "/watches/close", "{\"how\":\"end\"}"), 200);
+	CHECK(RUN_UNTIL(&e, e.s.list_ends == 3 && e.s.connected, 10000));
 	CHECK_INT(add_fault(&e.f, "{\"type\":\"garbage\",\"line\":\"{\\\"type\\\":\\\"ADDED\\\",\\\"object\\\":{"
 	                          "\\\"kind\\\":\\\"Pod\\\"}}\"}"),
 	          201);
 	CHECK_INT(ctlf(&e.f, "POST", "/watches/close", "{\"how\":\"end\"}"), 200);
-	CHECK(RUN_UNTIL(&e, stats(&e).watches == 2 && e.s.connected, 5000));
-	CHECK_INT(put_pods(&e.f, "g", 6, 2, NODE), 200);
-	CHECK(RUN_UNTIL(&e, e.s.n_ev >= 8, 10000));
-	CHECK(sink_seq_ok(&e.s, 0, "g", 0, 8));
-	CHECK_INT(stats(&e).events_bad, 2);
+	CHECK(RUN_UNTIL(&e, e.s.list_ends == 4 && e.s.connected, 10000));
+	st = stats(&e);
+	CHECK_INT(st.events_bad, 2);
+	CHECK_INT(st.resyncs, 3);
+	CHECK_INT(e.s.n_list, 5);
+	/* and the watch goes on from the relist */
+	CHECK_INT(put_pods(&e.f, "g", 5, 1, NODE), 200);
+	CHECK(RUN_UNTIL(&e, e.s.n_ev >= 1 && streq(e.s.ev[e.s.n_ev - 1].key, "default/g00005"), 10000));
+out:
+	env_done(&e);
+}
+
+/* The issue's case: a pod grows past the per-event cap (MODIFIED skipped),
+ * then is deleted (DELETED skipped too): after the relists it is gone from
+ * the cache, not kept forever with its filter. */
+TEST(kube_pod_deleted_after_oversized_events_leaves_the_cache)
+{
+	struct env e;
+	char *body;
+	size_t pad = 100 * 1024;
+
+	if (!env_init(&e, NULL))
+		goto out;
+	e.o.max_event_bytes = 64 * 1024;
+	e.o.relist_jitter_ms = 0;
+	CHECK_INT(put_pods(&e.f, "h", 0, 2, NODE), 200);
+	CHECK(env_start(&e));
+	CHECK(RUN_UNTIL(&e, e.s.connected && e.s.list_ends == 1, 10000));
+	CHECK(sink_has(&e.s, "default/h00001"));
+	body = malloc(pad + 64);
+	CHECK(body != NULL);
+	if (!body)
+		goto out;
+	memcpy(body, "{\"annotations\":{\"aiqos.test/padding\":\"", 38);
+	memset(body + 38, 'x', pad);
+	strcpy(body + 38 + pad, "\"}}");
+	CHECK_INT(ctlf(&e.f, "PATCH", "/pods/default/h00001", body), 200);
+	free(body);
+	CHECK(RUN_UNTIL(&e, e.s.list_ends == 2 && e.s.connected, 10000));
+	CHECK(sink_has(&e.s, "default/h00001")); /* the LIST has no per-event cap */
+	CHECK_INT(ctlf(&e.f, "DELETE", "/pods/default/h00001", NULL), 200);
+	CHECK(RUN_UNTIL(&e, e.s.list_ends == 3 && e.s.connected, 10000));
+	CHECK(!sink_has(&e.s, "default/h00001"));
+	CHECK(sink_has(&e.s, "default/h00000"));
+	CHECK_INT(stats(&e).events_oversized, 2);
 out:
 	env_done(&e);
 }

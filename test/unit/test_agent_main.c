@@ -264,6 +264,20 @@ TEST(usage_errors)
 	}
 }
 
+/* A conf dir that does not exist is an error, not "already installed". */
+TEST(install_into_a_missing_conf_dir_fails)
+{
+	const char *args[] = {"install", "--cni-conf-dir", "/nonexistent-aqt/net.d", "--cni-bin-dir", "/tmp", NULL};
+	struct proc p;
+
+	CHECK(start(&p, false, args));
+	CHECK_INT(wait_exit(&p, 3000), 1);
+	CHECK_CONTAINS(p.err, "install failed");
+	CHECK_CONTAINS(p.err, "the CNI config dir does not exist");
+	CHECK(strstr(p.err, "already installed") == NULL);
+	stop(&p);
+}
+
 TEST(sysctl_dir_accepted)
 {
 	const char *args[] = {

@@ -481,9 +481,64 @@ static void plan_mixed(const struct node_pod *pods, unsigned n, const struct nod
 
 	node_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000;
+	cfg.downlink = false; /* the uplink's adoption; the download tree's is below */
 	plan_caps_mark_missing(&caps, TC_KIND_FQ);
 	plan_caps_mark_missing(&caps, TC_KIND_FQ_CODEL);
 	CHECK_INT(node_plan(pods, n, &cfg, &up, &caps, MODE_MIXED, prev, ret, NULL, &e), 0);
+}
+
+/* The node plan holds the uplink's and the ifb's items, whose tc handles
+ * overlap (htb 1: on both): each device's dump adopts only its items. */
+TEST(adopt_per_device_with_the_download_tree)
+{
+	struct node_pod pods[] = {npod("u1", CLASS_TRAINING, "10.0.0.1"), npod("u2", CLASS_INFERENCE, "10.0.0.2")};
+	struct uplink_facts up = {.ifname = "up0", .is_virtual = true, .mtu = 1500, .ifb_ifindex = 7};
+	struct node_plan plan = {0}, ifb_only = {0};
+	struct tc_dump_list d = {0};
+	struct plan_caps caps = {0};
+	struct node_config cfg;
+	struct error e = {0};
+	unsigned *orph = NULL, n_orph = 9, n_ifb = 0, n_up = 0;
+
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000;
+	plan_caps_mark_missing(&caps, TC_KIND_FQ);
+	plan_caps_mark_missing(&caps, TC_KIND_FQ_CODEL);
+	CHECK_INT(node_plan(pods, 2, &cfg, &up, &caps, MODE_MIXED, NULL, &plan, NULL, &e), 0);
+	ifb_only.items = calloc(plan.n, sizeof(*ifb_only.items));
+	CHECK(ifb_only.items != NULL);
+	if (!ifb_only.items)
+		return;
+	for (unsigned i = 0; i < plan.n; i++)
+		if (plan.items[i].dev == DEV_IFB)
+			ifb_only.items[ifb_only.n++] = plan.items[i];
+		else
+			n_up++;
+	CHECK(ifb_only.n >= 8 && n_up >= 8);
+	/* the ifb's dump: every ifb item in force, no uplink item */
+	dump_of_plan(&ifb_only, 1, &d);
+	CHECK_INT(downlink_adopt_match_dev(&plan, DEV_IFB, &d, true, &orph, &n_orph), (int)ifb_only.n);
+	CHECK_INT(n_orph, 0);
+	for (unsigned i = 0; i < plan.n; i++) {
+		if (plan.items[i].dev == DEV_IFB) {
+			CHECK(plan.items[i].status != ITEM_PENDING);
+			n_ifb++;
+		} else {
+			CHECK_INT(plan.items[i].status, ITEM_PENDING);
+		}
+	}
+	CHECK_INT(n_ifb, ifb_only.n);
+	free(orph);
+	orph = NULL;
+	/* the same objects seen on the uplink are not the uplink items' (only
+	 * the uplink tree is matched there: its root 1: is found, the rest
+	 * differs or is missing) */
+	CHECK(downlink_adopt_match_dev(&plan, DEV_UPLINK, &d, true, &orph, &n_orph) < (int)n_up);
+	CHECK_INT(plan.items[0].dev, DEV_UPLINK);
+	free(orph);
+	tc_dump_list_free(&d);
+	node_plan_free(&ifb_only);
+	node_plan_free(&plan);
 }
 
 TEST(adopt_kernel_that_matches)

@@ -14,8 +14,13 @@
 #include <netlink/netlink.h>
 #include <sys/stat.h>
 
+#include <arpa/inet.h>
+#include <sched.h>
+#include <sys/socket.h>
+
 #include "apply.h"
 #include "netns.h"
+#include "node.h"
 #include "nl.h"
 #include "t.h"
 
@@ -677,6 +682,161 @@ out:
 	free(p);
 }
 
+/* Packets sent (from `tc -s class show`, text) by class classid of dev. */
+static long class_pkts(const char *ns, const char *dev, const char *classid)
+{
+	char *out = sh_out("ip netns exec %s tc -s class show dev %s", ns, dev);
+	char key[64];
+	const char *c, *sent;
+	long pkts = -1, bytes;
+
+	snprintf(key, sizeof(key), "class htb %s ", classid);
+	c = strstr(out, key);
+	sent = c ? strstr(c, "Sent ") : NULL;
+	if (sent && sscanf(sent, "Sent %ld bytes %ld pkt", &bytes, &pkts) != 2)
+		pkts = -1;
+	free(out);
+	return pkts;
+}
+
+/* n UDP datagrams from the pod netns to dst (IPv4) */
+static void send_udp_from_pod(const char *dst, int n)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)};
+		int fd;
+
+		if (setns(fx.pod_nsfd, CLONE_NEWNET) < 0 || inet_pton(AF_INET, dst, &sa.sin_addr) != 1)
+			_exit(1);
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		for (int i = 0; fd >= 0 && i < n; i++)
+			sendto(fd, "aiqos", 5, 0, (struct sockaddr *)&sa, sizeof(sa));
+		_exit(fd >= 0 ? 0 : 1);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/* The node's download tree (node.h DOWNLOAD) planned by node_plan() and
+ * applied with apply_items(): the "uplink" is the fixture's host veth, whose
+ * ingress (traffic from the pod netns) is redirected to an ifb shaped with
+ * the class tree; packets toward the address an inference pod would have
+ * (here the host side's) land in class 1:10 on the ifb. On a full kernel the
+ * ifb's leaves are fq_codel with ECN (AIQOS_EXPECT_FULL_KERNEL: a fallback
+ * is a failure), on the CI kernel byte FIFOs. */
+TEST(node_download_tree_on_an_ifb)
+{
+	struct node_pod pods[2] = {0};
+	struct node_config cfg;
+	struct uplink_facts up = {.mtu = 1500, .is_virtual = true};
+	struct plan_caps caps = {0};
+	struct node_plan np = {0};
+	struct node_plan_info info;
+	struct apply_target t;
+	struct error e = {0};
+	struct link_info li;
+	_cleanup_free_ unsigned *idx = NULL;
+	cJSON *q;
+	long before, after, before_t;
+	int r;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		return;
+	if (sh("ip -n %s link add %s type ifb && ip -n %s link set %s up", fx.ns_host, PLAN_IFB_NAME, fx.ns_host,
+	       PLAN_IFB_NAME) ||
+	    sh("ip -n %s addr add 10.251.0.1/24 dev %s && ip -n %s addr add 10.251.0.2/24 dev eth0", fx.ns_host,
+	       fx.host_if, fx.ns_pod) ||
+	    nl_link_get(fx.host_sk, PLAN_IFB_NAME, 0, &li, &e) < 0) {
+		CHECK(!"ifb and addresses");
+		return;
+	}
+	str_copy(up.ifname, sizeof(up.ifname), fx.host_if);
+	up.ifb_ifindex = li.ifindex;
+	/* the inference pod's address is the one the pod netns sends to */
+	str_copy(pods[0].uid, sizeof(pods[0].uid), "uid-inf");
+	pods[0].class = CLASS_INFERENCE;
+	pods[0].n_ips = 1;
+	pods[0].ips[0].family = AF_INET;
+	inet_pton(AF_INET, "10.251.0.1", pods[0].ips[0].addr);
+	str_copy(pods[1].uid, sizeof(pods[1].uid), "uid-train");
+	pods[1].class = CLASS_TRAINING;
+	pods[1].n_ips = 1;
+	pods[1].ips[0].family = AF_INET;
+	inet_pton(AF_INET, "10.251.0.9", pods[1].ips[0].addr);
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 100000000ULL;
+	r = node_plan(pods, 2, &cfg, &up, &caps, MODE_MIXED, NULL, &np, &info, &e);
+	CHECK_INT(r, 0);
+	CHECK(info.down.planned);
+	idx = calloc(np.n, sizeof(*idx));
+	for (unsigned i = 0; idx && i < np.n; i++)
+		idx[i] = i;
+	t = target();
+	t.uplink_ifindex = fx.host_ifindex;
+	t.ifb_ifindex = li.ifindex;
+	r = idx ? apply_items(np.items, np.n, idx, np.n, &t, &caps, NULL, NULL, &e) : -ENOMEM;
+	if (r < 0)
+		fprintf(stderr, "  apply: %s\n", e.msg);
+	CHECK_INT(r, 0);
+	for (unsigned i = 0; i < np.n; i++) {
+		const struct plan_item *it = &np.items[i];
+
+		if (it->status != ITEM_APPLIED && it->status != ITEM_DEGRADED)
+			fprintf(stderr, "  %s: %s (%s)\n", it->id, item_status_name(it->status), strerror(it->err));
+		CHECK(it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED);
+	}
+	CHECK_INT(node_plan_find_const(&np, "down.redirect")->status, ITEM_APPLIED);
+	CHECK_INT(node_plan_find_const(&np, "down.root")->status, ITEM_APPLIED);
+	/* the ifb's leaves: fq_codel with ECN where the kernel has it */
+	q = tc_json(fx.ns_host, "qdisc", PLAN_IFB_NAME, "");
+	{
+		const cJSON *leaf = find_by(q, "handle", "10:");
+		const cJSON *opts = leaf ? cJSON_GetObjectItem(leaf, "options") : NULL;
+
+		CHECK(leaf != NULL);
+		if (fx.has_fq_codel || expect_full_kernel()) {
+			const cJSON *tl = find_by(q, "handle", "30:");
+
+			CHECK_STR(str_of(leaf, "kind"), "fq_codel");
+			CHECK(cJSON_IsTrue(cJSON_GetObjectItem(opts, "ecn")));
+			CHECK_INT(node_plan_find_const(&np, "down.leaf.inference")->chosen, 0);
+			/* training's leaf on the ifb too: fq_codel with ECN (no fq) */
+			CHECK_STR(str_of(tl, "kind"), "fq_codel");
+			CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(tl, "options"), "ecn")));
+		} else {
+			CHECK_STR(str_of(leaf, "kind"), "bfifo");
+		}
+		CHECK_STR(str_of(find_by(q, "handle", "1:"), "kind"), "htb");
+	}
+	cJSON_Delete(q);
+	/* traffic toward the inference address goes to 1:10 on the ifb */
+	before = class_pkts(fx.ns_host, PLAN_IFB_NAME, "1:10");
+	before_t = class_pkts(fx.ns_host, PLAN_IFB_NAME, "1:30");
+	send_udp_from_pod("10.251.0.1", 50);
+	after = class_pkts(fx.ns_host, PLAN_IFB_NAME, "1:10");
+	CHECK(before >= 0 && after - before >= 50);
+	CHECK_INT(class_pkts(fx.ns_host, PLAN_IFB_NAME, "1:30"), before_t);
+	/* the observer sees the redirect as planned (adoption, drift repair) */
+	{
+		struct tc_dump_list d = {0};
+		bool found = false;
+
+		CHECK_INT(nl_tc_dump_alloc(fx.host_sk, fx.host_ifindex, 0, &d, &e), 0);
+		for (unsigned i = 0; i < d.n; i++)
+			if (d.tc[i].type == TC_FILTER && d.tc[i].kind == TC_KIND_U32 &&
+			    tc_spec_match(&node_plan_find_const(&np, "down.redirect")->tc[0], &d.tc[i]))
+				found = true;
+		CHECK(found);
+		tc_dump_list_free(&d);
+	}
+	sh("ip -n %s link del %s", fx.ns_host, PLAN_IFB_NAME);
+	node_plan_free(&np);
+}
+
 /* Things that must fail hard (not degrade): a vanished device, a missing
  * socket or netns. The caller's netns is restored in every case. */
 TEST(hard_errors)
@@ -1010,6 +1170,61 @@ TEST(cc_missing_learned_and_skipped)
 	CHECK_STR(caps.cc_missing, "");
 	free(before);
 out:
+	free(p);
+}
+
+/* A pod's congestion control that the host's (global) allowed list does not
+ * hold: the pod gets it, and the host's tcp_allowed_congestion_control is
+ * left exactly as it was (aiqos allowed it only for the moment of the
+ * write). An operator's own addition meanwhile would stay: only what was
+ * added is taken out. */
+TEST(cc_not_allowed_is_set_and_the_host_list_left_as_found)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	struct plan_caps caps = {0};
+	struct apply_target t;
+	struct error e = {0};
+	const struct plan_item *it;
+	const char *cc = NULL;
+	char *list, *now;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		goto out;
+	for (const char *const *c = (const char *const[]){"bbr", "dctcp", "cubic", NULL}; *c && !cc; c++) {
+		char pad[300], w[32];
+		snprintf(pad, sizeof(pad), " %s ", fx.cc_available);
+		snprintf(w, sizeof(w), " %s ", *c);
+		if (strstr(pad, w))
+			cc = *c;
+	}
+	CHECK(cc != NULL);
+	if (!cc)
+		goto out;
+	/* the host's default stays allowed; cc is not */
+	CHECK_INT(sh("echo reno > /proc/sys/net/ipv4/tcp_allowed_congestion_control"), 0);
+	list = sh_out("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control");
+	CHECK(strstr(list, cc) == NULL || streq(cc, "cubic"));
+	t = target();
+	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){cc, "reno"}, 2);
+	it = &p->items[0];
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(it->status, ITEM_APPLIED);
+	now = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
+	CHECK_STR(now, cc);
+	free(now);
+	now = sh_out("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control");
+	CHECK_STR(now, list); /* host-global state as found */
+	free(now);
+	/* the pod keeps using it: a new socket there gets it */
+	now = sh_out("ip netns exec %s sh -c 'cat /proc/sys/net/ipv4/tcp_congestion_control'", fx.ns_pod);
+	CHECK_STR(now, cc);
+	free(now);
+	free(list);
+out:
+	if (fx.cc_allowed[0])
+		CHECK_INT(sh("echo '%s' > /proc/sys/net/ipv4/tcp_allowed_congestion_control", fx.cc_allowed), 0);
 	free(p);
 }
 

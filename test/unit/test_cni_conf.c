@@ -692,6 +692,12 @@ static const struct args_case args_cases[] = {
         {"K8S_POD_NAMESPACE=kube-system;FOO=bar;K8S_POD_NAME=coredns.abc;IgnoreUnknown=true", 1, "kube-system",
          "coredns.abc", "", "", NULL},
         {"K8S_POD_NAMESPACE=ns;;K8S_POD_NAME=p;", 1, "ns", "p", "", "", NULL},
+        /* a pod name's labels may exceed 63 characters (DNS subdomain); a
+         * static pod's UID may be the kubelet's hash or its own */
+        {"K8S_POD_NAMESPACE=ci;K8S_POD_NAME=tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt.run-"
+         "1;K8S_POD_UID=my_static.pod-1",
+         1, "ci", "tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt.run-1", "my_static.pod-1", "",
+         NULL},
         {"K8S_POD_NAMESPACE=;K8S_POD_NAME=p", 1, "", "p", "", "", NULL},
         {"FOO=bar", 0, "", "", "", "", "CNI_ARGS: unknown key \"FOO\" (set IgnoreUnknown=1 to ignore it)"},
         {"IgnoreUnknown=0;FOO=bar", 0, "", "", "", "",
@@ -723,7 +729,8 @@ static const struct args_case args_cases[] = {
         {"K8S_POD_NAME=a\"b", 0, "", "", "", "",
          "CNI_ARGS: K8S_POD_NAME: invalid value \"a\"b\" (want a DNS subdomain of at most 253 characters)"},
         {"K8S_POD_UID=$(reboot)", 0, "", "", "", "",
-         "CNI_ARGS: K8S_POD_UID: invalid value \"$(reboot)\" (want letters, digits and '-', at most 63 characters)"},
+         "CNI_ARGS: K8S_POD_UID: invalid value \"$(reboot)\" (want letters, digits, '-', '.', '_', at most 63 "
+         "characters)"},
         {"K8S_POD_INFRA_CONTAINER_ID=../x", 0, "", "", "", "",
          "CNI_ARGS: K8S_POD_INFRA_CONTAINER_ID: invalid value \"../x\" (want a container ID of at most 127 "
          "characters)"},
@@ -820,20 +827,27 @@ TEST(env_check)
 	         "digit, at most 127 characters)"},
 	        {CNI_CMD_ADD,
 	         {"ADD", "c1", "/var/run/netns/x", "eth0/../x", NULL, NULL},
-	         "CNI_IFNAME: invalid interface name \"eth0/../x\" (want 1-15 letters, digits, '_', '.', '-', not "
-	         "starting with '.' or '-')"},
+	         "CNI_IFNAME: invalid interface name \"eth0/../x\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
+	        /* Linux's and libcni's rules, not a subset: Multus lets pod authors choose */
+	        {CNI_CMD_ADD, {"ADD", "c1", "/var/run/netns/x", "net+1", NULL, NULL}, NULL},
+	        {CNI_CMD_DEL, {"DEL", "c1", NULL, "x@y", NULL, NULL}, NULL},
+	        {CNI_CMD_ADD,
+	         {"ADD", "c1", "/var/run/netns/x", "eth0:1", NULL, NULL},
+	         "CNI_IFNAME: invalid interface name \"eth0:1\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
 	        {CNI_CMD_DEL,
 	         {"DEL", "c1", NULL, "..", NULL, NULL},
-	         "CNI_IFNAME: invalid interface name \"..\" (want 1-15 letters, digits, '_', '.', '-', not starting "
-	         "with '.' or '-')"},
+	         "CNI_IFNAME: invalid interface name \"..\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
 	        {CNI_CMD_ADD,
 	         {"ADD", "c1", "/var/run/netns/x", "averyverylongname", NULL, NULL},
-	         "CNI_IFNAME: invalid interface name \"averyverylongname\" (want 1-15 letters, digits, '_', '.', '-', "
-	         "not starting with '.' or '-')"},
+	         "CNI_IFNAME: invalid interface name \"averyverylongname\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
 	        {CNI_CMD_ADD,
 	         {"ADD", "c1", "/var/run/netns/x", "eth 0", NULL, NULL},
-	         "CNI_IFNAME: invalid interface name \"eth 0\" (want 1-15 letters, digits, '_', '.', '-', not starting "
-	         "with '.' or '-')"},
+	         "CNI_IFNAME: invalid interface name \"eth 0\" (want 1-15 bytes, no '/', ':' or "
+	         "whitespace, not '.' or '..')"},
 	        {CNI_CMD_ADD,
 	         {"ADD", "c1", "netns/x", "eth0", NULL, NULL},
 	         "CNI_NETNS: \"netns/x\" is not an absolute path of at most 511 characters"},

@@ -24,6 +24,14 @@ static void ip_parse(struct node_ip *ip, const char *s)
 	}
 }
 
+/* The tests of the uplink tree plan without the download tree (config
+ * "downlink": false); the download tree has its own tests below. */
+static void uplink_only_config(struct node_config *cfg)
+{
+	node_config_defaults(cfg);
+	cfg->downlink = false;
+}
+
 static struct node_pod mkpod(const char *name, const char *uid, enum workload_class c, const char *ip1, const char *ip2)
 {
 	struct node_pod p;
@@ -129,7 +137,7 @@ static int plan_for(const struct scenario *sc, enum node_classify cl, enum node_
 	struct error e = {0};
 	int r;
 
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = sc->rate_bps;
 	cfg.classify = cl;
 	r = node_plan(pods, n, &cfg, sc->up, &caps, mode, NULL, np, info, &e);
@@ -168,7 +176,17 @@ static char *render(const struct node_plan *np, const struct node_plan_info *inf
 	        info->shares.share_pm[CLASS_INFERENCE], info->shares.share_pm[CLASS_DEFAULT],
 	        info->shares.share_pm[CLASS_TRAINING], info->class_rate_bps[CLASS_INFERENCE],
 	        info->class_rate_bps[CLASS_DEFAULT], info->class_rate_bps[CLASS_TRAINING]);
+	fprintf(f, "# ceilings: %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", info->class_ceil_bps[CLASS_INFERENCE],
+	        info->class_ceil_bps[CLASS_DEFAULT], info->class_ceil_bps[CLASS_TRAINING]);
 	fprintf(f, "# ce_threshold %uus, filters %u\n", info->ce_threshold_us, info->n_filters);
+	if (info->down.planned)
+		fprintf(f,
+		        "# download: rate %" PRIu64 " shaped %" PRIu64 "; rates %" PRIu64 " %" PRIu64 " %" PRIu64
+		        ", ceilings %" PRIu64 " %" PRIu64 " %" PRIu64 ", filters %u\n",
+		        info->down.rate_bps, info->down.shaped_bps, info->down.class_rate_bps[CLASS_INFERENCE],
+		        info->down.class_rate_bps[CLASS_DEFAULT], info->down.class_rate_bps[CLASS_TRAINING],
+		        info->down.class_ceil_bps[CLASS_INFERENCE], info->down.class_ceil_bps[CLASS_DEFAULT],
+		        info->down.class_ceil_bps[CLASS_TRAINING], info->down.n_filters);
 	for (unsigned i = 0; i < info->n_warn; i++)
 		fprintf(f, "# warning: %s\n", info->warn[i]);
 	for (unsigned start = 0;; start += PLAN_ITEMS_MAX) {
@@ -481,6 +499,9 @@ TEST(node_mode_hysteresis_edges)
 
 TEST(node_shares_table)
 {
+	/* trainingFloor F, inferenceShare S: floor = F * (0.5 + t), t = the
+	 * training weight fraction; floor <= 95% - S; 1..90 %; inference takes
+	 * the rest (old policy: inference = max(S, ratio), the rest training) */
 	static const struct {
 		const char *what;
 		enum node_mode mode;
@@ -488,30 +509,37 @@ TEST(node_shares_table)
 		uint64_t gpu_inf, gpu_train;
 		unsigned bw_inf_pods, bw_train_pods; /* pods declaring egress bandwidth */
 		uint64_t bw_inf, bw_train;
-		double share;
+		double floor, share;
 		unsigned inf, def, train;
 		enum node_weight_basis basis;
 	} cases[] = {
-	        {"floor wins", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_PODS},
-	        {"equal counts", MODE_MIXED, 5, 5, 0, 0, 0, 0, 0, 0, 0.3, 500, 50, 450, WEIGHT_PODS},
-	        {"inference dominant", MODE_MIXED, 9, 1, 0, 0, 0, 0, 0, 0, 0.3, 900, 50, 50, WEIGHT_PODS},
-	        {"clamp 90%", MODE_MIXED, 99, 1, 0, 0, 0, 0, 0, 0, 0.3, 900, 50, 50, WEIGHT_PODS},
-	        {"clamp 5%", MODE_MIXED, 1, 99, 0, 0, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_PODS},
-	        {"share 1", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 1.0, 900, 50, 50, WEIGHT_PODS},
-	        {"rounding 1/3", MODE_MIXED, 1, 2, 0, 0, 0, 0, 0, 0, 0.0, 333, 50, 617, WEIGHT_PODS},
-	        {"gpus over floor", MODE_MIXED, 1, 1, 1, 7, 0, 0, 0, 0, 0.1, 125, 50, 825, WEIGHT_GPUS},
-	        {"gpus under floor", MODE_MIXED, 1, 1, 1, 7, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_GPUS},
-	        {"gpus beat counts", MODE_MIXED, 3, 1, 0, 8, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_GPUS},
-	        {"gpus inference", MODE_MIXED, 1, 3, 6, 2, 0, 0, 0, 0, 0.3, 750, 50, 200, WEIGHT_GPUS},
-	        {"bandwidth", MODE_MIXED, 2, 1, 0, 0, 2, 1, 200000000, 600000000, 0.0, 250, 50, 700, WEIGHT_BANDWIDTH},
-	        {"bandwidth partial", MODE_MIXED, 2, 2, 0, 0, 2, 1, 200000000, 600000000, 0.0, 500, 50, 450,
+	        {"training dominant 1:9", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 530, 50, 420, WEIGHT_PODS},
+	        {"equal counts", MODE_MIXED, 5, 5, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 650, 50, 300, WEIGHT_PODS},
+	        {"inference dominant", MODE_MIXED, 9, 1, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 770, 50, 180, WEIGHT_PODS},
+	        {"99:1", MODE_MIXED, 99, 1, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 797, 50, 153, WEIGHT_PODS},
+	        {"1:99", MODE_MIXED, 1, 99, 0, 0, 0, 0, 0, 0, 0.3, 0.0, 503, 50, 447, WEIGHT_PODS},
+	        /* the issue's lab: 1 inference vs 2 training pods (old: inference 333) */
+	        {"1 vs 2 pods", MODE_MIXED, 1, 2, 0, 0, 0, 0, 0, 0, 0.3, 0.0, 600, 50, 350, WEIGHT_PODS},
+	        {"inferenceShare 1", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 0.3, 1.0, 940, 50, 10, WEIGHT_PODS},
+	        {"gpus", MODE_MIXED, 1, 1, 1, 3, 0, 0, 0, 0, 0.3, 0.1, 575, 50, 375, WEIGHT_GPUS},
+	        {"inferenceShare lowers the floor", MODE_MIXED, 1, 1, 1, 3, 0, 0, 0, 0, 0.3, 0.7, 700, 50, 250,
+	         WEIGHT_GPUS},
+	        {"gpus beat counts", MODE_MIXED, 3, 1, 0, 8, 0, 0, 0, 0, 0.3, 0.0, 500, 50, 450, WEIGHT_GPUS},
+	        {"gpus inference", MODE_MIXED, 1, 3, 6, 2, 0, 0, 0, 0, 0.3, 0.3, 725, 50, 225, WEIGHT_GPUS},
+	        {"bandwidth", MODE_MIXED, 2, 1, 0, 0, 2, 1, 200000000, 600000000, 0.3, 0.0, 575, 50, 375,
+	         WEIGHT_BANDWIDTH},
+	        {"bandwidth partial", MODE_MIXED, 2, 2, 0, 0, 2, 1, 200000000, 600000000, 0.3, 0.0, 650, 50, 300,
 	         WEIGHT_PODS},
-	        {"held mixed, no inference", MODE_MIXED, 0, 3, 0, 0, 0, 0, 0, 0, 0.3, 300, 50, 650, WEIGHT_PODS},
-	        {"held mixed, no pods", MODE_MIXED, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 50, 50, 900, WEIGHT_PODS},
-	        {"share out of range", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 7.0, 900, 50, 50, WEIGHT_PODS},
-	        {"training mode", MODE_TRAINING, 0, 4, 0, 0, 0, 0, 0, 0, 0.3, 0, 50, 950, WEIGHT_PODS},
-	        {"inference mode", MODE_INFERENCE, 4, 0, 0, 0, 0, 0, 0, 0, 0.3, 950, 50, 0, WEIGHT_PODS},
-	        {"idle", MODE_IDLE, 0, 0, 0, 0, 0, 0, 0, 0, 0.3, 0, 0, 0, WEIGHT_PODS},
+	        {"held mixed, no inference", MODE_MIXED, 0, 3, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 500, 50, 450, WEIGHT_PODS},
+	        {"held mixed, no pods", MODE_MIXED, 0, 0, 0, 0, 0, 0, 0, 0, 0.3, 0.0, 650, 50, 300, WEIGHT_PODS},
+	        {"share out of range", MODE_MIXED, 1, 9, 0, 0, 0, 0, 0, 0, 0.3, 7.0, 940, 50, 10, WEIGHT_PODS},
+	        {"floor 0", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 940, 50, 10, WEIGHT_PODS},
+	        {"floor 1, share 0.3", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, 1.0, 0.3, 300, 50, 650, WEIGHT_PODS},
+	        {"floor 1, clamp 90%", MODE_MIXED, 0, 1, 0, 0, 0, 0, 0, 0, 1.0, 0.0, 50, 50, 900, WEIGHT_PODS},
+	        {"floor out of range", MODE_MIXED, 1, 1, 0, 0, 0, 0, 0, 0, -3.0, 0.0, 940, 50, 10, WEIGHT_PODS},
+	        {"training mode", MODE_TRAINING, 0, 4, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 0, 50, 950, WEIGHT_PODS},
+	        {"inference mode", MODE_INFERENCE, 4, 0, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 950, 50, 0, WEIGHT_PODS},
+	        {"idle", MODE_IDLE, 0, 0, 0, 0, 0, 0, 0, 0, 0.3, 0.3, 0, 0, 0, WEIGHT_PODS},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -526,7 +554,7 @@ TEST(node_shares_table)
 		c.n_egress[CLASS_TRAINING] = cases[i].bw_train_pods;
 		c.egress_bps[CLASS_INFERENCE] = cases[i].bw_inf;
 		c.egress_bps[CLASS_TRAINING] = cases[i].bw_train;
-		node_shares_compute(&c, cases[i].share, cases[i].mode, &s);
+		node_shares_compute(&c, cases[i].floor, cases[i].share, cases[i].mode, &s);
 		if (s.share_pm[CLASS_INFERENCE] != cases[i].inf || s.share_pm[CLASS_TRAINING] != cases[i].train ||
 		    s.basis != cases[i].basis)
 			fprintf(stderr, "  case %s\n", cases[i].what);
@@ -605,10 +633,14 @@ TEST(node_plan_htb_numbers)
 	CHECK_INT(info.shape, SHAPE_HTB);
 	CHECK_INT(info.rate_bps, 500000000);
 	CHECK_INT(info.shaped_bps, 485000000);
-	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 500); /* 2 vs 2 pods */
-	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 242500000);
+	/* 2 vs 2 pods: training floor 20 %, inference the rest (old: 50 %) */
+	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 200);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 750);
+	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 363750000);
 	CHECK_INT(info.class_rate_bps[CLASS_DEFAULT], 24250000);
-	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 218250000);
+	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 97000000);
+	for (int c = 0; c < _CLASS_MAX; c++)
+		CHECK_INT(info.class_ceil_bps[c], 485000000);
 	CHECK_INT(info.ce_threshold_us, 1000);
 	CHECK_INT(info.n_warn, 0);
 
@@ -634,9 +666,9 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].handle, 0x10010);
 		CHECK_INT(it->tc[0].parent, 0x10001);
 		CHECK_INT(it->tc[0].u.htb_class.prio, 0);
-		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 242500000);
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 363750000);
 		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
-		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 30312);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 45468);
 		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 131072);
 	}
 	it = find(&np, "uplink.class.default");
@@ -645,6 +677,10 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3031);
 	it = find(&np, "uplink.class.training");
 	CHECK(it && it->tc[0].handle == 0x10030 && it->tc[0].u.htb_class.prio == 2);
+	if (it) {
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 97000000);
+		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
+	}
 	/* CI kernel: the AQM alternatives stay listed first (the applier skips
 	 * them and records the byte FIFO as degraded); the FIFO is last */
 	it = find(&np, "uplink.leaf.inference");
@@ -652,13 +688,49 @@ TEST(node_plan_htb_numbers)
 	if (it) {
 		CHECK_INT(it->tc[1].parent, 0x10010);
 		CHECK_INT(it->tc[1].handle, 0x100000);
-		CHECK_INT(it->tc[1].u.fifo.limit, 131072);
+		/* 20 ms at the link's shaped rate (old: 128 KiB, less than one 256 KiB response) */
+		CHECK_INT(it->tc[1].u.fifo.limit, 1212500);
 		CHECK_STR(it->depends, "uplink.class.inference");
 	}
 	it = find(&np, "uplink.leaf.default");
 	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 303125);
 	it = find(&np, "uplink.leaf.training");
 	CHECK(it && it->n_alt == 3 && it->tc[2].u.fifo.limit == 1212500 && it->tc[2].handle == 0x300000);
+}
+
+/* Issue 11: 1 inference pod next to 2 training pods, 256 KiB responses at
+ * ~40 % of a 500 Mbit/s link. The old policy guaranteed inference 33 % and
+ * HTB made that its limit under load; its byte FIFO was 128 KiB. */
+TEST(node_plan_inference_not_capped_by_its_share)
+{
+	_cleanup_node_plan_ struct node_plan np = {0};
+	struct node_plan_info info;
+	struct node_pod pods[3];
+	const struct plan_item *it;
+	uint64_t load = 500000000ULL * 4 / 10;
+
+	pods[0] = mkpod("inf", "0b9a36b4-0000-4000-8000-000000000001", CLASS_INFERENCE, "10.88.0.10", NULL);
+	pods[1] = mkpod("t0", "0b9a36b4-0000-4000-8000-000000000002", CLASS_TRAINING, "10.88.0.11", NULL);
+	pods[2] = mkpod("t1", "0b9a36b4-0000-4000-8000-000000000003", CLASS_TRAINING, "10.88.0.12", NULL);
+	CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, pods, 3, &np, &info), 0);
+	CHECK_INT(info.shape, SHAPE_HTB);
+	/* inference is guaranteed more than its load; training its floor */
+	CHECK(info.class_rate_bps[CLASS_INFERENCE] > load);
+	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 233); /* trainingFloor 0.2 x (0.5 + 2/3) */
+	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 485000000ULL * 233 / 1000);
+	CHECK(info.class_rate_bps[CLASS_INFERENCE] + info.class_rate_bps[CLASS_DEFAULT] +
+	              info.class_rate_bps[CLASS_TRAINING] ==
+	      info.shaped_bps);
+	/* work conserving: every class may borrow the whole shaped rate */
+	for (int c = 0; c < _CLASS_MAX; c++)
+		CHECK_INT(info.class_ceil_bps[c], info.shaped_bps);
+	it = find(&np, "uplink.class.inference");
+	CHECK(it && it->tc[0].u.htb_class.prio == 0 && it->tc[0].u.htb_class.ceil_bps == info.shaped_bps);
+	it = find(&np, "uplink.class.training");
+	CHECK(it && it->tc[0].u.htb_class.prio == 2 && it->tc[0].u.htb_class.rate_bps == 113005000);
+	/* the CI kernel's FIFO holds at least two 256 KiB responses */
+	it = find(&np, "uplink.leaf.inference");
+	CHECK(it && it->n_alt == 2 && it->tc[1].kind == TC_KIND_BFIFO && it->tc[1].u.fifo.limit >= 2 * 262144);
 }
 
 TEST(node_plan_leaves_full_kernel)
@@ -762,7 +834,7 @@ TEST(node_plan_unshaped_roots)
 		struct plan_caps caps = {0};
 		struct node_config cfg;
 
-		node_config_defaults(&cfg);
+		uplink_only_config(&cfg);
 		cfg.uplink_rate_bps = 500000000ULL;
 		plan_caps_mark_missing(&caps, TC_KIND_HTB);
 		n = fixture_pods(MODE_MIXED, pods);
@@ -791,8 +863,8 @@ TEST(node_plan_prio)
 	CHECK(find(&np, "uplink.class.parent") == NULL);
 	it = find(&np, "uplink.leaf.inference");
 	CHECK(it && it->tc[0].parent == 0x10001 && it->tc[0].handle == 0x100000);
-	/* FIFO fallback sized at the link speed: 10 Gbit/s * 2 ms */
-	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 2500000);
+	/* FIFO fallback sized at the link speed: 10 Gbit/s * 20 ms, at most 16 MiB */
+	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 16u << 20);
 	it = find(&np, "uplink.leaf.default");
 	CHECK(it && it->tc[0].parent == 0x10002);
 	it = find(&np, "uplink.leaf.training");
@@ -957,7 +1029,7 @@ TEST(node_plan_errors)
 	struct error e = {0};
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 
 	pods[1] = pods[0];
 	str_copy(pods[1].name, sizeof(pods[1].name), "infer-dup");
@@ -996,7 +1068,7 @@ TEST(node_plan_errors)
 	CHECK_INT(np.n, 0);
 
 	/* a failed plan leaves the previous one in place */
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), 0);
 	CHECK(np.n > 0);
 	cfg.inference_share = -1;
@@ -1029,7 +1101,7 @@ TEST(node_plan_too_many_filters)
 			pods[i].ips[k].addr[15] = (uint8_t)k;
 		}
 	}
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -E2BIG);
 	CHECK_CONTAINS(e.msg, "4096 pod addresses to classify, at most 4095");
 	/* one fewer address fits exactly: every node id is used once */
@@ -1155,7 +1227,7 @@ static bool find_colliding_uid(const char *uid, char *ret, size_t size)
 	_cleanup_node_plan_ struct node_plan pa = {0}, pb = {0};
 	uint32_t ha;
 
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = 1000000000ULL;
 	if (node_plan(&a, 1, &cfg, &NIC_10G, NULL, MODE_TRAINING, NULL, &pa, NULL, NULL) < 0)
 		return false;
@@ -1189,7 +1261,7 @@ TEST(node_plan_handle_collisions)
 	uint32_t ha;
 
 	CHECK(find_colliding_uid(uid_a, uid_b, sizeof(uid_b)));
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = 1000000000ULL;
 	node_pod_item_id(uid_a, 0, id_a, sizeof(id_a));
 	node_pod_item_id(uid_b, 0, id_b, sizeof(id_b));
@@ -1276,20 +1348,22 @@ TEST(node_plan_incremental)
 	CHECK(pods != NULL);
 	if (!pods)
 		return;
-	/* 10 inference, 35 training, 5 default: the 30 % floor sets the
-	 * share, so one pod more or less does not move the class rates */
+	/* 10 inference, 35 training, 5 default: inferenceShare 0.8 caps the
+	 * training floor at 15 %, so one pod more or less does not move the
+	 * class rates */
 	many_pods(pods, n, 0);
 	for (unsigned i = 0; i < n; i++)
 		pods[i].class = i < 10 ? CLASS_INFERENCE : i < 45 ? CLASS_TRAINING : CLASS_DEFAULT;
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
+	cfg.inference_share = 0.8;
 	CHECK_INT(node_plan(pods, n, &cfg, &VETH, &caps, MODE_MIXED, NULL, &p0, &info, NULL), 0);
-	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 300);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 800);
 
 	/* add one dual-stack training pod */
 	pods[n] = mkpod("new", "5e1f0c7a-1111-4222-8333-944455556666", CLASS_TRAINING, "10.200.0.1", "fd00:200::1");
 	CHECK_INT(node_plan(pods, n + 1, &cfg, &VETH, &caps, MODE_MIXED, &p0, &p1, &info, NULL), 0);
-	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 300);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 800);
 	check_only(&p0, &p1, 2, 0, pods[n].uid, NULL);
 
 	/* remove a dual-stack inference pod (index 0 is dual-stack) */
@@ -1316,7 +1390,7 @@ TEST(node_plan_incremental_shares)
 	for (unsigned i = 0; i < 11; i++)
 		pods[i].class = i < 5 ? CLASS_INFERENCE : CLASS_TRAINING;
 	pods[11].class = CLASS_INFERENCE;
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	CHECK_INT(node_plan(pods, 11, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &p0, NULL, NULL), 0);
 	CHECK_INT(node_plan(pods, 12, &cfg, &NIC_10G, NULL, MODE_MIXED, &p0, &p1, NULL, NULL), 0);
@@ -1383,7 +1457,7 @@ TEST(node_plan_delta_recreate)
 		struct plan_caps caps = {0};
 		struct node_config cfg;
 
-		node_config_defaults(&cfg);
+		uplink_only_config(&cfg);
 		CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, &caps, MODE_MIXED, NULL, &prio, NULL, NULL), 0);
 		plan_caps_mark_missing(&caps, TC_KIND_PRIO);
 		CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, &caps, MODE_MIXED, &prio, &htb, NULL, NULL), 0);
@@ -1412,8 +1486,9 @@ TEST(node_plan_carry_and_slice)
 		return;
 	}
 	many_pods(pods, n, 3);
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = 1000000000ULL;
+	cfg.training_floor = 0.3; /* a floor the new pod moves by at least 0.1 % */
 	CHECK_INT(node_plan(pods, n - 1, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &p0, NULL, NULL), 0);
 	for (unsigned i = 0; i < p0.n; i++) {
 		p0.items[i].status = ITEM_APPLIED;
@@ -1503,6 +1578,231 @@ TEST(node_plan_golden)
 	}
 }
 
+/* ---- the download direction ---- */
+
+static int plan_down(const struct node_config *cfg, const struct uplink_facts *up, bool ci, enum node_mode mode,
+                     const struct node_pod *pods, unsigned n, const struct node_plan *prev, struct node_plan *np,
+                     struct node_plan_info *info)
+{
+	struct plan_caps caps = ci ? caps_ci() : caps_full();
+	struct error e = {0};
+	int r = node_plan(pods, n, cfg, up, &caps, mode, prev, np, info, &e);
+
+	if (r < 0)
+		fprintf(stderr, "  node_plan: %s\n", e.msg);
+	return r;
+}
+
+static unsigned count_prefix(const struct node_plan *np, const char *pfx, enum plan_dev dev)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < np->n; i++)
+		if (strncmp(np->items[i].id, pfx, strlen(pfx)) == 0 && np->items[i].dev == dev)
+			k++;
+	return k;
+}
+
+/* The lab's uplink: a veth with uplinkRate 500mbit, the ifb created (ifindex 42) */
+static const struct uplink_facts VETH_IFB = {.ifname = "uplink",
+                                             .speed_bps = 10000000000ULL,
+                                             .is_virtual = true,
+                                             .tx_queues = 1,
+                                             .mtu = 1500,
+                                             .ifb_ifindex = 42};
+
+TEST(node_plan_downlink_items)
+{
+	_cleanup_node_plan_ struct node_plan np = {0};
+	struct node_plan_info info;
+	struct node_config cfg;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	const struct plan_item *it;
+
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	cfg.downlink_rate_bps = 400000000ULL; /* downlinkRate wins over uplinkRate */
+	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+	CHECK(info.down.planned);
+	CHECK_INT(info.down.rate_bps, 400000000);
+	CHECK_INT(info.down.shaped_bps, 388000000);
+	/* the same guarantees as the uplink, at the download rate */
+	CHECK_INT(info.down.class_rate_bps[CLASS_TRAINING], 388000000ULL * 200 / 1000);
+	CHECK_INT(info.down.class_rate_bps[CLASS_DEFAULT], 388000000ULL * 50 / 1000);
+	CHECK_INT(info.down.class_rate_bps[CLASS_INFERENCE], 388000000ULL - 77600000 - 19400000);
+	CHECK_INT(info.down.class_ceil_bps[CLASS_TRAINING], 388000000);
+	/* the hook on the uplink's ingress: clsact + match-all redirect to the ifb */
+	it = find(&np, "down.hook");
+	CHECK(it && it->dev == DEV_UPLINK && it->tc[0].kind == TC_KIND_CLSACT && it->tc[0].parent == TC_H_CLSACT);
+	it = find(&np, "down.redirect");
+	CHECK(it && it->dev == DEV_UPLINK && it->n_alt == 1);
+	if (it) {
+		CHECK_STR(it->depends, "down.hook");
+		CHECK_INT(it->tc[0].kind, TC_KIND_U32);
+		CHECK_INT(it->tc[0].parent, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));
+		CHECK_INT(it->tc[0].protocol, ETH_P_ALL);
+		CHECK_INT(it->tc[0].u.u32.match, U32_MATCH_ALL);
+		CHECK_INT(it->tc[0].u.u32.redirect_ifindex, 42);
+		CHECK_STR(it->tc[0].u.u32.redirect_dev, PLAN_IFB_NAME);
+	}
+	/* the tree on the ifb: htb, classes, AQM leaves with ECN first */
+	it = find(&np, "down.root");
+	CHECK(it && it->dev == DEV_IFB && it->tc[0].kind == TC_KIND_HTB && it->tc[0].parent == TC_H_ROOT);
+	it = find(&np, "down.class.inference");
+	CHECK(it && it->dev == DEV_IFB && it->tc[0].u.htb_class.prio == 0 &&
+	      it->tc[0].u.htb_class.ceil_bps == 388000000);
+	it = find(&np, "down.leaf.inference");
+	CHECK(it && it->dev == DEV_IFB && it->tc[0].kind == TC_KIND_FQ_CODEL && it->tc[0].u.fq_codel.ecn == TRI_ON);
+	/* training on the ifb: fq_codel ecn (no fq: nothing to pace), a 7 ms FIFO at 388 Mbit/s */
+	it = find(&np, "down.leaf.training");
+	CHECK(it && it->n_alt == 2 && it->tc[0].kind == TC_KIND_FQ_CODEL && it->tc[0].u.fq_codel.ecn == TRI_ON);
+	CHECK(it && it->tc[1].kind == TC_KIND_BFIFO && it->tc[1].u.fifo.limit == 339500);
+	/* one filter per pod address, on the DESTINATION, same handles scheme */
+	CHECK_INT(count_prefix(&np, "down.pod.", DEV_IFB), 6);
+	CHECK_INT(info.down.n_filters, 6);
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned a = 0; a < pods[i].n_ips; a++) {
+			char id[PLAN_ID_MAX];
+
+			CHECK_INT(node_down_pod_item_id(pods[i].uid, a, id, sizeof(id)), 0);
+			it = find(&np, id);
+			if (pods[i].class == CLASS_DEFAULT) {
+				CHECK(it == NULL);
+				continue;
+			}
+			CHECK(it && it->tc[0].u.u32.match == U32_MATCH_DST && it->tc[0].parent == 0x10000);
+			if (it)
+				CHECK_INT(it->tc[0].u.u32.classid,
+				          pods[i].class == CLASS_INFERENCE ? 0x10010 : 0x10030);
+		}
+	/* uplink items are untouched by the download tree */
+	CHECK_INT(count_prefix(&np, "uplink.", DEV_UPLINK),
+	          np.n - count_prefix(&np, "down.", DEV_UPLINK) - count_prefix(&np, "down.", DEV_IFB));
+}
+
+TEST(node_plan_downlink_when_not)
+{
+	struct node_config cfg;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	struct uplink_facts foreign = VETH_IFB;
+
+	foreign.ingress_foreign = true;
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	{
+		/* "downlink": false */
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+		struct node_config off = cfg;
+
+		off.downlink = false;
+		CHECK_INT(plan_down(&off, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK(!info.down.planned);
+		CHECK_INT(count_prefix(&np, "down.", DEV_UPLINK) + count_prefix(&np, "down.", DEV_IFB), 0);
+		CHECK_INT(info.n_warn, 0);
+	}
+	{
+		/* no rate configured: a veth's 10000 Mb/s is fiction: warn with the key to set */
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+		struct node_config norate = cfg;
+
+		norate.uplink_rate_bps = 0;
+		CHECK_INT(plan_down(&norate, &VETH_IFB, false, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK(!info.down.planned);
+		CHECK_INT(count_prefix(&np, "down.", DEV_IFB), 0);
+		CHECK(info.n_warn >= 1);
+		CHECK_CONTAINS(info.warn[info.n_warn - 1], "set \"downlinkRate\"");
+		CHECK_CONTAINS(info.warn[info.n_warn - 1], "10gbit");
+		CHECK(!node_downlink_wanted(&norate, NULL, MODE_MIXED, NULL));
+	}
+	{
+		/* a foreign ingress qdisc on the uplink: left alone, not shaped */
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		CHECK_INT(plan_down(&cfg, &foreign, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK(!info.down.planned);
+		CHECK_INT(count_prefix(&np, "down.", DEV_UPLINK), 0);
+		CHECK(info.n_warn >= 1);
+		CHECK_CONTAINS(info.warn[info.n_warn - 1], "ingress qdisc aiqos did not create");
+	}
+	{
+		/* idle: nothing at all; htb known missing: not wanted */
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+		struct plan_caps nohtb = caps_ci();
+
+		CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_IDLE, pods, 0, NULL, &np, &info), 0);
+		CHECK_INT(np.n, 0);
+		CHECK(!node_downlink_wanted(&cfg, NULL, MODE_IDLE, NULL));
+		CHECK(node_downlink_wanted(&cfg, NULL, MODE_TRAINING, NULL));
+		plan_caps_mark_missing(&nohtb, TC_KIND_HTB);
+		CHECK(!node_downlink_wanted(&cfg, &nohtb, MODE_MIXED, NULL));
+	}
+}
+
+/* One pod more adds exactly its uplink and download filters. */
+TEST(node_plan_downlink_incremental)
+{
+	_cleanup_node_plan_ struct node_plan p0 = {0}, p1 = {0};
+	struct node_plan_info info;
+	struct node_config cfg;
+	struct node_pod pods[9];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	struct node_plan_delta d;
+
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	cfg.inference_share = 0.8; /* caps the floor: the new pod does not move the class rates */
+	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &p0, &info), 0);
+	pods[n] = mkpod("infer-c", "a1b2c3d4-0000-4000-8000-00000000000c", CLASS_INFERENCE, "10.244.1.12",
+	                "fd00:10:244:1::12");
+	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n + 1, &p0, &p1, &info), 0);
+	CHECK_INT(node_plan_delta(&p0, &p1, &d), 0);
+	CHECK_INT(d.n_removed, 0);
+	CHECK_INT(d.n_changed, 0);
+	CHECK_INT(d.n_added, 4); /* 2 addresses x (uplink src + download dst) */
+	for (unsigned i = 0; i < d.n_added; i++) {
+		const struct plan_item *it = &p1.items[d.added[i]];
+
+		CHECK(strstr(it->id, ".pod.") != NULL);
+		CHECK(it->dev == (strncmp(it->id, "down.", 5) == 0 ? DEV_IFB : DEV_UPLINK));
+	}
+	node_plan_delta_free(&d);
+}
+
+TEST(node_plan_downlink_golden)
+{
+	static const enum node_mode modes[] = {MODE_TRAINING, MODE_MIXED};
+
+	for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
+		for (int cl = 0; cl < _CLASSIFY_MAX; cl++) {
+			_cleanup_node_plan_ struct node_plan np = {0};
+			struct node_plan_info info;
+			struct node_config cfg;
+			struct node_pod pods[8];
+			unsigned n = fixture_pods(modes[m], pods);
+			char name[128];
+			char *text;
+
+			node_config_defaults(&cfg);
+			cfg.uplink_rate_bps = 500000000ULL;
+			cfg.classify = (enum node_classify)cl;
+			CHECK_INT(plan_down(&cfg, &VETH_IFB, true, modes[m], pods, n, NULL, &np, &info), 0);
+			text = render(&np, &info);
+			CHECK(text != NULL);
+			if (!text)
+				continue;
+			snprintf(name, sizeof(name), "node-down-%s-lab-%s.txt", node_mode_name(modes[m]),
+			         node_classify_name((enum node_classify)cl));
+			golden_check(name, text);
+			free(text);
+		}
+}
+
 /* ---- scale ---- */
 
 static int64_t mono_ns(void)
@@ -1536,7 +1836,7 @@ TEST(node_plan_250_pods)
 			pods[i].ips[1].addr[15] = (uint8_t)i;
 			pods[i].n_ips = 2;
 		}
-	node_config_defaults(&cfg);
+	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 
 	t0 = mono_ns();

@@ -65,6 +65,9 @@ static const struct {
         {"1e3", 1000},
         {"1000e-0", 1000},
         {"1e12", 1000000000000ULL},
+        /* resource.Quantity's nano and micro suffixes */
+        {"1000000000000n", 1000},
+        {"2000000000u", 2000},
 };
 
 TEST(quantity_good)

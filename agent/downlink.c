@@ -1,0 +1,386 @@
+/* downlink.c — the download direction's own kernel state (downlink.h): the
+ * ifb, its record, the ingress hook's ownership, and the per-device split of
+ * adoption. The planning is node_plan()'s (down.* items), the applying the
+ * node reconcile's. */
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/pkt_sched.h>
+#include <sys/stat.h>
+
+#include <netlink/route/link.h>
+
+#include "agent.h"
+#include "downlink.h"
+#include "nl.h"
+
+#define RECORD_MAX_BYTES 4096
+
+/* ---- the record ---- */
+
+static void record_path(const char *state_dir, char *buf, size_t size)
+{
+	int n = snprintf(buf, size, "%s/%s", state_dir, AGENT_DOWNLINK_RECORD);
+	if (n < 0 || (size_t)n >= size)
+		buf[0] = '\0';
+}
+
+static int record_save(const char *state_dir, const char *uplink, struct error *err)
+{
+	_cleanup_free_ char *text = NULL;
+	char path[AGENT_PATH_MAX];
+	cJSON *j = cJSON_CreateObject();
+
+	record_path(state_dir, path, sizeof(path));
+	if (!j || !cJSON_AddNumberToObject(j, "version", 1) || !cJSON_AddStringToObject(j, "ifb", PLAN_IFB_NAME) ||
+	    !cJSON_AddStringToObject(j, "uplink", uplink) || !cJSON_AddStringToObject(j, "hook", "clsact")) {
+		cJSON_Delete(j);
+		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
+	}
+	text = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	if (!text)
+		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
+	return state_write_atomic(NULL, path, "downlink record", text, true, err);
+}
+
+/* -ENOENT when there is none */
+static int record_load(const char *state_dir, char uplink[IFNAME_LEN], struct error *err)
+{
+	char path[AGENT_PATH_MAX], buf[RECORD_MAX_BYTES + 1];
+	_cleanup_close_ int fd = -1;
+	const cJSON *u;
+	cJSON *j;
+	ssize_t n;
+	size_t len = 0;
+
+	record_path(state_dir, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : error_set(err, 0, errno, "read %s: %s", path, strerror(errno));
+	while (len < RECORD_MAX_BYTES && (n = read(fd, buf + len, RECORD_MAX_BYTES - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	j = cJSON_ParseWithLength(buf, len);
+	u = j ? cJSON_GetObjectItemCaseSensitive(j, "uplink") : NULL;
+	if (!cJSON_IsString(u) || strlen(u->valuestring) >= IFNAME_LEN) {
+		cJSON_Delete(j);
+		return error_set(err, 0, EINVAL, "%s: not a downlink record", path);
+	}
+	str_copy(uplink, IFNAME_LEN, u->valuestring);
+	cJSON_Delete(j);
+	return 0;
+}
+
+static int record_remove(const char *state_dir, struct error *err)
+{
+	char path[AGENT_PATH_MAX];
+
+	record_path(state_dir, path, sizeof(path));
+	if (unlink(path) < 0 && errno != ENOENT)
+		return error_set(err, 0, errno, "remove %s: %s", path, strerror(errno));
+	return 0;
+}
+
+/* ---- the ifb ---- */
+
+static int ifb_create(struct nl_sock *sk, uint32_t mtu, int *ret_ifindex, struct error *err)
+{
+	struct rtnl_link *l = rtnl_link_alloc();
+	struct link_info li;
+	int r;
+
+	if (!l)
+		return error_set(err, 0, ENOMEM, "create %s: out of memory", PLAN_IFB_NAME);
+	rtnl_link_set_name(l, PLAN_IFB_NAME);
+	r = rtnl_link_set_type(l, "ifb");
+	if (r >= 0) {
+		rtnl_link_set_flags(l, IFF_UP);
+		if (mtu)
+			rtnl_link_set_mtu(l, mtu);
+		r = rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL);
+	}
+	rtnl_link_put(l);
+	if (r < 0) {
+		r = nl_to_errno(r);
+		return error_set(err, 0, -r, "create the ifb %s: %s", PLAN_IFB_NAME, strerror(-r));
+	}
+	r = nl_link_get(sk, PLAN_IFB_NAME, 0, &li, err);
+	if (r < 0)
+		return r;
+	*ret_ifindex = li.ifindex;
+	return 0;
+}
+
+static int ifb_set_up(struct nl_sock *sk, int ifindex, struct error *err)
+{
+	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
+	int r = -ENOMEM;
+
+	if (orig && chg) {
+		rtnl_link_set_ifindex(orig, ifindex);
+		rtnl_link_set_flags(chg, IFF_UP);
+		r = rtnl_link_change(sk, orig, chg, 0);
+		r = r < 0 ? nl_to_errno(r) : 0;
+	}
+	if (orig)
+		rtnl_link_put(orig);
+	if (chg)
+		rtnl_link_put(chg);
+	if (r < 0)
+		return error_set(err, 0, -r, "set %s up: %s", PLAN_IFB_NAME, strerror(-r));
+	return 0;
+}
+
+static int ifb_delete(struct nl_sock *sk, struct error *err)
+{
+	struct rtnl_link *l;
+	struct link_info li;
+	int r;
+
+	if (nl_link_get(sk, PLAN_IFB_NAME, 0, &li, NULL) < 0)
+		return 0; /* gone already */
+	if (!streq(li.kind, "ifb"))
+		return error_set(err, 0, EEXIST, "%s is a %s link, not an ifb: left alone", PLAN_IFB_NAME,
+		                 li.kind[0] ? li.kind : "physical");
+	l = rtnl_link_alloc();
+	if (!l)
+		return error_set(err, 0, ENOMEM, "delete %s: out of memory", PLAN_IFB_NAME);
+	rtnl_link_set_ifindex(l, li.ifindex);
+	r = rtnl_link_delete(sk, l);
+	rtnl_link_put(l);
+	if (r < 0 && (r = nl_to_errno(r)) != -ENODEV)
+		return error_set(err, 0, -r, "delete %s: %s", PLAN_IFB_NAME, strerror(-r));
+	return 0;
+}
+
+/* ---- the ingress hook ---- */
+
+/* Is there an ingress or clsact qdisc on ifindex? */
+static int hook_present(struct nl_sock *sk, int ifindex, bool *ret, struct error *err)
+{
+	struct tc_dump_list d = {0};
+	int r = nl_tc_dump_alloc(sk, ifindex, 0, &d, err);
+
+	if (r < 0)
+		return r;
+	*ret = false;
+	for (unsigned i = 0; i < d.n; i++)
+		if (d.tc[i].type == TC_QDISC && d.tc[i].parent == TC_H_CLSACT)
+			*ret = true;
+	tc_dump_list_free(&d);
+	return 0;
+}
+
+static int hook_delete(struct nl_sock *sk, const char *uplink, struct error *err)
+{
+	struct tc_spec s = {
+	        .type = TC_QDISC, .kind = TC_KIND_CLSACT, .parent = TC_H_CLSACT, .handle = TC_H_MAKE(TC_H_CLSACT, 0)};
+	struct link_info li;
+	int r;
+
+	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
+		return 0; /* the device is gone, and its hook with it */
+	r = nl_tc_delete(sk, li.ifindex, &s, err);
+	if (r == -ENOENT || r == -EINVAL) {
+		error_clear(err);
+		return 0; /* not there (or an ingress qdisc of another kind: not ours) */
+	}
+	return r;
+}
+
+/* ---- the agent's side ---- */
+
+static void plan_drop_down(struct node_plan *p)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < p->n; i++)
+		if (strncmp(p->items[i].id, "down.", 5) != 0)
+			p->items[k++] = p->items[i];
+	p->n = k;
+}
+
+int downlink_give_back(struct agent *ag, struct error *err)
+{
+	struct downlink *d = &ag->down;
+	char uplink[IFNAME_LEN] = "";
+	int r, q;
+
+	plan_drop_down(&ag->in_force);
+	if (d->have_record)
+		str_copy(uplink, sizeof(uplink), d->uplink);
+	else if (record_load(ag->state_dir, uplink, NULL) < 0)
+		return 0; /* nothing of ours */
+	r = hook_delete(ag->sk, uplink, err);
+	q = ifb_delete(ag->sk, r < 0 ? NULL : err);
+	if (r < 0 || q < 0)
+		return r < 0 ? r : q;
+	log_msg(LOG_LVL_INFO, "download shaping removed", "uplink", uplink, "ifb", PLAN_IFB_NAME, (char *)NULL);
+	d->have_record = false;
+	d->ifb_ifindex = 0;
+	d->uplink[0] = '\0';
+	return record_remove(ag->state_dir, err);
+}
+
+int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
+{
+	struct downlink *d = &ag->down;
+	struct link_info li;
+	int r;
+
+	ag->up.facts.ifb_ifindex = 0;
+	ag->up.facts.ingress_foreign = false;
+	d->foreign_hook = false;
+	if (!d->have_record) {
+		char uplink[IFNAME_LEN];
+
+		/* a record from an earlier run (restart: adopt; another uplink: give back) */
+		if (record_load(ag->state_dir, uplink, NULL) == 0) {
+			d->have_record = true;
+			str_copy(d->uplink, sizeof(d->uplink), uplink);
+		}
+	}
+	if (d->have_record && !streq(d->uplink, ag->up.ifname)) {
+		r = downlink_give_back(ag, err);
+		if (r < 0)
+			return r;
+	}
+	if (!wanted) {
+		if (d->have_record || ag->in_force.n)
+			return downlink_give_back(ag, err);
+		return 0;
+	}
+	if (!d->have_record) {
+		bool present;
+
+		r = hook_present(ag->sk, ag->up.ifindex, &present, err);
+		if (r < 0)
+			return r;
+		if (present) {
+			/* never take over an ingress qdisc we did not create */
+			d->foreign_hook = true;
+			ag->up.facts.ingress_foreign = true;
+			return 0;
+		}
+		r = record_save(ag->state_dir, ag->up.ifname, err);
+		if (r < 0)
+			return r; /* never change what we could not record */
+		d->have_record = true;
+		str_copy(d->uplink, sizeof(d->uplink), ag->up.ifname);
+		log_msg(LOG_LVL_INFO, "download shaping recorded", "uplink", ag->up.ifname, "ifb", PLAN_IFB_NAME,
+		        (char *)NULL);
+	}
+	r = nl_link_get(ag->sk, PLAN_IFB_NAME, 0, &li, NULL);
+	if (r == 0 && !streq(li.kind, "ifb"))
+		return error_set(err, 0, EEXIST, "%s exists and is not an ifb (%s): download not shaped", PLAN_IFB_NAME,
+		                 li.kind[0] ? li.kind : "physical");
+	if (r < 0) {
+		int ifindex = 0;
+
+		r = ifb_create(ag->sk, ag->up.facts.mtu, &ifindex, err);
+		if (r < 0)
+			return r;
+		if (d->ifb_ifindex)
+			ag->up_need_observe = true; /* it was deleted behind our back: its tree with it */
+		d->ifb_ifindex = ifindex;
+		log_msg(LOG_LVL_INFO, "ifb created", "ifb", PLAN_IFB_NAME, "uplink", ag->up.ifname, (char *)NULL);
+	} else {
+		if (d->ifb_ifindex && d->ifb_ifindex != li.ifindex)
+			ag->up_need_observe = true;
+		d->ifb_ifindex = li.ifindex;
+		r = ifb_set_up(ag->sk, li.ifindex, err);
+		if (r < 0)
+			return r;
+	}
+	ag->up.facts.ifb_ifindex = d->ifb_ifindex;
+	return 0;
+}
+
+int downlink_cleanup(struct nl_sock *sk, const char *state_dir, struct error *err)
+{
+	char uplink[IFNAME_LEN];
+	int r = record_load(state_dir, uplink, err);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	r = hook_delete(sk, uplink, err);
+	if (r < 0)
+		return r;
+	r = ifb_delete(sk, err);
+	if (r < 0)
+		return r;
+	log_msg(LOG_LVL_INFO, "download shaping removed", "uplink", uplink, "ifb", PLAN_IFB_NAME, (char *)NULL);
+	return record_remove(state_dir, err);
+}
+
+/* ---- adoption per device ---- */
+
+int downlink_adopt_match_dev(struct node_plan *plan, enum plan_dev dev, const struct tc_dump_list *dump,
+                             bool root_is_ours, unsigned **ret_orphans, unsigned *ret_n_orphans)
+{
+	_cleanup_free_ unsigned *map = calloc(plan->n ? plan->n : 1, sizeof(*map));
+	struct node_plan sub = {0};
+	int r;
+
+	if (!map)
+		return -ENOMEM;
+	sub.items = calloc(plan->n ? plan->n : 1, sizeof(*sub.items));
+	if (!sub.items)
+		return -ENOMEM;
+	sub.cap = plan->n ? plan->n : 1;
+	for (unsigned i = 0; i < plan->n; i++)
+		if (plan->items[i].dev == dev) {
+			map[sub.n] = i;
+			sub.items[sub.n++] = plan->items[i];
+		}
+	r = uplink_adopt_match(&sub, dump, root_is_ours, ret_orphans, ret_n_orphans);
+	if (r >= 0)
+		for (unsigned k = 0; k < sub.n; k++) {
+			struct plan_item *it = &plan->items[map[k]];
+
+			it->status = sub.items[k].status;
+			it->chosen = sub.items[k].chosen;
+			it->err = sub.items[k].err;
+		}
+	node_plan_free(&sub);
+	return r;
+}
+
+int downlink_observe(struct agent *ag, struct node_plan *plan, struct error *err)
+{
+	_cleanup_free_ unsigned *orph = NULL;
+	struct tc_dump_list dump = {0};
+	unsigned n_orph = 0;
+	int r, deleted = 0;
+
+	if (!ag->down.ifb_ifindex)
+		return 0;
+	r = nl_tc_dump_alloc(ag->sk, ag->down.ifb_ifindex, 0, &dump, err);
+	if (r < 0)
+		return r;
+	/* the ifb is ours whole: its root and everything under it */
+	r = downlink_adopt_match_dev(plan, DEV_IFB, &dump, true, &orph, &n_orph);
+	if (r < 0) {
+		tc_dump_list_free(&dump);
+		return error_set(err, 0, -r, "match %s: %s", PLAN_IFB_NAME, strerror(-r));
+	}
+	for (unsigned i = 0; i < n_orph; i++) {
+		struct error e = {0};
+		char line[TC_FORMAT_MAX];
+
+		tc_spec_format(&dump.tc[orph[i]], PLAN_IFB_NAME, "delete", line, sizeof(line));
+		r = nl_tc_delete(ag->sk, ag->down.ifb_ifindex, &dump.tc[orph[i]], &e);
+		if (r < 0 && r != -ENOENT) {
+			log_msg(LOG_LVL_WARN, "cannot delete a stale download object", "object", line, "error", e.msg,
+			        (char *)NULL);
+			continue;
+		}
+		log_msg(LOG_LVL_INFO, "stale download object deleted", "object", line, (char *)NULL);
+		deleted++;
+	}
+	tc_dump_list_free(&dump);
+	return deleted;
+}

@@ -1,0 +1,245 @@
+"""test_agent_downlink.py — the download direction on a lab node (root,
+network namespaces; agentlab.py): with a rate configured, aiqos-agent
+redirects the uplink's ingress (clsact + u32 match-all + mirred) to its ifb
+aiqos-ifb0 and shapes it with the node's class tree; traffic from the fabric
+toward an inference pod lands in the inference class on the ifb (tc -s), a
+training pod's in the training class; a restart adopts without touching the
+kernel; idle removes the ifb and the ingress hook; --cleanup removes them; a
+foreign ingress qdisc is left alone with a warning; "downlink": false and an
+unknown rate shape nothing (a warning names downlinkRate)."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+import agentlab
+import cni
+from agentlab import wait_until
+
+INF = {"ai.workload": "inference"}
+TRAIN = {"ai.workload": "training"}
+IFB = "aiqos-ifb0"
+CONFIG = {"uplinkRate": "500mbit", "downlinkRate": "400mbit", "debounceMs": 50, "mixedHoldSeconds": 0}
+
+
+@pytest.fixture
+def node(lab):
+    n = agentlab.NodeLab(lab)
+    try:
+        n.start_api()
+        yield n
+    finally:
+        n.cleanup()
+
+
+def links(node):
+    p = node.sh("ip", "-o", "link", "show")
+    return {m.group(1) for m in re.finditer(r"^\d+: ([^:@]+)[:@]", p.stdout, re.M)}
+
+
+def ifindex(node, dev):
+    p = node.sh("ip", "-o", "link", "show", "dev", dev)
+    return int(p.stdout.split(":", 1)[0])
+
+
+def class_packets(node, dev):
+    """{classid: packets sent} from `tc -s class show` (text; iproute2 6.1 has no JSON for classes)."""
+    p = node.sh("tc", "-s", "class", "show", "dev", dev)
+    out, cur = {}, None
+    for line in p.stdout.splitlines():
+        m = re.match(r"class \S+ (\S+) ", line)
+        if m:
+            cur = m.group(1)
+            continue
+        m = re.match(r"\s*Sent (\d+) bytes (\d+) pkt", line)
+        if m and cur:
+            out[cur] = int(m.group(2))
+            cur = None
+    return out
+
+
+def ingress_qdiscs(node, dev="up0"):
+    return [q for q in node.qdiscs(dev) if q.get("kind") in ("clsact", "ingress")]
+
+
+def redirect_filters(node):
+    """The u32 filters on up0's ingress hook that redirect to the ifb."""
+    p = node.sh("tc", "filter", "show", "dev", "up0", "ingress", check=False)
+    return [line for line in p.stdout.splitlines() if "mirred" in line or "Redirect" in line]
+
+
+def route_fabric_to(node, ip):
+    """The fabric reaches pod addresses through the node (as a switch would)."""
+    cni.sh("ip", "-n", node.fabric.name, "route", "replace", f"{ip}/32", "via", f"{node.uplink_net}.2")
+    node.sh("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+
+
+def send_udp(node, ip, n=200):
+    def run():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            for _ in range(n):
+                s.sendto(b"x" * 200, (ip, 9))
+        finally:
+            s.close()
+    agentlab.in_netns_call(node.fabric.name, run)
+
+
+def down_tree_ready(node):
+    if IFB not in links(node):
+        return False
+    r = node.root(IFB)
+    return r and r["kind"] == "htb" and set(class_packets(node, IFB)) >= {"1:1", "1:10", "1:20", "1:30"} \
+        and ingress_qdiscs(node) and redirect_filters(node)
+
+
+def wait_down(node, pred, what, timeout_s=8):
+    try:
+        return wait_until(pred, timeout_s, what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{node.tc_summary()}\n{cni.tc_summary(node.node.name, IFB) if IFB in links(node) else ''}"
+                             f"\n--- agent log ---\n{node.agent_log_tail()}") from None
+
+
+def test_download_traffic_goes_to_the_destination_pods_class(node):
+    node.start_agent(CONFIG)
+    train = node.add_pod(TRAIN)
+    inf = node.add_pod(INF)
+    wait_down(node, lambda: down_tree_ready(node) and len(node.filters(IFB)) == 2, "the download tree on the ifb")
+    st = node.status()
+    dl = st["uplink"]["downlink"]
+    assert dl["shaped"] is True and dl["ifb"] == IFB, dl
+    assert dl["shapedBps"] == 388_000_000 and dl["rateBps"] == 400_000_000, dl
+    assert dl["classes"]["inference"]["ceilBps"] == 388_000_000, dl
+    # one filter per pod address on the ifb, on the destination
+    fl = [f for f in node.filters(IFB) if f["flowid"] in ("1:10", "1:30")]
+    assert sorted(f["flowid"] for f in fl) == ["1:10", "1:30"], node.filters(IFB)
+    for pod in (inf, train):
+        route_fabric_to(node, pod.ip())
+    before = class_packets(node, IFB)
+    send_udp(node, inf.ip())
+    after = wait_down(node, lambda: (lambda c: c if c["1:10"] - before["1:10"] >= 200 else None)(
+        class_packets(node, IFB)), "200 packets toward the inference pod in class 1:10 on the ifb")
+    assert after["1:30"] - before["1:30"] < 20, (before, after)
+    send_udp(node, train.ip())
+    after2 = wait_down(node, lambda: (lambda c: c if c["1:30"] - after["1:30"] >= 200 else None)(
+        class_packets(node, IFB)), "200 packets toward the training pod in class 1:30")
+    assert after2["1:10"] - after["1:10"] < 20, (after, after2)
+    # explain shows the pod's download filter; /metrics the shaped rate
+    ex = node.aiqosctl("explain", f"aqt/{inf.name}").stdout
+    assert "download items:" in ex and IFB in ex, ex
+    text = node.aiqosctl("status").stdout
+    assert "download:" in text and IFB in text, text
+    port = None
+    for line in open(node.agent_log):
+        if "metrics_port=" in line:
+            port = int(line.split("metrics_port=")[1].split()[0])
+    assert port, node.agent_log_tail()
+
+    def get():
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/metrics")
+        return c.getresponse().read().decode()
+    m = agentlab.in_netns_call(node.node.name, get)
+    want = f'aiqos_uplink_shaped_rate_bytes_per_second{{dev="{IFB}",direction="ingress"}} 48500000'
+    assert want in m, [x for x in m.splitlines() if "shaped_rate" in x]
+    assert f'dev="{IFB}"' in "".join(x for x in m.splitlines() if x.startswith("aiqos_uplink_queue_"))
+
+
+def test_download_restart_adopts_and_a_pod_adds_only_its_filter(node):
+    node.start_agent(CONFIG)
+    node.add_api_pod(TRAIN, "10.77.0.1")
+    node.add_api_pod(INF, "10.77.1.1")
+    wait_down(node, lambda: down_tree_ready(node) and len(node.filters(IFB)) == 2, "2 download filters")
+    idx = ifindex(node, IFB)
+    before = (node.qdiscs(IFB), node.classes(IFB), node.filters(IFB), ingress_qdiscs(node), redirect_filters(node))
+    node.stop_agent(signal.SIGTERM)
+    mon = subprocess.Popen(cni.in_ns(node.node.name, "tc", "monitor"), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        time.sleep(0.3)
+        node.start_agent(CONFIG)
+        time.sleep(0.5)
+    finally:
+        os.killpg(mon.pid, signal.SIGTERM)
+        out, _ = mon.communicate(timeout=5)
+    assert out.strip() == "", f"the restart changed the kernel:\n{out}\n{node.agent_log_tail()}"
+    assert ifindex(node, IFB) == idx
+    assert (node.qdiscs(IFB), node.classes(IFB), node.filters(IFB), ingress_qdiscs(node),
+            redirect_filters(node)) == before
+    # one more inference pod: only its filters come (the tree stays)
+    handles = {f["handle"] for f in node.filters(IFB)}
+    node.add_api_pod(INF, "10.77.1.2")
+    wait_down(node, lambda: len(node.filters(IFB)) == 3, "3 download filters")
+    assert handles <= {f["handle"] for f in node.filters(IFB)}
+    assert ifindex(node, IFB) == idx and node.root(IFB)["handle"] == "1:"
+
+
+def test_download_idle_removes_the_ifb_and_the_hook(node):
+    node.start_agent(CONFIG)
+    pods = [node.add_api_pod(TRAIN, "10.77.0.1"), node.add_api_pod(INF, "10.77.1.1")]
+    wait_down(node, lambda: down_tree_ready(node), "the download tree")
+    assert os.path.exists(os.path.join(node.state_dir, "downlink.json"))
+    for p in pods:
+        p.delete_api()
+    wait_down(node, lambda: IFB not in links(node) and not ingress_qdiscs(node), "no ifb, no ingress hook")
+    assert node.status()["mode"] == "idle"
+    assert not os.path.exists(os.path.join(node.state_dir, "downlink.json"))
+
+
+def test_download_off_and_unknown_rate(node):
+    node.start_agent(dict(CONFIG, downlink=False))
+    node.add_api_pod(TRAIN, "10.77.0.1")
+    node.add_api_pod(INF, "10.77.1.1")
+    wait_until(lambda: node.status()["mode"] == "mixed" and node.root() and node.root()["kind"] == "htb", 5, "mixed")
+    time.sleep(0.3)
+    assert IFB not in links(node) and not ingress_qdiscs(node)
+    assert node.status()["uplink"]["downlink"]["shaped"] is False
+    # no rate at all: the veth's speed is fiction; nothing shaped, the warning says what to set
+    node.stop_agent()
+    node.cleanup_uplink()
+    node.start_agent({"debounceMs": 50, "mixedHoldSeconds": 0})
+    st = wait_until(lambda: (lambda s: s if s["mode"] == "mixed" and s["uplink"].get("warnings") else None)(
+        node.status()), 5, "a warning")
+    assert any('"downlinkRate"' in w for w in st["uplink"]["warnings"]), st["uplink"]
+    assert IFB not in links(node) and not ingress_qdiscs(node)
+
+
+def test_download_foreign_ingress_qdisc_is_left_alone(node):
+    node.sh("tc", "qdisc", "add", "dev", "up0", "ingress")
+    node.start_agent(CONFIG)
+    node.add_api_pod(TRAIN, "10.77.0.1")
+    node.add_api_pod(INF, "10.77.1.1")
+    st = wait_until(lambda: (lambda s: s if s["mode"] == "mixed" and any(
+        "did not create" in w for w in s["uplink"].get("warnings", [])) else None)(node.status()), 5, "warning")
+    assert st["uplink"]["downlink"]["foreignIngress"] is True
+    assert IFB not in links(node)
+    assert [q["kind"] for q in ingress_qdiscs(node)] == ["ingress"]
+    node.stop_agent()
+    node.cleanup_uplink()
+    assert [q["kind"] for q in ingress_qdiscs(node)] == ["ingress"]  # still there, untouched
+
+
+def test_download_cleanup_removes_everything(node):
+    node.start_agent(CONFIG)
+    node.add_api_pod(TRAIN, "10.77.0.1")
+    node.add_api_pod(INF, "10.77.1.1")
+    wait_down(node, lambda: down_tree_ready(node), "the download tree")
+    node.stop_agent(signal.SIGKILL)
+    p = node.cleanup_uplink()
+    assert p.returncode == 0, p.stderr
+    assert IFB not in links(node)
+    assert not ingress_qdiscs(node)
+    assert not os.path.exists(os.path.join(node.state_dir, "downlink.json"))
+    # and drift: a restart with the ifb deleted behind its back recreates it
+    node.start_agent(CONFIG)
+    wait_down(node, lambda: down_tree_ready(node), "the download tree again")
+    node.sh("ip", "link", "del", IFB)
+    node.add_api_pod(TRAIN, "10.77.0.2")  # any event: the next pass recreates it
+    wait_down(node, lambda: down_tree_ready(node) and len(node.filters(IFB)) == 3, "the ifb recreated")
