@@ -72,10 +72,12 @@ struct agent_attach {
 	/* what it is tuned with (the record) */
 	enum workload_class class;
 	char profile[PROFILE_NAME_MAX];
+	uint64_t profile_hash; /* profile_content_hash of the record's profileSpec, 0 = none recorded */
 	uint64_t egress_bps;
 	uint64_t ingress_bps;
 	unsigned n_ips;
 	struct node_ip ips[NODE_POD_IPS_MAX];
+	bool marks;    /* its DSCP re-marking (dscp.v4 and dscp.v6) is in effect (trust.c) */
 	bool failed;   /* the record carries a failure */
 	bool degraded; /* some item fell back or was skipped */
 	bool seen;     /* mark for a state dir rescan */
@@ -86,6 +88,7 @@ struct pod_want {
 	enum workload_class class;
 	char profile_requested[PROFILE_NAME_MAX]; /* ai.workload/profile, "" = none */
 	char profile[PROFILE_NAME_MAX];           /* resolved */
+	uint64_t profile_hash;                    /* profile_content_hash of the resolved profile */
 	uint64_t egress_bps;
 	uint64_t ingress_bps;
 	bool ce_marking;                 /* the profile sets a CE threshold (training-dctcp) */
@@ -109,6 +112,7 @@ struct agent_pod {
 	uint32_t gpus;
 	struct pod_want want;
 	char invalid_warned[WORKLOAD_WARN_LEN]; /* last InvalidWorkload posted */
+	bool dscp_warned;                       /* DSCPNotTrusted posted (trust.c) */
 	/* the plugin's attachments */
 	unsigned n_att;
 	unsigned cap_att;
@@ -177,6 +181,8 @@ void pod_cache_gc(struct pod_cache *c);
  * the API are re-tuned (the API is the truth; a plugin-only pod keeps what
  * the plugin found). */
 bool pod_attach_needs_retune(const struct agent_pod *p, const struct agent_attach *a);
+/* Class, profile (name and content), limits of the record are the pod's want. */
+bool pod_attach_tuned_as_wanted(const struct agent_pod *p, const struct agent_attach *a);
 /* Does the pod take part in the node plan? In the API (not finished, not
  * host-network), or plugin-only while the API view is not synced yet. */
 bool pod_counts_for_node(const struct agent_pod *p, bool api_synced);
@@ -392,6 +398,7 @@ struct agent {
 	unsigned up_retries;
 	int64_t up_retry_at_ms; /* -1 = none */
 	char up_failure[AGENT_FAILURE_MAX];
+	char classify_why[AGENT_FAILURE_MAX]; /* classify dscp not trusted: why ("" = trusted) */
 	char up_warn[NODE_WARN_MAX][NODE_WARN_LEN];
 	unsigned up_n_warn;
 	char up_foreign[AGENT_FAILURE_MAX]; /* the uplink holds a tree aiqos leaves alone ("" = none) */
@@ -437,6 +444,13 @@ void agent_pass(struct agent *ag, int64_t now_ms, unsigned due);
 /* Drift repair of the pods' attachments: re-apply those whose kernel state
  * differs from their record. */
 void agent_repair_pods(struct agent *ag);
+
+/* trust.c: may the uplink classify by DSCP? (true unless classify "dscp"
+ * and some pod's marks cannot be guaranteed: then logged, an Event, and
+ * ag->classify_why says why). The record's/plan's marking in effect. */
+bool agent_dscp_trusted(struct agent *ag);
+bool agent_plan_marks(const struct plan *p);
+bool agent_choices_mark(const struct cJSON *choices);
 /* Load or re-load one attachment record and join it (the plugin said
  * "attached", or the state dir changed). */
 int agent_attach_load(struct agent *ag, const char *container_id, const char *ifname, struct error *err);

@@ -426,6 +426,9 @@ static void print_uplink(const cJSON *up)
 		printf("  degraded:\n");
 		print_degraded(jarr(up, "degraded"), "    ");
 	}
+	if (jstr(up, "classifyWhy"))
+		printf("  classify: %s, in effect %s: %s\n", jstr_or(up, "classify", "-"),
+		       jstr_or(up, "classifyEffective", "-"), jstr(up, "classifyWhy"));
 }
 
 struct row {

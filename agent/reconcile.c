@@ -86,6 +86,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 		return 0; /* its ADD is running, or died and DEL will come */
 	}
 	agent_attach_from_state(s, &at);
+	at.marks = agent_choices_mark(choices);
 	/* not re-planned here: what fell back is in the record's choices
 	 * (issue 13 item 9: such a pod was shown "tuned") */
 	at.degraded = at.degraded || agent_choices_degraded(choices);
@@ -101,8 +102,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 		 * every rescan of the state dir (our own state_save after the
 		 * failure triggers one): that was a retry and an Event every
 		 * debounce. A change of what the pod wants still goes at once. */
-		bool only_failed = at.failed && at.class == p->want.class && streq(at.profile, p->want.profile) &&
-		                   at.egress_bps == p->want.egress_bps && at.ingress_bps == p->want.ingress_bps;
+		bool only_failed = at.failed && pod_attach_tuned_as_wanted(p, &at);
 
 		if (!(only_failed && p->retry_at_ms >= 0))
 			p->dirty = true;
@@ -397,10 +397,11 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	s->workload = w;
 	str_copy(s->profile, sizeof(s->profile), prof->name);
 	s->ifs.mtu = ifs.mtu;
-	if (r >= 0)
-		s->plan = *np;
-	else if (np->n)
-		s->plan = *np; /* what got applied before the failure */
+	if (r >= 0 || np->n) {
+		s->plan = *np; /* on failure: what got applied before it */
+		s->profile_spec = *prof;
+		s->has_profile_spec = true;
+	}
 	str_copy(s->annotations_source, sizeof(s->annotations_source), "agent");
 	if (r < 0)
 		str_copy(s->failure, sizeof(s->failure), fail.msg[0] ? fail.msg : strerror(-r));
@@ -959,6 +960,9 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 			return;
 		}
 	}
+	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
+	if (!agent_dscp_trusted(ag))
+		ncfg.classify = CLASSIFY_SRC_IP;
 	r = node_plan(pods, n_pods, &ncfg, &ag->up.facts, &ag->up_caps, next.mode,
 	              need_observe && !ag->up_adopted ? &prev : &ag->in_force, &np, &info, &e);
 	if (r < 0) {
@@ -1239,6 +1243,7 @@ static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 	_cleanup_free_ struct observed *obs = calloc(1, sizeof(*obs));
 	cJSON *choices = NULL;
 	struct attach a;
+	struct error e = {0};
 	char diff[1024];
 	int r, n = 0;
 
@@ -1247,10 +1252,15 @@ static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 	r = state_load(ag->state_dir, at->container_id, at->ifname, s, &choices, NULL);
 	if (r < 0)
 		return r;
-	r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, NULL);
+	r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, &e);
 	cJSON_Delete(choices);
-	if (r < 0)
-		return r;
+	if (r < 0) {
+		/* what the kernel should hold is unknown: never skip it silently,
+		 * re-tune it (attach_retune plans anew and replaces what it can) */
+		log_msg(LOG_LVL_WARN, "pod drift: the record's plan cannot be rebuilt; re-tuning", "container",
+		        s->container_id, "pod", s->pod_name, "error", e.msg, (char *)NULL);
+		return 1;
+	}
 	attach_init(&a);
 	attach_open_host(&a, s, NULL);
 	if (attach_open_pod(&a, s->netns, s, NULL) == 1 &&

@@ -309,7 +309,7 @@ struct cJSON *state_to_json(const struct attach_state *s)
 	ok = ok && cJSON_AddStringToObject(j, "network", s->network) &&
 	     cJSON_AddStringToObject(j, "class", cls ? cls : "default") &&
 	     cJSON_AddStringToObject(j, "profile", s->profile);
-	if (!ok)
+	if (!ok || (s->has_profile_spec && !cJSON_AddItemToObject(j, "profileSpec", profile_to_json(&s->profile_spec))))
 		return NULL;
 
 	o = cJSON_AddObjectToObject(j, "workload");
@@ -464,6 +464,18 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 	          (r = get_str(o, "pod.", "name", false, s->pod_name, sizeof(s->pod_name), err)) < 0 ||
 	          (r = get_str(o, "pod.", "uid", false, s->pod_uid, sizeof(s->pod_uid), err)) < 0))
 		return r;
+
+	o = cJSON_GetObjectItemCaseSensitive(j, "profileSpec");
+	if (o && !cJSON_IsNull(o)) {
+		r = profile_from_json(s->profile[0] ? s->profile : "unnamed", o, &s->profile_spec, err);
+		if (r < 0) {
+			error_prefix(err, "field 'profileSpec'");
+			if (err)
+				err->code = CNI_ERR_STATE;
+			return r;
+		}
+		s->has_profile_spec = true;
+	}
 
 	if ((r = get_obj(j, "workload", &o, err)) < 0)
 		return r;
