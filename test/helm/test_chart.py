@@ -171,7 +171,7 @@ def test_config_values(helm, tmp_path):
     cfg = rendered_config(objs)
     assert cfg["uplinkRate"] == "10gbit" and cfg["inferenceShare"] == 0.4 and cfg["classify"] == "dscp"
     assert cfg["profiles"] == {"inference": {"targetUs": 500}}
-    for k in ("trainingFloor", "downlinkRate", "downlink"):
+    for k in ("trainingFloor", "downlinkRate", "downlink", "uplinkOverhead"):
         assert k not in cfg, "%s is null by default: left out" % k
     # The agent's own parser accepts what the chart renders.
     (tmp_path / "config.json").write_text(json.dumps(cfg))
