@@ -54,7 +54,7 @@ UNIT_BINS  := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRC))
 AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c agent/aiqosctl.c,$(AGENT_SRC)) cni/conf.c)
 
 .SECONDARY:
-.PHONY: all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab
+.PHONY: all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab bench-linerate
 all: $(PLUGIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -143,6 +143,17 @@ test-unit: all $(UNIT_BINS)
 test-integration: all asan-build
 	@bash test/run.sh --only integration $(BUILD)
 
+# The fault soak (issue 13): 30 minutes of pod churn, agent SIGKILLs, API
+# stand-in restarts, a full state dir and hand-made uplink changes on a lab
+# node, then convergence and leak checks (test/integration/test_soak.py; its
+# 3-minute version is part of the integration suite of `make test`).
+# AIQOS_SOAK_SECONDS overrides the duration; the figures land in
+# $(BUILD)/soak-report.json.
+.PHONY: soak
+soak: all
+	AIQOS_BUILD=$(abspath $(BUILD)) AIQOS_SOAK_SECONDS=$${AIQOS_SOAK_SECONDS:-1800} /usr/bin/python3 -m pytest -q -s \
+		-p no:cacheprovider test/integration/test_soak.py
+
 # The kind-less node e2e (issue #4): real kubelet + containerd + runc + the
 # control plane in namespaces of their own, the DaemonSet from manifests/,
 # test/e2e/assert.py (hack/e2e-node.sh; also the "e2e" suite of `make test`).
@@ -183,6 +194,11 @@ bench: deps
 
 bench-lab: all
 	@bash hack/lab.sh bench-lab $(BUILD)
+
+# P6 line rate (issue 12): a 4-queue veth uplink without a bottleneck,
+# default vs each aiqos mode, with and without uplinkRate 100gbit (root).
+bench-linerate: all
+	/usr/bin/python3 test/bench/linerate.py --build $(BUILD) --sysctl-arms --json $(BUILD)/bench-linerate.json
 
 # ---- Hardening (issue #7): sanitizer build and fuzzing ----
 # asan-build: everything and the unit tests with ASan+UBSan in ASAN_BUILD;

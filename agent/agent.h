@@ -72,10 +72,12 @@ struct agent_attach {
 	/* what it is tuned with (the record) */
 	enum workload_class class;
 	char profile[PROFILE_NAME_MAX];
+	uint64_t profile_hash; /* profile_content_hash of the record's profileSpec, 0 = none recorded */
 	uint64_t egress_bps;
 	uint64_t ingress_bps;
 	unsigned n_ips;
 	struct node_ip ips[NODE_POD_IPS_MAX];
+	bool marks;    /* its DSCP re-marking (dscp.v4 and dscp.v6) is in effect (trust.c) */
 	bool failed;   /* the record carries a failure */
 	bool degraded; /* some item fell back or was skipped */
 	bool seen;     /* mark for a state dir rescan */
@@ -86,6 +88,7 @@ struct pod_want {
 	enum workload_class class;
 	char profile_requested[PROFILE_NAME_MAX]; /* ai.workload/profile, "" = none */
 	char profile[PROFILE_NAME_MAX];           /* resolved */
+	uint64_t profile_hash;                    /* profile_content_hash of the resolved profile */
 	uint64_t egress_bps;
 	uint64_t ingress_bps;
 	bool ce_marking;                 /* the profile sets a CE threshold (training-dctcp) */
@@ -109,6 +112,7 @@ struct agent_pod {
 	uint32_t gpus;
 	struct pod_want want;
 	char invalid_warned[WORKLOAD_WARN_LEN]; /* last InvalidWorkload posted */
+	bool dscp_warned;                       /* DSCPNotTrusted posted (trust.c) */
 	/* the plugin's attachments */
 	unsigned n_att;
 	unsigned cap_att;
@@ -177,6 +181,8 @@ void pod_cache_gc(struct pod_cache *c);
  * the API are re-tuned (the API is the truth; a plugin-only pod keeps what
  * the plugin found). */
 bool pod_attach_needs_retune(const struct agent_pod *p, const struct agent_attach *a);
+/* Class, profile (name and content), limits of the record are the pod's want. */
+bool pod_attach_tuned_as_wanted(const struct agent_pod *p, const struct agent_attach *a);
 /* Does the pod take part in the node plan? In the API (not finished, not
  * host-network), or plugin-only while the API view is not synced yet. */
 bool pod_counts_for_node(const struct agent_pod *p, bool api_synced);
@@ -230,6 +236,18 @@ int64_t sched_backoff_ms(unsigned n, unsigned jitter_pm);
 
 /* The uplink's root qdisc before aiqos, recorded in <stateDir>/uplink.json
  * before the first change and restored on idle and --cleanup. */
+/* A child qdisc of a recorded mq root (a queue's qdisc someone grafted),
+ * options as the kind's own encoder makes them. */
+#define UPLINK_CHILDREN_MAX      256
+#define UPLINK_CHILD_OPTIONS_MAX 256
+struct uplink_child {
+	char kind[16];
+	uint32_t parent;
+	uint32_t handle;
+	size_t options_len;
+	uint8_t options[UPLINK_CHILD_OPTIONS_MAX];
+};
+
 struct uplink_record {
 	char ifname[IFNAME_LEN];
 	int ifindex;
@@ -243,6 +261,11 @@ struct uplink_record {
 	/* the mode in force, for the hold after a restart */
 	enum node_mode mode;
 	int64_t mode_since_unix;
+	/* the rest of the original tree (an mq root's grafted children) and
+	 * whether a clsact/ingress qdisc was there (then it is never deleted) */
+	unsigned n_children;
+	struct uplink_child children[UPLINK_CHILDREN_MAX];
+	bool clsact_before;
 };
 
 struct uplink {
@@ -270,12 +293,19 @@ int uplink_record_save(const char *path, const struct uplink_record *r, struct e
 int uplink_record_remove(const char *path, struct error *err);
 struct cJSON *uplink_record_to_json(const struct uplink_record *r);
 int uplink_record_from_json(const struct cJSON *j, struct uplink_record *ret, struct error *err);
-/* Read the root qdisc of the uplink into a record. */
+/* Read the uplink's original tree into a record: the root qdisc, an mq
+ * root's grafted children and whether a clsact was there; options of kinds
+ * aiqos knows are re-encoded by the kind's encoder (what the kernel accepts
+ * on create). A tree aiqos cannot re-create whole — classes, filters or
+ * qdiscs under a classful root (an operator's HTB tree), or a child of a kind
+ * aiqos does not know — is foreign: -EEXIST, err says what is there, and
+ * nothing is recorded (the agent then leaves the uplink alone). */
 int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, struct uplink_record *ret,
                           struct error *err);
-/* Put the recorded root back: delete our root (ours_root: the qdisc item in
- * force; NULL = delete whatever root has handle 1:), then, unless it was the
- * kernel's default, re-create the recorded qdisc. */
+/* Put the recorded tree back: delete our classifier filter (and the clsact
+ * unless one was there before), delete our root (ours_root: the qdisc item
+ * in force; NULL = delete whatever root has handle 1:), then, unless it was
+ * the kernel's default, re-create the recorded root and its children. */
 int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *r, const struct tc_spec *ours_root,
                    struct error *err);
 
@@ -368,8 +398,11 @@ struct agent {
 	unsigned up_retries;
 	int64_t up_retry_at_ms; /* -1 = none */
 	char up_failure[AGENT_FAILURE_MAX];
+	char classify_why[AGENT_FAILURE_MAX]; /* classify dscp not trusted: why ("" = trusted) */
 	char up_warn[NODE_WARN_MAX][NODE_WARN_LEN];
 	unsigned up_n_warn;
+	char up_foreign[AGENT_FAILURE_MAX]; /* the uplink holds a tree aiqos leaves alone ("" = none) */
+	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
 
 	struct agent_sched sched;
 	/* failpoint for the lab tests ($AIQOS_AGENT_TEST_SLOW_APPLY_US): apply
@@ -411,6 +444,13 @@ void agent_pass(struct agent *ag, int64_t now_ms, unsigned due);
 /* Drift repair of the pods' attachments: re-apply those whose kernel state
  * differs from their record. */
 void agent_repair_pods(struct agent *ag);
+
+/* trust.c: may the uplink classify by DSCP? (true unless classify "dscp"
+ * and some pod's marks cannot be guaranteed: then logged, an Event, and
+ * ag->classify_why says why). The record's/plan's marking in effect. */
+bool agent_dscp_trusted(struct agent *ag);
+bool agent_plan_marks(const struct plan *p);
+bool agent_choices_mark(const struct cJSON *choices);
 /* Load or re-load one attachment record and join it (the plugin said
  * "attached", or the state dir changed). */
 int agent_attach_load(struct agent *ag, const char *container_id, const char *ifname, struct error *err);

@@ -111,7 +111,8 @@ static const char usage_plan[] =
         "  --format F       text (default), tc (shell commands) or json\n"
         "  --uplink-rate R  the uplink's speed, tc syntax (e.g. 500mbit, 10gbit)\n"
         "  --uplink IFNAME  the uplink's name (default: the config's, else eth0)\n"
-        "  --link KIND      virtual (default: veth/bridge, shaped when the rate is known)\n"
+        "  --link KIND      virtual (default: veth/bridge; its speed is never a rate: shaped only\n"
+        "                   at a configured uplinkRate)\n"
         "                   or nic (a physical NIC)\n"
         "  --kernel K       full (default: every qdisc kind) or ci (no fq, fq_codel, prio,\n"
         "                   pedit: the fallbacks of a minimal kernel)\n"
@@ -425,6 +426,9 @@ static void print_uplink(const cJSON *up)
 		printf("  degraded:\n");
 		print_degraded(jarr(up, "degraded"), "    ");
 	}
+	if (jstr(up, "classifyWhy"))
+		printf("  classify: %s, in effect %s: %s\n", jstr_or(up, "classify", "-"),
+		       jstr_or(up, "classifyEffective", "-"), jstr(up, "classifyWhy"));
 }
 
 struct row {
@@ -1236,6 +1240,8 @@ static const char *rate_source(const struct plan_run *r)
 {
 	if (r->info.rate_configured)
 		return "uplinkRate in the config";
+	if (r->info.speed_untrusted)
+		return "--uplink-rate is a virtual link's speed, not a rate";
 	if (r->o.uplink_rate_bps)
 		return "--uplink-rate";
 	return "unknown";

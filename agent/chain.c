@@ -1051,18 +1051,13 @@ int chain_ensure_report(const struct chain_options *o, struct chain_report *ret,
 	}
 
 	if (plugins_count_type(view, "bandwidth") > 0) {
-		/* two shapers on every pod: its 25 ms TBF queue in front of ours */
-		if (!o->allow_bandwidth) {
-			r = error_set(
-			        err, CNI_ERR_INVALID_CONFIG, EEXIST,
-			        "%s/%s already chains the \"bandwidth\" plugin: every pod would be shaped twice "
-			        "(aiqos shapes kubernetes.io/ingress-bandwidth and egress-bandwidth itself); remove "
-			        "it from that chain, or pass --allow-bandwidth-plugin to chain aiqos after it anyway",
-			        dir, pri->name);
-			goto out;
-		}
+		/* two shapers on every pod (its 25 ms TBF queue in front of
+		 * ours): chained all the same, the pods are not to lose their
+		 * tuning, but loudly, with the way out */
 		rep.two_shapers = true;
-		what_add(&rep, "WARNING: %s also chains the \"bandwidth\" plugin: pods are shaped twice; remove it",
+		what_add(&rep,
+		         "WARNING: %s also chains the \"bandwidth\" plugin: every pod is shaped twice (aiqos shapes "
+		         "kubernetes.io/ingress-bandwidth and egress-bandwidth itself); remove it from that chain",
 		         pri->name);
 	}
 	if (o->bin_dir) {

@@ -55,8 +55,6 @@ struct chain_options {
 	                            our entries in lists. */
 	bool dropin;             /* try the libcni drop-in dir first (containerd 2.x, libcni >= 1.3) */
 	bool edit_in_place;      /* edit the primary instead of writing an owned copy */
-	bool allow_bandwidth;    /* chain after a "bandwidth" plugin in the primary (two shapers: a
-	                            warning in the report) instead of refusing (-EEXIST) */
 };
 
 enum chain_strategy {
@@ -78,7 +76,7 @@ struct chain_report {
 	char primary[NAME_MAX + 1]; /* file name of the primary in conf_dir, "" if none */
 	char target[PATH_MAX];      /* the file that chains aiqos, "" if none */
 	char what[CHAIN_WHAT_MAX];  /* one line for a log: what was done or found */
-	bool two_shapers;           /* chained after a "bandwidth" plugin (allow_bandwidth) */
+	bool two_shapers;           /* chained after a "bandwidth" plugin: a WARNING in what */
 };
 
 /* Make sure aiqos is installed and chained (see above). Idempotent:
@@ -88,8 +86,9 @@ struct chain_report {
  * file: a malformed primary -> -EINVAL and nothing written. Before anything
  * is chained: the aiqos entry passes the plugin's own config parser (-EINVAL
  * naming the field and value), the binary "<bin_dir>/<type>" is an
- * executable file (when bin_dir is set; -ENOENT/-EACCES), and the primary
- * chains no "bandwidth" plugin (-EEXIST unless allow_bandwidth). */
+ * executable file (when bin_dir is set; -ENOENT/-EACCES). A primary that
+ * already chains the "bandwidth" plugin is chained with a warning
+ * (report.two_shapers). */
 int chain_ensure(const struct chain_options *o, bool *ret_changed, char *ret_what, size_t what_size, struct error *err);
 /* The same with the full report (ret may be NULL). */
 int chain_ensure_report(const struct chain_options *o, struct chain_report *ret, struct error *err);

@@ -254,6 +254,11 @@ static int parse_drift_repair(const char *key, const cJSON *v, struct agent_conf
 	return parse_uint(key, v, AGENT_DRIFT_REPAIR_S_MAX, &c->drift_repair_s, err);
 }
 
+static int parse_overhead(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	return parse_uint(key, v, NODE_OVERHEAD_MAX, &c->node.overhead_bytes, err);
+}
+
 static int parse_classify(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
 	char q[96];
@@ -301,6 +306,7 @@ static const struct config_key {
         {"classify", parse_classify},
         {"driftRepairSeconds", parse_drift_repair},
         {"profiles", parse_profiles},
+        {"uplinkOverhead", parse_overhead},
 };
 
 /* ---- the file ---- */
@@ -366,6 +372,14 @@ static int config_finish(struct agent_config *c, struct error *err)
 			                 p->name, p->dscp,
 			                 p->dscp == c->node.dscp_inference ? "inference" : "training");
 	}
+	/* Only aiqos's marks may count: every pod it sees is re-marked, the
+	 * default class to 0 (a pod setting IP_TOS 0xb8 itself would get the
+	 * inference class otherwise). The plugin gets these profiles through the
+	 * chain (loop.c); reconcile.c's trust check falls back to src-ip where
+	 * the kernel cannot re-mark. */
+	for (unsigned i = 0; c->node.classify == CLASSIFY_DSCP && i < c->profiles.n; i++)
+		if (c->profiles.p[i].class == CLASS_DEFAULT && c->profiles.p[i].dscp < 0)
+			c->profiles.p[i].dscp = 0;
 	return 0;
 }
 
@@ -440,7 +454,7 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 			              "unknown key %s (accepted: uplink, uplinkRate, downlinkRate, downlink, "
 			              "inferenceShare, trainingFloor, "
 			              "mixedHoldSeconds, "
-			              "debounceMs, classify, driftRepairSeconds, profiles)",
+			              "debounceMs, classify, driftRepairSeconds, profiles, uplinkOverhead)",
 			              quote(q, sizeof(q), key));
 			goto out;
 		}

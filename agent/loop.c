@@ -64,6 +64,8 @@ static void hook_notify(struct agent *ag, const char *status)
 	sd_notifyf(0, "STATUS=%s", status);
 }
 
+static void cni_chain(struct agent *ag);
+
 /* ---- config reload ---- */
 
 static void config_reload(struct agent *ag, const char *why)
@@ -93,24 +95,72 @@ static void config_reload(struct agent *ag, const char *why)
 	r = (int)pod_cache_rewant(&ag->pods, &ag->cfg.profiles);
 	log_msg(LOG_LVL_INFO, "config reloaded", "trigger", why, "file", ag->config_path, "from_file",
 	        ag->cfg.from_file ? "true" : "false", (char *)NULL);
-	(void)r;
+	if (r > 0) {
+		char n[16];
+
+		snprintf(n, sizeof(n), "%d", r);
+		log_msg(LOG_LVL_INFO, "config changed the tuning of running pods; re-tuning them", "pods", n,
+		        (char *)NULL);
+	}
+	/* the chained plugin config carries the profiles: keep it in step */
+	if (ag->opt.cni_conf_dir)
+		cni_chain(ag);
 	sched_kick(&ag->sched, agent_now_ms());
 }
 
 /* ---- CNI chaining ---- */
 
+/* The aiqos entry the agent chains: --plugin-conf (or the default) with the
+ * agent's effective profiles in it (every profile, whole: profile_to_json),
+ * so the plugin's ADD plans with exactly the profiles of the agent's
+ * re-tunes (it reads no agent config and asks no one), including what the
+ * config implies (classify "dscp" re-marks default pods to 0). NULL keeps
+ * the entry as given: the config sets no profiles and classifies by address,
+ * or the entry does not parse (chain_ensure reports that). Caller frees. */
+static char *plugin_conf_with_profiles(const struct agent *ag)
+{
+	const char *text = ag->opt.plugin_conf ? ag->opt.plugin_conf : CHAIN_PLUGIN_CONF_DEFAULT;
+	cJSON *j, *set;
+	char *out;
+
+	if (!agent_config_profiles_json(&ag->cfg) && ag->cfg.node.classify != CLASSIFY_DSCP)
+		return NULL;
+	j = cJSON_Parse(text);
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return NULL;
+	}
+	set = cJSON_CreateObject();
+	for (unsigned i = 0; set && i < ag->cfg.profiles.n; i++) {
+		cJSON *p = profile_to_json(&ag->cfg.profiles.p[i]);
+
+		if (!p || !cJSON_AddItemToObject(set, ag->cfg.profiles.p[i].name, p)) {
+			cJSON_Delete(p);
+			cJSON_Delete(set);
+			set = NULL;
+		}
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "profiles");
+	if (!set || !cJSON_AddItemToObject(j, "profiles", set)) {
+		cJSON_Delete(set);
+		cJSON_Delete(j);
+		return NULL;
+	}
+	out = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	return out;
+}
+
 static void cni_chain(struct agent *ag)
 {
+	_cleanup_free_ char *conf = plugin_conf_with_profiles(ag);
 	struct chain_options o = {
 	        .conf_dir = ag->opt.cni_conf_dir,
 	        .bin_dir = ag->opt.cni_bin_dir,
 	        .plugin_src = ag->opt.plugin_src,
-	        .plugin_conf = ag->opt.plugin_conf,
+	        .plugin_conf = conf ? conf : ag->opt.plugin_conf,
 	        .dropin = ag->opt.chain_dropin,
 	        .edit_in_place = ag->opt.chain_in_place,
-	        /* the primary CNI rewrote its file with a bandwidth plugin:
-	         * keep pods tuned, warn loudly (install refuses it) */
-	        .allow_bandwidth = true,
 	};
 	struct error e = {0};
 	struct chain_report rep;

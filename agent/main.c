@@ -23,7 +23,7 @@ static void usage(FILE *out)
 	        "Usage: %s [OPTIONS]            run the node agent\n"
 	        "       %s --cleanup [OPTIONS]  restore the uplink's original qdisc and exit\n"
 	        "       %s install --cni-conf-dir DIR --cni-bin-dir DIR [--plugin-src PATH] [--plugin-conf JSON]\n"
-	        "                  [--dropin] [--in-place] [--allow-bandwidth-plugin]\n"
+	        "                  [--dropin] [--in-place]\n"
 	        "       %s uninstall --cni-conf-dir DIR [--cni-bin-dir DIR] [--remove-binary] [--state-dir DIR]\n"
 	        "                  [--keep-qdiscs] [--wait]\n"
 	        "\n"
@@ -44,7 +44,6 @@ static void usage(FILE *out)
 	        "  --plugin-conf JSON    the aiqos entry of the chain (default: capabilities, failurePolicy open)\n"
 	        "  --dropin              prefer the libcni drop-in dir (containerd 2.x)\n"
 	        "  --in-place            edit the primary config instead of an owned copy\n"
-	        "  --allow-bandwidth-plugin  install: chain after a \"bandwidth\" plugin (pods shaped twice)\n"
 	        "  --cleanup             restore the uplink's recorded qdisc, remove aiqos's uplink objects, exit\n"
 	        "  --once                one list and reconcile, then exit\n"
 	        "  --remove-binary       uninstall: also remove the plugin binary\n"
@@ -77,7 +76,6 @@ enum {
 	OPT_KEEP_QDISCS,
 	OPT_SYSCTL_DIR,
 	OPT_WAIT,
-	OPT_ALLOW_BANDWIDTH,
 	OPT_VERSION,
 };
 
@@ -101,7 +99,6 @@ static const struct option long_options[] = {
         {"keep-qdiscs", no_argument, NULL, OPT_KEEP_QDISCS},
         {"sysctl-dir", required_argument, NULL, OPT_SYSCTL_DIR},
         {"wait", no_argument, NULL, OPT_WAIT},
-        {"allow-bandwidth-plugin", no_argument, NULL, OPT_ALLOW_BANDWIDTH},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -113,7 +110,6 @@ struct cmdline {
 	bool remove_binary;
 	bool keep_qdiscs;
 	bool wait;
-	bool allow_bandwidth;   /* install: chain after a "bandwidth" plugin anyway */
 	const char *sysctl_dir; /* NULL: /proc/sys */
 	const char *subcommand; /* NULL, "install", "uninstall" */
 };
@@ -205,9 +201,6 @@ static int parse(int argc, char **argv, struct cmdline *c)
 		case OPT_SYSCTL_DIR:
 			c->sysctl_dir = optarg;
 			break;
-		case OPT_ALLOW_BANDWIDTH:
-			c->allow_bandwidth = true;
-			break;
 		case OPT_WAIT:
 			c->wait = true;
 			break;
@@ -228,9 +221,8 @@ static int parse(int argc, char **argv, struct cmdline *c)
 		return usage_error("%s needs --cni-conf-dir", c->subcommand);
 	if (c->wait && !(c->subcommand && streq(c->subcommand, "uninstall")))
 		return usage_error("%s", "--wait is an option of uninstall");
-	if (c->subcommand && streq(c->subcommand, "install") && !c->o.cni_bin_dir)
-		return usage_error("%s", "install needs --cni-bin-dir (the plugin binary must be in place before it is "
-		                         "chained)");
+	if (c->subcommand && streq(c->subcommand, "install") && c->o.plugin_src && !c->o.cni_bin_dir)
+		return usage_error("%s", "install --plugin-src needs --cni-bin-dir");
 	if (c->remove_binary && !c->o.cni_bin_dir)
 		return usage_error("%s", "--remove-binary needs --cni-bin-dir");
 	if (!c->subcommand && !c->cleanup) {
@@ -284,7 +276,6 @@ static int cmd_install(const struct cmdline *c)
 	struct chain_report rep;
 	struct stat st;
 
-	o.allow_bandwidth = c->allow_bandwidth;
 	/* the runtime's conf dir must be there: a typo or a missing host
 	 * mount is not "already installed" */
 	if (stat(o.conf_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -293,6 +284,9 @@ static int cmd_install(const struct cmdline *c)
 		        (char *)NULL);
 		return EXIT_FAILURE;
 	}
+	if (!o.bin_dir)
+		log_msg(LOG_LVL_WARN, "no --cni-bin-dir: the plugin binary the chain names is not checked", "dir",
+		        o.conf_dir, (char *)NULL);
 	if (chain_ensure_report(&o, &rep, &e) < 0) {
 		log_msg(LOG_LVL_ERROR, "install failed", "dir", o.conf_dir, "error", e.msg, (char *)NULL);
 		return EXIT_FAILURE;

@@ -156,6 +156,7 @@ static void want_compute(const struct cJSON *annotations, const struct profile_s
 	ret->ingress_bps = w.ingress_bps;
 	pr = profile_resolve(set, &w, NULL, 0);
 	str_copy(ret->profile, sizeof(ret->profile), pr->name);
+	ret->profile_hash = profile_content_hash(pr);
 	ret->ce_marking = pr->ce_threshold_us > 0;
 	if (w.n_warn > 0)
 		str_copy(ret->invalid, sizeof(ret->invalid), w.warn[0]);
@@ -163,8 +164,8 @@ static void want_compute(const struct cJSON *annotations, const struct profile_s
 
 static bool want_tuning_equal(const struct pod_want *a, const struct pod_want *b)
 {
-	return a->class == b->class && streq(a->profile, b->profile) && a->egress_bps == b->egress_bps &&
-	       a->ingress_bps == b->ingress_bps;
+	return a->class == b->class && streq(a->profile, b->profile) && a->profile_hash == b->profile_hash &&
+	       a->egress_bps == b->egress_bps && a->ingress_bps == b->ingress_bps;
 }
 
 static void ips_from_kube(const struct kube_pod *kp, unsigned *ret_n, struct node_ip *ret)
@@ -403,11 +404,13 @@ void agent_attach_from_state(const struct attach_state *s, struct agent_attach *
 	str_copy(ret->pod_uid, sizeof(ret->pod_uid), s->pod_uid);
 	ret->class = s->workload.class;
 	str_copy(ret->profile, sizeof(ret->profile), s->profile);
+	ret->profile_hash = s->has_profile_spec ? profile_content_hash(&s->profile_spec) : 0;
 	ret->egress_bps = s->workload.egress_bps;
 	ret->ingress_bps = s->workload.ingress_bps;
 	for (unsigned i = 0; i < s->n_ips && i < ARRAY_SIZE(s->ips) && ret->n_ips < NODE_POD_IPS_MAX; i++)
 		if (ip_parse_cidr(s->ips[i], &ret->ips[ret->n_ips]) == 0)
 			ret->n_ips++;
+	ret->marks = agent_plan_marks(&s->plan);
 	ret->failed = s->failure[0] != '\0';
 	ret->degraded = plan_count(&s->plan, ITEM_DEGRADED) + plan_count(&s->plan, ITEM_SKIPPED) > 0;
 	ret->seen = true;
@@ -590,8 +593,16 @@ bool pod_attach_needs_retune(const struct agent_pod *p, const struct agent_attac
 		return false;
 	if (a->failed)
 		return true;
-	return a->class != p->want.class || !streq(a->profile, p->want.profile) ||
-	       a->egress_bps != p->want.egress_bps || a->ingress_bps != p->want.ingress_bps;
+	return !pod_attach_tuned_as_wanted(p, a);
+}
+
+bool pod_attach_tuned_as_wanted(const struct agent_pod *p, const struct agent_attach *a)
+{
+	/* the content, not only the name: a profile changed in the config
+	 * re-tunes (a record without profileSpec can only be compared by name) */
+	return a->class == p->want.class && streq(a->profile, p->want.profile) &&
+	       (!a->profile_hash || a->profile_hash == p->want.profile_hash) && a->egress_bps == p->want.egress_bps &&
+	       a->ingress_bps == p->want.ingress_bps;
 }
 
 bool pod_counts_for_node(const struct agent_pod *p, bool api_synced)

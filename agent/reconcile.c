@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "bpf_cls.h"
 #include "attach.h"
 #include "failpoint.h"
 #include "nl.h"
@@ -85,6 +86,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 		return 0; /* its ADD is running, or died and DEL will come */
 	}
 	agent_attach_from_state(s, &at);
+	at.marks = agent_choices_mark(choices);
 	/* not re-planned here: what fell back is in the record's choices
 	 * (issue 13 item 9: such a pod was shown "tuned") */
 	at.degraded = at.degraded || agent_choices_degraded(choices);
@@ -100,8 +102,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 		 * every rescan of the state dir (our own state_save after the
 		 * failure triggers one): that was a retry and an Event every
 		 * debounce. A change of what the pod wants still goes at once. */
-		bool only_failed = at.failed && at.class == p->want.class && streq(at.profile, p->want.profile) &&
-		                   at.egress_bps == p->want.egress_bps && at.ingress_bps == p->want.ingress_bps;
+		bool only_failed = at.failed && pod_attach_tuned_as_wanted(p, &at);
 
 		if (!(only_failed && p->retry_at_ms >= 0))
 			p->dirty = true;
@@ -396,10 +397,11 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	s->workload = w;
 	str_copy(s->profile, sizeof(s->profile), prof->name);
 	s->ifs.mtu = ifs.mtu;
-	if (r >= 0)
-		s->plan = *np;
-	else if (np->n)
-		s->plan = *np; /* what got applied before the failure */
+	if (r >= 0 || np->n) {
+		s->plan = *np; /* on failure: what got applied before it */
+		s->profile_spec = *prof;
+		s->has_profile_spec = true;
+	}
 	str_copy(s->annotations_source, sizeof(s->annotations_source), "agent");
 	if (r < 0)
 		str_copy(s->failure, sizeof(s->failure), fail.msg[0] ? fail.msg : strerror(-r));
@@ -596,6 +598,9 @@ static int uplink_give_back(struct agent *ag, struct error *err)
 	log_msg(LOG_LVL_INFO, "uplink restored", "uplink", ag->up.ifname, "qdisc", ag->up.record.rendered,
 	        (char *)NULL);
 	node_plan_free(&ag->in_force);
+	if (ag->up_cls_map_fd >= 0)
+		close(ag->up_cls_map_fd);
+	ag->up_cls_map_fd = -1;
 	ag->up.have_record = false;
 	return uplink_record_remove(path, err);
 }
@@ -689,6 +694,20 @@ static void mode_changed(struct agent *ag, enum node_mode from, enum node_mode t
 	}
 }
 
+/* Uplink conditions are the node's, but Events need an object: they go on
+ * an annotated pod of the node (the ones the uplink is tuned for). */
+static void uplink_event(struct agent *ag, const char *reason, const char *msg)
+{
+	for (unsigned i = 0; i < ag->pods.n; i++) {
+		const struct agent_pod *p = ag->pods.v[i];
+
+		if (p->in_api && p->uid[0] && p->want.class != CLASS_DEFAULT) {
+			agent_event(ag, p, true, reason, "%s", msg);
+			return;
+		}
+	}
+}
+
 static void warnings_update(struct agent *ag, const struct node_plan_info *info)
 {
 	bool same = info->n_warn == ag->up_n_warn;
@@ -698,10 +717,90 @@ static void warnings_update(struct agent *ag, const struct node_plan_info *info)
 	if (same)
 		return;
 	for (unsigned i = 0; i < info->n_warn && i < NODE_WARN_MAX; i++) {
+		bool known = false;
+
+		for (unsigned k = 0; k < ag->up_n_warn; k++)
+			known |= streq(info->warn[i], ag->up_warn[k]);
 		log_msg(LOG_LVL_WARN, "uplink", "uplink", ag->up.ifname, "warning", info->warn[i], (char *)NULL);
-		str_copy(ag->up_warn[i], sizeof(ag->up_warn[i]), info->warn[i]);
+		if (!known)
+			uplink_event(ag, "UplinkWarning", info->warn[i]);
 	}
+	for (unsigned i = 0; i < info->n_warn && i < NODE_WARN_MAX; i++)
+		str_copy(ag->up_warn[i], sizeof(ag->up_warn[i]), info->warn[i]);
 	ag->up_n_warn = info->n_warn;
+}
+
+/* The classifier of the mq layout: its map (created, or found again from
+ * the attached program), and a freshly loaded program for the items about
+ * to be applied (prog fds returned in *fds, closed by the caller). */
+static int classifier_prepare(struct agent *ag, struct node_plan *np, const unsigned *idx, unsigned n_idx,
+                              int *ret_prog_fd, struct error *err)
+{
+	int r;
+
+	*ret_prog_fd = -1;
+	for (unsigned k = 0; k < n_idx; k++) {
+		struct plan_item *it = &np->items[idx[k]];
+
+		if (it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_BPF)
+			continue;
+		if (ag->up_cls_map_fd < 0) {
+			r = bpf_cls_map_create(&ag->up_cls_map_fd, err);
+			if (r < 0)
+				return r;
+		}
+		if (*ret_prog_fd < 0) {
+			r = bpf_cls_prog_load(ag->up_cls_map_fd, ret_prog_fd, err);
+			if (r < 0)
+				return r;
+		}
+		for (unsigned a = 0; a < it->n_alt; a++)
+			it->tc[a].u.bpf.prog_fd = *ret_prog_fd;
+	}
+	return 0;
+}
+
+/* After a restart: the map of our attached classifier. */
+static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
+{
+	for (unsigned i = 0; ag->up_cls_map_fd < 0 && i < dump->n; i++) {
+		const struct tc_spec *o = &dump->tc[i];
+		struct error e = {0};
+
+		if (o->type != TC_FILTER || o->kind != TC_KIND_BPF || !streq(o->u.bpf.name, BPF_CLS_NAME) ||
+		    !o->u.bpf.prog_id)
+			continue;
+		if (bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &e) < 0)
+			log_msg(LOG_LVL_WARN, "uplink classifier map not found; it will be reloaded", "error", e.msg,
+			        (char *)NULL);
+	}
+}
+
+/* Make the classifier's map match the pods (O(entries) syscalls). */
+static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsigned n, const struct node_plan_info *info,
+                           struct error *err)
+{
+	_cleanup_free_ struct bpf_cls_entry *ents = NULL;
+	unsigned n_ents = 0, changed = 0;
+	int r;
+
+	if (!info->classifier) {
+		if (ag->up_cls_map_fd >= 0)
+			close(ag->up_cls_map_fd);
+		ag->up_cls_map_fd = -1;
+		return 0;
+	}
+	if (ag->up_cls_map_fd < 0)
+		return 0; /* not attached (skipped): nothing to fill */
+	r = node_cls_entries(pods, n, &ag->cfg.node, info, &ents, &n_ents);
+	if (r < 0)
+		return error_set(err, 0, -r, "classifier entries: %s", strerror(-r));
+	r = bpf_cls_map_sync(ag->up_cls_map_fd, ents, n_ents, &changed, err);
+	if (r < 0)
+		return r;
+	if (changed)
+		log_msg(LOG_LVL_DEBUG, "uplink classifier synced", "entries", n_ents ? "some" : "none", (char *)NULL);
+	return (int)changed;
 }
 
 /* Drop the items that are not in the kernel (failed, never applied): the
@@ -741,9 +840,12 @@ static int uplink_observe(struct agent *ag, struct node_plan *plan, const struct
 	bool root_ours = false;
 	int r, deleted = 0;
 
+	/* our root has classes and filters of ours to clean up (not mq: its
+	 * per-queue classes are the kernel's) */
 	for (unsigned i = 0; i < dump->n; i++)
 		if (dump->tc[i].type == TC_QDISC && dump->tc[i].parent == TC_H_ROOT && dump->tc[i].handle == 0x10000u)
-			root_ours = ag->up.have_record;
+			root_ours = ag->up.have_record && dump->tc[i].kind != TC_KIND_MQ;
+	classifier_adopt(ag, dump);
 	r = downlink_adopt_match_dev(plan, DEV_UPLINK, dump, root_ours, &orph, &n_orph);
 	if (r < 0)
 		return error_set(err, 0, -r, "match the uplink: %s", strerror(-r));
@@ -783,7 +885,7 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	bool need_observe, changed_kernel = false, down_wanted;
 	struct node_config ncfg;
 	uint32_t caps_before;
-	int r;
+	int r, prog_fd = -1;
 
 	if (!ag->api_listed)
 		return; /* until the first LIST the kernel keeps what it has (restart adoption) */
@@ -858,6 +960,9 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 			return;
 		}
 	}
+	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
+	if (!agent_dscp_trusted(ag))
+		ncfg.classify = CLASSIFY_SRC_IP;
 	r = node_plan(pods, n_pods, &ncfg, &ag->up.facts, &ag->up_caps, next.mode,
 	              need_observe && !ag->up_adopted ? &prev : &ag->in_force, &np, &info, &e);
 	if (r < 0) {
@@ -866,6 +971,26 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		return;
 	}
 	warnings_update(ag, &info);
+
+	if (info.shape == SHAPE_NONE) {
+		/* nothing to plan on this kernel: the original stays (as at idle) */
+		tc_dump_list_free(&dump);
+		if (ag->up.have_record || ag->in_force.n) {
+			r = uplink_give_back(ag, &e);
+			if (r < 0) {
+				up_fail(ag, now_ms, "restore the original root qdisc", &e);
+				return;
+			}
+		}
+		up_ok(ag);
+		ag->info = info;
+		ag->have_info = true;
+		ag->up_adopted = true;
+		if (next.mode != ag->mode.mode)
+			mode_changed(ag, ag->mode.mode, next.mode);
+		ag->mode = next;
+		return;
+	}
 
 	if (need_observe) {
 		int deleted = uplink_observe(ag, &np, &dump, &e);
@@ -902,6 +1027,23 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		record_path(ag, path, sizeof(path));
 		error_clear(&e);
 		r = uplink_record_capture(ag->sk, ag->up.ifindex, ag->up.ifname, &ag->up.record, &e);
+		if (r == -EEXIST) {
+			/* an operator's tree: never destroyed, left alone (status, log, Event) */
+			if (!streq(ag->up_foreign, e.msg)) {
+				log_msg(LOG_LVL_WARN, "uplink left alone: it holds a tree aiqos did not make", "uplink",
+				        ag->up.ifname, "tree", e.msg, (char *)NULL);
+				uplink_event(ag, "UplinkForeignTree", e.msg);
+				str_copy(ag->up_foreign, sizeof(ag->up_foreign), e.msg);
+			}
+			node_plan_free(&ag->in_force);
+			up_ok(ag);
+			ag->info = info;
+			ag->have_info = true;
+			if (next.mode != ag->mode.mode)
+				mode_changed(ag, ag->mode.mode, next.mode);
+			ag->mode = next;
+			return;
+		}
 		if (r == 0) {
 			ag->up.record.mode = ag->mode.mode;
 			ag->up.record.mode_since_unix = ag->mode_since_unix;
@@ -913,6 +1055,10 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 			return;
 		}
 		ag->up.have_record = true;
+		if (ag->up_foreign[0])
+			log_msg(LOG_LVL_INFO, "uplink no longer holds a foreign tree", "uplink", ag->up.ifname,
+			        (char *)NULL);
+		ag->up_foreign[0] = '\0';
 		log_msg(LOG_LVL_INFO, "uplink original recorded", "uplink", ag->up.ifname, "qdisc",
 		        ag->up.record.rendered, "file", path, (char *)NULL);
 	}
@@ -934,6 +1080,8 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 	for (unsigned k = d.n_removed; k-- > 0;) {
 		const struct plan_item *it = &ag->in_force.items[d.removed[k]];
 
+		if (it->type == ITEM_TC && it->tc[0].kind == TC_KIND_CLSACT && ag->up.record.clsact_before)
+			continue; /* not ours: it was there before aiqos */
 		error_clear(&e);
 		r = apply_remove_item(it, &t, &e);
 		if (r < 0)
@@ -962,6 +1110,10 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		}
 	}
 	node_plan_delta_free(&d);
+	error_clear(&e);
+	if (classifier_prepare(ag, &np, idx, n_idx, &prog_fd, &e) < 0)
+		log_msg(LOG_LVL_WARN, "uplink classifier not loaded", "uplink", ag->up.ifname, "error", e.msg,
+		        (char *)NULL);
 	caps_before = ag->up_caps.missing_kinds;
 	error_clear(&e);
 	if (ag->test_slow_apply_us && n_idx) {
@@ -982,6 +1134,21 @@ static void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		          : 0;
 	}
 	changed_kernel |= n_idx > 0;
+	if (prog_fd >= 0)
+		close(prog_fd); /* the filter holds the program now */
+	for (unsigned k = 0; k < np.n; k++)
+		if (np.items[k].type == ITEM_TC && np.items[k].tc[0].kind == TC_KIND_BPF)
+			for (unsigned a = 0; a < np.items[k].n_alt; a++)
+				np.items[k].tc[a].u.bpf.prog_fd = -1;
+	{
+		struct error ec = {0};
+		int q = classifier_sync(ag, pods, n_pods, &info, &ec);
+
+		if (q < 0)
+			log_msg(LOG_LVL_WARN, "uplink classifier not synced", "uplink", ag->up.ifname, "error", ec.msg,
+			        (char *)NULL);
+		changed_kernel |= q > 0;
+	}
 
 	/* the plan in force is what we just reached */
 	node_plan_free(&ag->in_force);
@@ -1033,6 +1200,7 @@ void agent_init(struct agent *ag)
 	ag->mode = NODE_MODE_STATE_INIT;
 	ag->mode_since_unix = agent_now_unix();
 	ag->up_retry_at_ms = -1;
+	ag->up_cls_map_fd = -1;
 	sched_init(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());
 }
 
@@ -1040,6 +1208,9 @@ void agent_done(struct agent *ag)
 {
 	pod_cache_done(&ag->pods);
 	node_plan_free(&ag->in_force);
+	if (ag->up_cls_map_fd >= 0)
+		close(ag->up_cls_map_fd);
+	ag->up_cls_map_fd = -1;
 	agent_config_done(&ag->cfg);
 	if (ag->sk)
 		nl_close(ag->sk);
@@ -1072,6 +1243,7 @@ static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 	_cleanup_free_ struct observed *obs = calloc(1, sizeof(*obs));
 	cJSON *choices = NULL;
 	struct attach a;
+	struct error e = {0};
 	char diff[1024];
 	int r, n = 0;
 
@@ -1080,10 +1252,15 @@ static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 	r = state_load(ag->state_dir, at->container_id, at->ifname, s, &choices, NULL);
 	if (r < 0)
 		return r;
-	r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, NULL);
+	r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, &e);
 	cJSON_Delete(choices);
-	if (r < 0)
-		return r;
+	if (r < 0) {
+		/* what the kernel should hold is unknown: never skip it silently,
+		 * re-tune it (attach_retune plans anew and replaces what it can) */
+		log_msg(LOG_LVL_WARN, "pod drift: the record's plan cannot be rebuilt; re-tuning", "container",
+		        s->container_id, "pod", s->pod_name, "error", e.msg, (char *)NULL);
+		return 1;
+	}
 	attach_init(&a);
 	attach_open_host(&a, s, NULL);
 	if (attach_open_pod(&a, s->netns, s, NULL) == 1 &&

@@ -240,6 +240,13 @@ static cJSON *uplink_json(const struct agent *ag)
 	}
 	if (ag->up_failure[0])
 		cJSON_AddStringToObject(o, "failure", ag->up_failure);
+	if (ag->up_foreign[0])
+		cJSON_AddStringToObject(o, "foreign", ag->up_foreign);
+	cJSON_AddStringToObject(o, "classify", node_classify_name(ag->cfg.node.classify));
+	cJSON_AddStringToObject(o, "classifyEffective",
+	                        node_classify_name(ag->classify_why[0] ? CLASSIFY_SRC_IP : ag->cfg.node.classify));
+	if (ag->classify_why[0])
+		cJSON_AddStringToObject(o, "classifyWhy", ag->classify_why);
 	if (ag->up_n_warn) {
 		cJSON *w = cJSON_AddArrayToObject(o, "warnings");
 		for (unsigned i = 0; w && i < ag->up_n_warn; i++)

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
@@ -18,12 +19,13 @@
 #include <netlink/route/route.h>
 
 #include "agent.h"
+#include "bpf_cls.h"
 #include "nl.h"
 
 _Static_assert(sizeof(((struct uplink_record *)0)->options) == TC_RAW_OPTIONS_MAX, "record options size");
 
 #define UPLINK_ROOT_HANDLE 0x10000u /* node.h: uplink.root is 1: */
-#define RECORD_MAX_BYTES   (64 * 1024)
+#define RECORD_MAX_BYTES   (1024 * 1024)
 
 /* ---- discovery ---- */
 
@@ -194,9 +196,35 @@ cJSON *uplink_record_to_json(const struct uplink_record *r)
 	    !cJSON_AddStringToObject(j, "rendered", r->rendered) ||
 	    !cJSON_AddNumberToObject(j, "recorded", (double)r->recorded_unix) ||
 	    !cJSON_AddStringToObject(j, "mode", node_mode_name(r->mode) ?: "idle") ||
-	    !cJSON_AddNumberToObject(j, "modeSince", (double)r->mode_since_unix)) {
+	    !cJSON_AddNumberToObject(j, "modeSince", (double)r->mode_since_unix) ||
+	    !cJSON_AddBoolToObject(j, "clsactBefore", r->clsact_before)) {
 		cJSON_Delete(j);
 		return NULL;
+	}
+	if (r->n_children) {
+		cJSON *arr = cJSON_AddArrayToObject(j, "children");
+
+		for (unsigned i = 0; arr && i < r->n_children && i < UPLINK_CHILDREN_MAX; i++) {
+			const struct uplink_child *c = &r->children[i];
+			char chex[2 * UPLINK_CHILD_OPTIONS_MAX + 1];
+			cJSON *o = cJSON_CreateObject();
+
+			hex_encode(c->options,
+			           c->options_len < sizeof(c->options) ? c->options_len : sizeof(c->options), chex);
+			if (!o || !cJSON_AddStringToObject(o, "kind", c->kind) ||
+			    !cJSON_AddNumberToObject(o, "parent", c->parent) ||
+			    !cJSON_AddNumberToObject(o, "handle", c->handle) ||
+			    !cJSON_AddStringToObject(o, "options", chex)) {
+				cJSON_Delete(o);
+				cJSON_Delete(j);
+				return NULL;
+			}
+			cJSON_AddItemToArray(arr, o);
+		}
+		if (!arr) {
+			cJSON_Delete(j);
+			return NULL;
+		}
 	}
 	return j;
 }
@@ -254,6 +282,31 @@ int uplink_record_from_json(const cJSON *j, struct uplink_record *ret, struct er
 		r.mode = node_mode_from_name(s);
 	if (json_num(j, "modeSince", 0, 1e15, &v))
 		r.mode_since_unix = (int64_t)v;
+	b = cJSON_GetObjectItemCaseSensitive(j, "clsactBefore");
+	r.clsact_before = cJSON_IsTrue(b);
+	b = cJSON_GetObjectItemCaseSensitive(j, "children");
+	if (b && !cJSON_IsArray(b))
+		return error_set(err, 0, EINVAL, "field 'children' is not an array");
+	for (const cJSON *c = b ? b->child : NULL; c; c = c->next) {
+		struct uplink_child *ch;
+
+		if (r.n_children >= UPLINK_CHILDREN_MAX)
+			return error_set(err, 0, EINVAL, "field 'children': more than %d", UPLINK_CHILDREN_MAX);
+		ch = &r.children[r.n_children];
+		if (!(s = json_str(c, "kind")) || !s[0] || str_copy(ch->kind, sizeof(ch->kind), s) < 0 ||
+		    !json_num(c, "parent", 1, UINT32_MAX, &v))
+			return error_set(err, 0, EINVAL, "children[%u]: 'kind' or 'parent' missing or invalid",
+			                 r.n_children);
+		ch->parent = (uint32_t)v;
+		if (!json_num(c, "handle", 0, UINT32_MAX, &v))
+			return error_set(err, 0, EINVAL, "children[%u]: 'handle' missing or invalid", r.n_children);
+		ch->handle = (uint32_t)v;
+		if (!(s = json_str(c, "options")) ||
+		    hex_decode(s, ch->options, sizeof(ch->options), &ch->options_len) < 0)
+			return error_set(err, 0, EINVAL, "children[%u]: 'options' is not hex of at most %d bytes",
+			                 r.n_children, UPLINK_CHILD_OPTIONS_MAX);
+		r.n_children++;
+	}
 	*ret = r;
 	return 0;
 }
@@ -336,16 +389,107 @@ static int raw_to_spec(const struct tc_qdisc_raw *q, struct tc_spec *ret)
 	return k->parse(q->options_len ? nla : NULL, ret);
 }
 
+/* Re-encode a known kind's options with its own encoder (a dump's options
+ * are the kernel's view, not always what its init accepts). */
+static int options_encode(const struct tc_spec *spec, uint8_t *buf, size_t max, size_t *ret_len)
+{
+	return tc_spec_encode_options(spec, buf, max, ret_len);
+}
+
+static bool parent_is_hook(uint32_t parent)
+{
+	return TC_H_MAJ(parent) == TC_H_MAJ(TC_H_CLSACT);
+}
+
+/* Walk the dump of the uplink: record an mq root's grafted children, note a
+ * clsact, refuse what cannot be re-created whole. */
+static int tree_scan(const struct tc_dump_list *d, const struct tc_qdisc_raw *root, const char *ifname,
+                     struct uplink_record *rec, struct error *err)
+{
+	uint32_t root_major = TC_H_MAJ(root->handle);
+	bool root_mq = streq(root->kind, "mq");
+	char h[32], p[32];
+
+	/* qdiscs first: a recorded child's own classes (tbf's 13:1) are its inside */
+	for (unsigned k = 0; k < 2 * d->n; k++) {
+		unsigned i = k % d->n;
+		const struct tc_spec *o = &d->tc[i];
+		const char *kind = d->kind_name[i][0] ? d->kind_name[i] : "?";
+		bool child_inside = false;
+
+		if ((k < d->n) != (o->type == TC_QDISC))
+			continue;
+		for (unsigned c = 0; c < rec->n_children; c++)
+			child_inside |= TC_H_MAJ(rec->children[c].handle) == TC_H_MAJ(o->handle) && o->type == TC_CLASS;
+		tc_handle_format(o->handle, h, sizeof(h));
+		tc_handle_format(o->parent, p, sizeof(p));
+		switch (o->type) {
+		case TC_QDISC:
+			if (o->parent == TC_H_ROOT)
+				continue;
+			if (o->parent == TC_H_CLSACT) {
+				rec->clsact_before = true;
+				continue;
+			}
+			if (root_mq && TC_H_MAJ(o->parent) == root_major && TC_H_MIN(o->parent) >= 1) {
+				struct uplink_child *c;
+
+				if (TC_H_MAJ(o->handle) == 0)
+					continue; /* the kernel's default child: comes back with mq */
+				if (o->kind < 0 || !tc_kind_get(o->kind))
+					return error_set(err, 0, EEXIST,
+					                 "uplink %s: qdisc %s %s under mq %s is a kind aiqos cannot "
+					                 "re-create",
+					                 ifname, kind, h, p);
+				if (rec->n_children >= UPLINK_CHILDREN_MAX)
+					return error_set(err, 0, EEXIST, "uplink %s: more than %d mq children", ifname,
+					                 UPLINK_CHILDREN_MAX);
+				c = &rec->children[rec->n_children];
+				if (options_encode(o, c->options, sizeof(c->options), &c->options_len) < 0)
+					return error_set(err, 0, EEXIST,
+					                 "uplink %s: qdisc %s %s under mq %s: options not re-encodable",
+					                 ifname, kind, h, p);
+				str_copy(c->kind, sizeof(c->kind), kind);
+				c->parent = o->parent;
+				c->handle = o->handle;
+				rec->n_children++;
+				continue;
+			}
+			return error_set(
+			        err, 0, EEXIST,
+			        "uplink %s: qdisc %s %s (parent %s) below the root %s: a tree aiqos did not make",
+			        ifname, kind, h, p, root->kind);
+		case TC_CLASS:
+			if ((root_mq && TC_H_MAJ(o->handle) == root_major) || child_inside)
+				continue; /* mq's own per-queue classes, a child's inside */
+			return error_set(err, 0, EEXIST,
+			                 "uplink %s: class %s %s under the root %s: a tree aiqos did not make", ifname,
+			                 kind, h, root->kind);
+		case TC_FILTER:
+			if (parent_is_hook(o->parent))
+				continue; /* clsact/ingress hooks are not the root tree */
+			return error_set(err, 0, EEXIST,
+			                 "uplink %s: filter %s at %s prio %u: a tree aiqos did not make", ifname, kind,
+			                 p, o->prio);
+		default:
+			continue;
+		}
+	}
+	return 0;
+}
+
 int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, struct uplink_record *ret,
                           struct error *err)
 {
 	_cleanup_free_ struct tc_qdisc_raw *q = calloc(1, sizeof(*q));
-	struct uplink_record r = {0};
+	_cleanup_free_ struct uplink_record *r = calloc(1, sizeof(*r));
+	struct tc_dump_list d = {0};
 	struct tc_spec spec;
+	bool parsed;
 	char h[32];
 	int n;
 
-	if (!q)
+	if (!q || !r)
 		return error_set(err, 0, ENOMEM, "out of memory");
 	n = nl_qdisc_root_get(sk, ifindex, q, err);
 	if (n < 0)
@@ -353,19 +497,77 @@ int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, s
 	if (q->options_truncated)
 		return error_set(err, 0, EOVERFLOW, "root qdisc %s of %s: options larger than %d bytes", q->kind,
 		                 ifname, TC_RAW_OPTIONS_MAX);
-	str_copy(r.ifname, sizeof(r.ifname), ifname);
-	r.ifindex = ifindex;
-	str_copy(r.kind, sizeof(r.kind), q->kind);
-	r.handle = q->handle;
-	r.is_default = TC_H_MAJ(q->handle) == 0;
-	r.options_len = q->options_len;
-	memcpy(r.options, q->options, q->options_len);
-	if (raw_to_spec(q, &spec) < 0 || tc_spec_format(&spec, ifname, "add", r.rendered, sizeof(r.rendered)) < 0) {
-		tc_handle_format(q->handle, h, sizeof(h));
-		snprintf(r.rendered, sizeof(r.rendered), "qdisc %s %s root", q->kind, h);
+	n = nl_tc_dump_alloc(sk, ifindex, 0, &d, err);
+	if (n < 0)
+		return n;
+	n = tree_scan(&d, q, ifname, r, err);
+	tc_dump_list_free(&d);
+	if (n < 0)
+		return n;
+	str_copy(r->ifname, sizeof(r->ifname), ifname);
+	r->ifindex = ifindex;
+	str_copy(r->kind, sizeof(r->kind), q->kind);
+	r->handle = q->handle;
+	r->is_default = TC_H_MAJ(q->handle) == 0;
+	parsed = raw_to_spec(q, &spec) == 0;
+	/* a kind aiqos knows is re-created from its own encoding; others from the raw dump */
+	if (!parsed || options_encode(&spec, r->options, sizeof(r->options), &r->options_len) < 0) {
+		r->options_len = q->options_len;
+		memcpy(r->options, q->options, q->options_len);
 	}
-	r.recorded_unix = (int64_t)time(NULL);
-	*ret = r;
+	if (!parsed || tc_spec_format(&spec, ifname, "add", r->rendered, sizeof(r->rendered)) < 0) {
+		tc_handle_format(q->handle, h, sizeof(h));
+		snprintf(r->rendered, sizeof(r->rendered), "qdisc %s %s root", q->kind, h);
+	}
+	if (r->n_children) {
+		size_t len = strlen(r->rendered);
+		snprintf(r->rendered + len, sizeof(r->rendered) - len, " + %u children", r->n_children);
+	}
+	r->recorded_unix = (int64_t)time(NULL);
+	*ret = *r;
+	return 0;
+}
+
+/* Our classifier at the clsact egress hook, and the clsact itself when
+ * none was there before aiqos. Absent objects are fine. */
+static int classifier_remove(struct nl_sock *sk, int ifindex, bool keep_clsact, struct error *err)
+{
+	struct tc_spec f = {.type = TC_FILTER,
+	                    .kind = TC_KIND_BPF,
+	                    .parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS),
+	                    .handle = 1,
+	                    .prio = NODE_FILTER_PRIO_CLS,
+	                    .protocol = ETH_P_ALL};
+	struct tc_spec c = {.type = TC_QDISC, .kind = TC_KIND_CLSACT, .parent = TC_H_CLSACT, .handle = TC_H_CLSACT};
+	struct tc_dump_list d = {0};
+	bool ours = false, clsact = false;
+	int r;
+
+	r = nl_tc_dump_alloc(sk, ifindex, 0, &d, err);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < d.n; i++) {
+		const struct tc_spec *o = &d.tc[i];
+
+		if (o->type == TC_FILTER && o->kind == TC_KIND_BPF && o->parent == f.parent && o->prio == f.prio &&
+		    streq(o->u.bpf.name, BPF_CLS_NAME))
+			ours = true;
+		if (o->type == TC_QDISC && o->parent == TC_H_CLSACT && o->kind == TC_KIND_CLSACT)
+			clsact = true;
+	}
+	tc_dump_list_free(&d);
+	if (ours) {
+		r = nl_tc_delete(sk, ifindex, &f, err);
+		if (r < 0 && r != -ENOENT && r != -EINVAL)
+			return r;
+		error_clear(err);
+	}
+	if (clsact && !keep_clsact) {
+		r = nl_tc_delete(sk, ifindex, &c, err);
+		if (r < 0 && r != -ENOENT && r != -EINVAL)
+			return r;
+		error_clear(err);
+	}
 	return 0;
 }
 
@@ -373,11 +575,14 @@ int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *
                    struct error *err)
 {
 	_cleanup_free_ struct tc_qdisc_raw *cur = calloc(1, sizeof(*cur));
-	struct tc_qdisc_raw want = {0};
+	_cleanup_free_ struct tc_qdisc_raw *want = calloc(1, sizeof(*want));
 	int r;
 
-	if (!cur)
+	if (!cur || !want)
 		return error_set(err, 0, ENOMEM, "out of memory");
+	r = classifier_remove(sk, ifindex, rec->clsact_before, err);
+	if (r < 0)
+		return r;
 	r = nl_qdisc_root_get(sk, ifindex, cur, err);
 	if (r < 0)
 		return r;
@@ -402,15 +607,32 @@ int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *
 	}
 	if (rec->is_default)
 		return 0;
-	want.handle = rec->handle;
-	want.parent = TC_H_ROOT;
-	str_copy(want.kind, sizeof(want.kind), rec->kind);
-	want.options_len = rec->options_len;
-	memcpy(want.options, rec->options, rec->options_len);
-	r = nl_qdisc_create_raw(sk, ifindex, &want, err);
-	if (r < 0)
+	want->handle = rec->handle;
+	want->parent = TC_H_ROOT;
+	str_copy(want->kind, sizeof(want->kind), rec->kind);
+	want->options_len = rec->options_len;
+	memcpy(want->options, rec->options, rec->options_len);
+	r = nl_qdisc_create_raw(sk, ifindex, want, err);
+	if (r < 0) {
 		error_prefix(err, "re-create the original root qdisc (%s)", rec->rendered);
-	return r;
+		return r;
+	}
+	for (unsigned i = 0; i < rec->n_children && i < UPLINK_CHILDREN_MAX; i++) {
+		const struct uplink_child *c = &rec->children[i];
+
+		memset(want, 0, sizeof(*want));
+		want->handle = c->handle;
+		want->parent = c->parent;
+		str_copy(want->kind, sizeof(want->kind), c->kind);
+		want->options_len = c->options_len;
+		memcpy(want->options, c->options, c->options_len);
+		r = nl_qdisc_create_raw(sk, ifindex, want, err);
+		if (r < 0) {
+			error_prefix(err, "re-create child %u of the original root qdisc (%s)", i, rec->rendered);
+			return r;
+		}
+	}
+	return 0;
 }
 
 /* ---- adoption ---- */

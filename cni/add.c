@@ -148,6 +148,8 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		log_msg(LOG_LVL_WARN, "profile fallback", "container", s->container_id, "pod", pod, "warning", pwarn,
 		        (char *)NULL);
 	str_copy(s->profile, sizeof(s->profile), p->name);
+	s->profile_spec = *p; /* what the plan is built from, kept in the record */
+	s->has_profile_spec = true;
 
 	attach_init(&a);
 	r = cni_attach_discover(&a, env->netns, env->ifname, &c->prev, &fail);

@@ -215,6 +215,22 @@ static int qdisc_clear_handle(struct nl_sock *sk, int ifindex, const struct tc_s
 	return -EINVAL;
 }
 
+/* A qdisc kind without a change operation (pfifo_fast, mq) refuses a
+ * replace of itself with EOPNOTSUPP: when the slot already holds that kind
+ * under that handle, there is nothing to change. */
+static bool qdisc_already_there(struct nl_sock *sk, int ifindex, const struct tc_spec *s)
+{
+	_cleanup_free_ struct tc_dump *d = calloc(1, sizeof(*d));
+
+	if (!d || s->type != TC_QDISC || !s->handle || nl_tc_dump(sk, ifindex, d, NULL) < 0)
+		return false;
+	for (unsigned i = 0; i < d->n && i < ARRAY_SIZE(d->tc); i++)
+		if (d->tc[i].type == TC_QDISC && d->tc[i].handle == s->handle && d->tc[i].kind == s->kind &&
+		    d->tc[i].parent == s->parent)
+			return true;
+	return false;
+}
+
 static int tc_put(struct apply_run *run, struct nl_sock *sk, int ifindex, enum plan_dev dev, const struct tc_spec *s,
                   struct error *err)
 {
@@ -241,6 +257,10 @@ static int tc_put(struct apply_run *run, struct nl_sock *sk, int ifindex, enum p
 		return r;
 	}
 	r = nl_tc_replace(sk, ifindex, s, err);
+	if (r == -EOPNOTSUPP && qdisc_already_there(sk, ifindex, s)) {
+		error_clear(err);
+		return 0;
+	}
 	if (r == -EINVAL && s->type == TC_QDISC && s->handle != 0) {
 		struct error e = {0};
 		int q = qdisc_clear_handle(sk, ifindex, s, &e);
@@ -263,6 +283,7 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 	int ifindex = 0, r;
 	int refused_errno[PLAN_ALT_MAX] = {0};
 	bool tried[PLAN_ALT_MAX] = {false};
+	bool unknown_kind[PLAN_ALT_MAX] = {false}; /* the kernel said so (extack) */
 
 	if (it->dev == DEV_HOST && t->host_ifindex <= 0) {
 		/* no host-side veth (a macvlan/ipvlan primary): nothing to
@@ -312,6 +333,7 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 		it->err = -r;
 		tried[i] = true;
 		refused_errno[i] = -r;
+		unknown_kind[i] = r == -ENOENT && strstr(e.msg, "kind is unknown");
 	}
 	/* Nothing accepted. Learn only what is unambiguous (it is kept for the
 	 * later runs of this boot, caps.h): ENOENT or EOPNOTSUPP where no
@@ -320,7 +342,7 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 	for (unsigned j = 0; j < it->n_alt; j++)
 		if (tried[j] &&
 		    (refused_errno[j] == EOPNOTSUPP || refused_errno[j] == ENOTSUP || refused_errno[j] == ENOENT) &&
-		    enoent_means_missing_feature(&it->tc[j]))
+		    (enoent_means_missing_feature(&it->tc[j]) || unknown_kind[j]))
 			caps_mark_refused(caps, &it->tc[j], NULL, refused_errno[j]);
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;
@@ -623,6 +645,28 @@ static int sysctl_switch_netns(const struct plan_item *it, const struct apply_ta
 	return 0;
 }
 
+/* A hook qdisc (clsact) is worth creating only for filters that can be
+ * applied: when every item depending on it is known to be missing (DSCP
+ * marking without pedit), it is skipped — no clsact left on the pod. */
+static bool hook_useless(const struct plan *p, const struct plan_item *it, const struct plan_caps *caps)
+{
+	bool any = false;
+
+	if (!caps || it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_CLSACT)
+		return false;
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct plan_item *d = &p->items[i];
+
+		if (!streq(d->depends, it->id))
+			continue;
+		any = true;
+		for (unsigned a = 0; a < d->n_alt; a++)
+			if (d->type != ITEM_TC || !caps_known_missing(caps, &d->tc[a]))
+				return false;
+	}
+	return any;
+}
+
 int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *caps, struct error *err)
 {
 	struct apply_run run = {.n_flushed = 0};
@@ -643,9 +687,17 @@ int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *c
 		r = validate_item(it, err);
 		if (r < 0)
 			break;
-		if (!depends_satisfied(p, it)) {
+		if (hook_useless(p, it, caps)) {
 			it->status = ITEM_SKIPPED;
-			it->err = ESRCH; /* the item it depends on was not applied */
+			it->err = caps->missing_pedit_errno > 0 ? caps->missing_pedit_errno : EOPNOTSUPP;
+			continue;
+		}
+		if (!depends_satisfied(p, it)) {
+			int known = it->type == ITEM_TC && it->n_alt ? caps_known_missing(caps, &it->tc[0]) : 0;
+
+			it->status = ITEM_SKIPPED;
+			/* the reason is the missing feature when known, else the item it depends on */
+			it->err = known ? known : ESRCH;
 			continue;
 		}
 		if (it->type == ITEM_TC) {

@@ -114,10 +114,14 @@ int attach_open_pod(struct attach *a, const char *netns, const struct attach_sta
 const struct profile *attach_profile_for_state(const struct profile_set *set, const struct attach_state *s,
                                                bool *ret_changed)
 {
-	const struct profile *p = s->profile[0] ? profile_find(set, s->profile) : NULL;
+	const struct profile *p;
 
 	if (ret_changed)
 		*ret_changed = false;
+	/* the profile the record was applied with, whatever the config says now */
+	if (s->has_profile_spec && s->profile_spec.class == s->workload.class)
+		return &s->profile_spec;
+	p = s->profile[0] ? profile_find(set, s->profile) : NULL;
 	if (p && p->class == s->workload.class)
 		return p;
 	if (ret_changed)

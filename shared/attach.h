@@ -40,7 +40,8 @@ int attach_open_host(struct attach *a, const struct attach_state *s, struct erro
  * the recorded name and ifindex still exist (1), else 0. */
 int attach_open_pod(struct attach *a, const char *netns, const struct attach_state *s, struct error *err);
 
-/* The profile a stored attachment was tuned with: by its recorded name, or
+/* The profile a stored attachment was tuned with: the content it recorded
+ * (profileSpec), else by its recorded name, or
  * re-resolved from the workload when set no longer has it (then
  * *ret_changed is set). Never NULL. */
 const struct profile *attach_profile_for_state(const struct profile_set *set, const struct attach_state *s,

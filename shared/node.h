@@ -35,6 +35,9 @@
  * default 5%.
  *
  * RATE. R = uplinkRate when configured, else the link speed (0 = unknown).
+ * Every HTB class counts overhead_bytes (uplinkOverhead, default 24: the
+ * Ethernet framing the kernel does not see) per packet on top of its
+ * length, so a shaped rate stays below the wire's.
  * Shaping (HTB parent class at Rp = R * 97 %, "slightly below the rate so the
  * queue lives where aiqos manages it") is used when uplinkRate is configured,
  * when the link is virtual and R is known, or in mixed mode when the kernel
@@ -56,6 +59,28 @@
  * failure: the item is skipped and the original qdisc stays), as plan_pod()
  * does. Caps also choose between structures (prio vs HTB): when the applier
  * learns a missing kind (e.g. prio on first contact), plan again.
+ *
+ * A virtual link's reported speed (veth, virtio, bridge, dummy: 10000 Mb/s
+ * whatever it carries) is never used as a rate: without uplinkRate such a
+ * link is not shaped (speed_untrusted, and a warning with the config to set).
+ *
+ * MULTI-QUEUE (plan_node_mq.c). Unless shaping was configured (uplinkRate:
+ * HTB, one lock), a device with several tx queues keeps `mq` and every queue
+ * gets its own child (its own lock): training fq [ce] | fq_codel; inference
+ * fq_codel 1ms/10ms ecn; mixed prio (3 bands, pfifo_fast's priomap) with AQM
+ * leaves | pfifo_fast (3 strict-priority bands, every kernel). In mixed mode
+ * a BPF classifier at the clsact egress hook (bpf_cls.h) sets skb->priority
+ * once per packet, before the queue is picked: inference 6 (band 0), default
+ * 0 (band 1), training 2 (band 2); pods are entries of its map, not tc
+ * objects (node_cls_entries). Objects: O(queues) + 2. Chosen only when a
+ * child is available (kinds not known missing; training needs fq or fq_codel,
+ * inference fq_codel, mixed prio or pfifo_fast plus clsact and bpf);
+ * otherwise the single-queue structures below apply.
+ *   uplink.root              mq 1: root
+ *   uplink.q.<i>             child of queue i at 1:<i+1>, handle <0x100+i>:
+ *   uplink.q.<i>.<class>     prio leaves at <0x100+i>:1..3, handle <0x1000+4i+band>:
+ *   uplink.clsact            clsact (mixed)
+ *   uplink.classifier        bpf aiqos_cls direct-action, clsact egress, pref 1, handle 1
  *
  * ITEMS (dev DEV_UPLINK, ids stable; parents before children):
  *   uplink.root               htb 1: default 20 r2q 10 | prio 1: bands 3 priomap all 1
@@ -144,6 +169,7 @@
 #ifndef AIQOS_NODE_H
 #define AIQOS_NODE_H
 
+#include "bpf_cls.h"
 #include "plan.h"
 
 #define NODE_POD_IPS_MAX 4
@@ -159,6 +185,8 @@
 #define NODE_DEBOUNCE_MS_DEFAULT     200
 #define NODE_DSCP_INFERENCE_DEFAULT  46 /* EF */
 #define NODE_DSCP_TRAINING_DEFAULT   10 /* AF11 */
+#define NODE_OVERHEAD_DEFAULT        24 /* Ethernet: preamble+SFD 8 + FCS 4 + inter-frame gap 12 */
+#define NODE_OVERHEAD_MAX            256
 
 /* Policy constants (see the comment above) */
 #define NODE_SHAPE_PERCENT    97
@@ -191,6 +219,13 @@
 #define NODE_FILTER_PRIO_REDIRECT     30 /* the uplink ingress hook: match-all -> mirred to the ifb */
 #define NODE_REDIRECT_HANDLE          1  /* its u32 node id */
 
+/* The multi-queue layout (plan_node_mq.c, see "MULTI-QUEUE" above) */
+#define NODE_MQ_QUEUES_MAX      256 /* per-queue children planned for at most this many tx queues */
+#define NODE_FILTER_PRIO_CLS    1   /* the classifier's pref at the clsact egress hook */
+#define NODE_CLS_PRIO_INFERENCE 6   /* skb->priority TC_PRIO_INTERACTIVE: band 0 of pfifo_fast's priomap */
+#define NODE_CLS_PRIO_DEFAULT   0   /* TC_PRIO_BESTEFFORT: band 1 */
+#define NODE_CLS_PRIO_TRAINING  2   /* TC_PRIO_BULK: band 2 */
+
 enum node_mode {
 	MODE_IDLE,
 	MODE_TRAINING,
@@ -213,6 +248,7 @@ enum node_shape {
 	SHAPE_ROOT_AQM, /* classless root fq / fq_codel */
 	SHAPE_PRIO,     /* prio bands with AQM leaves, line rate */
 	SHAPE_HTB,      /* HTB at Rp with guaranteed shares */
+	SHAPE_MQ,       /* mq with a child per tx queue (+ the BPF classifier in mixed), line rate */
 	_SHAPE_MAX,
 	_SHAPE_INVALID = -1,
 };
@@ -256,6 +292,9 @@ struct node_config {
 	enum node_classify classify;
 	int dscp_inference; /* 0..63, DSCP the inference profile marks (classify dscp) */
 	int dscp_training;  /* 0..63 */
+	/* link-layer bytes per packet the shaper counts beyond the frame it
+	 * sees (uplinkOverhead; Ethernet: preamble+SFD 8, FCS 4, gap 12) */
+	uint32_t overhead_bytes;
 };
 
 struct uplink_facts {
@@ -320,6 +359,9 @@ struct node_plan_info {
 	uint64_t class_ceil_bps[_CLASS_MAX]; /* HTB ceilings (what a class may borrow up to) */
 	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
 	unsigned n_filters;
+	unsigned n_queues;    /* SHAPE_MQ: tx queues given a child */
+	bool classifier;      /* SHAPE_MQ mixed: the clsact BPF classifier sets skb->priority */
+	bool speed_untrusted; /* a virtual link's reported speed was not used as a rate */
 	struct node_down_info down;
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];
@@ -352,6 +394,12 @@ int64_t node_mode_decide(const struct node_mode_state *prev, const struct node_c
 /* Guaranteed shares for a mode (formula in the top comment). */
 void node_shares_compute(const struct node_counts *c, double training_floor, double inference_share,
                          enum node_mode mode, struct node_shares *ret);
+
+/* The classifier's map content for a plan with info->classifier (else 0
+ * entries): one entry per pod address (classify src-ip) or per class DSCP
+ * (classify dscp), and the default. *ret is malloc'd (free it). */
+int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
+                     const struct node_plan_info *info, struct bpf_cls_entry **ret, unsigned *ret_n);
 
 /* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"),
  * and of its download filter on the ifb ("down.pod.<H>.<n>"). */

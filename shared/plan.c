@@ -9,7 +9,6 @@
 
 #define ETH_HLEN_BYTES 14
 #define MTU_DEFAULT    1500
-#define GSO_MAX_BYTES  65536u
 #define KiB            1024ull
 #define MiB            (1024ull * 1024ull)
 
@@ -298,19 +297,31 @@ static void alt_fq_codel(struct plan_item *it, const struct profile *pr, uint64_
 	s->u.fq_codel.ecn = TRI_ON;
 }
 
-/* The byte FIFO of last resort under a shaper: queue_ms worth of the shaped
- * rate, at least two GSO super-packets (a smaller byte limit drops every
- * 64 KiB GSO packet), at most 64 MiB. */
-static void alt_bfifo(struct plan_item *it, const struct profile *pr, uint64_t rate_bps)
+/* The byte FIFO of last resort under a shaper, sized by time: queue_ms
+ * worth of the shaped rate (the profile's queue, a few ms: never deeper than
+ * the 25 ms token-bucket queue aiqos replaces), at least FIFO_MIN_FRAMES full
+ * frames, at most 64 MiB. No GSO-sized floor: under a shaper TCP's TSO
+ * autosizing keeps a GSO packet near 1 ms of its pacing rate (at least
+ * tcp_min_tso_segs = 2 segments), so at low rates the packets are small, and
+ * a 64 KiB floor would be 26-52 ms at 10-20 Mbit/s. */
+#define FIFO_MIN_FRAMES 4u
+
+static uint32_t fifo_limit_bytes(uint64_t rate_bps, uint32_t queue_ms, uint32_t frame)
+{
+	uint64_t bytes = rate_bps / 8 * (queue_ms ? queue_ms : 1) / 1000;
+
+	return (uint32_t)clamp_u64(bytes, (uint64_t)FIFO_MIN_FRAMES * frame, 64 * MiB);
+}
+
+static void alt_bfifo(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
 {
 	struct tc_spec *s = alt_add(it);
-	uint64_t bytes = rate_bps / 8 * (pr->queue_ms ? pr->queue_ms : 1) / 1000;
 
 	if (!s)
 		return;
 	s->type = TC_QDISC;
 	s->kind = TC_KIND_BFIFO;
-	s->u.fifo.limit = (uint32_t)clamp_u64(bytes, 2 * GSO_MAX_BYTES, 64 * MiB);
+	s->u.fifo.limit = fifo_limit_bytes(rate_bps, pr->queue_ms, frame);
 }
 
 /* The AQM alternatives of a class, best first: training prefers fq (pacing,
@@ -324,7 +335,7 @@ static void alts_aqm(struct plan_item *it, const struct profile *pr, uint64_t ra
 		alt_fq(it, pr);
 	alt_fq_codel(it, pr, rate_bps, frame);
 	if (rate_bps > 0)
-		alt_bfifo(it, pr, rate_bps);
+		alt_bfifo(it, pr, rate_bps, frame);
 }
 
 /* HTB burst: 2 ms at the rate (HTB's timer slack and a few packets of

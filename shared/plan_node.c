@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "node.h"
+#include "plan_node_int.h"
 
 #define H_ROOT            0x10000u  /* 1: */
 #define H_PARENT          0x10001u  /* 1:1 (HTB parent class) */
@@ -77,10 +78,8 @@ enum node_classify node_classify_from_name(const char *s)
 const char *node_shape_name(enum node_shape s)
 {
 	static const char *const names[_SHAPE_MAX] = {
-	        [SHAPE_NONE] = "none",
-	        [SHAPE_ROOT_AQM] = "root-aqm",
-	        [SHAPE_PRIO] = "prio",
-	        [SHAPE_HTB] = "htb",
+	        [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio", [SHAPE_HTB] = "htb",
+	        [SHAPE_MQ] = "mq",
 	};
 
 	if (s < 0 || s >= _SHAPE_MAX)
@@ -116,6 +115,7 @@ void node_config_defaults(struct node_config *ret)
 	ret->classify = CLASSIFY_SRC_IP;
 	ret->dscp_inference = NODE_DSCP_INFERENCE_DEFAULT;
 	ret->dscp_training = NODE_DSCP_TRAINING_DEFAULT;
+	ret->overhead_bytes = NODE_OVERHEAD_DEFAULT;
 }
 
 int node_config_check(const struct node_config *cfg, struct error *err)
@@ -143,6 +143,9 @@ int node_config_check(const struct node_config *cfg, struct error *err)
 	if (!node_classify_name(cfg->classify))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "classify: invalid value %d (src-ip, dscp)",
 		                 (int)cfg->classify);
+	if (cfg->overhead_bytes > NODE_OVERHEAD_MAX)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "uplinkOverhead: %u bytes is out of range 0..%d",
+		                 cfg->overhead_bytes, NODE_OVERHEAD_MAX);
 	if (cfg->dscp_inference < 0 || cfg->dscp_inference > 63)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "inference DSCP: %d is out of range 0..63",
 		                 cfg->dscp_inference);
@@ -378,18 +381,6 @@ unsigned node_plan_slice(const struct node_plan *p, unsigned start, struct plan 
 	return k;
 }
 
-/* Building context: one tree (the uplink's, or the download tree on the
- * ifb) with its device, id prefix and the address its filters match. */
-struct builder {
-	struct node_plan *p;
-	const struct plan_caps *caps;
-	uint32_t frame; /* MTU + Ethernet header */
-	enum plan_dev dev;
-	const char *pfx;           /* "uplink" | "down" */
-	enum u32_match addr_match; /* pod address filters: SRC (egress) | DST (download) */
-	char id_root[PLAN_ID_MAX], id_parent[PLAN_ID_MAX];
-};
-
 static void builder_tree(struct builder *b, enum plan_dev dev, const char *pfx, enum u32_match m)
 {
 	b->dev = dev;
@@ -399,7 +390,7 @@ static void builder_tree(struct builder *b, enum plan_dev dev, const char *pfx, 
 	snprintf(b->id_parent, sizeof(b->id_parent), "%s.class.parent", pfx);
 }
 
-static struct plan_item *item_add(struct builder *b, const char *id, const char *depends)
+struct plan_item *item_add(struct builder *b, const char *id, const char *depends)
 {
 	struct plan_item *it;
 
@@ -419,7 +410,7 @@ static struct plan_item *item_add(struct builder *b, const char *id, const char 
 /* A zeroed alternative of `kind` with the object identity (type, parent,
  * handle, prio, protocol) of it->tc[0]: all alternatives of an item are one
  * kernel object. Set the identity on tc[0] before adding the first one. */
-static struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind)
+struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind)
 {
 	struct tc_spec ident = it->tc[0];
 	struct tc_spec *s;
@@ -470,8 +461,7 @@ static void spec_fq_codel_inference(struct tc_spec *s)
  * drains it (for the byte FIFO), 0 = no FIFO fallback. ingress: a queue of
  * the download tree (node.h DOWNLOAD): no fq for training (its pacing is for
  * local senders; forwarded traffic has none) and a shorter training FIFO. */
-static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps,
-                       bool ingress)
+void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps, bool ingress)
 {
 	struct tc_spec *s;
 
@@ -504,11 +494,13 @@ static void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_
 }
 
 /* The first alternative of a new item, identity set. */
-static struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
-                                 uint32_t handle)
+struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
+                          uint32_t handle)
 {
 	struct tc_spec *s = alt_add(it, kind);
 
+	if (!s)
+		s = &it->tc[0]; /* not reached: a new item has no alternative yet */
 	s->type = type;
 	s->parent = parent;
 	s->handle = handle;
@@ -980,17 +972,22 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	uint32_t classid[_CLASS_MAX] = {0};
 	struct plan_item *it;
 	struct tc_spec *s;
+	const char *hook;
 	int r;
 
 	d->shaped_bps = shaped_rate(d->rate_bps);
 	htb_class_rates(d->shaped_bps, &info->shares, d->class_rate_bps, d->class_ceil_bps, classid);
 
 	builder_tree(b, DEV_UPLINK, PFX_DOWN, U32_MATCH_DST);
-	it = item_add(b, "down.hook", NULL);
-	if (!it)
-		return -E2BIG;
-	first_alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
-	it = item_add(b, "down.redirect", "down.hook");
+	/* one clsact on the uplink: the mq layout's classifier may have planned it */
+	hook = node_plan_find_const(b->p, "uplink.clsact") ? "uplink.clsact" : "down.hook";
+	if (streq(hook, "down.hook")) {
+		it = item_add(b, "down.hook", NULL);
+		if (!it)
+			return -E2BIG;
+		first_alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
+	}
+	it = item_add(b, "down.redirect", hook);
 	if (!it)
 		return -E2BIG;
 	s = first_alt(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), NODE_REDIRECT_HANDLE);
@@ -1060,11 +1057,19 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	info.ce_threshold_us = info.counts.n_dctcp_training > 0 ? NODE_CE_THRESHOLD_US : 0;
 	has_htb = plan_caps_has(caps, TC_KIND_HTB) && plan_caps_has(caps, TC_KIND_HTB_CLASS);
 
+	/* A virtual link's reported speed is fiction: never a rate (node.h). */
+	if (!info.rate_configured && up->is_virtual && info.rate_bps > 0) {
+		info.rate_bps = 0;
+		info.speed_untrusted = true;
+	}
+
 	/* The structure (see node.h) */
 	if (mode == MODE_IDLE)
 		info.shape = SHAPE_NONE;
-	else if (info.rate_bps > 0 && has_htb && (info.rate_configured || up->is_virtual))
+	else if (info.rate_configured && has_htb)
 		info.shape = SHAPE_HTB;
+	else if (node_mq_usable(mode, up, caps))
+		info.shape = SHAPE_MQ;
 	else if (mode != MODE_MIXED)
 		info.shape = SHAPE_ROOT_AQM;
 	else if (plan_caps_has(caps, TC_KIND_PRIO))
@@ -1074,16 +1079,22 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	else
 		info.shape = SHAPE_ROOT_AQM;
 
+	/* nothing the kernel has for a classless root: the original stays */
+	if (info.shape == SHAPE_ROOT_AQM && !plan_caps_has(caps, TC_KIND_FQ_CODEL) &&
+	    (mode_class(mode) != CLASS_TRAINING || !plan_caps_has(caps, TC_KIND_FQ))) {
+		info.shape = SHAPE_NONE;
+		info_warn(&info, "no queue for %s mode on %s is available in this kernel: the original qdisc stays",
+		          node_mode_name(mode), ifname);
+	}
+
 	if (mode != MODE_IDLE) {
-		if (info.rate_bps == 0 && up->is_virtual)
-			info_warn(&info, "uplink %s is virtual and its rate is unknown: set uplinkRate to shape it",
-			          ifname);
-		else if (info.shape == SHAPE_HTB && !info.rate_configured && up->is_virtual)
+		if (up->is_virtual && !info.rate_configured)
 			info_warn(&info,
-			          "uplink %s is virtual: shaping at its reported speed; set uplinkRate to the real "
-			          "bottleneck rate",
+			          "uplink %s is virtual: its reported speed is not the bottleneck, so it is not "
+			          "shaped; to shape below a slower link behind it, set uplinkRate in the agent "
+			          "config, e.g. \"uplinkRate\": \"9500mbit\"",
 			          ifname);
-		if (!has_htb && info.rate_bps > 0 && (info.rate_configured || up->is_virtual))
+		if (!has_htb && info.rate_configured)
 			info_warn(&info, "htb is unavailable: uplink %s is not shaped", ifname);
 		if (mode == MODE_MIXED && info.shape == SHAPE_ROOT_AQM)
 			info_warn(&info,
@@ -1095,6 +1106,9 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	if (info.shape == SHAPE_HTB) {
 		info.shaped_bps = shaped_rate(info.rate_bps);
 		htb_class_rates(info.shaped_bps, &info.shares, info.class_rate_bps, info.class_ceil_bps, classid);
+	} else if (info.shape == SHAPE_MQ) {
+		info.n_queues = up->tx_queues > NODE_MQ_QUEUES_MAX ? NODE_MQ_QUEUES_MAX : up->tx_queues;
+		info.classifier = mode == MODE_MIXED;
 	} else if (info.shape == SHAPE_PRIO) {
 		classid[CLASS_INFERENCE] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_INFERENCE));
 		classid[CLASS_TRAINING] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_TRAINING));
@@ -1140,7 +1154,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		}
 	}
 
-	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 2 + filters_count(pods, n, NULL) : 0);
+	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 2 + filters_count(pods, n, NULL) : 0) +
+	      (info.shape == SHAPE_MQ ? node_mq_items(mode, up, caps) : 0);
 	np.items = calloc(cap, sizeof(*np.items));
 	if (!np.items)
 		return error_set(err, 0, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
@@ -1162,6 +1177,10 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	case SHAPE_ROOT_AQM:
 		r = tree_root_aqm(&b, mode_class(mode), info.ce_threshold_us);
 		break;
+	case SHAPE_MQ:
+		r = node_tree_mq(&b, mode, up, info.ce_threshold_us,
+		                 info.rate_bps ? info.rate_bps : NODE_NOMINAL_RATE_BPS);
+		break;
 	default:
 		r = 0;
 		break;
@@ -1179,6 +1198,11 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		return error_set(err, 0, -r, "uplink %s: building the %s plan failed", ifname, node_mode_name(mode));
 	}
 	info.n_filters = n_filters;
+	/* link-layer overhead on every shaped class */
+	for (unsigned i = 0; i < np.n; i++)
+		for (unsigned a = 0; a < np.items[i].n_alt; a++)
+			if (np.items[i].tc[a].kind == TC_KIND_HTB_CLASS)
+				np.items[i].tc[a].u.htb_class.overhead_bytes = cfg->overhead_bytes;
 
 	node_plan_free(ret);
 	*ret = np;

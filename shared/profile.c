@@ -412,3 +412,107 @@ int profile_set_merge_json(struct profile_set *set, const struct cJSON *profiles
 	*set = work;
 	return 0;
 }
+
+/* ---- one profile as JSON (attachment records) ---- */
+
+static void profile_cjson_deletep(cJSON **j)
+{
+	if (*j)
+		cJSON_Delete(*j);
+}
+
+cJSON *profile_to_json(const struct profile *p)
+{
+	_cleanup_(profile_cjson_deletep) cJSON *o = cJSON_CreateObject();
+	cJSON *cc;
+
+	if (!o || !p)
+		return NULL;
+	if (!cJSON_AddStringToObject(o, "class", workload_class_name(p->class) ?: "default"))
+		return NULL;
+	cc = cJSON_AddArrayToObject(o, "congestionControl");
+	if (!cc)
+		return NULL;
+	for (unsigned i = 0; i < p->n_cc && i < PROFILE_CC_MAX; i++)
+		if (!cJSON_AddItemToArray(cc, cJSON_CreateString(p->cc[i])))
+			return NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(int_fields); i++) {
+		const struct int_field *f = &int_fields[i];
+		double v = f->is_signed ? (double)*(const int *)((const char *)p + f->offset)
+		                        : (double)*(const uint32_t *)((const char *)p + f->offset);
+
+		if (!cJSON_AddNumberToObject(o, f->key, v))
+			return NULL;
+	}
+	if (!cJSON_AddBoolToObject(o, "podQdisc", p->pod_qdisc))
+		return NULL;
+	return TAKE_PTR(o);
+}
+
+int profile_from_json(const char *name, const cJSON *obj, struct profile *ret, struct error *err)
+{
+	_cleanup_free_ struct profile_set *work = calloc(1, sizeof(*work));
+	int r;
+
+	if (!work)
+		return error_set(err, CNI_ERR_INVALID_CONFIG, ENOMEM, "out of memory");
+	if (!k8s_dns_label_valid(name ? name : ""))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid profile name");
+	if (!cJSON_IsObject(obj) || !cJSON_GetObjectItemCaseSensitive(obj, "class"))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "profiles.%s: expected an object with \"class\"",
+		                 name);
+	r = merge_one(work, name, obj, err);
+	if (r < 0)
+		return r;
+	*ret = work->p[0];
+	return 0;
+}
+
+bool profile_content_equal(const struct profile *a, const struct profile *b)
+{
+	if (a->class != b->class || a->n_cc != b->n_cc || a->pod_qdisc != b->pod_qdisc)
+		return false;
+	for (unsigned i = 0; i < a->n_cc && i < PROFILE_CC_MAX; i++)
+		if (!streq(a->cc[i], b->cc[i]))
+			return false;
+	for (size_t i = 0; i < ARRAY_SIZE(int_fields); i++) {
+		const struct int_field *f = &int_fields[i];
+
+		if (f->is_signed
+		            ? *(const int *)((const char *)a + f->offset) != *(const int *)((const char *)b + f->offset)
+		            : *(const uint32_t *)((const char *)a + f->offset) !=
+		                      *(const uint32_t *)((const char *)b + f->offset))
+			return false;
+	}
+	return true;
+}
+
+static uint64_t fnv_mix(uint64_t h, const void *data, size_t n)
+{
+	const unsigned char *b = data;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+uint64_t profile_content_hash(const struct profile *p)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	int32_t cls = (int32_t)p->class;
+	uint8_t pq = p->pod_qdisc;
+
+	h = fnv_mix(h, &cls, sizeof(cls));
+	for (unsigned i = 0; i < p->n_cc && i < PROFILE_CC_MAX; i++)
+		h = fnv_mix(h, p->cc[i], strlen(p->cc[i]) + 1);
+	h = fnv_mix(h, "|", 1);
+	for (size_t i = 0; i < ARRAY_SIZE(int_fields); i++) {
+		const struct int_field *f = &int_fields[i];
+		int64_t v = f->is_signed ? (int64_t) * (const int *)((const char *)p + f->offset)
+		                         : (int64_t) * (const uint32_t *)((const char *)p + f->offset);
+
+		h = fnv_mix(h, &v, sizeof(v));
+	}
+	h = fnv_mix(h, &pq, sizeof(pq));
+	return h ? h : 1;
+}

@@ -51,4 +51,20 @@ const struct profile *profile_resolve(const struct profile_set *set, const struc
                                       size_t warn_size);
 const struct profile *profile_find(const struct profile_set *set, const char *name);
 
+/* The whole content of one profile as a JSON object in the "profiles"
+ * syntax ({"class": ..., "congestionControl": [...], every integer field,
+ * "podQdisc"}), so profile_from_json() gives it back exactly: an attachment
+ * record keeps the profile it was applied with (issue 13 item 4). NULL on
+ * allocation failure. */
+struct cJSON *profile_to_json(const struct profile *p);
+/* The inverse: a complete profile named name from obj (the same validation
+ * as the config's "profiles"; "class" is required). *ret untouched on error. */
+int profile_from_json(const char *name, const struct cJSON *obj, struct profile *ret, struct error *err);
+/* Same tuning content (every field but the name). */
+bool profile_content_equal(const struct profile *a, const struct profile *b);
+/* A fingerprint of that content (FNV-1a over the fields), never 0: equal
+ * content, equal hash; the agent keeps it per attachment instead of the
+ * whole profile. */
+uint64_t profile_content_hash(const struct profile *p);
+
 #endif

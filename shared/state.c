@@ -14,9 +14,11 @@
 #include <time.h>
 
 #include "caps.h"
+#include "reason.h"
 #include "failpoint.h"
 #include "ifname.h"
 #include "log.h"
+#include "reason.h"
 #include "state.h"
 
 #define STATE_VERSION 1
@@ -209,14 +211,8 @@ static void describe_alt(const struct plan_item *it, int i, char *buf, size_t si
 
 static void describe_reason(const struct plan_item *it, char *buf, size_t size)
 {
-	const char *why = "refused by the kernel";
-
 	if (it->err == ESRCH) {
 		snprintf(buf, size, "depends on %s, which was not applied", it->depends);
-		return;
-	}
-	if (it->err == 0) {
-		snprintf(buf, size, "unknown");
 		return;
 	}
 	if (it->err == ENODEV && it->dev == DEV_HOST) {
@@ -224,11 +220,13 @@ static void describe_reason(const struct plan_item *it, char *buf, size_t size)
 		         "no host-side veth to shape on (a macvlan/ipvlan primary): the limit is not enforced");
 		return;
 	}
-	if (it->err == ENOENT || it->err == EOPNOTSUPP)
-		why = it->type == ITEM_TC ? "not supported by this kernel" : "not available in this kernel";
-	else if (it->err == EPERM && it->type == ITEM_SYSCTL)
-		why = "not allowed in the pod's network namespace";
-	snprintf(buf, size, "%s: %s (errno %d)", why, strerror(it->err), it->err);
+	if (it->err == EPERM && it->type == ITEM_SYSCTL) {
+		snprintf(buf, size, "not allowed in the pod's network namespace");
+		return;
+	}
+	reason_item(it, buf, size); /* the missing kernel feature in words (reason.h) */
+	if (!buf[0])
+		snprintf(buf, size, "unknown");
 }
 
 static cJSON *degraded_to_json(const struct plan *p)
@@ -239,7 +237,7 @@ static cJSON *degraded_to_json(const struct plan *p)
 		return NULL;
 	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
 		const struct plan_item *it = &p->items[i];
-		char wanted[TC_FORMAT_MAX + 32], got[TC_FORMAT_MAX + 32], reason[128];
+		char wanted[TC_FORMAT_MAX + 32], got[TC_FORMAT_MAX + 32], reason[REASON_MAX];
 		cJSON *o;
 
 		if (it->status != ITEM_DEGRADED && it->status != ITEM_SKIPPED)
@@ -311,7 +309,7 @@ struct cJSON *state_to_json(const struct attach_state *s)
 	ok = ok && cJSON_AddStringToObject(j, "network", s->network) &&
 	     cJSON_AddStringToObject(j, "class", cls ? cls : "default") &&
 	     cJSON_AddStringToObject(j, "profile", s->profile);
-	if (!ok)
+	if (!ok || (s->has_profile_spec && !cJSON_AddItemToObject(j, "profileSpec", profile_to_json(&s->profile_spec))))
 		return NULL;
 
 	o = cJSON_AddObjectToObject(j, "workload");
@@ -466,6 +464,18 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 	          (r = get_str(o, "pod.", "name", false, s->pod_name, sizeof(s->pod_name), err)) < 0 ||
 	          (r = get_str(o, "pod.", "uid", false, s->pod_uid, sizeof(s->pod_uid), err)) < 0))
 		return r;
+
+	o = cJSON_GetObjectItemCaseSensitive(j, "profileSpec");
+	if (o && !cJSON_IsNull(o)) {
+		r = profile_from_json(s->profile[0] ? s->profile : "unnamed", o, &s->profile_spec, err);
+		if (r < 0) {
+			error_prefix(err, "field 'profileSpec'");
+			if (err)
+				err->code = CNI_ERR_STATE;
+			return r;
+		}
+		s->has_profile_spec = true;
+	}
 
 	if ((r = get_obj(j, "workload", &o, err)) < 0)
 		return r;

@@ -25,7 +25,13 @@ struct attach_state {
 	char network[128];              /* network name from the config */
 	struct workload workload;       /* class, profile name, limits (warnings not stored) */
 	char profile[PROFILE_NAME_MAX]; /* the resolved profile name */
-	char annotations_source[16];    /* "runtime", "agent", "none" */
+	/* the content of that profile when it was applied ("profileSpec"):
+	 * the plan of the record is re-built from it, not from today's config,
+	 * so a changed config neither hides what is in the kernel nor breaks
+	 * the choices; records without it (older writers) use the config's */
+	struct profile profile_spec;
+	bool has_profile_spec;
+	char annotations_source[16]; /* "runtime", "agent", "none" */
 	struct attach_ifaces ifs;
 	int host_ifindex;
 	int pod_ifindex;
@@ -56,7 +62,8 @@ bool state_file_parse(const char *name, char *cid, size_t cid_size, char *ifn, s
 /* Write atomically (creates missing directories of dir with mode 0700;
  * existing ones are left as they are). The JSON holds version 1,
  * containerId, ifname, netns, pod {namespace,name,uid}, network, class,
- * profile, workload {egressBps,ingressBps,profileRequested},
+ * profile, profileSpec (profile_to_json, when has_profile_spec),
+ * workload {egressBps,ingressBps,profileRequested},
  * annotationsSource, ifaces {pod,host,podIfindex,hostIfindex,mtu}, ips[],
  * choices (plan_choices_to_json), effective (plan_render text, effective
  * only, one array entry per line), degraded [{id,wanted,got,reason}] for

@@ -78,10 +78,11 @@ const struct tc_kind tc_kind_htb = {
 
 /* --- class --- */
 
-static void htb_ratespec(struct tc_ratespec *r, uint64_t rate_bytes)
+static void htb_ratespec(struct tc_ratespec *r, uint64_t rate_bytes, uint32_t overhead)
 {
 	*r = (struct tc_ratespec){
 	        .linklayer = TC_LINKLAYER_ETHERNET,
+	        .overhead = (unsigned short)overhead,
 	        .rate = rate_bytes >= (1ULL << 32) ? ~0U : (uint32_t)rate_bytes,
 	};
 }
@@ -97,11 +98,11 @@ static int htb_class_fill(struct nl_msg *msg, const struct tc_spec *s)
 	/* the kernel refuses a class without rate or ceil */
 	if (rate_bytes == 0 || ceil_bytes == 0)
 		return -EINVAL;
-	if (c->prio > HTB_PRIO_MAX)
+	if (c->prio > HTB_PRIO_MAX || c->overhead_bytes > UINT16_MAX)
 		return -ERANGE;
 
-	htb_ratespec(&opt.rate, rate_bytes);
-	htb_ratespec(&opt.ceil, ceil_bytes);
+	htb_ratespec(&opt.rate, rate_bytes, c->overhead_bytes);
+	htb_ratespec(&opt.ceil, ceil_bytes, c->overhead_bytes);
 	opt.buffer = tc_xmit_ticks(rate, c->burst_bytes ? c->burst_bytes : tc_default_burst(rate));
 	opt.cbuffer = tc_xmit_ticks(ceil, c->cburst_bytes ? c->cburst_bytes : tc_default_burst(ceil));
 	opt.quantum = c->quantum_bytes;
@@ -144,6 +145,7 @@ static int htb_class_parse(const struct nlattr *opts, struct tc_spec *s)
 	c->cburst_bytes = tc_ticks_to_bytes(c->ceil_bps, opt->cbuffer);
 	c->quantum_bytes = opt->quantum;
 	c->prio = opt->prio;
+	c->overhead_bytes = opt->rate.overhead;
 	return 0;
 }
 
@@ -174,6 +176,8 @@ static int htb_class_format(const struct tc_spec *s, char *buf, size_t size)
 	if (c->quantum_bytes)
 		sbuf_word(&sb, "quantum %" PRIu32, c->quantum_bytes);
 	sbuf_word(&sb, "prio %" PRIu32, c->prio);
+	if (c->overhead_bytes)
+		sbuf_word(&sb, "overhead %" PRIu32, c->overhead_bytes);
 	return sbuf_result(&sb);
 }
 
@@ -191,6 +195,8 @@ static bool htb_class_match(const struct tc_spec *d, const struct tc_spec *o)
 	if (dc->cburst_bytes && !tc_burst_close(oc->ceil_bps, dc->cburst_bytes, oc->cburst_bytes))
 		return false;
 	if (dc->quantum_bytes && dc->quantum_bytes != oc->quantum_bytes)
+		return false;
+	if (dc->overhead_bytes && dc->overhead_bytes != oc->overhead_bytes)
 		return false;
 	return dc->prio == oc->prio;
 }

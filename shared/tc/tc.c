@@ -6,10 +6,19 @@
 #include "tc_int.h"
 
 static const struct tc_kind *const kinds[_TC_KIND_MAX] = {
-        [TC_KIND_HTB] = &tc_kind_htb,     [TC_KIND_HTB_CLASS] = &tc_kind_htb_class, [TC_KIND_TBF] = &tc_kind_tbf,
-        [TC_KIND_FQ] = &tc_kind_fq,       [TC_KIND_FQ_CODEL] = &tc_kind_fq_codel,   [TC_KIND_BFIFO] = &tc_kind_bfifo,
-        [TC_KIND_PFIFO] = &tc_kind_pfifo, [TC_KIND_PRIO] = &tc_kind_prio,           [TC_KIND_CLSACT] = &tc_kind_clsact,
+        [TC_KIND_HTB] = &tc_kind_htb,
+        [TC_KIND_HTB_CLASS] = &tc_kind_htb_class,
+        [TC_KIND_TBF] = &tc_kind_tbf,
+        [TC_KIND_FQ] = &tc_kind_fq,
+        [TC_KIND_FQ_CODEL] = &tc_kind_fq_codel,
+        [TC_KIND_BFIFO] = &tc_kind_bfifo,
+        [TC_KIND_PFIFO] = &tc_kind_pfifo,
+        [TC_KIND_PRIO] = &tc_kind_prio,
+        [TC_KIND_CLSACT] = &tc_kind_clsact,
         [TC_KIND_U32] = &tc_kind_u32,
+        [TC_KIND_MQ] = &tc_kind_mq,
+        [TC_KIND_PFIFO_FAST] = &tc_kind_pfifo_fast,
+        [TC_KIND_BPF] = &tc_kind_bpf,
 };
 
 const struct tc_kind *tc_kind_get(enum tc_kind_id id)
@@ -233,4 +242,34 @@ bool tc_spec_match(const struct tc_spec *desired, const struct tc_spec *observed
 	if (desired->handle && desired->type != TC_FILTER && desired->handle != observed->handle)
 		return false;
 	return k->match(desired, observed);
+}
+
+int tc_spec_encode_options(const struct tc_spec *s, uint8_t *buf, size_t max, size_t *ret_len)
+{
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	struct nl_msg *msg;
+	struct nlattr *opts;
+	int r, len;
+
+	if (!k || k->type != s->type)
+		return -EINVAL;
+	msg = nlmsg_alloc();
+	if (!msg)
+		return -ENOMEM;
+	r = k->fill(msg, s);
+	if (r < 0) {
+		nlmsg_free(msg);
+		return r;
+	}
+	opts = nlmsg_find_attr(nlmsg_hdr(msg), 0, TCA_OPTIONS);
+	len = opts ? nla_len(opts) : 0;
+	if (len < 0 || (size_t)len > max) {
+		nlmsg_free(msg);
+		return -EOVERFLOW;
+	}
+	if (len)
+		memcpy(buf, nla_data(opts), (size_t)len);
+	*ret_len = (size_t)len;
+	nlmsg_free(msg);
+	return 0;
 }

@@ -35,6 +35,9 @@ enum tc_kind_id {
 	TC_KIND_PRIO,
 	TC_KIND_CLSACT,
 	TC_KIND_U32, /* filter */
+	TC_KIND_MQ,
+	TC_KIND_PFIFO_FAST,
+	TC_KIND_BPF, /* filter (cls_bpf, direct-action) */
 	_TC_KIND_MAX,
 	_TC_KIND_INVALID = -1,
 };
@@ -52,7 +55,8 @@ struct tc_htb_class {
 	uint32_t burst_bytes;
 	uint32_t cburst_bytes;
 	uint32_t quantum_bytes;
-	uint32_t prio; /* 0 = highest; note: 0 is a real value here, always emitted */
+	uint32_t prio;           /* 0 = highest; note: 0 is a real value here, always emitted */
+	uint32_t overhead_bytes; /* link-layer bytes added per packet on the wire (rate and ceil), 0 = none */
 };
 
 struct tc_tbf {
@@ -116,6 +120,16 @@ struct tc_u32 {
 	char redirect_dev[16];
 };
 
+/* A cls_bpf filter: the program by name; prog_fd is set by whoever loaded
+ * it, just before the filter is sent (-1 = none); prog_id is observed. */
+#define TC_BPF_NAME_MAX 32
+struct tc_bpf {
+	char name[TC_BPF_NAME_MAX];
+	uint32_t flags; /* TCA_BPF_FLAG_ACT_DIRECT */
+	int prog_fd;
+	uint32_t prog_id;
+};
+
 struct tc_spec {
 	enum tc_type type;
 	enum tc_kind_id kind;
@@ -133,6 +147,7 @@ struct tc_spec {
 		struct tc_fifo fifo;
 		struct tc_prio prio;
 		struct tc_u32 u32;
+		struct tc_bpf bpf;
 	} u;
 };
 
@@ -162,6 +177,12 @@ void tc_handle_format(uint32_t h, char *buf, size_t size);
 /* Full tc(8) command for one object, without the leading "tc":
  * "qdisc replace dev eth0 root handle 1: fq_codel target 1ms ..." */
 int tc_spec_format(const struct tc_spec *s, const char *dev, const char *verb, char *buf, size_t size);
+
+/* The TCA_OPTIONS payload the kind's own encoder (fill) makes for s: what
+ * the kernel accepts on create (a dump's options may not be: HTB dumps
+ * version 0x30011 where init wants 3). *ret_len = 0 for kinds without
+ * options. -EOVERFLOW beyond max. */
+int tc_spec_encode_options(const struct tc_spec *s, uint8_t *buf, size_t max, size_t *ret_len);
 
 /* Same identity (type, parent, handle; for filters parent+prio+protocol) */
 bool tc_spec_same_object(const struct tc_spec *a, const struct tc_spec *b);

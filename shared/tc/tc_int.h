@@ -24,6 +24,9 @@ extern const struct tc_kind tc_kind_pfifo;
 extern const struct tc_kind tc_kind_prio;
 extern const struct tc_kind tc_kind_clsact;
 extern const struct tc_kind tc_kind_u32;
+extern const struct tc_kind tc_kind_mq;
+extern const struct tc_kind tc_kind_pfifo_fast;
+extern const struct tc_kind tc_kind_bpf;
 
 /* Bounded append-only string: every write is truncated to the buffer and
  * remembered, so callers check once at the end (-ENOBUFS). */

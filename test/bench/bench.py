@@ -505,6 +505,23 @@ def run_agent_bench(build):
     return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-3000:]}
 
 
+def run_linerate(build, outdir):
+    """P6 line rate (issue 12): test/bench/linerate.py, its own script; the
+    section below is its markdown table."""
+    if not L.Agent.available(build):
+        return {"skipped": f"{build}/bin/aiqos-agent is not built"}
+    log("P6: test/bench/linerate.py ...")
+    md = os.path.join(outdir, "linerate.md")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "linerate.py"), "--build", build, "--sysctl-arms",
+                        "--json", os.path.join(outdir, "linerate.json"), "--markdown", md],
+                       capture_output=True, text=True, timeout=3600)
+    log(p.stdout[-4000:])
+    if p.returncode != 0 or not os.path.exists(md):
+        return {"skipped": f"linerate.py exited {p.returncode}: {p.stderr.strip()[-500:]}"}
+    with open(md) as f:
+        return {"markdown": f.read()}
+
+
 # `make bench-agent` prints "key: value" lines; the ones with a DESIGN §6 target
 AGENT_METRICS = [
     ("p2_add_pod_p50_ms", "P2 pod added → kernel re-tuned, p50 (ms)", None),
@@ -680,6 +697,11 @@ def write_docs(path, docs_dir, ctx):
                   "`make bench` runs and includes them once they exist.", ""]
     else:
         lines += agent_bench_lines(ab)
+    # P6 (test/bench/linerate.py)
+    lr = ctx.get("linerate") or {"skipped": "not run (make bench-lab)"}
+    lines += ["## P6 — line rate (a fast multi-queue uplink, no bottleneck)", ""]
+    lines += [lr["markdown"], "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \
+        [f"Not run: {lr['skipped']}.", ""]
     lines += ["## Reproduce", "", "```", ctx["command"], "```", "",
               "`make bench-lab` runs only the P4 matrix (tables and plots under `BUILD/bench/`, docs untouched); "
               "a subset: `make bench-lab CELLS='download-*-http-* egress-large-*'` (fnmatch patterns over "
@@ -827,12 +849,13 @@ def bench(build, full, reps, skip_p1=False):
         for p in lab.teardown():
             log(f"teardown: {p}")
     agent_bench = run_agent_bench(build) if full else {"skipped": "bench-lab"}
+    linerate = run_linerate(build, outdir) if full else {"skipped": "bench-lab"}
     env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in
                    ("BENCH_REPS", "BENCH_SECONDS", "BENCH_CCS", "BENCH_ARMS", "BENCH_CELLS", "CELLS",
                     "BENCH_RATE_MBIT") if k in os.environ)
     run = {"matrix": True, "machine": mach, "workload": vars(w), "loads": {
                lo: O.load_spec(lo, lab.rate_mbit, w).text for lo in O.LOADS}, "results": results, "cells": cells,
-           "dynamic": dyn, "skipped": skipped, "p1": p1, "agent_bench": agent_bench, "ccs": ccs,
+           "dynamic": dyn, "skipped": skipped, "p1": p1, "agent_bench": agent_bench, "linerate": linerate, "ccs": ccs,
            "arms": [a for a in arms if a in runnable], "reps": reps, "rate_mbit": lab.rate_mbit,
            "fifo_bytes": lab.fifo_bytes, "full": full, "vegeta": lab.vegeta, "matrix_seconds": matrix_s,
            "agent_download": O.agent_supports(lab, "downlinkRate"),

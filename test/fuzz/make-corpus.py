@@ -243,6 +243,9 @@ def seed_static():
         "profiles": {"inference": {"targetUs": 500, "dscp": 46},
                      "inference-strict": {"class": "inference", "targetUs": 300}}})
     put("agent_config", "empty.json", "{}")
+    put("agent_config", "downlink.json", {
+        "uplink": "eth0", "uplinkRate": "500mbit", "downlinkRate": "400mbit", "downlink": True,
+        "trainingFloor": 0.2, "inferenceShare": 0.3})
 
     profiles = {
         "readme.json": {"inference-strict": {"class": "inference", "targetUs": 500}},

@@ -22,9 +22,6 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 BUILD = os.environ.get("AIQOS_BUILD", os.path.join(TOP, "build"))
 CHART = os.path.join(TOP, "manifests", "helm", "aiqos")
 NS = "aiqos-system"
-# Keys the lead fixed for other helpers (lead-notes 09:50); the chart lists
-# them before agent/config.c has them.
-PENDING_KEYS = {"trainingFloor", "downlinkRate", "downlink"}
 
 
 def bin_dir(script, *args):
@@ -161,8 +158,7 @@ def test_every_agent_config_key_is_a_value():
     with open(os.path.join(CHART, "values.yaml")) as f:
         values = yaml.safe_load(f)["config"]
     assert keys <= set(values), "config keys missing from values.yaml: %s" % sorted(keys - set(values))
-    assert set(values) <= keys | PENDING_KEYS, "values.config keys the agent does not know: %s" % sorted(
-        set(values) - keys - PENDING_KEYS)
+    assert set(values) <= keys, "values.config keys the agent does not know: %s" % sorted(set(values) - keys)
 
 
 def rendered_config(objs):
@@ -175,7 +171,7 @@ def test_config_values(helm, tmp_path):
     cfg = rendered_config(objs)
     assert cfg["uplinkRate"] == "10gbit" and cfg["inferenceShare"] == 0.4 and cfg["classify"] == "dscp"
     assert cfg["profiles"] == {"inference": {"targetUs": 500}}
-    for k in PENDING_KEYS:
+    for k in ("trainingFloor", "downlinkRate", "downlink", "uplinkOverhead"):
         assert k not in cfg, "%s is null by default: left out" % k
     # The agent's own parser accepts what the chart renders.
     (tmp_path / "config.json").write_text(json.dumps(cfg))

@@ -165,6 +165,45 @@ test_default_shaped() {
 	pod_del
 }
 
+# classify "dscp" (issue 13 item 6): the agent hands the plugin a default
+# profile that marks 0. A pod without a class that sets IP_TOS 0xb8 (EF)
+# itself leaves the pod with DS byte 0: only aiqos's marks count.
+test_default_remarked_to_zero() {
+	# shellcheck disable=SC2034 # read by aiqos_conf (lib.sh)
+	POD_PROFILES='{"default":{"dscp":0}}'
+	pod_add ptp '{"app":"web"}' '{}' || {
+		unset POD_PROFILES
+		return
+	}
+	unset POD_PROFILES
+	state_expect_all_applied
+	expect_eq "class" "$(jq -r .class "$(state_file)")" default
+	# the rewrite to DSCP 0 (tc prints a zero value as "0")
+	f=$(ip netns exec "$POD_NS" tc -j filter show dev eth0 egress)
+	expect_eq "IPv4 DSCP actions" "$(echo "$f" | jq -c '[.[] | select(.protocol == "ip" and .options.actions != null)][0].options.actions
+		| map(.kind + ":" + (if .kind == "pedit" then .keys[0].val + "/" + .keys[0].mask else .csum // "" end))')" \
+		'["pedit:0/ff03ffff","csum:iph"]'
+	expect_eq "IPv6 DSCP actions" "$(echo "$f" | jq -c '[.[] | select(.protocol == "ipv6" and .options.actions != null)][0].options.actions
+		| map(.kind + ":" + (if .kind == "pedit" then .keys[0].val + "/" + .keys[0].mask else "" end))')" \
+		'["pedit:0/f03fffff"]'
+	tc qdisc add dev "$POD_HOST" clsact &&
+		tc filter add dev "$POD_HOST" ingress prio 1 protocol ip u32 match ip tos 0xb8 0xfc action pass &&
+		tc filter add dev "$POD_HOST" ingress prio 2 protocol ip u32 match ip tos 0x00 0xfc match ip protocol 17 0xff \
+			action pass || {
+		fail "cannot add the counting filters on $POD_HOST"
+		return
+	}
+	ip netns exec "$POD_NS" tos_send "$POD_GW" 0xb8 50 || fail "tos_send from the pod"
+	ef=$(tc -s -j filter show dev "$POD_HOST" ingress | jq '[.[] | select(.pref == 1) | .options.actions // [] | .[] | .stats.packets] | add // 0')
+	zero=$(tc -s -j filter show dev "$POD_HOST" ingress | jq '[.[] | select(.pref == 2) | .options.actions // [] | .[] | .stats.packets] | add // 0')
+	echo "  host veth ingress: $ef packets with DS byte 0xb8, $zero UDP packets with DS byte 0"
+	expect_eq "EF-marked packets arriving from a default pod" "${ef:-x}" 0
+	[ "${zero:-0}" -ge 50 ] || fail "host saw $zero re-marked UDP packets from the pod, want >= 50"
+	tc qdisc del dev "$POD_HOST" clsact
+	pod_check
+	pod_del
+}
+
 # ADD killed after it applied everything but before it recorded it (a test
 # failpoint): from the intent record DEL removes every object anyway.
 test_killed_after_apply() {
@@ -188,5 +227,6 @@ run_test test_training_unshaped
 run_test test_training_dctcp_shaped
 run_test test_inference_strict_bridge
 run_test test_default_shaped
+run_test test_default_remarked_to_zero
 run_test test_killed_after_apply
 summary

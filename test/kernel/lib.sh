@@ -85,14 +85,17 @@ cni_exec() {
 # the pod annotations and bandwidth, prevResult.
 # aiqos_conf PREV ANNOTATIONS_JSON BANDWIDTH_JSON
 aiqos_conf() {
+	# POD_PROFILES (optional): a "profiles" object for the entry, as the
+	# agent's chain would write it
 	jq -cn --argjson prev "$1" --argjson ann "$2" --argjson bw "$3" --arg st "$STATE_DIR" \
+		--argjson prof "${POD_PROFILES:-null}" \
 		--arg log "$AQK_DIR/aiqos.log" --arg sock "$AQK_DIR/no-agent.sock" '{
 		cniVersion: "1.0.0", name: "aqk", type: "aiqos",
 		capabilities: {"io.kubernetes.cri.pod-annotations": true, bandwidth: true},
 		runtimeConfig: ({"io.kubernetes.cri.pod-annotations": $ann}
 			+ (if $bw == {} then {} else {bandwidth: $bw} end)),
 		stateDir: $st, logFile: $log, logLevel: "debug", agentSocket: $sock,
-		prevResult: $prev}'
+		prevResult: $prev} + (if $prof == null then {} else {profiles: $prof} end)'
 }
 
 # pod_add BASE ANNOTATIONS_JSON BANDWIDTH_JSON: a pod netns attached by the

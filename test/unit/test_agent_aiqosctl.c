@@ -271,7 +271,9 @@ TEST(ctl_plan_formats_parse)
 
 	if (!ctl_present())
 		return;
-	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--format", "tc", "--uplink-rate", "1gbit");
+	/* a virtual link is shaped only at a configured uplinkRate */
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--format", "tc", "--uplink-rate", "1gbit",
+	    "--config", PODS "config-rate-1gbit.json");
 	CHECK_INT(r.code, 0);
 	sh = popen("sh -n", "w");
 	CHECK(sh != NULL);
@@ -287,7 +289,8 @@ TEST(ctl_plan_formats_parse)
 	CHECK(strstr(r.out, "dev uplink") == NULL);
 	run_done(&r);
 
-	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--format", "json", "--uplink-rate", "1gbit");
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--format", "json", "--uplink-rate", "1gbit",
+	    "--config", PODS "config-rate-1gbit.json");
 	CHECK_INT(r.code, 0);
 	j = cJSON_Parse(r.out);
 	CHECK(j != NULL);

@@ -90,6 +90,7 @@ TEST(all_keys)
 	                           "  \"debounceMs\": 50,\n"
 	                           "  \"classify\": \"dscp\",\n"
 	                           "  \"driftRepairSeconds\": 0,\n"
+	                           "  \"uplinkOverhead\": 38,\n"
 	                           "  \"profiles\": {\n"
 	                           "    \"inference-strict\": {\"targetUs\": 400, \"dscp\": 34},\n"
 	                           "    \"inference\": {\"dscp\": 34},\n"
@@ -113,6 +114,7 @@ TEST(all_keys)
 	CHECK_INT(c.node.debounce_ms, 50);
 	CHECK_INT(c.node.classify, CLASSIFY_DSCP);
 	CHECK_INT(c.drift_repair_s, 0);
+	CHECK_INT(c.node.overhead_bytes, 38);
 	/* the uplink DSCP classifier follows the profiles */
 	CHECK_INT(c.node.dscp_inference, 34);
 	CHECK_INT(c.node.dscp_training, 10);
@@ -259,6 +261,8 @@ TEST(invalid_values)
 	        {"{\"uplinkRate\": 5}", "uplinkRate: 5 is out of range [1kbit, 1tbit]"},
 	        {"{\"uplinkRate\": 1000.5}", "uplinkRate: 1000.5 is not a whole number of bit/s"},
 	        {"{\"uplinkRate\": {}}", "uplinkRate: expected a rate like \"500mbit\", got an object"},
+	        {"{\"uplinkOverhead\": 257}", "uplinkOverhead: 257 is out of range [0, 256]"},
+	        {"{\"uplinkOverhead\": -1}", "uplinkOverhead: -1 is out of range [0, 256]"},
 	        {"{\"classify\": \"foo\"}", "classify: \"foo\" is not one of \"src-ip\", \"dscp\""},
 	        {"{\"classify\": \"SRC-IP\"}", "classify: \"SRC-IP\" is not one of \"src-ip\", \"dscp\""},
 	        {"{\"classify\": 1}", "classify: expected \"src-ip\" or \"dscp\", got a number (1)"},
@@ -280,10 +284,10 @@ TEST(invalid_values)
 	        {"{\"uplinkrate\": \"1gbit\"}", "unknown key \"uplinkrate\" (accepted: uplink, uplinkRate, "
 	                                        "downlinkRate, downlink, inferenceShare, trainingFloor, "
 	                                        "mixedHoldSeconds, debounceMs, "
-	                                        "classify, driftRepairSeconds, profiles)"},
+	                                        "classify, driftRepairSeconds, profiles, uplinkOverhead)"},
 	        {"{\"\": 1}", "unknown key \"\" (accepted: uplink, uplinkRate, downlinkRate, downlink, inferenceShare, "
 	                      "trainingFloor, mixedHoldSeconds, debounceMs, classify, "
-	                      "driftRepairSeconds, profiles)"},
+	                      "driftRepairSeconds, profiles, uplinkOverhead)"},
 	        {"{\"trainingFloor\": 1.5}", "trainingFloor: 1.5 is out of range [0, 1]"},
 	        {"{\"trainingFloor\": -0.1}", "trainingFloor: -0.1 is out of range [0, 1]"},
 	        {"{\"trainingFloor\": \"0.2\"}",

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "apply.h"
+#include "bpf_cls.h"
 #include "netns.h"
 #include "node.h"
 #include "nl.h"
@@ -1057,6 +1058,26 @@ TEST(known_missing_skipped_with_learned_errno)
 	CHECK_INT(it->err, EINVAL);
 	CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "ffff:fff3", 1), 1);
 	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
+
+	/* only the rewrite (the pod plan's DSCP items) and pedit known
+	 * missing: no clsact is left on the pod, both skipped with pedit's errno */
+	it->n_alt = 1;
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(p->items[0].status, ITEM_SKIPPED);
+	CHECK_INT(p->items[0].err, EINVAL);
+	CHECK_INT(it->status, ITEM_SKIPPED);
+	CHECK_INT(it->err, EINVAL);
+	k = sh_out("tc -n %s qdisc show dev eth0", fx.ns_pod);
+	CHECK(strstr(k, "clsact") == NULL);
+	free(k);
+	/* pedit not known missing: the clsact is made (the filter is tried) */
+	caps.missing_pedit = false;
+	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK(p->items[0].status == ITEM_APPLIED);
+	k = sh_out("tc -n %s qdisc show dev eth0", fx.ns_pod);
+	CHECK(strstr(k, "clsact") != NULL);
+	free(k);
+	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
 out:
 	free(p);
 }
@@ -1280,6 +1301,177 @@ TEST(sysctl_exchange_cases)
 	CHECK_INT(sysctl_exchange("../etc/passwd", "1", prev, sizeof(prev), &rd, &e), -EINVAL);
 	CHECK_INT(rd, -EINVAL);
 	CHECK_INT(netns_leave(saved, &e), 0);
+}
+
+/* ---- the node's multi-queue layout (issue 12) ---- */
+
+struct leaf_count {
+	uint64_t pkts[3]; /* per band: inference, default, training (sum over the queues) */
+	unsigned children, leaves;
+	bool mq_root;
+};
+
+static int count_leaf(const struct tc_obj_stats *st, void *ud)
+{
+	struct leaf_count *c = ud;
+	uint32_t maj = TC_H_MAJ(st->handle) >> 16;
+
+	if (st->type != TC_QDISC)
+		return 0;
+	if (st->parent == TC_H_ROOT && streq(st->kind, "mq"))
+		c->mq_root = true;
+	if (maj >= 0x100 && maj < 0x200)
+		c->children++;
+	if (maj > 0x1000 && maj < 0x2000 && (maj - 0x1000) % 4 >= 1) {
+		c->leaves++;
+		c->pkts[(maj - 0x1000) % 4 - 1] += st->packets;
+	}
+	return 0;
+}
+
+/* UDP datagrams from a source address, sent from the host netns (a child
+ * process, so this one stays where it is). */
+static void send_from(const char *src, const char *dst, unsigned n)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct sockaddr_in a = {.sin_family = AF_INET}, b = {.sin_family = AF_INET, .sin_port = htons(9)};
+		int fd;
+		char buf[200] = {0};
+
+		if (setns(fx.host_nsfd, CLONE_NEWNET) < 0)
+			_exit(1);
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		inet_pton(AF_INET, src, &a.sin_addr);
+		inet_pton(AF_INET, dst, &b.sin_addr);
+		if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+			_exit(2);
+		for (unsigned i = 0; i < n; i++)
+			(void)sendto(fd, buf, sizeof(buf), 0, (struct sockaddr *)&b, sizeof(b));
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+static struct node_pod mq_pod(const char *uid, enum workload_class c, const char *ip)
+{
+	struct node_pod p = {.class = c, .n_ips = 1};
+
+	str_copy(p.uid, sizeof(p.uid), uid);
+	str_copy(p.name, sizeof(p.name), uid);
+	str_copy(p.namespace_, sizeof(p.namespace_), "t");
+	p.ips[0].family = AF_INET;
+	inet_pton(AF_INET, ip, p.ips[0].addr);
+	return p;
+}
+
+/* Mixed mode on a 4-queue device keeps mq: a child per tx queue (prio with
+ * AQM leaves on a full kernel, pfifo_fast on the CI kernel), the BPF
+ * classifier at the clsact egress hook setting skb->priority from the
+ * source address, so each class lands in its band on whatever queue it
+ * uses: inference in band 0 (served first), training in band 2. */
+TEST(node_mq_mixed_classifier)
+{
+	struct node_pod pods[3] = {mq_pod("inf", CLASS_INFERENCE, "10.77.0.10"),
+	                           mq_pod("train", CLASS_TRAINING, "10.77.0.20"),
+	                           mq_pod("web", CLASS_DEFAULT, "10.77.0.30")};
+	struct uplink_facts up = {.ifname = "aqtmq0", .is_virtual = true, .tx_queues = 4, .mtu = 1500};
+	struct plan_caps caps = {0};
+	struct node_config cfg;
+	struct node_plan_info info;
+	struct node_plan np = {0};
+	struct bpf_cls_entry *ents = NULL;
+	struct leaf_count cnt = {0};
+	struct apply_target t;
+	struct link_info li;
+	struct error e = {0};
+	unsigned idx[64], n_ents = 0;
+	int map_fd = -1, prog_fd = -1, r;
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		return;
+	CHECK_INT(sh("ip -n %1$s link add aqtmq0 numtxqueues 4 type veth peer name aqtmq1 numrxqueues 4 netns %2$s && "
+	             "ip -n %1$s addr add 10.77.0.1/24 dev aqtmq0 && ip -n %1$s addr add 10.77.0.10/32 dev aqtmq0 && "
+	             "ip -n %1$s addr add 10.77.0.20/32 dev aqtmq0 && ip -n %1$s addr add 10.77.0.30/32 dev aqtmq0 && "
+	             "ip -n %2$s addr add 10.77.0.2/24 dev aqtmq1 && ip -n %1$s link set aqtmq0 up && "
+	             "ip -n %2$s link set aqtmq1 up",
+	             fx.ns_host, fx.ns_pod),
+	          0);
+	CHECK_INT(nl_link_get(fx.host_sk, "aqtmq0", 0, &li, &e), 0);
+	t = target();
+	t.uplink_ifindex = li.ifindex;
+	node_config_defaults(&cfg);
+	/* first contact learns what is missing (prio on the CI kernel), then the plan is made again */
+	for (int round = 0; round < 2; round++) {
+		uint32_t before = caps.missing_kinds;
+
+		CHECK_INT(node_plan(pods, 3, &cfg, &up, &caps, MODE_MIXED, NULL, &np, &info, &e), 0);
+		CHECK_INT(info.shape, SHAPE_MQ);
+		CHECK(info.classifier);
+		CHECK(np.n <= ARRAY_SIZE(idx));
+		if (map_fd < 0)
+			CHECK_INT(bpf_cls_map_create(&map_fd, &e), 0);
+		if (prog_fd < 0)
+			CHECK_INT(bpf_cls_prog_load(map_fd, &prog_fd, &e), 0);
+		for (unsigned i = 0; i < np.n && i < ARRAY_SIZE(idx); i++) {
+			idx[i] = i;
+			if (np.items[i].tc[0].kind == TC_KIND_BPF)
+				np.items[i].tc[0].u.bpf.prog_fd = prog_fd;
+		}
+		sh("ip netns exec %s tc qdisc del dev aqtmq0 root 2>/dev/null", fx.ns_host);
+		r = apply_items(np.items, np.n, idx, np.n < ARRAY_SIZE(idx) ? np.n : ARRAY_SIZE(idx), &t, &caps, NULL,
+		                NULL, &e);
+		CHECK_INT(r, 0);
+		if (r < 0)
+			fprintf(stderr, "  apply: %s\n", e.msg);
+		if (caps.missing_kinds == before)
+			break;
+	}
+	if (expect_full_kernel())
+		CHECK(plan_caps_has(&caps, TC_KIND_PRIO));
+	CHECK_INT(node_cls_entries(pods, 3, &cfg, &info, &ents, &n_ents), 0);
+	CHECK_INT(n_ents, 3); /* default + 2 pod addresses */
+	CHECK_INT(bpf_cls_map_sync(map_fd, ents, n_ents, NULL, &e), 0);
+	{
+		char *q = sh_out("ip netns exec %s tc qdisc show dev aqtmq0", fx.ns_host);
+		char *f = sh_out("ip netns exec %s tc filter show dev aqtmq0 egress", fx.ns_host);
+
+		CHECK(strstr(q, "qdisc mq 1: root") != NULL);
+		CHECK(strstr(q, "qdisc htb") == NULL);
+		CHECK(strstr(f, "aiqos_cls") != NULL);
+		fprintf(stderr, "  %s\n  %s\n", q, f);
+		free(q);
+		free(f);
+	}
+	send_from("10.77.0.10", "10.77.0.2", 40);
+	send_from("10.77.0.20", "10.77.0.2", 60);
+	send_from("10.77.0.30", "10.77.0.2", 80);
+	CHECK_INT(nl_tc_stats_dump(fx.host_sk, li.ifindex, TC_QDISC, count_leaf, &cnt, &e), 0);
+	CHECK(cnt.mq_root);
+	CHECK_INT(cnt.children, 4);
+	if (plan_caps_has(&caps, TC_KIND_PRIO)) {
+		/* each class in its band's leaf, whatever queue it took */
+		CHECK_INT(cnt.leaves, 12);
+		CHECK(cnt.pkts[0] >= 40 && cnt.pkts[0] < 60);
+		CHECK(cnt.pkts[2] >= 60 && cnt.pkts[2] < 80);
+		CHECK(cnt.pkts[1] >= 80);
+		fprintf(stderr, "  band packets: inference %llu, default %llu, training %llu\n",
+		        (unsigned long long)cnt.pkts[0], (unsigned long long)cnt.pkts[1],
+		        (unsigned long long)cnt.pkts[2]);
+	}
+	sh("ip netns exec %s tc qdisc del dev aqtmq0 root 2>/dev/null; ip netns exec %s tc qdisc del dev aqtmq0 clsact "
+	   "2>/dev/null; ip -n %s link del aqtmq0 2>/dev/null",
+	   fx.ns_host, fx.ns_host, fx.ns_host);
+	free(ents);
+	node_plan_free(&np);
+	if (prog_fd >= 0)
+		close(prog_fd);
+	if (map_fd >= 0)
+		close(map_fd);
 }
 
 TEST(zz_teardown)

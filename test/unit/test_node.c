@@ -2,6 +2,7 @@
  * hysteresis on a fake clock, the shares formula, uplink plans per mode x
  * link x kernel x classification (golden files test/unit/golden/node-*.txt,
  * rewritten with AIQOS_UPDATE_GOLDEN=1), filters, handles and incrementality. */
+#define _GNU_SOURCE /* asprintf */
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <sys/socket.h>
@@ -88,9 +89,16 @@ static void many_pods(struct node_pod *pods, unsigned n, unsigned seed)
 	}
 }
 
-static const struct uplink_facts NIC_10G = {.ifname = "ens5", .speed_bps = 10000000000ULL, .tx_queues = 8, .mtu = 1500};
+/* single-queue links keep the single-root structures; multi-queue ones get mq */
+static const struct uplink_facts NIC_10G = {.ifname = "ens5", .speed_bps = 10000000000ULL, .tx_queues = 1, .mtu = 1500};
 static const struct uplink_facts VETH = {
         .ifname = "eth0", .speed_bps = 0, .is_virtual = true, .tx_queues = 1, .mtu = 1500};
+static const struct uplink_facts NIC_MQ = {.ifname = "ens5", .speed_bps = 100000000000ULL, .tx_queues = 4, .mtu = 1500};
+/* a veth says 10000 Mb/s whatever it carries */
+static const struct uplink_facts VETH_SPEED = {
+        .ifname = "eth0", .speed_bps = 10000000000ULL, .is_virtual = true, .tx_queues = 1, .mtu = 1500};
+static const struct uplink_facts VETH_MQ = {
+        .ifname = "eth0", .speed_bps = 10000000000ULL, .is_virtual = true, .tx_queues = 4, .mtu = 1500};
 
 static struct plan_caps caps_full(void)
 {
@@ -124,9 +132,20 @@ static const struct scenario scenarios[] = {
         /* real 10G NIC, link speed, full kernel: work-conserving */
         {"nic", 0, &NIC_10G, false, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_PRIO}},
         /* real 10G NIC on the CI kernel: mixed falls back to HTB at link speed */
-        {"ci", 0, &NIC_10G, true, {SHAPE_NONE, SHAPE_ROOT_AQM, SHAPE_ROOT_AQM, SHAPE_HTB}},
+        {"ci", 0, &NIC_10G, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_HTB}},
         /* the P4 lab: veth + uplinkRate 500mbit on the CI kernel */
         {"lab", 500000000ULL, &VETH, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
+        /* a veth's reported 10000 Mb/s is not a rate: not shaped (issue 12: was HTB at 9.7 Gbit/s) */
+        {"veth-speed", 0, &VETH_SPEED, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
+        /* multi-queue NIC, full kernel: mq with per-queue children in every mode */
+        {"nic-mq", 0, &NIC_MQ, false, {SHAPE_NONE, SHAPE_MQ, SHAPE_MQ, SHAPE_MQ}},
+        /* multi-queue NIC, CI kernel: no fq/fq_codel for the children; mixed gets pfifo_fast + classifier */
+        {"ci-mq", 0, &NIC_MQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_MQ}},
+        /* the line-rate bench's uplink: a 4-queue veth, not shaped */
+        {"veth-mq", 0, &VETH_MQ, false, {SHAPE_NONE, SHAPE_MQ, SHAPE_MQ, SHAPE_MQ}},
+        {"veth-mq-ci", 0, &VETH_MQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_MQ}},
+        /* the operator asked for a shaper: HTB even on mq */
+        {"veth-mq-100g", 100000000000ULL, &VETH_MQ, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
 };
 
 static int plan_for(const struct scenario *sc, enum node_classify cl, enum node_mode mode, const struct node_pod *pods,
@@ -179,6 +198,8 @@ static char *render(const struct node_plan *np, const struct node_plan_info *inf
 	fprintf(f, "# ceilings: %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", info->class_ceil_bps[CLASS_INFERENCE],
 	        info->class_ceil_bps[CLASS_DEFAULT], info->class_ceil_bps[CLASS_TRAINING]);
 	fprintf(f, "# ce_threshold %uus, filters %u\n", info->ce_threshold_us, info->n_filters);
+	if (info->shape == SHAPE_MQ)
+		fprintf(f, "# queues %u, classifier %s\n", info->n_queues, info->classifier ? "bpf" : "none");
 	if (info->down.planned)
 		fprintf(f,
 		        "# download: rate %" PRIu64 " shaped %" PRIu64 "; rates %" PRIu64 " %" PRIu64 " %" PRIu64
@@ -585,7 +606,7 @@ TEST(node_plan_shape_per_scenario)
 				        node_shape_name(info.shape));
 			CHECK_INT(info.shape, scenarios[k].shape[m]);
 			CHECK_INT(info.mode, m);
-			if (m == MODE_IDLE) {
+			if (m == MODE_IDLE || info.shape == SHAPE_NONE) {
 				CHECK_INT(np.n, 0);
 				continue;
 			}
@@ -785,17 +806,17 @@ TEST(node_plan_unshaped_roots)
 		CHECK(it && it->n_alt == 2 && it->tc[0].kind == TC_KIND_FQ && it->tc[1].kind == TC_KIND_FQ_CODEL);
 		CHECK_INT(info.n_filters, 0);
 	}
-	/* training on the CI kernel: both missing -> kept (the applier skips,
-	 * the original qdisc stays) */
+	/* training on the CI kernel: both known missing -> nothing planned, the
+	 * original qdisc stays (shape none, a warning) */
 	{
 		_cleanup_node_plan_ struct node_plan np = {0};
 		struct node_plan_info info;
 
 		n = fixture_pods(MODE_TRAINING, pods);
 		CHECK_INT(plan_for(&scenarios[3], CLASSIFY_SRC_IP, MODE_TRAINING, pods, n, &np, &info), 0);
-		CHECK_INT(np.n, 1);
-		it = find(&np, "uplink.root");
-		CHECK(it && it->n_alt == 2);
+		CHECK_INT(np.n, 0);
+		CHECK_INT(info.shape, SHAPE_NONE);
+		CHECK(info.n_warn >= 1 && strstr(info.warn[0], "the original qdisc stays"));
 	}
 	/* inference on a veth of unknown rate: root fq_codel, warning */
 	{
@@ -811,8 +832,9 @@ TEST(node_plan_unshaped_roots)
 		CHECK_INT(info.n_warn, 1);
 		CHECK_CONTAINS(info.warn[0], "set uplinkRate");
 	}
-	/* mixed on a veth of unknown rate on the CI kernel: no prio, no rate
-	 * -> inference-style root fq_codel, no filters, a warning */
+	/* mixed on a single-queue veth of unknown rate on the CI kernel: no
+	 * prio, no rate, no fq_codel -> nothing planned, the original stays,
+	 * two warnings */
 	{
 		static const struct scenario virt_ci = {"virtual-ci", 0, &VETH, true, {0}};
 		_cleanup_node_plan_ struct node_plan np = {0};
@@ -820,12 +842,36 @@ TEST(node_plan_unshaped_roots)
 
 		n = fixture_pods(MODE_MIXED, pods);
 		CHECK_INT(plan_for(&virt_ci, CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
-		CHECK_INT(info.shape, SHAPE_ROOT_AQM);
-		CHECK_INT(np.n, 1);
-		it = find(&np, "uplink.root");
-		CHECK(it && it->tc[0].kind == TC_KIND_FQ_CODEL);
+		CHECK_INT(info.shape, SHAPE_NONE);
+		CHECK_INT(np.n, 0);
 		CHECK_INT(info.n_warn, 2);
-		CHECK_CONTAINS(info.warn[1], "flow isolation");
+		CHECK_CONTAINS(info.warn[0], "the original qdisc stays");
+		CHECK_CONTAINS(info.warn[1], "set uplinkRate");
+	}
+	/* mixed on a 4-queue veth of the CI kernel: mq kept, pfifo_fast per
+	 * queue, the BPF classifier; no shaping although the veth says 10gbit */
+	{
+		static const struct scenario vmq = {"veth-mq-ci", 0, &VETH_MQ, true, {0}};
+		_cleanup_node_plan_ struct node_plan np = {0};
+		struct node_plan_info info;
+
+		n = fixture_pods(MODE_MIXED, pods);
+		CHECK_INT(plan_for(&vmq, CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
+		CHECK_INT(info.shape, SHAPE_MQ);
+		CHECK(info.speed_untrusted && info.rate_bps == 0 && info.shaped_bps == 0);
+		CHECK_INT(info.n_queues, 4);
+		CHECK(info.classifier);
+		CHECK_INT(info.n_filters, 0);
+		CHECK_INT(np.n, 1 + 4 + 2);
+		it = find(&np, "uplink.root");
+		CHECK(it && it->tc[0].kind == TC_KIND_MQ && it->tc[0].handle == 0x10000);
+		it = find(&np, "uplink.q.3");
+		CHECK(it && it->n_alt == 1 && it->tc[0].kind == TC_KIND_PFIFO_FAST && it->tc[0].parent == 0x10004);
+		it = find(&np, "uplink.classifier");
+		CHECK(it && it->tc[0].kind == TC_KIND_BPF &&
+		      it->tc[0].parent == TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
+		for (unsigned i = 0; i < np.n; i++)
+			CHECK(np.items[i].tc[0].kind != TC_KIND_HTB && np.items[i].tc[0].kind != TC_KIND_U32);
 	}
 	/* htb known missing with uplinkRate: unshaped layout + warning */
 	{
@@ -1533,6 +1579,35 @@ TEST(node_plan_carry_and_slice)
 	free(chunk);
 }
 
+/* Shaped classes count the Ethernet framing the kernel does not see
+ * (uplinkOverhead, default 24 bytes); 0 turns it off. */
+TEST(node_plan_htb_link_overhead)
+{
+	struct plan_caps caps = caps_ci();
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods), classes = 0;
+	struct node_config cfg;
+
+	node_config_defaults(&cfg);
+	CHECK_INT(cfg.overhead_bytes, 24);
+	cfg.uplink_rate_bps = 500000000ULL;
+	for (int k = 0; k < 2; k++) {
+		_cleanup_node_plan_ struct node_plan np = {0};
+
+		if (k == 1)
+			cfg.overhead_bytes = 0;
+		CHECK_INT(node_plan(pods, n, &cfg, &VETH, &caps, MODE_MIXED, NULL, &np, NULL, NULL), 0);
+		for (unsigned i = 0; i < np.n; i++)
+			if (np.items[i].tc[0].kind == TC_KIND_HTB_CLASS) {
+				CHECK_INT(np.items[i].tc[0].u.htb_class.overhead_bytes, k == 0 ? 24 : 0);
+				classes++;
+			}
+	}
+	CHECK_INT(classes, 16); /* the uplink tree and the download tree, twice */
+	cfg.overhead_bytes = NODE_OVERHEAD_MAX + 1;
+	CHECK_INT(node_config_check(&cfg, NULL), -EINVAL);
+}
+
 /* ---- golden plans ---- */
 
 TEST(node_plan_golden)
@@ -1556,6 +1631,36 @@ TEST(node_plan_golden)
 				CHECK(text != NULL);
 				if (!text)
 					continue;
+				if (info.classifier) {
+					struct node_config cfg;
+					_cleanup_free_ struct bpf_cls_entry *ents = NULL;
+					unsigned n_ents = 0;
+					char *more = NULL;
+
+					node_config_defaults(&cfg);
+					cfg.classify = (enum node_classify)cl;
+					CHECK_INT(node_cls_entries(pods, n, &cfg, &info, &ents, &n_ents), 0);
+					for (unsigned e = 0; e < n_ents; e++) {
+						char addr[64] = "";
+						const struct bpf_cls_key *key = &ents[e].key;
+
+						if (key->kind == BPF_CLS_KEY_SRC4 || key->kind == BPF_CLS_KEY_SRC6)
+							inet_ntop(key->kind == BPF_CLS_KEY_SRC4 ? AF_INET : AF_INET6,
+							          key->addr, addr, sizeof(addr));
+						else if (key->kind == BPF_CLS_KEY_DSCP)
+							snprintf(addr, sizeof(addr), "dscp %u", key->addr[0]);
+						else
+							snprintf(addr, sizeof(addr), "default");
+						if (asprintf(&more, "%s# classifier: %s -> priority %u\n", text, addr,
+						             ents[e].priority) < 0)
+							more = NULL;
+						CHECK(more != NULL);
+						if (more) {
+							free(text);
+							text = more;
+						}
+					}
+				}
 				snprintf(name, sizeof(name), "node-%s-%s-%s.txt", node_mode_name(modes[m]),
 				         scenarios[k].name, node_classify_name((enum node_classify)cl));
 				golden_check(name, text);

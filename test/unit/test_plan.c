@@ -316,7 +316,7 @@ TEST(plan_inference_shaped_both_ways)
 	CHECK_INT(it->tc[0].u.fq_codel.limit_pkts, 1024);
 	CHECK_INT(it->tc[0].u.fq_codel.ecn, TRI_ON);
 	CHECK_INT(it->tc[0].u.fq_codel.ce_threshold_us, 0);
-	CHECK_INT(it->tc[1].u.fifo.limit, 131072); /* 2 ms = 25 KB, raised to two GSO packets */
+	CHECK_INT(it->tc[1].u.fifo.limit, 25000); /* 2 ms at 12.5 MB/s */
 
 	it = plan_find_const(&p, "dscp.clsact");
 	CHECK_INT(it->tc[0].kind, TC_KIND_CLSACT);
@@ -435,7 +435,7 @@ TEST(plan_shaper_limits)
 	const struct plan_item *it;
 
 	/* 1 kbit/s: one 1.5-frame takes 18.168 s -> codel target raised,
-	 * interval 10 x; burst two frames; quantum one frame; FIFO two GSO */
+	 * interval 10 x; burst two frames; quantum one frame; FIFO four frames */
 	make_plan("inference", 1000, 0, &caps, &p);
 	it = plan_find_const(&p, "egress.class");
 	CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 3028);
@@ -443,7 +443,7 @@ TEST(plan_shaper_limits)
 	it = plan_find_const(&p, "egress.leaf");
 	CHECK_INT(it->tc[0].u.fq_codel.target_us, 18168000);
 	CHECK_INT(it->tc[0].u.fq_codel.interval_us, 181680000);
-	CHECK_INT(it->tc[1].u.fifo.limit, 131072);
+	CHECK_INT(it->tc[1].u.fifo.limit, 6056);
 
 	/* 2 Mbit/s: 9084 us */
 	make_plan("inference", 2000000, 0, &caps, &p);
@@ -463,7 +463,7 @@ TEST(plan_shaper_limits)
 	CHECK_INT(it->tc[0].u.fq_codel.interval_us, 0);
 	CHECK_INT(it->tc[0].u.fq_codel.limit_pkts, 0);
 	CHECK_INT(it->tc[0].u.fq_codel.ecn, TRI_ON);
-	CHECK_INT(it->tc[1].u.fifo.limit, 131072); /* 5 ms at 1.25 MB/s = 6250 */
+	CHECK_INT(it->tc[1].u.fifo.limit, 6250); /* 5 ms at 1.25 MB/s */
 
 	/* 1 Tbit/s: burst and FIFO capped, quantum capped */
 	make_plan("training", 1000000000000ULL, 0, &caps, &p);
@@ -472,6 +472,49 @@ TEST(plan_shaper_limits)
 	CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 200000);
 	it = plan_find_const(&p, "egress.leaf");
 	CHECK_INT(it->tc[2].u.fifo.limit, 64 * 1024 * 1024);
+}
+
+/* Issue 13 item 11: the FIFO of last resort is sized by time at the shaped
+ * rate, never deeper than the 25 ms token-bucket queue aiqos replaces (a
+ * 128 KiB floor was 52 ms at 20 Mbit/s), on both the egress and the ingress
+ * shaper of every built-in profile. */
+TEST(plan_fifo_sized_by_time)
+{
+	static const char *const profiles[] = {"inference", "inference-strict", "training", "training-dctcp",
+	                                       "default"};
+	static const uint64_t rates[] = {20000000ull, 10000000ull, 100000000ull, 1000000000ull};
+	struct plan_caps caps = caps_full();
+	struct plan p;
+
+	for (size_t i = 0; i < ARRAY_SIZE(profiles); i++) {
+		struct profile pr;
+
+		builtin_profile(profiles[i], &pr);
+		for (size_t j = 0; j < ARRAY_SIZE(rates); j++) {
+			static const char *const ids[] = {"egress.leaf", "ingress.leaf"};
+
+			make_plan(profiles[i], rates[j], rates[j], &caps, &p);
+			for (size_t k = 0; k < ARRAY_SIZE(ids); k++) {
+				const struct plan_item *it = plan_find_const(&p, ids[k]);
+				const struct tc_spec *fifo;
+				uint64_t want = rates[j] / 8 * pr.queue_ms / 1000, us;
+
+				CHECK(it && it->n_alt >= 2);
+				if (!it)
+					continue;
+				fifo = &it->tc[it->n_alt - 1];
+				CHECK_INT(fifo->kind, TC_KIND_BFIFO);
+				if (want < 4 * 1514)
+					want = 4 * 1514;
+				CHECK_INT(fifo->u.fifo.limit, want);
+				us = (uint64_t)fifo->u.fifo.limit * 8 * 1000000 / rates[j];
+				if (us > 25000)
+					fprintf(stderr, "  %s %s at %llu bit/s: %llu us\n", profiles[i], ids[k],
+					        (unsigned long long)rates[j], (unsigned long long)us);
+				CHECK(us <= 25000);
+			}
+		}
+	}
 }
 
 TEST(plan_mtu)
@@ -961,7 +1004,7 @@ TEST(diff_differences)
 	CHECK_STR(buf, "sysctl.tcp_ecn (net.ipv4.tcp_ecn): want \"1\", have nothing\n"
 	               "sysctl.cc (net.ipv4.tcp_congestion_control): want \"bbr\", have \"cubic\"\n"
 	               "egress.root on eth0: want \"htb default 10 r2q 10\", have nothing\n"
-	               "ingress.leaf on veth1a2b3c4d: want \"bfifo limit 128kb\", have \"bfifo limit 1000b\"\n");
+	               "ingress.leaf on veth1a2b3c4d: want \"bfifo limit 6056b\", have \"bfifo limit 1000b\"\n");
 
 	/* counting without a buffer, and a small buffer is cut, terminated */
 	CHECK_INT(plan_diff(&p, &ifs_veth, &obs, NULL, 0), 4);
@@ -996,7 +1039,7 @@ TEST(diff_kind_and_dev)
 	CHECK_INT(plan_diff(&p, &ifs_veth, &obs, buf, sizeof(buf)), 2);
 	CHECK_CONTAINS(buf, "egress.class on eth0: want \"htb rate 100mbit");
 	CHECK_CONTAINS(buf, "\", have nothing\n");
-	CHECK_CONTAINS(buf, "egress.leaf on eth0: want \"bfifo limit 128kb\", have \"fq_codel limit 10240 target 5ms "
+	CHECK_CONTAINS(buf, "egress.leaf on eth0: want \"bfifo limit 25000b\", have \"fq_codel limit 10240 target 5ms "
 	                    "interval 100ms\"\n");
 }
 

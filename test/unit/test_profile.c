@@ -355,3 +355,47 @@ TEST(merge_too_many_profiles)
 	CHECK_INT(profile_set_merge_json(&set, j, &e), 0);
 	CHECK_INT(set.n, PROFILES_MAX);
 }
+
+/* Issue 13 item 4: one profile as JSON and back, exactly; the content hash
+ * follows every field and ignores the name. */
+TEST(profile_json_round_trip_and_hash)
+{
+	struct profile_set set;
+	struct error e = {0};
+
+	profile_set_builtin(&set);
+	for (unsigned i = 0; i < set.n; i++) {
+		struct profile back;
+		cJSON *j = profile_to_json(&set.p[i]);
+
+		CHECK(j != NULL);
+		memset(&back, 0, sizeof(back));
+		CHECK_INT(profile_from_json(set.p[i].name, j, &back, &e), 0);
+		CHECK_STR(back.name, set.p[i].name);
+		CHECK(profile_content_equal(&back, &set.p[i]));
+		CHECK(profile_content_hash(&back) == profile_content_hash(&set.p[i]));
+		cJSON_Delete(j);
+		for (unsigned k = 0; k < set.n; k++)
+			if (k != i)
+				CHECK(profile_content_hash(&set.p[k]) != profile_content_hash(&set.p[i]));
+	}
+	{
+		struct profile a = set.p[0], b = set.p[0];
+
+		str_copy(b.name, sizeof(b.name), "renamed");
+		CHECK(profile_content_hash(&a) == profile_content_hash(&b));
+		b.queue_ms++;
+		CHECK(profile_content_hash(&a) != profile_content_hash(&b));
+		CHECK(!profile_content_equal(&a, &b));
+		b = a;
+		str_copy(b.cc[1], sizeof(b.cc[1]), "reno");
+		CHECK(profile_content_hash(&a) != profile_content_hash(&b));
+	}
+	{
+		struct profile out;
+		cJSON *j = cJSON_Parse("{\"targetUs\": 5}");
+
+		CHECK(profile_from_json("x", j, &out, &e) < 0); /* class required */
+		cJSON_Delete(j);
+	}
+}

@@ -325,13 +325,22 @@ TEST(kind_registry)
 		enum tc_type type;
 		enum tc_kind_id want;
 	} cases[] = {
-	        {"htb", TC_QDISC, TC_KIND_HTB},           {"htb", TC_CLASS, TC_KIND_HTB_CLASS},
-	        {"tbf", TC_QDISC, TC_KIND_TBF},           {"fq", TC_QDISC, TC_KIND_FQ},
-	        {"fq_codel", TC_QDISC, TC_KIND_FQ_CODEL}, {"bfifo", TC_QDISC, TC_KIND_BFIFO},
-	        {"pfifo", TC_QDISC, TC_KIND_PFIFO},       {"prio", TC_QDISC, TC_KIND_PRIO},
-	        {"clsact", TC_QDISC, TC_KIND_CLSACT},     {"u32", TC_FILTER, TC_KIND_U32},
-	        {"u32", TC_QDISC, _TC_KIND_INVALID},      {"pfifo_fast", TC_QDISC, _TC_KIND_INVALID},
-	        {"noqueue", TC_QDISC, _TC_KIND_INVALID},  {"tbf", TC_CLASS, _TC_KIND_INVALID},
+	        {"htb", TC_QDISC, TC_KIND_HTB},
+	        {"htb", TC_CLASS, TC_KIND_HTB_CLASS},
+	        {"tbf", TC_QDISC, TC_KIND_TBF},
+	        {"fq", TC_QDISC, TC_KIND_FQ},
+	        {"fq_codel", TC_QDISC, TC_KIND_FQ_CODEL},
+	        {"bfifo", TC_QDISC, TC_KIND_BFIFO},
+	        {"pfifo", TC_QDISC, TC_KIND_PFIFO},
+	        {"prio", TC_QDISC, TC_KIND_PRIO},
+	        {"clsact", TC_QDISC, TC_KIND_CLSACT},
+	        {"u32", TC_FILTER, TC_KIND_U32},
+	        {"u32", TC_QDISC, _TC_KIND_INVALID},
+	        {"pfifo_fast", TC_QDISC, TC_KIND_PFIFO_FAST},
+	        {"mq", TC_QDISC, TC_KIND_MQ},
+	        {"bpf", TC_FILTER, TC_KIND_BPF},
+	        {"noqueue", TC_QDISC, _TC_KIND_INVALID},
+	        {"tbf", TC_CLASS, _TC_KIND_INVALID},
 	        {"", TC_QDISC, _TC_KIND_INVALID},
 	};
 

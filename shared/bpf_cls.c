@@ -1,0 +1,390 @@
+/* bpf_cls.c — the uplink classifier program (bpf_cls.h): assembled from
+ * instructions with forward labels, loaded with bpf(2); its map created,
+ * found again and synced. */
+#include <arpa/inet.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+
+#include "bpf_cls.h"
+
+#define INSNS_MAX    96
+#define LABELS_MAX   8
+#define VERIFIER_LOG 65536
+#define ETH_HDR      14
+
+static long sys_bpf(int cmd, union bpf_attr *attr)
+{
+	return syscall(__NR_bpf, cmd, attr, sizeof(*attr));
+}
+
+static uint64_t ptr_u64(const void *p)
+{
+	return (uint64_t)(uintptr_t)p;
+}
+
+/* ---- a tiny assembler ---- */
+
+struct asm_buf {
+	struct bpf_insn insn[INSNS_MAX];
+	unsigned n;
+	int label_at[LABELS_MAX]; /* instruction index, -1 = not placed */
+	struct {
+		unsigned insn;
+		unsigned label;
+	} fix[INSNS_MAX];
+	unsigned n_fix;
+	bool overflow;
+};
+
+static void emit(struct asm_buf *a, uint8_t code, uint8_t dst, uint8_t src, int16_t off, int32_t imm)
+{
+	if (a->n >= INSNS_MAX) {
+		a->overflow = true;
+		return;
+	}
+	a->insn[a->n++] = (struct bpf_insn){.code = code, .dst_reg = dst, .src_reg = src, .off = off, .imm = imm};
+}
+
+/* a jump to a label (placed before or after) */
+static void emit_jmp(struct asm_buf *a, uint8_t code, uint8_t dst, int32_t imm, unsigned label)
+{
+	if (a->n_fix >= INSNS_MAX || label >= LABELS_MAX) {
+		a->overflow = true;
+		return;
+	}
+	a->fix[a->n_fix].insn = a->n;
+	a->fix[a->n_fix++].label = label;
+	emit(a, code, dst, 0, 0, imm);
+}
+
+static void label(struct asm_buf *a, unsigned l)
+{
+	if (l < LABELS_MAX)
+		a->label_at[l] = (int)a->n;
+}
+
+static int resolve(struct asm_buf *a)
+{
+	if (a->overflow)
+		return -E2BIG;
+	for (unsigned i = 0; i < a->n_fix; i++) {
+		int at = a->label_at[a->fix[i].label];
+
+		if (at < 0)
+			return -EINVAL;
+		a->insn[a->fix[i].insn].off = (int16_t)(at - (int)a->fix[i].insn - 1);
+	}
+	return 0;
+}
+
+#define R0  BPF_REG_0
+#define R1  BPF_REG_1
+#define R2  BPF_REG_2
+#define R3  BPF_REG_3
+#define R4  BPF_REG_4
+#define R6  BPF_REG_6
+#define R7  BPF_REG_7
+#define R8  BPF_REG_8
+#define R10 BPF_REG_10
+
+#define MOV_IMM(a, d, v)     emit(a, BPF_ALU64 | BPF_MOV | BPF_K, d, 0, 0, v)
+#define MOV_REG(a, d, s)     emit(a, BPF_ALU64 | BPF_MOV | BPF_X, d, s, 0, 0)
+#define ALU_IMM(a, op, d, v) emit(a, BPF_ALU64 | (op) | BPF_K, d, 0, 0, v)
+#define OR_REG(a, d, s)      emit(a, BPF_ALU64 | BPF_OR | BPF_X, d, s, 0, 0)
+#define LDX(a, sz, d, s, o)  emit(a, BPF_LDX | (sz) | BPF_MEM, d, s, o, 0)
+#define STX(a, sz, d, s, o)  emit(a, BPF_STX | (sz) | BPF_MEM, d, s, o, 0)
+#define ST(a, sz, d, o, v)   emit(a, BPF_ST | (sz) | BPF_MEM, d, 0, o, v)
+#define CALL(a, fn)          emit(a, BPF_JMP | BPF_CALL, 0, 0, 0, fn)
+#define EXIT(a)              emit(a, BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
+#define JEQ(a, d, v, l)      emit_jmp(a, BPF_JMP | BPF_JEQ | BPF_K, d, v, l)
+#define JNE(a, d, v, l)      emit_jmp(a, BPF_JMP | BPF_JNE | BPF_K, d, v, l)
+#define JA(a, l)             emit_jmp(a, BPF_JMP | BPF_JA, 0, 0, l)
+
+/* The key lives at fp-24 (20 bytes), a scratch word at fp-32. */
+#define KEY_OFF     (-24)
+#define SCRATCH_OFF (-32)
+
+enum { LBL_V4, LBL_V6, LBL_DSCP, LBL_DEF, LBL_SET, LBL_OUT };
+
+static void key_zero(struct asm_buf *a)
+{
+	MOV_IMM(a, R1, 0);
+	STX(a, BPF_DW, R10, R1, KEY_OFF);
+	STX(a, BPF_DW, R10, R1, KEY_OFF + 8);
+	STX(a, BPF_W, R10, R1, KEY_OFF + 16);
+}
+
+/* r1 = map, r2 = &key, call lookup: r0 = value or NULL */
+static void lookup(struct asm_buf *a, int map_fd)
+{
+	emit(a, BPF_LD | BPF_DW | BPF_IMM, R1, BPF_PSEUDO_MAP_FD, 0, map_fd); // NOLINT(misc-redundant-expression)
+	emit(a, 0, 0, 0, 0, 0);
+	MOV_REG(a, R2, R10);
+	ALU_IMM(a, BPF_ADD, R2, KEY_OFF);
+	CALL(a, BPF_FUNC_map_lookup_elem);
+}
+
+/* bpf_skb_load_bytes(skb, off, fp + to, len); r0 != 0 -> label fail */
+static void load_bytes(struct asm_buf *a, int off, int to, int len, unsigned fail)
+{
+	MOV_REG(a, R1, R6);
+	MOV_IMM(a, R2, off);
+	MOV_REG(a, R3, R10);
+	ALU_IMM(a, BPF_ADD, R3, to);
+	MOV_IMM(a, R4, len);
+	CALL(a, BPF_FUNC_skb_load_bytes);
+	JNE(a, R0, 0, fail);
+}
+
+static int assemble(struct asm_buf *a, int map_fd)
+{
+	memset(a, 0, sizeof(*a));
+	for (unsigned i = 0; i < LABELS_MAX; i++)
+		a->label_at[i] = -1;
+
+	MOV_REG(a, R6, R1);
+	LDX(a, BPF_W, R7, R6, (int16_t)offsetof(struct __sk_buff, protocol));
+	key_zero(a);
+	STX(a, BPF_DW, R10, R1, SCRATCH_OFF);
+	JEQ(a, R7, htons(ETH_P_IP), LBL_V4);
+	JEQ(a, R7, htons(ETH_P_IPV6), LBL_V6);
+	JA(a, LBL_OUT);
+
+	label(a, LBL_V4);
+	ST(a, BPF_B, R10, KEY_OFF, BPF_CLS_KEY_SRC4);
+	load_bytes(a, ETH_HDR + 12, KEY_OFF + 4, 4, LBL_DEF); /* saddr */
+	lookup(a, map_fd);
+	JNE(a, R0, 0, LBL_SET);
+	load_bytes(a, ETH_HDR + 1, SCRATCH_OFF, 1, LBL_DEF); /* TOS */
+	LDX(a, BPF_B, R8, R10, SCRATCH_OFF);
+	ALU_IMM(a, BPF_RSH, R8, 2);
+	JA(a, LBL_DSCP);
+
+	label(a, LBL_V6);
+	ST(a, BPF_B, R10, KEY_OFF, BPF_CLS_KEY_SRC6);
+	load_bytes(a, ETH_HDR + 8, KEY_OFF + 4, 16, LBL_DEF); /* saddr */
+	lookup(a, map_fd);
+	JNE(a, R0, 0, LBL_SET);
+	load_bytes(a, ETH_HDR, SCRATCH_OFF, 2, LBL_DEF); /* version | traffic class | flow */
+	/* dscp = (b0 & 0x0f) << 2 | b1 >> 6 */
+	LDX(a, BPF_B, R8, R10, SCRATCH_OFF);
+	ALU_IMM(a, BPF_AND, R8, 0x0f);
+	ALU_IMM(a, BPF_LSH, R8, 2);
+	LDX(a, BPF_B, R1, R10, SCRATCH_OFF + 1);
+	ALU_IMM(a, BPF_RSH, R1, 6);
+	OR_REG(a, R8, R1);
+
+	label(a, LBL_DSCP);
+	key_zero(a);
+	ST(a, BPF_B, R10, KEY_OFF, BPF_CLS_KEY_DSCP);
+	STX(a, BPF_B, R10, R8, KEY_OFF + 4);
+	lookup(a, map_fd);
+	JNE(a, R0, 0, LBL_SET);
+
+	label(a, LBL_DEF);
+	key_zero(a);
+	lookup(a, map_fd);
+	JEQ(a, R0, 0, LBL_OUT);
+
+	label(a, LBL_SET);
+	LDX(a, BPF_W, R1, R0, 0);
+	STX(a, BPF_W, R6, R1, (int16_t)offsetof(struct __sk_buff, priority));
+
+	label(a, LBL_OUT);
+	MOV_IMM(a, R0, TC_ACT_UNSPEC);
+	EXIT(a);
+	return resolve(a);
+}
+
+/* ---- syscalls ---- */
+
+int bpf_cls_map_create(int *ret_fd, struct error *err)
+{
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_type = BPF_MAP_TYPE_HASH;
+	attr.key_size = sizeof(struct bpf_cls_key);
+	attr.value_size = sizeof(uint32_t);
+	attr.max_entries = BPF_CLS_MAP_MAX;
+	str_copy(attr.map_name, sizeof(attr.map_name), "aiqos_cls");
+	fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
+	if (fd < 0 && errno == EINVAL) { /* kernels before map names */
+		memset(attr.map_name, 0, sizeof(attr.map_name));
+		fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
+	}
+	if (fd < 0)
+		return error_set(err, 0, errno, "create the classifier's BPF map: %s", strerror(errno));
+	*ret_fd = fd;
+	return 0;
+}
+
+int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
+{
+	_cleanup_free_ struct asm_buf *a = NULL;
+	_cleanup_free_ char *vlog = NULL;
+	union bpf_attr attr;
+	int fd, r;
+
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return error_set(err, 0, ENOMEM, "out of memory");
+	r = assemble(a, map_fd);
+	if (r < 0)
+		return error_set(err, 0, -r, "assemble the classifier: %s", strerror(-r));
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_type = BPF_PROG_TYPE_SCHED_CLS;
+	attr.insns = ptr_u64(a->insn);
+	attr.insn_cnt = a->n;
+	attr.license = ptr_u64("GPL");
+	str_copy(attr.prog_name, sizeof(attr.prog_name), BPF_CLS_NAME);
+	fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
+	if (fd < 0 && errno == EINVAL) { /* kernels before program names */
+		memset(attr.prog_name, 0, sizeof(attr.prog_name));
+		fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
+	}
+	if (fd < 0 && (vlog = calloc(1, VERIFIER_LOG))) {
+		/* again with the verifier's log, for the reason */
+		attr.log_buf = ptr_u64(vlog);
+		attr.log_size = VERIFIER_LOG;
+		attr.log_level = 1;
+		fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
+	}
+	if (fd < 0) {
+		int e = errno;
+		size_t len = vlog ? strlen(vlog) : 0;
+
+		while (len > 0 && (vlog[len - 1] == '\n' || vlog[len - 1] == ' '))
+			vlog[--len] = '\0';
+		/* the last lines of the verifier's log say why */
+		return error_set(err, 0, e, "load the classifier program: %s%s%s", strerror(e), len ? ": " : "",
+		                 len > 300 ? vlog + len - 300
+		                 : len     ? vlog
+		                           : "");
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
+{
+	_cleanup_close_ int prog_fd = -1;
+	struct bpf_prog_info info;
+	uint32_t map_ids[4] = {0};
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_id = prog_id;
+	prog_fd = (int)sys_bpf(BPF_PROG_GET_FD_BY_ID, &attr);
+	if (prog_fd < 0)
+		return error_set(err, 0, errno, "classifier program id %u: %s", prog_id, strerror(errno));
+	memset(&info, 0, sizeof(info));
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = ptr_u64(map_ids);
+	memset(&attr, 0, sizeof(attr));
+	attr.info.bpf_fd = (uint32_t)prog_fd;
+	attr.info.info_len = sizeof(info);
+	attr.info.info = ptr_u64(&info);
+	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
+		return error_set(err, 0, errno, "classifier program id %u: info: %s", prog_id, strerror(errno));
+	if (info.nr_map_ids != 1)
+		return error_set(err, 0, ENOENT, "classifier program id %u uses %u maps, not 1", prog_id,
+		                 info.nr_map_ids);
+	memset(&attr, 0, sizeof(attr));
+	attr.map_id = map_ids[0];
+	fd = (int)sys_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
+	if (fd < 0)
+		return error_set(err, 0, errno, "classifier map id %u: %s", map_ids[0], strerror(errno));
+	*ret_fd = fd;
+	return 0;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct bpf_cls_key));
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct bpf_cls_entry *)a)->key, &((const struct bpf_cls_entry *)b)->key,
+	              sizeof(struct bpf_cls_key));
+}
+
+int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, unsigned *ret_changed, struct error *err)
+{
+	_cleanup_free_ struct bpf_cls_key *have = NULL;
+	_cleanup_free_ struct bpf_cls_entry *sorted = NULL;
+	struct bpf_cls_key cur = {0}, next = {0};
+	union bpf_attr attr;
+	unsigned n_have = 0, changed = 0;
+	bool first = true;
+
+	if (n > BPF_CLS_MAP_MAX)
+		return error_set(err, 0, E2BIG, "classifier: %u entries, at most %d", n, BPF_CLS_MAP_MAX);
+	have = calloc(BPF_CLS_MAP_MAX, sizeof(*have));
+	sorted = calloc(n ? n : 1, sizeof(*sorted));
+	if (!have || !sorted)
+		return error_set(err, 0, ENOMEM, "out of memory");
+	if (n)
+		memcpy(sorted, want, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), entry_cmp);
+	for (;;) {
+		memset(&attr, 0, sizeof(attr));
+		attr.map_fd = (uint32_t)map_fd;
+		attr.key = first ? 0 : ptr_u64(&cur);
+		attr.next_key = ptr_u64(&next);
+		if (sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) < 0) {
+			if (errno == ENOENT)
+				break;
+			return error_set(err, 0, errno, "classifier map: iterate: %s", strerror(errno));
+		}
+		if (n_have >= BPF_CLS_MAP_MAX)
+			break;
+		have[n_have++] = next;
+		cur = next;
+		first = false;
+	}
+	for (unsigned i = 0; i < n_have; i++) {
+		struct bpf_cls_entry key = {.key = have[i]};
+
+		if (n && bsearch(&key, sorted, n, sizeof(*sorted), entry_cmp))
+			continue;
+		memset(&attr, 0, sizeof(attr));
+		attr.map_fd = (uint32_t)map_fd;
+		attr.key = ptr_u64(&have[i]);
+		if (sys_bpf(BPF_MAP_DELETE_ELEM, &attr) < 0 && errno != ENOENT)
+			return error_set(err, 0, errno, "classifier map: delete: %s", strerror(errno));
+		changed++;
+	}
+	qsort(have, n_have, sizeof(*have), key_cmp);
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t v = 0;
+		bool present = n_have && bsearch(&sorted[i].key, have, n_have, sizeof(*have), key_cmp);
+
+		if (present) {
+			memset(&attr, 0, sizeof(attr));
+			attr.map_fd = (uint32_t)map_fd;
+			attr.key = ptr_u64(&sorted[i].key);
+			attr.value = ptr_u64(&v);
+			if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) == 0 && v == sorted[i].priority)
+				continue;
+		}
+		v = sorted[i].priority;
+		memset(&attr, 0, sizeof(attr));
+		attr.map_fd = (uint32_t)map_fd;
+		attr.key = ptr_u64(&sorted[i].key);
+		attr.value = ptr_u64(&v);
+		attr.flags = BPF_ANY;
+		if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
+			return error_set(err, 0, errno, "classifier map: update: %s", strerror(errno));
+		changed++;
+	}
+	if (ret_changed)
+		*ret_changed = changed;
+	return 0;
+}

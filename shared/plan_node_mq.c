@@ -1,0 +1,221 @@
+/* plan_node_mq.c — the node planner's multi-queue layout (node.h,
+ * "MULTI-QUEUE"): mq kept at the root with one child per tx queue, and in
+ * mixed mode the clsact BPF classifier that sets skb->priority before the
+ * queue is picked; plus the classifier's map content. Pure. */
+#include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
+#include <sys/socket.h>
+
+#include "plan_node_int.h"
+
+#define H_ROOT         0x10000u /* 1: */
+#define H_CLSACT       0xffff0000u
+#define MQ_CHILD_MAJOR 0x100u  /* queue i: <0x100 + i>: */
+#define MQ_LEAF_MAJOR  0x1000u /* queue i band b: <0x1000 + 4i + b>: */
+#define MQ_BANDS       3u
+#define CLS_HANDLE     1u
+
+static const uint8_t pfifo_fast_priomap[TC_PRIO_MAX + 1] = {1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+
+/* band (0-based) of each class under the priomap above */
+static const struct {
+	enum workload_class c;
+	const char *tag;
+} bands[MQ_BANDS] = {
+        {CLASS_INFERENCE, "inference"},
+        {CLASS_DEFAULT, "default"},
+        {CLASS_TRAINING, "training"},
+};
+
+static unsigned queues_of(const struct uplink_facts *up)
+{
+	unsigned q = up->tx_queues;
+
+	return q > NODE_MQ_QUEUES_MAX ? NODE_MQ_QUEUES_MAX : q;
+}
+
+bool node_mq_usable(enum node_mode mode, const struct uplink_facts *up, const struct plan_caps *caps)
+{
+	if (queues_of(up) < 2 || !plan_caps_has(caps, TC_KIND_MQ))
+		return false;
+	switch (mode) {
+	case MODE_TRAINING:
+		return plan_caps_has(caps, TC_KIND_FQ) || plan_caps_has(caps, TC_KIND_FQ_CODEL);
+	case MODE_INFERENCE:
+		return plan_caps_has(caps, TC_KIND_FQ_CODEL);
+	case MODE_MIXED:
+		return (plan_caps_has(caps, TC_KIND_PRIO) || plan_caps_has(caps, TC_KIND_PFIFO_FAST)) &&
+		       plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF);
+	default:
+		return false;
+	}
+}
+
+/* mixed: per-queue prio with leaves while prio is not known to be missing */
+static bool mq_prio_leaves(enum node_mode mode, const struct plan_caps *caps)
+{
+	return mode == MODE_MIXED && plan_caps_has(caps, TC_KIND_PRIO);
+}
+
+unsigned node_mq_items(enum node_mode mode, const struct uplink_facts *up, const struct plan_caps *caps)
+{
+	unsigned per_queue = 1 + (mq_prio_leaves(mode, caps) ? MQ_BANDS : 0);
+
+	return 1 + queues_of(up) * per_queue + (mode == MODE_MIXED ? 2 : 0);
+}
+
+static int child_add(struct builder *b, enum node_mode mode, unsigned q, uint32_t ce_us)
+{
+	uint32_t parent = TC_H_MAKE(H_ROOT, q + 1), handle = (MQ_CHILD_MAJOR + q) << 16;
+	char id[PLAN_ID_MAX];
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	snprintf(id, sizeof(id), "uplink.q.%u", q);
+	it = item_add(b, id, "uplink.root");
+	if (!it)
+		return -E2BIG;
+	it->tc[0].type = TC_QDISC;
+	it->tc[0].parent = parent;
+	it->tc[0].handle = handle;
+	switch (mode) {
+	case MODE_TRAINING:
+		alts_queue(it, CLASS_TRAINING, ce_us, 0, false);
+		break;
+	case MODE_INFERENCE:
+		alts_queue(it, CLASS_INFERENCE, ce_us, 0, false);
+		break;
+	default:
+		if (plan_caps_has(b->caps, TC_KIND_PRIO) && (s = alt_add(it, TC_KIND_PRIO))) {
+			s->u.prio.bands = MQ_BANDS;
+			memcpy(s->u.prio.priomap, pfifo_fast_priomap, sizeof(s->u.prio.priomap));
+		}
+		alt_add(it, TC_KIND_PFIFO_FAST);
+		break;
+	}
+	return 0;
+}
+
+static int leaves_add(struct builder *b, unsigned q, uint32_t ce_us, uint64_t fifo_rate_bps)
+{
+	char dep[PLAN_ID_MAX];
+
+	snprintf(dep, sizeof(dep), "uplink.q.%u", q);
+	for (unsigned band = 0; band < MQ_BANDS; band++) {
+		char id[PLAN_ID_MAX];
+		struct plan_item *it;
+
+		snprintf(id, sizeof(id), "uplink.q.%u.%s", q, bands[band].tag);
+		it = item_add(b, id, dep);
+		if (!it)
+			return -E2BIG;
+		it->tc[0].type = TC_QDISC;
+		it->tc[0].parent = TC_H_MAKE((MQ_CHILD_MAJOR + q) << 16, band + 1);
+		it->tc[0].handle = (MQ_LEAF_MAJOR + 4 * q + band + 1) << 16;
+		alts_queue(it, bands[band].c, ce_us, fifo_rate_bps, false);
+	}
+	return 0;
+}
+
+static int classifier_add(struct builder *b)
+{
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	it = item_add(b, "uplink.clsact", NULL);
+	if (!it)
+		return -E2BIG;
+	first_alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, H_CLSACT);
+	it = item_add(b, "uplink.classifier", "uplink.clsact");
+	if (!it)
+		return -E2BIG;
+	s = first_alt(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), CLS_HANDLE);
+	s->prio = NODE_FILTER_PRIO_CLS;
+	s->protocol = ETH_P_ALL;
+	str_copy(s->u.bpf.name, sizeof(s->u.bpf.name), BPF_CLS_NAME);
+	s->u.bpf.flags = TCA_BPF_FLAG_ACT_DIRECT;
+	s->u.bpf.prog_fd = -1;
+	return 0;
+}
+
+int node_tree_mq(struct builder *b, enum node_mode mode, const struct uplink_facts *up, uint32_t ce_us,
+                 uint64_t fifo_rate_bps)
+{
+	unsigned queues = queues_of(up);
+	bool leaves = mq_prio_leaves(mode, b->caps);
+	struct plan_item *it;
+	int r;
+
+	it = item_add(b, "uplink.root", NULL);
+	if (!it)
+		return -E2BIG;
+	first_alt(it, TC_QDISC, TC_KIND_MQ, TC_H_ROOT, H_ROOT);
+	for (unsigned q = 0; q < queues; q++) {
+		r = child_add(b, mode, q, ce_us);
+		if (r < 0)
+			return r;
+	}
+	for (unsigned q = 0; leaves && q < queues; q++) {
+		r = leaves_add(b, q, ce_us, fifo_rate_bps);
+		if (r < 0)
+			return r;
+	}
+	if (mode == MODE_MIXED)
+		return classifier_add(b);
+	return 0;
+}
+
+static uint32_t cls_priority(enum workload_class c)
+{
+	return c == CLASS_INFERENCE  ? NODE_CLS_PRIO_INFERENCE
+	       : c == CLASS_TRAINING ? NODE_CLS_PRIO_TRAINING
+	                             : NODE_CLS_PRIO_DEFAULT;
+}
+
+int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
+                     const struct node_plan_info *info, struct bpf_cls_entry **ret, unsigned *ret_n)
+{
+	struct bpf_cls_entry *v;
+	unsigned k = 0, cap = 1;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!info || !info->classifier)
+		return 0;
+	if (cfg->classify == CLASSIFY_SRC_IP)
+		for (unsigned i = 0; i < n; i++)
+			cap += pods[i].class != CLASS_DEFAULT ? pods[i].n_ips : 0;
+	else
+		cap += 2;
+	if (cap > BPF_CLS_MAP_MAX)
+		return -E2BIG;
+	v = calloc(cap, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	v[k++] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = NODE_CLS_PRIO_DEFAULT};
+	if (cfg->classify == CLASSIFY_SRC_IP) {
+		for (unsigned i = 0; i < n; i++) {
+			const struct node_pod *p = &pods[i];
+
+			if (p->class == CLASS_DEFAULT)
+				continue;
+			for (unsigned a = 0; a < p->n_ips && a < NODE_POD_IPS_MAX; a++) {
+				struct bpf_cls_entry *e = &v[k++];
+
+				e->key.kind = p->ips[a].family == AF_INET6 ? BPF_CLS_KEY_SRC6 : BPF_CLS_KEY_SRC4;
+				memcpy(e->key.addr, p->ips[a].addr, p->ips[a].family == AF_INET6 ? 16 : 4);
+				e->priority = cls_priority(p->class);
+			}
+		}
+	} else {
+		v[k].key.kind = BPF_CLS_KEY_DSCP;
+		v[k].key.addr[0] = (uint8_t)cfg->dscp_inference;
+		v[k++].priority = NODE_CLS_PRIO_INFERENCE;
+		v[k].key.kind = BPF_CLS_KEY_DSCP;
+		v[k].key.addr[0] = (uint8_t)cfg->dscp_training;
+		v[k++].priority = NODE_CLS_PRIO_TRAINING;
+	}
+	*ret = v;
+	*ret_n = k;
+	return 0;
+}

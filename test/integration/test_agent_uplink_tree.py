@@ -1,0 +1,223 @@
+"""test_agent_uplink_tree.py — the agent and what the uplink already has
+(issue 12, issue 13 item 1; root, network namespaces, the CI kernel): an
+operator's classful HTB tree is left intact (never deleted, never
+"restored" from a dump the kernel refuses), with a warning, an Event and
+status; an mq root with grafted children is recorded whole and restored on
+idle and on --cleanup; a virtual uplink's reported speed is never a rate (no
+HTB at 97 % of a veth's fictional 10000 Mb/s); a multi-queue uplink in
+mixed mode keeps mq with a child per tx queue and the BPF classifier,
+adopted on restart and removed on idle. The kernel is read back with tc."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+import agentlab
+import cni
+from agentlab import wait_until
+
+INF = {"ai.workload": "inference"}
+TRAIN = {"ai.workload": "training"}
+SHAPED = {"uplinkRate": "500mbit", "debounceMs": 50, "mixedHoldSeconds": 1}
+UNSHAPED = {"debounceMs": 50, "mixedHoldSeconds": 1}
+
+
+def make_node(lab, queues):
+    n = agentlab.NodeLab(lab)
+    if queues > 1:
+        # the same uplink, with several tx queues (a fast NIC's shape)
+        n.sh("ip", "link", "del", "up0")
+        a, b = f"aqm{os.urandom(4).hex()}", f"aqn{os.urandom(4).hex()}"
+        cni.sh("ip", "link", "add", a, "numtxqueues", str(queues), "numrxqueues", str(queues), "type", "veth",
+               "peer", "name", b, "numtxqueues", str(queues), "numrxqueues", str(queues))
+        cni.sh("ip", "link", "set", a, "netns", n.node.name)
+        cni.sh("ip", "link", "set", b, "netns", n.fabric.name)
+        n.sh("ip", "link", "set", a, "name", "up0")
+        cni.sh("ip", "-n", n.fabric.name, "link", "del", "fab0", check=False)
+        cni.sh("ip", "-n", n.fabric.name, "link", "set", b, "name", "fab0")
+        n.sh("ip", "addr", "add", f"{n.uplink_net}.2/24", "dev", "up0")
+        cni.sh("ip", "-n", n.fabric.name, "addr", "add", f"{n.uplink_net}.1/24", "dev", "fab0")
+        n.sh("ip", "link", "set", "up0", "up")
+        cni.sh("ip", "-n", n.fabric.name, "link", "set", "fab0", "up")
+        n.sh("ip", "route", "add", "default", "via", f"{n.uplink_net}.1")
+    n.start_api()
+    return n
+
+
+@pytest.fixture
+def node(lab):
+    n = make_node(lab, 1)
+    try:
+        yield n
+    finally:
+        n.cleanup()
+
+
+@pytest.fixture
+def mqnode(lab):
+    n = make_node(lab, 4)
+    try:
+        yield n
+    finally:
+        n.cleanup()
+
+
+def tc_text(node, what):
+    return node.sh("tc", what, "show", "dev", "up0").stdout
+
+
+def egress_filters(node):
+    return node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+
+
+def assert_mode(node, mode, timeout_s=8):
+    return wait_until(lambda: (lambda s: s if s and s["mode"] == mode else None)(node.status(check=False)),
+                      timeout_s, f"mode {mode}")
+
+
+def wait_for(node, pred, what, timeout_s=8):
+    try:
+        return wait_until(pred, timeout_s, what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{node.tc_summary()}\n--- agent log ---\n{node.agent_log_tail()}") from None
+
+
+def operator_htb(node):
+    """The issue's tree: htb 1: default 99, classes 1:1, 1:99, 1:5, a u32 filter to 1:5."""
+    for cmd in (["qdisc", "replace", "dev", "up0", "root", "handle", "1:", "htb", "default", "99"],
+                ["class", "add", "dev", "up0", "parent", "1:", "classid", "1:1", "htb", "rate", "900mbit"],
+                ["class", "add", "dev", "up0", "parent", "1:1", "classid", "1:99", "htb", "rate", "100mbit",
+                 "ceil", "900mbit"],
+                ["class", "add", "dev", "up0", "parent", "1:1", "classid", "1:5", "htb", "rate", "800mbit",
+                 "ceil", "900mbit"],
+                ["filter", "add", "dev", "up0", "parent", "1:", "protocol", "ip", "prio", "3", "u32", "match",
+                 "ip", "dst", "10.250.0.0/16", "flowid", "1:5"]):
+        node.sh("tc", *cmd)
+    return (tc_text(node, "qdisc"), tc_text(node, "class"), tc_text(node, "filter"))
+
+
+def test_operator_htb_tree_is_left_intact(node):
+    before = operator_htb(node)
+    node.start_agent(SHAPED)
+    inf = node.add_api_pod(INF, "10.79.0.1")
+    train = node.add_api_pod(TRAIN, "10.79.0.2")
+    assert_mode(node, "mixed")
+    st = wait_for(node, lambda: (lambda s: s if s and s.get("uplink", {}).get("foreign") else None)(
+        node.status(check=False)), "status says the uplink is foreign")
+    assert "class" in st["uplink"]["foreign"], st["uplink"]
+    ev = wait_for(node, lambda: node.events(reason="UplinkForeignTree"), "an UplinkForeignTree Event")
+    assert ev[0]["type"] == "Warning" and ev[0]["involvedObject"]["name"] in (inf.name, train.name), ev
+    time.sleep(0.5)  # a few reconcile passes
+    assert (tc_text(node, "qdisc"), tc_text(node, "class"), tc_text(node, "filter")) == before
+    log = node.agent_log_tail(200000)
+    assert "stale uplink object deleted" not in log, log[-3000:]
+    assert not os.path.exists(os.path.join(node.state_dir, "uplink.json"))
+    # idle, and --cleanup: still the operator's, untouched
+    inf.delete_api()
+    train.delete_api()
+    assert_mode(node, "idle")
+    time.sleep(0.3)
+    assert (tc_text(node, "qdisc"), tc_text(node, "class"), tc_text(node, "filter")) == before
+    assert node.stop_agent(signal.SIGTERM) == 0
+    assert node.cleanup_uplink().returncode == 0
+    assert (tc_text(node, "qdisc"), tc_text(node, "class"), tc_text(node, "filter")) == before
+
+
+def mq_tree(node):
+    """mq root with the kernel's default children and two grafted ones."""
+    qs = {q.get("parent"): q for q in node.qdiscs() if not q.get("root")}
+    root = node.root()
+    return (root["kind"], root["handle"],
+            sorted((p, q["kind"], q["handle"], json.dumps(q.get("options", {}), sort_keys=True))
+                   for p, q in qs.items() if p and p.startswith("1:")))
+
+
+def operator_mq(node):
+    node.sh("tc", "qdisc", "replace", "dev", "up0", "root", "handle", "1:", "mq")
+    node.sh("tc", "qdisc", "replace", "dev", "up0", "parent", "1:1", "handle", "11:", "pfifo", "limit", "50")
+    node.sh("tc", "qdisc", "replace", "dev", "up0", "parent", "1:2", "handle", "12:", "bfifo", "limit", "100000")
+    node.sh("tc", "qdisc", "replace", "dev", "up0", "parent", "1:3", "handle", "13:", "tbf", "rate", "1gbit",
+            "burst", "64kb", "latency", "10ms")
+    t = mq_tree(node)
+    assert [c[1] for c in t[2]] == ["pfifo", "bfifo", "tbf", "pfifo_fast"], t
+    return t
+
+
+def test_mq_with_children_restored_whole_on_idle_and_cleanup(mqnode):
+    node = mqnode
+    before = operator_mq(node)
+    node.start_agent(SHAPED)  # uplinkRate: HTB replaces mq while pods need it
+    pods = [node.add_api_pod(INF, "10.79.0.1"), node.add_api_pod(TRAIN, "10.79.0.2")]
+    assert_mode(node, "mixed")
+    wait_for(node, lambda: node.root()["kind"] == "htb", "the HTB tree")
+    rec = json.load(open(os.path.join(node.state_dir, "uplink.json")))
+    assert rec["kind"] == "mq" and len(rec["children"]) == 3, rec
+    for p in pods:
+        p.delete_api()
+    assert_mode(node, "idle")
+    wait_for(node, lambda: node.root()["kind"] == "mq", "mq back")
+    assert mq_tree(node) == before
+    # again, and this time --cleanup gives it back
+    node.add_api_pod(INF, "10.79.0.3")
+    assert_mode(node, "inference")
+    wait_for(node, lambda: node.root()["kind"] == "htb", "the HTB tree again")
+    assert node.stop_agent(signal.SIGTERM) == 0
+    assert node.cleanup_uplink().returncode == 0
+    assert mq_tree(node) == before
+    assert not os.path.exists(os.path.join(node.state_dir, "uplink.json"))
+
+
+def test_virtual_uplink_speed_is_not_a_rate(node):
+    # a veth reports 10000 Mb/s; today's code shaped it with HTB at 9.7 Gbit/s
+    assert node.sh("cat", "/sys/class/net/up0/speed", check=False).stdout.strip() == "10000"
+    node.start_agent(UNSHAPED)
+    inf = node.add_api_pod(INF, "10.79.0.1")
+    train = node.add_api_pod(TRAIN, "10.79.0.2")
+    st = assert_mode(node, "mixed")
+    st = wait_for(node, lambda: (lambda s: s if s and s.get("uplink", {}).get("warnings") else None)(
+        node.status(check=False)), "an uplink warning")
+    assert any("set uplinkRate" in w for w in st["uplink"]["warnings"]), st["uplink"]
+    ev = wait_for(node, lambda: [e for e in node.events(reason="UplinkWarning") if "uplinkRate" in e["message"]],
+                  "an UplinkWarning Event naming uplinkRate")
+    assert ev[0]["involvedObject"]["name"] in (inf.name, train.name)
+    time.sleep(0.3)
+    assert node.root()["kind"] != "htb", node.tc_summary()
+    assert not [c for c in node.classes() if c["kind"] == "htb"], node.tc_summary()
+
+
+def test_mixed_on_multiqueue_uplink_keeps_mq_with_classifier(mqnode):
+    node = mqnode
+    node.start_agent(UNSHAPED)
+    pods = [node.add_api_pod(INF, "10.79.0.1"), node.add_api_pod(TRAIN, "10.79.0.2")]
+    assert_mode(node, "mixed")
+
+    def mq_layout():
+        r = node.root()
+        children = [q for q in node.qdiscs() if (q.get("parent") or "").startswith("1:")]
+        return (r and r["kind"] == "mq" and r["handle"] == "1:" and len(children) == 4 and
+                all(q["handle"] in ("100:", "101:", "102:", "103:") for q in children) and
+                "aiqos_cls" in egress_filters(node))
+    wait_for(node, mq_layout, "mq + 4 per-queue children + the classifier")
+    assert not node.classes() or all(c["kind"] == "mq" for c in node.classes()), node.tc_summary()
+    st = node.status()
+    assert st["uplink"]["shape"] == "mq", st["uplink"]
+    prog = egress_filters(node)
+    # a restart adopts: the same program stays attached
+    node.stop_agent(signal.SIGKILL)
+    node.start_agent(dict(UNSHAPED, driftRepairSeconds=1))
+    pods.append(node.add_api_pod(INF, "10.79.0.5"))
+    time.sleep(0.5)
+    assert egress_filters(node) == prog, (prog, egress_filters(node))
+    # drift: the classifier and a queue's child removed by hand come back
+    node.sh("tc", "filter", "del", "dev", "up0", "egress", "pref", "1")
+    node.sh("tc", "qdisc", "del", "dev", "up0", "parent", "1:2")
+    wait_for(node, mq_layout, "the classifier and the child repaired", timeout_s=10)
+    # idle: noqueue back, no clsact left
+    for p in pods:
+        p.delete_api()
+    assert_mode(node, "idle")
+    wait_for(node, lambda: node.root()["kind"] == "noqueue", "noqueue back")
+    assert "clsact" not in tc_text(node, "qdisc"), tc_text(node, "qdisc")
