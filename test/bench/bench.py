@@ -698,7 +698,9 @@ def write_docs(path, docs_dir, ctx):
     else:
         lines += agent_bench_lines(ab)
     # P6 (test/bench/linerate.py)
-    lr = ctx.get("linerate") or {"skipped": "not run (make bench-lab)"}
+    lr = ctx.get("linerate") or {"skipped": "this run has no line-rate part (a saved run from before "
+                                            "test/bench/linerate.py, or `make bench-lab`); `make bench` or "
+                                            "`make bench-linerate` measures it"}
     lines += ["## P6 — line rate (a fast multi-queue uplink, no bottleneck)", ""]
     lines += [lr["markdown"], "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \
         [f"Not run: {lr['skipped']}.", ""]
@@ -843,6 +845,7 @@ def bench(build, full, reps, skip_p1=False):
     t_m = time.monotonic()
     lab, results, skipped, runnable = run_matrix(build, outdir, reps, w, ccs, arms, cells)
     matrix_s = time.monotonic() - t_m
+    agent_download = O.agent_supports(lab, "downlinkRate")  # before teardown removes the lab's binaries
     try:
         dyn = run_dynamic_all(lab, outdir, O.Workload(), runnable) if full else []
     finally:
@@ -858,7 +861,7 @@ def bench(build, full, reps, skip_p1=False):
            "dynamic": dyn, "skipped": skipped, "p1": p1, "agent_bench": agent_bench, "linerate": linerate, "ccs": ccs,
            "arms": [a for a in arms if a in runnable], "reps": reps, "rate_mbit": lab.rate_mbit,
            "fifo_bytes": lab.fifo_bytes, "full": full, "vegeta": lab.vegeta, "matrix_seconds": matrix_s,
-           "agent_download": O.agent_supports(lab, "downlinkRate"),
+           "agent_download": agent_download,
            "command": f"{env + ' ' if env else ''}make {'bench' if full else 'bench-lab'}",
            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "seconds": time.monotonic() - t0}
     with open(os.path.join(outdir, "results.json"), "w") as f:
