@@ -88,7 +88,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	agent_attach_from_state(s, &at);
 	at.marks = agent_choices_mark(choices);
 	/* not re-planned here: what fell back is in the record's choices
-	 * (issue 13 item 9: such a pod was shown "tuned") */
+	 * (without this such a pod was shown "tuned") */
 	at.degraded = at.degraded || agent_choices_degraded(choices);
 	cJSON_Delete(choices);
 	p = pod_cache_attach_upsert(&ag->pods, &at, &is_new);

@@ -54,7 +54,7 @@ const struct profile *profile_find(const struct profile_set *set, const char *na
 /* The whole content of one profile as a JSON object in the "profiles"
  * syntax ({"class": ..., "congestionControl": [...], every integer field,
  * "podQdisc"}), so profile_from_json() gives it back exactly: an attachment
- * record keeps the profile it was applied with (issue 13 item 4). NULL on
+ * record keeps the profile it was applied with (config profiles reach pods). NULL on
  * allocation failure. */
 struct cJSON *profile_to_json(const struct profile *p);
 /* The inverse: a complete profile named name from obj (the same validation
