@@ -55,19 +55,8 @@ def log(msg=""):
 # formatting and statistics
 
 
-def ms(us):
-    if us is None:
-        return "—"
-    v = us / 1000.0
-    if v < 1:
-        return f"{v:.2f} ms"
-    if v < 100:
-        return f"{v:.1f} ms"
-    return f"{v:.0f} ms"
-
-
-def mbit(bps):
-    return "—" if bps is None else f"{bps / 1e6:.0f} Mbit/s"
+ms = M.ms  # one formatting of latencies and rates for the matrix report and this page
+mbit = M.mbit
 
 
 def med_range(values, fmt):
