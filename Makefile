@@ -41,7 +41,8 @@ LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(LDSAN)
 
 SHARED_SRC := $(sort $(wildcard shared/*.c shared/tc/*.c))
 CNI_SRC    := $(sort $(wildcard cni/*.c))
-AGENT_SRC  := $(sort $(wildcard agent/*.c))
+AGENT_SRC  := $(sort $(wildcard agent/*.c agent/*/*.c))
+CTL_SRC    := $(filter agent/ctl/%,$(AGENT_SRC))
 UNIT_SRC   := $(sort $(wildcard test/unit/test_*.c))
 UNIT_HELPER_SRC := $(filter-out $(UNIT_SRC),$(wildcard test/unit/*.c))
 
@@ -51,7 +52,7 @@ LIB        := $(BUILD)/lib/libaiqos.a
 PLUGIN     := $(BUILD)/bin/aiqos
 UNIT_BINS  := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRC))
 # agent objects linked into unit tests (everything but the programs' main files)
-AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c agent/aiqosctl.c,$(AGENT_SRC)) cni/conf.c)
+AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c $(CTL_SRC),$(AGENT_SRC)) cni/conf.c)
 
 .SECONDARY:
 .PHONY: all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab bench-linerate
@@ -83,7 +84,7 @@ $(PLUGIN): $(call obj,$(CNI_SRC)) $(LIB)
 
 # Agent objects and agent unit tests need the agent's libraries. The
 # test_agent_% rule has a shorter stem than $(BUILD)/test/%, so make picks it.
-$(BUILD)/obj/agent/%.o $(BUILD)/obj/test/unit/test_agent_%.o: CFLAGS += $(AGENT_CFLAGS)
+$(BUILD)/obj/agent/%.o $(BUILD)/obj/test/unit/test_agent_%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
 $(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(UNIT_HELPER_SRC)) $(AGENT_LIB_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS)
@@ -91,7 +92,7 @@ $(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(U
 # aiqos-agent, the node agent: every agent object but aiqosctl's, with the
 # agent's libraries (libcurl, libsystemd, libyaml, libmicrohttpd).
 AGENT_BIN     := $(BUILD)/bin/aiqos-agent
-AGENT_BIN_OBJ := $(call obj,$(filter-out agent/aiqosctl.c agent/ctl_doctor.c,$(AGENT_SRC)) cni/conf.c) # install checks --plugin-conf with the plugin's parser
+AGENT_BIN_OBJ := $(call obj,$(filter-out $(CTL_SRC),$(AGENT_SRC)) cni/conf.c) # install checks --plugin-conf with the plugin's parser
 all: $(AGENT_BIN)
 $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
@@ -100,8 +101,8 @@ $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
 CTL     := $(BUILD)/bin/aiqosctl
-CTL_OBJ := $(call obj,agent/aiqosctl.c agent/config.c agent/event.c agent/ctl_doctor.c agent/doctor.c agent/chain.c \
-                      agent/uplink.c cni/conf.c)
+CTL_OBJ := $(call obj,$(CTL_SRC) agent/config.c agent/kube/event.c agent/doctor.c agent/install/chain.c \
+                      agent/node/uplink.c cni/conf.c)
 all: $(CTL)
 $(CTL): $(CTL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
@@ -218,7 +219,7 @@ FUZZ_BINS    := $(patsubst test/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 FUZZ_BUILD   ?= $(BUILD)-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
-$(BUILD)/obj/test/fuzz/%.o: CFLAGS += $(AGENT_CFLAGS)
+$(BUILD)/obj/test/fuzz/%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/test/fuzz/fuzz_%.o $(CNI_TEST_OBJ) $(AGENT_LIB_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS)

@@ -11,11 +11,11 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "downlink.h"
+#include "node/downlink.h"
 #include "error.h"
-#include "event.h"
+#include "kube/event.h"
 #include "log.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "node.h"
 #include "state.h"
 

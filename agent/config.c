@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
-#include "event.h"
+#include "kube/event.h"
 #include "ifname.h"
 
 /* ---- describing values in messages ---- */

@@ -10,7 +10,7 @@
 
 #include "agent.h"
 #include "apply.h"
-#include "chain.h"
+#include "install/chain.h"
 #include "doctor.h"
 #include "nl.h"
 #include "reason.h"

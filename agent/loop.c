@@ -21,9 +21,9 @@
 #include <netlink/socket.h>
 
 #include "agent.h"
-#include "chain.h"
-#include "kube.h"
-#include "metrics.h"
+#include "install/chain.h"
+#include "kube/kube.h"
+#include "metrics/metrics.h"
 #include "nl.h"
 #include "server.h"
 

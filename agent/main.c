@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "agent.h"
-#include "chain.h"
+#include "install/chain.h"
 #include "doctor.h"
 #include "netns.h"
 #include "nl.h"

@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "server.h"
 
 #define CONN_BUF_INITIAL 4096

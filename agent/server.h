@@ -7,7 +7,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "proto.h"
 
 struct cJSON;

@@ -11,8 +11,8 @@
 
 #include "agent.h"
 #include "attach.h"
-#include "kube.h"
-#include "metrics.h"
+#include "kube/kube.h"
+#include "metrics/metrics.h"
 #include "netns.h"
 #include "nl.h"
 #include "reason.h"

@@ -147,7 +147,7 @@ def wait_for(desc, fn, timeout, interval=1.0):
         time.sleep(interval)
 
 
-# ---- the node's CNI config, read the way agent/chain.c and libcni do ----
+# ---- the node's CNI config, read the way agent/install/chain.c and libcni do ----
 
 def conf_listing(env):
     out = env.node(["ls", "-1A", env.args.cni_conf_dir]).stdout

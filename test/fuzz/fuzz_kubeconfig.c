@@ -8,7 +8,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "../../agent/kubeconfig.h"
+#include "../../agent/kube/kubeconfig.h"
 #include "fuzz.h"
 
 static char dir[64];

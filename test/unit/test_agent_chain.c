@@ -1,5 +1,5 @@
 /* test_agent_chain.c — installing and chaining aiqos into a CNI config dir
- * (agent/chain.c), in temp dirs, no root: the kindnet owned copy exactly once,
+ * (agent/install/chain.c), in temp dirs, no root: the kindnet owned copy exactly once,
  * idempotence, regeneration after an atomic rewrite, removal when the primary
  * vanishes, .conf primaries, malformed primaries, drop-in and in-place modes,
  * removal, the binary copy, and which file is the primary. */
@@ -7,7 +7,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include "../../agent/chain.h"
+#include "../../agent/install/chain.h"
 #include "t.h"
 
 #define KINDNET_0                                                                                                   \

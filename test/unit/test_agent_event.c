@@ -4,7 +4,7 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 
-#include "../../agent/event.h"
+#include "../../agent/kube/event.h"
 #include "t.h"
 
 /* JSON with ' for " (readable tables); values here never contain a quote. */

@@ -1,4 +1,4 @@
-/* test_agent_kube.c — the agent's API client (agent/kube.c) against the
+/* test_agent_kube.c — the agent's API client (agent/kube/kube.c) against the
  * fault-injecting fake API server (test/apiserver/fakeapi.py, run as a
  * subprocess per test over TLS): list + watch, bookmarks, 410 (in stream and
  * HTTP), resets mid-event, chunk-split streams, garbage and oversized events,
@@ -14,10 +14,10 @@
 #include <systemd/sd-event.h>
 #include <time.h>
 
-#include "../../agent/kube.h"
+#include "../../agent/kube/kube.h"
 #include "log.h"
 #include "t.h"
-#include "../../agent/watch.h"
+#include "../../agent/kube/watch.h"
 
 #define FAKEAPI      "test/apiserver/fakeapi.py"
 #define GENCERTS     "test/apiserver/gencerts.sh"

@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "../../agent/kubeconfig.h"
+#include "../../agent/kube/kubeconfig.h"
 #include "t.h"
 
 #define SECRET   "s3cr3t-T0KEN.value_do-not-print"

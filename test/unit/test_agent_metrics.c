@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 
 #include "../../agent/agent.h"
-#include "../../agent/metrics.h"
-#include "../../agent/process_metrics.h"
+#include "../../agent/metrics/metrics.h"
+#include "../../agent/metrics/process_metrics.h"
 #include "t.h"
 
 /* ---- an exposition format checker (text format 0.0.4) ---- */

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../../agent/metrics.h"
+#include "../../agent/metrics/metrics.h"
 #include "../../agent/server.h"
 #include "t.h"
 

@@ -5,8 +5,8 @@
 #include <cjson/cJSON.h>
 #include <time.h>
 
-#include "../../agent/event.h"
-#include "../../agent/watch.h"
+#include "../../agent/kube/event.h"
+#include "../../agent/kube/watch.h"
 #include "t.h"
 
 /* ---- a transcript of what the framer reports, one line per callback ---- */

@@ -9,9 +9,9 @@
 #include <systemd/sd-event.h>
 
 #include "error.h"
-#include "event.h"
-#include "kubeconfig.h"
-#include "metrics.h"
+#include "kube/event.h"
+#include "kube/kubeconfig.h"
+#include "metrics/metrics.h"
 
 struct kube_client;
 

@@ -6,7 +6,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 
-#include "event.h"
+#include "kube/event.h"
 #include "k8s.h"
 #include "workload.h"
 

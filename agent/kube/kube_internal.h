@@ -7,8 +7,8 @@
 #include <curl/curl.h>
 #include <sys/queue.h>
 
-#include "kube.h"
-#include "watch.h"
+#include "kube/kube.h"
+#include "kube/watch.h"
 
 /* ---- kube_http.c: libcurl multi driven by sd-event ---- */
 

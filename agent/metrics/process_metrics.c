@@ -12,8 +12,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "metrics.h"
-#include "process_metrics.h"
+#include "metrics/metrics.h"
+#include "metrics/process_metrics.h"
 #include "util.h"
 
 #define PROC_STAT_MAX 4096

@@ -11,7 +11,7 @@
 #include <netlink/route/link.h>
 
 #include "agent.h"
-#include "downlink.h"
+#include "node/downlink.h"
 #include "nl.h"
 
 #define RECORD_MAX_BYTES 4096

@@ -10,8 +10,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "chain.h"
-#include "../cni/cni.h"
+#include "install/chain.h"
+#include "../../cni/cni.h"
 
 #define COPY_CHUNK     (64 * 1024)
 #define TMP_TEMPLATE   ".aiqos-tmp-XXXXXX"

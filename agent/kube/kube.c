@@ -7,7 +7,7 @@
 #include <inttypes.h>
 #include <sys/random.h>
 
-#include "kube_internal.h"
+#include "kube/kube_internal.h"
 #include "k8s.h"
 #include "log.h"
 

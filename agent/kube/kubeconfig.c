@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
-#include "event.h"
+#include "kube/event.h"
 #include "k8s.h"
-#include "kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 /* ---- files ---- */
 

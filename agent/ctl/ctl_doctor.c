@@ -5,7 +5,7 @@
 
 #include "agent.h"
 #include "config.h"
-#include "ctl_doctor.h"
+#include "ctl/ctl_doctor.h"
 #include "doctor.h"
 #include "netns.h"
 

@@ -8,7 +8,7 @@
 #include <inttypes.h>
 #include <time.h>
 
-#include "kube_internal.h"
+#include "kube/kube_internal.h"
 #include "log.h"
 
 #define KUBE_EVREC_MAX       128 /* Events remembered for deduplication */

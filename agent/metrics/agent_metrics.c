@@ -11,11 +11,11 @@
 #include <microhttpd.h>
 
 #include "agent.h"
-#include "kube.h"
-#include "metrics.h"
+#include "kube/kube.h"
+#include "metrics/metrics.h"
 #include "netns.h"
 #include "nl.h"
-#include "process_metrics.h"
+#include "metrics/process_metrics.h"
 #include "server.h"
 
 #define G "gauge"

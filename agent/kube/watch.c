@@ -6,9 +6,9 @@
 #include <inttypes.h>
 #include <stdarg.h>
 
-#include "event.h"
+#include "kube/event.h"
 #include "json.h"
-#include "watch.h"
+#include "kube/watch.h"
 
 #define WATCH_BUF_INITIAL (16 * 1024)
 /* After a big event, give the memory back instead of keeping the high-water mark. */

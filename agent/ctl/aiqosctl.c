@@ -12,8 +12,8 @@
 #include <time.h>
 
 #include "config.h"
-#include "ctl_doctor.h"
-#include "event.h"
+#include "ctl/ctl_doctor.h"
+#include "kube/event.h"
 #include "node.h"
 #include "plan.h"
 #include "proto.h"

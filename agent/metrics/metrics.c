@@ -12,7 +12,7 @@
 #include <sys/epoll.h>
 
 #include "log.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 /* ---- a growing string ---- */
 

@@ -6,7 +6,7 @@
  * blocks. */
 #include <sys/epoll.h>
 
-#include "kube_internal.h"
+#include "kube/kube_internal.h"
 
 struct kube_io {
 	curl_socket_t fd;
