@@ -150,7 +150,7 @@ static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c,
 
 static int parse_rate(const char *key, const cJSON *v, uint64_t *ret_bps, struct error *err)
 {
-	uint64_t bps;
+	uint64_t bps = 0;
 	int r;
 
 	if (cJSON_IsNumber(v)) {

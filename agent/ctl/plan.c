@@ -334,6 +334,7 @@ static int plan_print_text(const struct plan_run *r)
 		printf("\npod %s/%s (uid %s)\n", p->namespace_, p->name, p->uid);
 		printf("  class %s, profile %s\n", workload_class_name(pr->w.class), pr->profile->name);
 		printf("  ips:");
+		// NOLINTNEXTLINE(clang-analyzer-core.NullDereference): plan_compute gives res[0..n_res) a pod each
 		for (unsigned k = 0; k < p->n_ips; k++)
 			printf("%s %s", k ? "," : "", p->ip_text[k]);
 		printf("%s\n", p->n_ips ? "" : " none");

@@ -333,7 +333,7 @@ int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
 	if (q != EXIT_OK)
 		return q;
 	/* the node planner keys pods by UID */
-	for (size_t i = 0; i < ret->n; i++)
+	for (size_t i = 0; ret->v && i < ret->n; i++)
 		for (size_t j = 0; j < i; j++)
 			if (streq(ret->v[i].uid, ret->v[j].uid))
 				return fail("%s: pods %s/%s and %s/%s have the same uid '%s'", path,

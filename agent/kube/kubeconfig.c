@@ -105,6 +105,7 @@ int kube_token_read(const char *path, char **ret_token, struct error *err)
 		wipe_free(buf, size);
 		return r;
 	}
+	// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): read_bounded sets buf when it succeeds
 	tok = strndup(buf + start, len - start);
 	wipe_free(buf, size);
 	if (!tok)
@@ -872,6 +873,7 @@ int kube_config_load_in_cluster(const char *host, const char *port, const char *
 			free(buf);
 			goto fail_prefix;
 		}
+		// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): read_bounded sets buf when it succeeds
 		memcpy(c->namespace_, buf, len + 1);
 		free(buf);
 	}

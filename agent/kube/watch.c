@@ -241,6 +241,7 @@ int watch_framer_feed(struct watch_framer *f, const void *data, size_t len)
 			/* over the cap (or no memory for it): drop what we have and
 			 * skip to the newline; end_skip() reports it */
 			f->skip_nomem = f->len + seg <= f->max + 1;
+			// NOLINTNEXTLINE(clang-analyzer-core.NullDereference): f->len > 0 only with f->buf allocated
 			f->skip_cr = seg > 0 ? p[seg - 1] == '\r' : (f->len > 0 && f->buf[f->len - 1] == '\r');
 			f->skipping = true;
 			f->skip_len = f->len + seg;

@@ -455,7 +455,7 @@ int metrics_addr_parse(const char *addr, struct sockaddr_storage *ret, socklen_t
 {
 	char host[METRICS_ADDR_MAX];
 	const char *port;
-	uint16_t p;
+	uint16_t p = 0;
 	int r;
 
 	*ret_disabled = false;
@@ -677,7 +677,7 @@ static int listen_socket(const struct sockaddr_storage *sa, socklen_t salen, con
 int metrics_server_new(sd_event *loop, const char *addr, const struct metrics_ops *ops, void *ud,
                        struct metrics_server **ret, struct error *err)
 {
-	struct sockaddr_storage sa, bound;
+	struct sockaddr_storage sa = {0}, bound = {0};
 	socklen_t salen = 0, blen = sizeof(bound);
 	struct metrics_server *m;
 	const union MHD_DaemonInfo *info;
@@ -720,6 +720,7 @@ int metrics_server_new(sd_event *loop, const char *addr, const struct metrics_op
 	if (ops)
 		m->ops = *ops;
 	m->ud = ud;
+	// NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): getsockname filled bound (the analyzer loses it through the cast)
 	m->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
 	                                            : ((struct sockaddr_in *)&bound)->sin_port);
 	str_copy(m->addr, sizeof(m->addr), addr);

@@ -63,7 +63,7 @@ static int record_load(const char *state_dir, char uplink[IFNAME_LEN], struct er
 	buf[len] = '\0';
 	j = cJSON_ParseWithLength(buf, len);
 	u = j ? cJSON_GetObjectItemCaseSensitive(j, "uplink") : NULL;
-	if (!cJSON_IsString(u) || strlen(u->valuestring) >= IFNAME_LEN) {
+	if (!u || !cJSON_IsString(u) || strlen(u->valuestring) >= IFNAME_LEN) {
 		cJSON_Delete(j);
 		return error_set(err, 0, EINVAL, "%s: not a downlink record", path);
 	}
@@ -233,7 +233,7 @@ int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
 	ag->up.facts.ingress_foreign = false;
 	d->foreign_hook = false;
 	if (!d->have_record) {
-		char uplink[IFNAME_LEN];
+		char uplink[IFNAME_LEN] = "";
 
 		/* a record from an earlier run (restart: adopt; another uplink: give back) */
 		if (record_load(ag->state_dir, uplink, NULL) == 0) {
@@ -299,7 +299,7 @@ int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
 
 int downlink_cleanup(struct nl_sock *sk, const char *state_dir, struct error *err)
 {
-	char uplink[IFNAME_LEN];
+	char uplink[IFNAME_LEN] = "";
 	int r = record_load(state_dir, uplink, err);
 
 	if (r == -ENOENT)

@@ -413,7 +413,7 @@ static int tree_scan(const struct tc_dump_list *d, const struct tc_qdisc_raw *ro
 
 	/* qdiscs first: a recorded child's own classes (tbf's 13:1) are its inside */
 	for (unsigned k = 0; k < 2 * d->n; k++) {
-		unsigned i = k % d->n;
+		unsigned i = k % d->n; // NOLINT(clang-analyzer-core.DivideZero): k < 2 * d->n, so d->n > 0
 		const struct tc_spec *o = &d->tc[i];
 		const char *kind = d->kind_name[i][0] ? d->kind_name[i] : "?";
 		bool child_inside = false;

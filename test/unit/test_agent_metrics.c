@@ -335,6 +335,10 @@ TEST(metrics_writer_format)
 
 	text = metrics_writer_text(w, &len);
 	CHECK(text != NULL);
+	if (!text) {
+		metrics_writer_free(w);
+		return;
+	}
 	CHECK_INT(len, strlen(text));
 	CHECK_EXPO(text);
 	CHECK_INT(expo_check(text, &x), 20);

@@ -87,6 +87,8 @@ static void golden_check(const char *name, const char *got)
 		} else {
 			fprintf(stderr, "  updated %s\n", path);
 		}
+		/* f is _cleanup_fclose_: cppcheck does not follow the cleanup attribute */
+		// cppcheck-suppress resourceLeak
 		return;
 	}
 	want = read_file(path);
