@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "node/downlink.h"
+#include "records.h"
 #include "error.h"
 #include "kube/event.h"
 #include "log.h"
@@ -380,6 +381,7 @@ struct agent {
 	bool api_connected; /* a watch stream is open */
 	char api_why[256];
 	bool listing;
+	struct agent_records records; /* records the plugin could not write (records.h) */
 
 	/* the uplink */
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */

@@ -226,7 +226,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	/* best effort; not again when the agent just failed to answer (ADD
 	 * stays within one timeout) */
 	if (!ctx->agent_failed)
-		cni_agent_notify(c, PROTO_OP_ATTACHED, s->container_id, s->ifname, &ctx->args);
+		cni_agent_notify(c, PROTO_OP_ATTACHED, s->container_id, s->ifname, &ctx->args, recorded ? NULL : s);
 	cni_phase(ctx, "agent");
 	log_add(ctx, s, r < 0 ? "tuning failed, pod started anyway (failurePolicy open)" : "tuned");
 	return cni_result_print(ctx->out, c->prev_result, c->cni_version, err);

@@ -82,7 +82,7 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	if (r == -ENOENT) {
 		/* never added, already deleted, or ADD failed closed */
 		cni_lock_release(&lock);
-		cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
+		cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args, NULL);
 		log_del(ctx, NULL, "nothing to delete", "");
 		return 0;
 	}
@@ -103,7 +103,7 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	}
 	cni_lock_release(&lock);
 	cni_phase(ctx, "state");
-	cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
+	cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args, NULL);
 	cni_phase(ctx, "agent");
 	log_del(ctx, loaded ? s : NULL, "deleted", done);
 	return 0;

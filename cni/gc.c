@@ -102,7 +102,7 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 	}
 	/* never held while waiting for the agent */
 	cni_lock_release(&lock);
-	cni_agent_notify(c, PROTO_OP_DETACHED, g->container_id, g->ifname, NULL);
+	cni_agent_notify(c, PROTO_OP_DETACHED, g->container_id, g->ifname, NULL, NULL);
 	return 1;
 }
 
