@@ -453,6 +453,14 @@ int attach_tune(const char *dir, struct attach_state *s, struct attach *a, struc
 		tune_undo(dir, s, a, res);
 		return rc;
 	}
+	if (rc < 0 && !retune && res->intent_saved) {
+		/* the pod runs (fail-open) but its ADD's intent would read as a
+		 * crash: take it back (no space needed); ADD hands the record on */
+		struct error e = {0};
+
+		if (state_remove(dir, s->container_id, s->ifname, &e) < 0)
+			error_keep(&res->undo_err, &e);
+	}
 	return r < 0 ? r : rc;
 }
 

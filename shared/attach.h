@@ -110,7 +110,9 @@ struct attach_tune_res {
 /* Steps 1-3 for s (the record as loaded: committed, pending after a crash,
  * or — ADD — identity only) on the opened attachment a. On return s is what
  * was (or should have been) committed: the target's workload, profile and
- * plan, s->failure the apply failure ("" = none). Returns 0, or the
+ * plan, s->failure the apply failure ("" = none). An ADD whose commit fails
+ * (and is not undone) removes its intent record: the pod runs, nothing
+ * crashed; the caller hands the record on (the agent writes it later). Returns 0, or the
  * negative errno of the failed step (the res error says which). */
 int attach_tune(const char *dir, struct attach_state *s, struct attach *a, struct plan_caps *caps,
                 const struct attach_tune_req *req, struct attach_tune_res *res);
