@@ -357,19 +357,13 @@ static void tune_undo(const char *dir, const struct attach_state *s, const struc
 	res->undone = true;
 }
 
-int attach_tune(const char *dir, struct attach_state *s, struct attach *a, struct plan_caps *caps,
-                const struct attach_tune_req *req, struct attach_tune_res *res)
+static int tune_steps(const char *dir, struct attach_state *s, struct attach *a, struct plan_caps *caps,
+                      const struct attach_tune_req *req, struct attach_tune_res *res, struct attach_state *before,
+                      struct plan *crashed)
 {
-	_cleanup_free_ struct attach_state *before = NULL;
-	_cleanup_free_ struct plan *crashed = NULL;
 	bool retune = req->op == ATTACH_OP_RETUNE;
 	int r, rc;
 
-	memset(res, 0, sizeof(*res));
-	before = malloc(sizeof(*before));
-	crashed = calloc(1, sizeof(*crashed));
-	if (!before || !crashed)
-		return error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
 	*before = *s; /* the committed tuning (re-tune) */
 	/* what a crashed operation of this record may have left besides its
 	 * committed plan: the target of its intent, or (an ADD's) all of it */
@@ -462,6 +456,23 @@ int attach_tune(const char *dir, struct attach_state *s, struct attach *a, struc
 			error_keep(&res->undo_err, &e);
 	}
 	return r < 0 ? r : rc;
+}
+
+int attach_tune(const char *dir, struct attach_state *s, struct attach *a, struct plan_caps *caps,
+                const struct attach_tune_req *req, struct attach_tune_res *res)
+{
+	struct attach_state *before = malloc(sizeof(*before));
+	struct plan *crashed = calloc(1, sizeof(*crashed));
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	if (before && crashed)
+		r = tune_steps(dir, s, a, caps, req, res, before, crashed);
+	else
+		r = error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
+	free(before);
+	free(crashed);
+	return r;
 }
 
 /* Remove p's objects from the reachable sides; p's choices may be unknown. */
