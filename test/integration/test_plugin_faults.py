@@ -4,7 +4,9 @@ apply, the plugin SIGKILLed at each point of ADD (test failpoints) and at
 random ones then DEL or GC, a read-only or full state directory under both
 failure policies, a 20-pod ADD/DEL storm, the agent down at pod creation then
 correcting the pod, CHECK and DEL racing an agent re-tune of the same pod,
-and the agent killed between a pod's apply and its record. The kernel and the
+the agent killed between a pod's apply and its record, the agent recovering
+a plugin killed inside DEL or ADD, and an ADD with the state dir full whose
+record the agent writes once space is back. The kernel and the
 state directory are read back independently of the plugin. (Drift — a qdisc
 replaced behind our back — is in test_plugin_check.py and test_agent_lab.py.)"""
 
@@ -566,3 +568,38 @@ def _agent_metrics(node):
         c.request("GET", "/metrics")
         return c.getresponse().read().decode()
     return agentlab.in_netns_call(node.node.name, call)
+
+
+@pytest.mark.parametrize("point", ["teardown-before-remove", "add-after-apply"])
+def test_agent_restart_recovers_a_killed_plugin(node, point):
+    """The plugin dies inside DEL (between its intent and its kernel step)
+    or inside ADD (after its apply), leaving a pending record; the agent,
+    restarted, finds it with the lock free (its writer is gone) and
+    recovers by the one protocol: the teardown finished, the ADD undone —
+    nothing of ours left on either side, no record, the agent forgets it."""
+    config = {"uplinkRate": "500mbit", "debounceMs": 0, "mixedHoldSeconds": 0}
+    node.start_agent(config)
+    pod = node.add_pod(ANN)
+    host = pod.host_veth()
+    pod.annotate({"kubernetes.io/ingress-bandwidth": "40M"})
+    wait_until(lambda: pod.state()["workload"]["ingressBps"] == 40_000_000, 10, "the re-tune to 40M")
+    assert "htb" in node_kinds(node, host), node.tc_summary(host)
+    node.stop_agent()
+    kill = {"AIQOS_TEST_FAILPOINTS": f"{point}=kill"}
+    if point.startswith("teardown"):
+        r = pod.att.delete(only_aiqos=True, env_extra=kill)[0]
+        assert pod.state()["pending"] and pod.state()["intent"]["op"] == "teardown", pod.state()
+    else:
+        pod.att.delete(only_aiqos=True)[0].assert_ok(output=False)
+        r = pod.att.aiqos("ADD", prev="base", env_extra=kill)
+        assert pod.state()["pending"] and pod.state()["intent"]["op"] == "add", pod.state()
+    assert r.rc == -signal.SIGKILL, r.describe()
+    node.start_agent(config)
+    wait_until(lambda: pod.state() is None, 10, "the agent to recover the crashed attachment")
+    assert node_kinds(node, host) == ["noqueue"], node.tc_summary(host)
+    assert _qdisc_kinds(pod.ns, "eth0") == ["noqueue"], cni.tc_summary(pod.ns, "eth0")
+    assert [f for f in node.lab.state_dir_entries() if "@" in f] == [], node.lab.state_dir_entries()
+    wait_until(lambda: not any(p["name"] == pod.name and p.get("attachments")
+                               for p in (node.status()["pods"] or [])), 10, "the agent to forget the attachment")
+    # the runtime's DEL afterwards has nothing left to do
+    pod.att.delete(only_aiqos=True)[0].assert_ok(output=False)
