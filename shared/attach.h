@@ -81,7 +81,10 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
  * teardown, and rolls a re-tune forward: its next attach_tune removes what
  * the crashed target left that the new target lacks.
  * A crash between the intent's temp file and its rename leaves only a temp
- * file (state_sweep_tmp); one after the commit, nothing to recover. */
+ * file (state_sweep_tmp); one after the commit, nothing to recover.
+ * Known limit: a sysctl that only a crashed re-tune's target set, and the
+ * next target does not, keeps aiqos's value (the value before it was not
+ * recorded yet); tc objects are always found by our handles. */
 
 struct attach_tune_req {
 	enum attach_op op; /* ATTACH_OP_ADD (no committed tuning) or ATTACH_OP_RETUNE */
