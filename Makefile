@@ -143,7 +143,7 @@ test-unit: all $(UNIT_BINS)
 test-integration: all asan-build
 	@bash test/run.sh --only integration $(BUILD)
 
-# The fault soak (issue 13): 30 minutes of pod churn, agent SIGKILLs, API
+# The fault soak: 30 minutes of pod churn, agent SIGKILLs, API
 # stand-in restarts, a full state dir and hand-made uplink changes on a lab
 # node, then convergence and leak checks (test/integration/test_soak.py; its
 # 3-minute version is part of the integration suite of `make test`).
@@ -154,7 +154,7 @@ soak: all
 	AIQOS_BUILD=$(abspath $(BUILD)) AIQOS_SOAK_SECONDS=$${AIQOS_SOAK_SECONDS:-1800} /usr/bin/python3 -m pytest -q -s \
 		-p no:cacheprovider test/integration/test_soak.py
 
-# The kind-less node e2e (issue #4): real kubelet + containerd + runc + the
+# The kind-less node e2e: real kubelet + containerd + runc + the
 # control plane in namespaces of their own, the DaemonSet from manifests/,
 # test/e2e/assert.py (hack/e2e-node.sh; also the "e2e" suite of `make test`).
 .PHONY: e2e
@@ -169,13 +169,13 @@ test-kernel: all $(BUILD)/test/test_nl $(BUILD)/test/test_apply $(KERNEL_BINS)
 bench-cni: all
 	@bash test/bench/cni-latency.sh $(BUILD)
 
-# The agent's benchmarks (DESIGN §6 P2/P3/P5, root): API event -> kernel
+# The agent's benchmarks (P2/P3/P5 of docs/benchmarks.md, root): API event -> kernel
 # latency against an independent tc monitor, RSS and CPU with 250 pods, the
 # first reconcile and a restart's adoption.
 bench-agent: all
 	/usr/bin/python3 test/bench/agent_bench.py --json $(BUILD)/bench-agent.json
 
-# The lab (issue #5): open-loop load generator, `make demo` (README's first
+# The lab: open-loop load generator, `make demo` (README's first
 # command), `make bench` (every benchmark, regenerates docs/benchmarks.md),
 # `make bench-lab` (only the network outcome arms). Root; see hack/lab.sh.
 $(LOADGEN): $(BUILD)/obj/test/bench/loadgen.o
@@ -193,12 +193,12 @@ bench: deps
 bench-lab: all
 	@bash hack/lab.sh bench-lab $(BUILD)
 
-# P6 line rate (issue 12): a 4-queue veth uplink without a bottleneck,
+# P6 line rate: a 4-queue veth uplink without a bottleneck,
 # default vs each aiqos mode, with and without uplinkRate 100gbit (root).
 bench-linerate: all
 	/usr/bin/python3 test/bench/linerate.py --build $(BUILD) --sysctl-arms --json $(BUILD)/bench-linerate.json
 
-# ---- Hardening (issue #7): sanitizer build and fuzzing ----
+# ---- Hardening: sanitizer build and fuzzing ----
 # asan-build: everything and the unit tests with ASan+UBSan in ASAN_BUILD;
 # `make test` runs the unit and plugin integration suites against it too.
 ASAN_BUILD ?= $(BUILD)-asan

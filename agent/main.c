@@ -1,4 +1,4 @@
-/* main.c — aiqos-agent's command line (DESIGN §7): run the node agent, or
+/* main.c — aiqos-agent's command line: run the node agent, or
  * --cleanup (give the uplink its original qdisc back), or the install /
  * uninstall subcommands that chain the plugin into the node's CNI config.
  * Parses flags, loads the config, sets up logging and hands over to the

@@ -1,4 +1,4 @@
-/* profile.c — the built-in tuning profiles (DESIGN §3), the operator's
+/* profile.c — the built-in tuning profiles (docs/design.md §2), the operator's
  * "profiles" overrides from the agent/plugin config (strictly validated,
  * applied atomically) and the choice of a profile for a workload. Pure. */
 #include <math.h>

@@ -68,7 +68,7 @@ if [ -z "$only" ] || [ "$only" = monitoring ]; then
 		"$top/test/monitoring"
 fi
 
-# Hardening (issue #7): the unit and integration suites (plugin and agent
+# Hardening: the unit and integration suites (plugin and agent
 # lab) again against the ASan+UBSan build (`make asan-build`, BUILD-asan),
 # leaks included; then every fuzz target for AIQOS_FUZZ_SECONDS (default 15)
 # from the clang build (`make fuzz-build`, BUILD-fuzz). A sanitizer report

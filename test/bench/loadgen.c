@@ -1,5 +1,5 @@
 /* loadgen.c — open-loop request/response load generator for the aiqos lab
- * (DESIGN §6 P4): Poisson arrivals over several TCP connections, latency
+ * (P4 of docs/benchmarks.md): Poisson arrivals over several TCP connections, latency
  * measured from each request's *intended* send time (no coordinated omission)
  * into a log-linear histogram; `loadgen server` is the tiny responder.
  *

@@ -1,4 +1,4 @@
-"""test_plugin_faults.py — fault injection around the plugin (issue #7):
+"""test_plugin_faults.py — fault injection around the plugin:
 the netns or the veth vanishing before ADD and between its plan and its
 apply, the plugin SIGKILLed at each point of ADD (test failpoints) and at
 random ones then DEL or GC, a read-only or full state directory under both

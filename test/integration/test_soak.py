@@ -1,4 +1,4 @@
-"""test_soak.py — the fault soak (issue 13): churn on a lab node (agentlab.py:
+"""test_soak.py — the fault soak: churn on a lab node (agentlab.py:
 the real plugin chained after ptp + host-local in network namespaces, the
 agent against the API stand-in test/apiserver/fakeapi.py) for
 AIQOS_SOAK_SECONDS (default 180: the version `make test` runs; `make soak`

@@ -1307,7 +1307,7 @@ TEST(sysctl_exchange_cases)
 	CHECK_INT(netns_leave(saved, &e), 0);
 }
 
-/* ---- the node's multi-queue layout (issue 12) ---- */
+/* ---- the node's multi-queue layout (shared/plan_node_mq.c) ---- */
 
 struct leaf_count {
 	uint64_t pkts[3]; /* per band: inference, default, training (sum over the queues) */

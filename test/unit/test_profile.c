@@ -1,4 +1,4 @@
-/* test_profile.c — built-in profiles (DESIGN §3), merging the operator's
+/* test_profile.c — built-in profiles (docs/design.md §2), merging the operator's
  * "profiles" config (override, add, exact errors, atomicity) and the choice
  * of a profile for a workload. */
 #include <cjson/cJSON.h>
