@@ -280,7 +280,7 @@ static int cmd_install(const struct cmdline *c)
 
 	/* the runtime's conf dir must be there: a typo or a missing host
 	 * mount is not "already installed" */
-	// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): parse_cmdline (parse) refuses a subcommand without --cni-conf-dir
+	// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): parse() refuses a subcommand without it
 	if (stat(o.conf_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		log_msg(LOG_LVL_ERROR, "install failed", "dir", o.conf_dir, "error",
 		        "the CNI config dir does not exist (is --cni-conf-dir the host's /etc/cni/net.d?)",

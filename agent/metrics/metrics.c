@@ -720,7 +720,7 @@ int metrics_server_new(sd_event *loop, const char *addr, const struct metrics_op
 	if (ops)
 		m->ops = *ops;
 	m->ud = ud;
-	// NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): getsockname filled bound (the analyzer loses it through the cast)
+	// NOLINTNEXTLINE(clang-analyzer-core.CallAndMessage): getsockname filled bound (lost through the cast)
 	m->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
 	                                            : ((struct sockaddr_in *)&bound)->sin_port);
 	str_copy(m->addr, sizeof(m->addr), addr);
