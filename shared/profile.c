@@ -456,7 +456,7 @@ int profile_from_json(const char *name, const cJSON *obj, struct profile *ret, s
 
 	if (!work)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, ENOMEM, "out of memory");
-	if (!k8s_dns_label_valid(name ? name : ""))
+	if (!name || !k8s_dns_label_valid(name))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid profile name");
 	if (!cJSON_IsObject(obj) || !cJSON_GetObjectItemCaseSensitive(obj, "class"))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "profiles.%s: expected an object with \"class\"",
