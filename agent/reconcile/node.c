@@ -9,6 +9,7 @@
 #include "attach.h"
 #include "node/trust.h"
 #include "nl.h"
+#include "reconcile/delta.h"
 #include "reconcile/internal.h"
 #include "reconcile/reconcile.h"
 
@@ -579,18 +580,7 @@ void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		return;
 	}
 	/* added and changed, in plan order (parents first) */
-	{
-		unsigned i = 0, j = 0;
-		/* added items are not in the kernel (in force = what it has) */
-		while (i < d.n_added || j < d.n_changed) {
-			if (j >= d.n_changed || (i < d.n_added && d.added[i] < d.changed[j])) {
-				absent[n_idx] = true;
-				idx[n_idx++] = d.added[i++];
-			} else {
-				idx[n_idx++] = d.changed[j++];
-			}
-		}
-	}
+	n_idx = node_delta_apply_order(&d, idx, absent);
 	node_plan_delta_free(&d);
 	error_clear(&e);
 	if (classifier_prepare(ag, &np, idx, n_idx, &prog_fd, &e) < 0)
