@@ -115,10 +115,6 @@ struct agent {
 	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
 
 	struct agent_sched sched;
-	/* failpoint for the lab tests ($AIQOS_AGENT_TEST_SLOW_APPLY_US): apply
-	 * uplink items one by one with this pause, so a test can kill the agent
-	 * in the middle of an update. 0 = off. */
-	unsigned test_slow_apply_us;
 	bool ready; /* first list + reconcile done */
 	bool stopping;
 	struct agent_counters ctr;

@@ -588,23 +588,7 @@ void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		        (char *)NULL);
 	caps_before = ag->up_caps.missing_kinds;
 	error_clear(&e);
-	if (ag->test_slow_apply_us && n_idx) {
-		/* failpoint (lab tests): one item at a time, slowly, to be killed in the middle */
-		r = 0;
-		for (unsigned k = 0; k < n_idx; k++) {
-			struct error ek = {0};
-			int q = apply_items_absent(np.items, np.n, &idx[k], &absent[k], 1, &t, &ag->up_caps, NULL, NULL,
-			                           &ek);
-			if (q < 0 && r == 0) {
-				r = q;
-				e = ek;
-			}
-			usleep(ag->test_slow_apply_us);
-		}
-	} else {
-		r = n_idx ? apply_items_absent(np.items, np.n, idx, absent, n_idx, &t, &ag->up_caps, NULL, NULL, &e)
-		          : 0;
-	}
+	r = n_idx ? apply_items_absent(np.items, np.n, idx, absent, n_idx, &t, &ag->up_caps, NULL, NULL, &e) : 0;
 	changed_kernel |= n_idx > 0;
 	if (prog_fd >= 0)
 		close(prog_fd); /* the filter holds the program now */
