@@ -18,15 +18,12 @@
 #include "node/uplink.h"
 #include "pods.h"
 #include "schedule.h"
+#include "version.h"
 
 struct sd_event;
 struct kube_client;
 struct agent_server;
 struct metrics_server;
-
-#ifndef AIQOS_VERSION
-#define AIQOS_VERSION "0.1.0"
-#endif
 
 #define AGENT_PROGRAM           "aiqos-agent"
 #define AGENT_STATE_DIR_DEFAULT "/var/lib/aiqos"
