@@ -11,12 +11,13 @@
  * run on CPU 0, so both use the tx queue XPS maps to CPU 0. Every packet
  * carries its flow and sequence number. An AF_PACKET socket on IFNAME sees
  * outgoing packets as the qdisc hands them to the driver: the dequeue
- * order. From it: in the span from the first to the last dequeued INF_SRC
- * packet, how many of each flow left (inf_share_pct: ~100 when INF_SRC's
- * class is served first, ~50 under a fair or FIFO queue), and how many
- * TRAIN_SRC packets sent before the first INF_SRC packet left after it
- * (first_jumped). Prints key=value lines. Functional only: no timing is
- * reported or judged. */
+ * order. From it: the run of consecutive INF_SRC dequeues the median
+ * INF_SRC packet left in (inf_run_median: long when INF_SRC's class is
+ * served first whenever it has packets, 1-2 when a fair queue alternates
+ * the flows); how many TRAIN_SRC packets sent before the first INF_SRC packet left
+ * after it (first_jumped: the training backlog it passed); in the span from
+ * the first to the last dequeued INF_SRC packet, each flow's share. Prints
+ * key=value lines. Functional only: no timing is reported or judged. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -148,6 +149,13 @@ static void *capture_main(void *arg)
 	return NULL;
 }
 
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static void start(struct sender *s, const char *src, int flow)
 {
 	s->fd = udp_from(src);
@@ -223,6 +231,26 @@ int main(int argc, char **argv)
 		for (unsigned i = first + 1; i < n_recs; i++)
 			jumped += recs[i].flow == TRAIN && recs[i].seq < recs[first].ref;
 	}
+	/* runs: per INF packet, the length of its run of consecutive INF
+	 * dequeues; the median packet's run is long when INF is served as long
+	 * as it has packets, 1-2 when a fair queue alternates */
+	unsigned *run = calloc(seen[INF] + 1, sizeof(*run)), n_run = 0;
+
+	if (!run)
+		return 2;
+	for (unsigned i = 0; i < n_recs;) {
+		unsigned j = i;
+
+		while (j < n_recs && recs[j].flow == recs[i].flow)
+			j++;
+		for (unsigned k = i; k < j && recs[i].flow == INF; k++)
+			run[n_run++] = j - i;
+		i = j;
+	}
+	if (n_run) /* runs are listed in order, not sorted: sort for the median */
+		qsort(run, n_run, sizeof(*run), cmp_uint);
+	printf("inf_run_median=%u\n", n_run ? run[n_run / 2] : 0);
+	free(run);
 	/* the dequeue order as runs of one flow ("T120 I45 T3 ..."), for the log */
 	printf("runs=");
 	for (unsigned i = 0, runs = 0; i < n_recs && runs < 80; runs++) {

@@ -1528,11 +1528,10 @@ static char *mq_order_run(const char *nic)
  * emulated tx drains far slower than the guest sends, so its qdiscs queue.
  * aiqos keeps mq with its per-queue children, and when a queue builds
  * inference is dequeued first: with a training backlog in the queue, the
- * inference flow's packets leave ahead of it (nearly every packet of the
- * span in which inference is sent is inference's), where the device's own
- * layout — what stays when no pod is annotated — shares the queue about
- * evenly. Ordering and counters only, with wide margins: timing under TCG
- * means nothing. Off the VM (no AIQOS_MQ_NIC) there is nothing to test. */
+ * inference flow's packets leave ahead of it, in long runs (served
+ * whenever it has packets), where the device's own layout — what stays
+ * when no pod is annotated — alternates the two flows. Ordering and counters only, with wide margins: timing under
+ * TCG means nothing. Off the VM (no AIQOS_MQ_NIC) there is nothing to test. */
 TEST(node_mq_mixed_backlog)
 {
 	const char *nic = getenv("AIQOS_MQ_NIC");
@@ -1597,11 +1596,12 @@ TEST(node_mq_mixed_backlog)
 		CHECK(kv(ours, "inf_seen") >= 50 && kv(ours, "train_seen") >= 50);
 		CHECK_INT(kv(base, "capture_drops"), 0);
 		CHECK_INT(kv(ours, "capture_drops"), 0);
-		/* inference first: past the training backlog, nearly alone while it sends */
-		CHECK(kv(ours, "inf_share_pct") >= 90);
+		/* inference first: it passes the training backlog, and leaves in
+		 * long runs (served whenever it has packets) */
 		CHECK(kv(ours, "first_jumped") >= 10);
-		/* the same load on the device's own layout shares the queue */
-		CHECK(kv(base, "inf_share_pct") >= 0 && kv(base, "inf_share_pct") <= 75);
+		CHECK(kv(ours, "inf_run_median") >= 20);
+		/* the same load on the device's own layout: the queue alternates */
+		CHECK(kv(base, "inf_run_median") >= 1 && kv(base, "inf_run_median") <= 4);
 	}
 	free(base);
 	free(ours);
