@@ -5,7 +5,7 @@
 # qemu-system-x86_64 with TCG, runs the kernel-facing tests inside with AIQOS_EXPECT_FULL_KERNEL=1 (a fallback is a failure
 # there), reads the results from a second serial port and ends with
 # "kernel: N passed, N failed, N skipped". Exit 1 on any failure, or when the
-# VM never reported (timeout AIQOS_KERNEL_TIMEOUT_S, default 600 s).
+# VM never reported (timeout AIQOS_KERNEL_TIMEOUT_S, default 900 s).
 #
 # The kernel package is fetched with `apt-get download` and unpacked into a
 # cache (AIQOS_KERNEL_CACHE, default /var/cache/aiqos/kernel) instead of being
@@ -30,7 +30,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$top/build}" && pwd)
 out=$build/kernel-vm
 cache=${AIQOS_KERNEL_CACHE:-/var/cache/aiqos/kernel}
-timeout_s=${AIQOS_KERNEL_TIMEOUT_S:-600}
+timeout_s=${AIQOS_KERNEL_TIMEOUT_S:-900}
 host_pass=0 host_fail=0
 
 say() { echo "test-kernel: $*"; }
