@@ -9,6 +9,7 @@
 #include <sys/file.h>
 
 #include "apply.h"
+#include "failpoint.h"
 #include "netns.h"
 #include "nl.h"
 
@@ -972,6 +973,8 @@ int apply_items_absent(struct plan_item *items, unsigned n_items, const unsigned
 			continue;
 		}
 		it = &items[idx[k]];
+		/* the lab's kill-mid-update test stalls here between items */
+		failpoint("apply-item");
 		it->status = ITEM_PENDING;
 		it->chosen = -1;
 		it->err = 0;
