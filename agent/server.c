@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "json.h"
 #include "metrics/metrics.h"
 #include "server.h"
 
@@ -62,13 +63,6 @@ static uint64_t now_us(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
-
-static void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 /* ---- connections ---- */
 

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include "json.h"
 #include "agent.h"
 #include "attach.h"
 #include "kube/kube.h"
@@ -17,13 +18,6 @@
 #include "nl.h"
 #include "reason.h"
 #include "server.h"
-
-static void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_cjson_ _cleanup_(cjson_deletep)
 
 static const char *class_name(enum workload_class c)
 {
@@ -75,7 +69,7 @@ static cJSON *copy_or(const cJSON *from, const char *key, cJSON *(*fallback)(voi
 
 static cJSON *attachment_json(const struct agent *ag, const struct agent_attach *at)
 {
-	_cleanup_cjson_ cJSON *rec = record_json(ag, at);
+	_cleanup_json_ cJSON *rec = record_json(ag, at);
 	cJSON *o = cJSON_CreateObject();
 	const cJSON *failure = rec ? cJSON_GetObjectItemCaseSensitive(rec, "failure") : NULL;
 
@@ -257,7 +251,7 @@ static cJSON *uplink_json(const struct agent *ag)
 
 cJSON *agent_status_json(struct agent *ag)
 {
-	_cleanup_cjson_ cJSON *o = cJSON_CreateObject();
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
 	cJSON *cfg, *pods, *up;
 
 	if (!o)
@@ -400,7 +394,7 @@ static int explain_plan(struct agent *ag, const struct agent_pod *p, cJSON *o)
 cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bool *ret_found)
 {
 	struct agent_pod *p = pod_cache_lookup(&ag->pods, ns, name, NULL);
-	_cleanup_cjson_ cJSON *o = NULL;
+	_cleanup_json_ cJSON *o = NULL;
 	_cleanup_free_ struct node_pod *pods = NULL;
 	cJSON *items, *down, *why;
 	unsigned n = 0;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "json.h"
 #include "caps.h"
 #include "reason.h"
 #include "failpoint.h"
@@ -22,13 +23,6 @@
 #include "state.h"
 
 #define STATE_VERSION 1
-
-static void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 static void closedirp(DIR **d)
 {

@@ -25,7 +25,7 @@ static void closedirp(DIR **d)
 	if (*d)
 		closedir(*d);
 }
-#define _cleanup_dir_ _cleanup_(closedirp) /* _cleanup_cjson_: cni.h */
+#define _cleanup_dir_ _cleanup_(closedirp) /* _cleanup_json_: json.h */
 
 /* ---- small helpers ---- */
 
@@ -543,7 +543,7 @@ static int conf_scan(const char *dir, struct conf_scan *ret, struct error *err)
  * (libcni's ConfListFromConf). */
 static int conflist_view(const cJSON *j, const char *path, bool list_file, cJSON **ret, struct error *err)
 {
-	_cleanup_cjson_ cJSON *v = NULL;
+	_cleanup_json_ cJSON *v = NULL;
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
 	const cJSON *plugins = cJSON_GetObjectItemCaseSensitive(j, "plugins");
 	const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
@@ -729,7 +729,7 @@ static int plugin_entry_parse(const struct chain_options *o, bool validate, cJSO
                               struct error *err)
 {
 	const char *text = o->plugin_conf ? o->plugin_conf : CHAIN_PLUGIN_CONF_DEFAULT;
-	_cleanup_cjson_ cJSON *j = NULL;
+	_cleanup_json_ cJSON *j = NULL;
 	const cJSON *t;
 	int r;
 
@@ -749,7 +749,7 @@ static int plugin_entry_parse(const struct chain_options *o, bool validate, cJSO
 	 * name and cniVersion): through the plugin's own parser, so a typo
 	 * ("failurePolicy": "opne") is refused here, not at every pod's ADD. */
 	if (validate) {
-		_cleanup_cjson_ cJSON *net = cJSON_Duplicate(j, 1);
+		_cleanup_json_ cJSON *net = cJSON_Duplicate(j, 1);
 		_cleanup_free_ char *text_net = NULL;
 		struct cni_conf c;
 		struct error e = {0};
@@ -825,7 +825,7 @@ static int dropin_remove(const char *dir, const char *net, const char *type, str
                          struct error *err)
 {
 	_cleanup_free_ char *text = NULL;
-	_cleanup_cjson_ cJSON *j = NULL;
+	_cleanup_json_ cJSON *j = NULL;
 	char sub[PATH_MAX], path[PATH_MAX];
 	size_t len = 0;
 	bool removed;
@@ -892,7 +892,7 @@ static int strategy_dropin(const char *dir, const struct conf_entry *pri, const 
 static int strategy_in_place(const char *dir, const struct conf_entry *pri, const cJSON *entry, const char *type,
                              struct chain_report *rep, struct error *err)
 {
-	_cleanup_cjson_ cJSON *edited = NULL;
+	_cleanup_json_ cJSON *edited = NULL;
 	_cleanup_free_ char *text = NULL;
 	char path[PATH_MAX];
 	int r;
@@ -946,7 +946,7 @@ static int strategy_owned_copy(const char *dir, const struct conf_entry *pri, co
                                const char *type, char *target, size_t target_size, struct chain_report *rep,
                                struct error *err)
 {
-	_cleanup_cjson_ cJSON *copy = NULL;
+	_cleanup_json_ cJSON *copy = NULL;
 	_cleanup_free_ char *text = NULL;
 	bool written;
 	int r;
@@ -987,7 +987,7 @@ static int strategy_owned_copy(const char *dir, const struct conf_entry *pri, co
 
 int chain_ensure_report(const struct chain_options *o, struct chain_report *ret, struct error *err)
 {
-	_cleanup_cjson_ cJSON *entry = NULL, *view = NULL;
+	_cleanup_json_ cJSON *entry = NULL, *view = NULL;
 	struct conf_scan scan = {0};
 	struct chain_report rep;
 	const struct conf_entry *pri = NULL;
@@ -1136,7 +1136,7 @@ int chain_ensure(const struct chain_options *o, bool *ret_changed, char *ret_wha
 static int unedit(const char *dir, const struct conf_entry *e, const char *type, struct chain_report *rep,
                   struct error *err)
 {
-	_cleanup_cjson_ cJSON *edited = NULL;
+	_cleanup_json_ cJSON *edited = NULL;
 	_cleanup_free_ char *text = NULL;
 	const cJSON *plugins;
 	size_t n;
@@ -1164,7 +1164,7 @@ static int unedit(const char *dir, const struct conf_entry *e, const char *type,
 
 int chain_remove_report(const struct chain_options *o, bool remove_binary, struct chain_report *ret, struct error *err)
 {
-	_cleanup_cjson_ cJSON *entry = NULL;
+	_cleanup_json_ cJSON *entry = NULL;
 	_cleanup_dir_ DIR *d = NULL;
 	struct conf_scan scan = {0};
 	struct chain_report rep;
@@ -1232,7 +1232,7 @@ int chain_remove(const struct chain_options *o, bool remove_binary, struct error
 
 static void types_of(const struct conf_entry *e, char *buf, size_t size)
 {
-	_cleanup_cjson_ cJSON *view = NULL;
+	_cleanup_json_ cJSON *view = NULL;
 	const cJSON *plugins, *p;
 	size_t len = 0;
 
