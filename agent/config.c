@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "file.h"
 #include "kube/event.h"
 #include "ifname.h"
 
@@ -493,42 +494,19 @@ int agent_config_parse(const char *text, size_t len, const char *origin, struct 
 
 int agent_config_load(const char *path, struct agent_config *ret, struct error *err)
 {
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
-	struct stat st;
 	size_t len = 0;
+	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		if (errno == ENOENT) {
-			agent_config_defaults(ret);
-			return 0;
-		}
-		return error_set(err, CNI_ERR_IO, errno, "config %s: %s", path, strerror(errno));
+	r = file_read_bounded(path, AGENT_CONFIG_MAX_BYTES, 0, &buf, &len, NULL, err);
+	if (r == -ENOENT) {
+		error_clear(err);
+		agent_config_defaults(ret);
+		return 0;
 	}
-	if (fstat(fd, &st) < 0)
-		return error_set(err, CNI_ERR_IO, errno, "config %s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return error_set(err, CNI_ERR_IO, EINVAL, "config %s: not a regular file", path);
-	if (st.st_size > AGENT_CONFIG_MAX_BYTES)
-		return error_set(err, CNI_ERR_IO, EFBIG, "config %s: larger than %d bytes", path,
-		                 AGENT_CONFIG_MAX_BYTES);
-	buf = malloc(AGENT_CONFIG_MAX_BYTES + 1);
-	if (!buf)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "config %s: out of memory", path);
-	for (;;) {
-		ssize_t n = read(fd, buf + len, AGENT_CONFIG_MAX_BYTES + 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return error_set(err, CNI_ERR_IO, errno, "config %s: %s", path, strerror(errno));
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > AGENT_CONFIG_MAX_BYTES)
-			return error_set(err, CNI_ERR_IO, EFBIG, "config %s: larger than %d bytes", path,
-			                 AGENT_CONFIG_MAX_BYTES);
+	if (r < 0) {
+		error_prefix(err, "config %s", path);
+		return r;
 	}
 	return agent_config_parse(buf, len, path, ret, err);
 }

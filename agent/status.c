@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include "file.h"
 #include "json.h"
 #include "agent.h"
 #include "attach.h"
@@ -42,22 +43,12 @@ static cJSON *ips_json(unsigned n, const struct node_ip *ips)
 static cJSON *record_json(const struct agent *ag, const struct agent_attach *at)
 {
 	char path[STATE_PATH_MAX + 256];
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
-	struct stat st;
 	size_t len = 0;
-	ssize_t n;
 
-	if (state_path(ag->state_dir, at->container_id, at->ifname, path, sizeof(path)) < 0)
+	if (state_path(ag->state_dir, at->container_id, at->ifname, path, sizeof(path)) < 0 ||
+	    file_read_bounded(path, STATE_FILE_MAX, FILE_READ_NOFOLLOW, &buf, &len, NULL, NULL) < 0)
 		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > STATE_FILE_MAX)
-		return NULL;
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return NULL;
-	while (len < (size_t)st.st_size && (n = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
-		len += (size_t)n;
 	return cJSON_ParseWithLength(buf, len);
 }
 

@@ -17,6 +17,7 @@
 #include "caps.h"
 #include "reason.h"
 #include "failpoint.h"
+#include "file.h"
 #include "ifname.h"
 #include "log.h"
 #include "reason.h"
@@ -615,11 +616,9 @@ int state_load(const char *dir, const char *container_id, const char *ifname, st
                struct cJSON **ret_choices, struct error *err)
 {
 	char path[STATE_PATH_MAX];
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	_cleanup_json_ cJSON *j = NULL;
-	struct stat st;
-	size_t len = 0, cap;
+	size_t len = 0;
 	int r;
 
 	if (ret_choices)
@@ -627,45 +626,12 @@ int state_load(const char *dir, const char *container_id, const char *ifname, st
 	r = path_for(dir, container_id, ifname, path, sizeof(path), err);
 	if (r < 0)
 		return r;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "open state file '%s': %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "stat state file '%s': %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' is not a regular file", path);
-	if (st.st_size > STATE_FILE_MAX)
-		return error_set(err, CNI_ERR_STATE, EFBIG, "state file '%s' is larger than %d bytes", path,
-		                 STATE_FILE_MAX);
-	/* sized by fstat (with room for a file that grows meanwhile and the
-	 * NUL); grown to the limit (+ 1 to see it exceeded) only if needed */
-	cap = (size_t)st.st_size + 4096 < STATE_FILE_MAX + 1 ? (size_t)st.st_size + 4096 + 1 : STATE_FILE_MAX + 2;
-	buf = malloc(cap);
-	if (!buf)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "read state file '%s': out of memory", path);
-	for (;;) {
-		ssize_t k;
-
-		if (len + 1 == cap) {
-			char *nbuf = realloc(buf, STATE_FILE_MAX + 2);
-			if (!nbuf)
-				return error_set(err, CNI_ERR_STATE, ENOMEM, "read state file '%s': out of memory",
-				                 path);
-			buf = nbuf;
-			cap = STATE_FILE_MAX + 2;
-		}
-		k = read(fd, buf + len, cap - 1 - len);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return error_set(err, CNI_ERR_STATE, errno, "read state file '%s': %s", path, strerror(errno));
-		}
-		if (k == 0)
-			break;
-		len += (size_t)k;
-		if (len > STATE_FILE_MAX)
-			return error_set(err, CNI_ERR_STATE, EFBIG, "state file '%s' is larger than %d bytes", path,
-			                 STATE_FILE_MAX);
+	r = file_read_bounded(path, STATE_FILE_MAX, FILE_READ_NOFOLLOW, &buf, &len, NULL, err);
+	if (r < 0) {
+		if (err)
+			err->code = CNI_ERR_STATE;
+		error_prefix(err, "state file '%s'", path);
+		return r;
 	}
 	if (len == 0)
 		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' is empty", path);

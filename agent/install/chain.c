@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "file.h"
 #include "install/chain.h"
 #include "../../cni/cni.h"
 
@@ -106,63 +107,19 @@ static bool name_is_path_safe(const char *s)
  * file is an error). */
 static int file_read(const char *path, size_t max, char **ret, size_t *ret_len, mode_t *ret_mode, struct error *err)
 {
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *buf = NULL;
+	struct error e = {0};
 	struct stat st;
-	size_t len = 0, cap;
+	int r = file_read_bounded(path, max, 0, ret, ret_len, &st, &e);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return -ENOENT;
-		return error_set(err, CNI_ERR_IO, errno, "%s: open: %s", path, strerror(errno));
+	if (r == -ENOENT)
+		return r;
+	if (r < 0) {
+		error_propagate(err, &e);
+		error_prefix(err, "%s", path);
+		return r;
 	}
-	if (fstat(fd, &st) < 0)
-		return error_set(err, CNI_ERR_IO, errno, "%s: stat: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return error_set(err, CNI_ERR_IO, EINVAL, "%s: not a regular file", path);
-	if ((uint64_t)st.st_size > max)
-		return error_set(err, CNI_ERR_IO, EFBIG, "%s: %lld bytes, more than the limit of %zu", path,
-		                 (long long)st.st_size, max);
-	/* room for the size seen plus a little growth; more is read in steps */
-	cap = (size_t)st.st_size + 1024 > max + 1 ? max + 1 : (size_t)st.st_size + 1024;
-	buf = malloc(cap + 1);
-	if (!buf)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "%s: out of memory", path);
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap) {
-			size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-			char *nb;
-
-			if (len > max)
-				return error_set(err, CNI_ERR_IO, EFBIG, "%s: more than the limit of %zu bytes", path,
-				                 max);
-			nb = realloc(buf, ncap + 1);
-			if (!nb)
-				return error_set(err, CNI_ERR_IO, ENOMEM, "%s: out of memory", path);
-			buf = nb;
-			cap = ncap;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return error_set(err, CNI_ERR_IO, errno, "%s: read: %s", path, strerror(errno));
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > max)
-		return error_set(err, CNI_ERR_IO, EFBIG, "%s: more than the limit of %zu bytes", path, max);
-	buf[len] = '\0';
-	if (ret_len)
-		*ret_len = len;
 	if (ret_mode)
 		*ret_mode = st.st_mode & 07777;
-	*ret = TAKE_PTR(buf);
 	return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "file.h"
 #include "kube/event.h"
 #include "k8s.h"
 #include "kube/kubeconfig.h"
@@ -21,49 +22,12 @@ static void wipe_free(char *p, size_t len)
 	}
 }
 
-/* Read a whole regular file of at most max bytes into a NUL-terminated buffer
- * of max + 1 bytes (wipe_free(buf, *ret_len + 1) when done). Messages say
- * why, not which file: callers prefix the path. */
+/* A secret file of at most max bytes: one NUL-terminated buffer
+ * (wipe_free(buf, *ret_len + 1) when done). Messages say why, not which
+ * file: callers prefix the path. */
 static int read_bounded(const char *path, size_t max, char **ret, size_t *ret_len, struct error *err)
 {
-	_cleanup_close_ int fd = -1;
-	struct stat st;
-	char *buf;
-	size_t len = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return error_set(err, CNI_ERR_IO, errno, "%s", strerror(errno));
-	if (fstat(fd, &st) < 0)
-		return error_set(err, CNI_ERR_IO, errno, "%s", strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return error_set(err, CNI_ERR_IO, EINVAL, "not a regular file");
-	if ((uint64_t)st.st_size > max)
-		return error_set(err, CNI_ERR_IO, EFBIG, "larger than %zu bytes", max);
-	buf = malloc(max + 1);
-	if (!buf)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
-	for (;;) {
-		ssize_t n = read(fd, buf + len, max + 1 - len);
-		if (n < 0) {
-			int e = errno;
-			if (e == EINTR)
-				continue;
-			wipe_free(buf, len);
-			return error_set(err, CNI_ERR_IO, e, "%s", strerror(e));
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > max) {
-			wipe_free(buf, len);
-			return error_set(err, CNI_ERR_IO, EFBIG, "larger than %zu bytes", max);
-		}
-	}
-	buf[len] = '\0';
-	*ret = buf;
-	*ret_len = len;
-	return 0;
+	return file_read_bounded(path, max, FILE_READ_SECRET, ret, ret_len, NULL, err);
 }
 
 static bool is_token_char(unsigned char c)
