@@ -212,6 +212,7 @@ static int request_prepare(struct cni_ctx *ctx, FILE *in, FILE **ret_log, struct
 	if (r < 0)
 		return r;
 	*ret_log = log_open(&ctx->conf);
+	log_failpoints_armed();
 	r = cni_env_check(ctx->cmd, env, err);
 	if (r < 0)
 		return r;

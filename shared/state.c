@@ -19,7 +19,6 @@
 #include "failpoint.h"
 #include "file.h"
 #include "ifname.h"
-#include "log.h"
 #include "reason.h"
 #include "state.h"
 
@@ -582,7 +581,7 @@ int state_write_atomic(const char *dir, const char *path, const char *what, cons
 		r = error_set(err, CNI_ERR_STATE, errno, "close %s '%s': %s", what, tmp, strerror(errno));
 		goto fail;
 	}
-	failpoint("state-before-rename");
+	failpoint_quiet("state-before-rename");
 	if (rename(tmp, path) < 0) {
 		r = error_set(err, CNI_ERR_STATE, errno, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
 		goto fail;
@@ -853,11 +852,8 @@ int state_sweep_tmp(const char *dir, const char *container_id, const char *ifnam
 			if (lock < 0)
 				continue;
 		}
-		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
 			removed++;
-			log_msg(LOG_LVL_INFO, "removed the temp file of a killed writer", "dir", dir, "file",
-			        de->d_name, (char *)NULL);
-		}
 		state_unlock_attachment(lock, dir, cid, ifn);
 	}
 	return removed;
