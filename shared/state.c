@@ -30,12 +30,6 @@ static void closedirp(DIR **d)
 		closedir(*d);
 }
 
-static bool id_char_ok(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-	       c == '-';
-}
-
 static int check_name(const char *what, const char *s, size_t max, struct error *err)
 {
 	size_t n;
@@ -46,12 +40,9 @@ static int check_name(const char *what, const char *s, size_t max, struct error 
 	if (n > max)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "%s is longer than %zu characters", what,
 		                 max);
-	if (s[0] == '.' || s[0] == '-')
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s '%s' may not start with '%c'", what, s, s[0]);
-	for (size_t i = 0; i < n; i++)
-		if (!id_char_ok(s[i]))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			                 "%s '%.*s' has a character outside [A-Za-z0-9_.-]", what, (int)n, s);
+	if (!cni_id_valid(s, max))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                 "%s '%.*s' is not [A-Za-z0-9][A-Za-z0-9_.-]* (libcni's rule)", what, (int)n, s);
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "file.h"
+#include "ifname.h"
 #include "install/chain.h"
 #include "../../cni/cni.h"
 
@@ -87,17 +88,7 @@ static _printf_(2, 3) void what_add(struct chain_report *r, const char *fmt, ...
 /* A CNI network name used as a directory name (CNI: [A-Za-z0-9][A-Za-z0-9_.-]*). */
 static bool name_is_path_safe(const char *s)
 {
-	size_t n = strlen(s);
-	if (n == 0 || n > NAME_MAX ||
-	    !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-		      c == '.' || c == '-'))
-			return false;
-	}
-	return true;
+	return cni_id_valid(s, NAME_MAX);
 }
 
 /* ---- files ---- */
