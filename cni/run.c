@@ -57,11 +57,9 @@ int cni_attach_lock(const struct cni_ctx *ctx, const char *container_id, const c
 	default:
 		/* busy (another ADD/DEL/CHECK of it, or the agent re-tuning it)
 		 * or out of resources: never going on without it */
-		if (err) {
-			*err = e;
-			err->code = CNI_ERR_TRY_LATER;
-			error_prefix(err, "attachment %s/%s is busy, try again later", container_id, ifname);
-		}
+		e.code = CNI_ERR_TRY_LATER;
+		error_propagate(err, &e);
+		error_prefix(err, "attachment %s/%s is busy, try again later", container_id, ifname);
 		return fd;
 	}
 }
