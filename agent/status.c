@@ -19,6 +19,7 @@
 #include "nl.h"
 #include "reason.h"
 #include "server.h"
+#include "status.h"
 
 static const char *class_name(enum workload_class c)
 {

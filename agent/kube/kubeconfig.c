@@ -8,7 +8,7 @@
 #include <yaml.h>
 
 #include "file.h"
-#include "kube/event.h"
+#include "kube/decode.h"
 #include "k8s.h"
 #include "kube/kubeconfig.h"
 

@@ -6,10 +6,12 @@
  * classifies by source address instead, with a warning in the log, the
  * reason in `aiqosctl status` (uplink.classifyEffective/classifyWhy) and a
  * Warning Event DSCPNotTrusted on the pods whose marks cannot be guaranteed.
- * Pure bookkeeping over the pod cache; reconcile.c asks it per node pass. */
+ * Pure bookkeeping over the pod cache; reconcile/node.c asks it per node pass. */
 #include <cjson/cJSON.h>
 
 #include "agent.h"
+#include "node/trust.h"
+#include "reconcile/reconcile.h"
 
 static bool status_effective(const char *s)
 {
@@ -82,8 +84,9 @@ bool agent_dscp_trusted(struct agent *ag)
 		if (!why[0])
 			str_copy(why, sizeof(why), pod_why);
 		if (!p->dscp_warned) {
-			agent_event(ag, p, true, "DSCPNotTrusted",
-			            "classify \"dscp\": %s; the uplink classifies by source address instead", pod_why);
+			agent_pod_event(ag, p, true, "DSCPNotTrusted",
+			                "classify \"dscp\": %s; the uplink classifies by source address instead",
+			                pod_why);
 			p->dscp_warned = true;
 		}
 	}
