@@ -72,3 +72,53 @@ int file_read_bounded(const char *path, size_t max, unsigned flags, char **ret, 
 	*ret = buf;
 	return 0;
 }
+
+int file_read_stream(FILE *in, size_t max, char **ret, size_t *ret_len, struct error *err)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, cap = 0;
+
+	for (;;) {
+		size_t want, n;
+
+		if (len + 1 >= cap) {
+			/* data up to max + 1 bytes (to see the limit exceeded) and the NUL */
+			size_t ncap = cap ? cap * 2 : 16384;
+			char *nbuf;
+
+			if (ncap > max + 2)
+				ncap = max + 2;
+			if (ncap <= len + 1)
+				return error_set(err, CNI_ERR_NONE, EFBIG, "larger than %zu bytes", max);
+			nbuf = realloc(buf, ncap);
+			if (!nbuf)
+				return error_set(err, CNI_ERR_NONE, ENOMEM, "out of memory");
+			buf = nbuf;
+			cap = ncap;
+		}
+		want = cap - len - 1;
+		n = fread(buf + len, 1, want, in);
+		len += n;
+		if (len > max)
+			return error_set(err, CNI_ERR_NONE, EFBIG, "larger than %zu bytes", max);
+		if (n < want && feof(in) && !ferror(in))
+			break; /* a short read that hit the end: no need to ask again */
+		if (n == 0) {
+			if (ferror(in)) {
+				int e = errno ? errno : EIO;
+				return error_set(err, CNI_ERR_NONE, e, "%s", strerror(e));
+			}
+			break;
+		}
+	}
+	if (!buf) {
+		buf = malloc(1);
+		if (!buf)
+			return error_set(err, CNI_ERR_NONE, ENOMEM, "out of memory");
+	}
+	buf[len] = '\0';
+	*ret = TAKE_PTR(buf);
+	if (ret_len)
+		*ret_len = len;
+	return 0;
+}

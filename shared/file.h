@@ -5,6 +5,7 @@
 #ifndef AIQOS_FILE_H
 #define AIQOS_FILE_H
 
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "error.h"
@@ -22,5 +23,10 @@
  * "out of memory" (-ENOMEM). */
 int file_read_bounded(const char *path, size_t max, unsigned flags, char **ret, size_t *ret_len, struct stat *ret_st,
                       struct error *err);
+/* Read a stream to its end (stdin: the CNI network config, aiqosctl's
+ * "--pods -"), at most max bytes, into a NUL-terminated heap buffer.
+ * Returns 0 or a negative errno with err "larger than <max> bytes"
+ * (-EFBIG), strerror() of the read, or "out of memory". */
+int file_read_stream(FILE *in, size_t max, char **ret, size_t *ret_len, struct error *err);
 
 #endif
