@@ -1,9 +1,10 @@
 /* test_file.c — the bounded file reader (shared/file.c): whole files up to
  * the limit, refusals (too large, not regular, FIFO without blocking,
  * symlink with FILE_READ_NOFOLLOW, absent) with their messages, /proc
- * files (fstat says 0 bytes). */
+ * files (fstat says 0 bytes); a stream (a pipe) read to its end. */
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "file.h"
 #include "t.h"
@@ -156,4 +157,59 @@ TEST(file_reads_proc_files_of_size_zero)
 	/* and a limit still holds for them */
 	CHECK_INT(file_read_bounded("/proc/self/status", 16, 0, &buf, &len, NULL, &e), -EFBIG);
 	CHECK(buf == NULL);
+}
+
+TEST(file_read_stream_reads_to_the_end_within_the_limit)
+{
+	static const struct {
+		size_t len, max;
+		int r;
+	} cases[] = {
+	        {0, 10, 0},          {10, 10, 0},          {11, 10, -EFBIG},        {16383, 1 << 20, 0},
+	        {16384, 1 << 20, 0}, {100000, 1 << 20, 0}, {100000, 99999, -EFBIG}, {100000, 100000, 0},
+	};
+	static char data[100000];
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)('a' + i % 26);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		/* a pipe: no size known in advance, reads end at EOF */
+		int fds[2];
+		FILE *in;
+		char *buf = NULL;
+		size_t len = 99;
+		struct error e = {0};
+		pid_t pid;
+		int r;
+
+		CHECK_INT(pipe(fds), 0);
+		pid = fork();
+		if (pid == 0) {
+			close(fds[0]);
+			for (size_t off = 0; off < cases[i].len;) {
+				ssize_t n = write(fds[1], data + off, cases[i].len - off);
+				if (n <= 0)
+					_exit(1);
+				off += (size_t)n;
+			}
+			_exit(0);
+		}
+		close(fds[1]);
+		in = fdopen(fds[0], "r");
+		r = file_read_stream(in, cases[i].max, &buf, &len, &e);
+		fclose(in);
+		waitpid(pid, NULL, 0);
+		if (r != cases[i].r)
+			fprintf(stderr, "  len %zu max %zu: %d (%s)\n", cases[i].len, cases[i].max, r, e.msg);
+		CHECK_INT(r, cases[i].r);
+		if (r == 0) {
+			CHECK_INT(len, cases[i].len);
+			CHECK(buf != NULL && buf[len] == '\0' && memcmp(buf, data, len) == 0);
+		} else {
+			char want[64];
+			snprintf(want, sizeof(want), "larger than %zu bytes", cases[i].max);
+			CHECK_STR(e.msg, want);
+		}
+		free(buf);
+	}
 }
