@@ -81,15 +81,16 @@ static cJSON *attachment_json(const struct agent *ag, const struct agent_attach 
 static cJSON *pod_json(const struct agent *ag, const struct agent_pod *p)
 {
 	cJSON *o = cJSON_CreateObject(), *atts;
-	struct node_pod np = {0};
+	struct node_pod np;
 
 	if (!o)
 		return NULL;
+	pod_node_pod(p, &np); /* the node plan's view of it */
 	cJSON_AddStringToObject(o, "namespace", p->namespace_);
 	cJSON_AddStringToObject(o, "name", p->name);
 	cJSON_AddStringToObject(o, "uid", p->uid);
-	cJSON_AddStringToObject(o, "class", class_name(pod_node_class(p)));
-	cJSON_AddStringToObject(o, "profile", p->in_api ? p->want.profile : p->n_att ? p->att[0].profile : "");
+	cJSON_AddStringToObject(o, "class", class_name(np.class));
+	cJSON_AddStringToObject(o, "profile", np.profile);
 	cJSON_AddStringToObject(o, "source", p->in_api ? "api" : "plugin");
 	if (p->in_api) {
 		cJSON_AddNumberToObject(o, "egressBps", (double)p->want.egress_bps);
@@ -98,14 +99,7 @@ static cJSON *pod_json(const struct agent *ag, const struct agent_pod *p)
 			cJSON_AddStringToObject(o, "warning", p->want.invalid);
 	}
 	/* the addresses the uplink classifies */
-	if (p->in_api && p->n_ips) {
-		cJSON_AddItemToObject(o, "ips", ips_json(p->n_ips, p->ips));
-	} else {
-		for (unsigned k = 0; k < p->n_att; k++)
-			for (unsigned i = 0; i < p->att[k].n_ips && np.n_ips < NODE_POD_IPS_MAX; i++)
-				np.ips[np.n_ips++] = p->att[k].ips[i];
-		cJSON_AddItemToObject(o, "ips", ips_json(np.n_ips, np.ips));
-	}
+	cJSON_AddItemToObject(o, "ips", ips_json(np.n_ips, np.ips));
 	cJSON_AddStringToObject(o, "status", pod_status_name(p->status));
 	cJSON_AddBoolToObject(o, "countsForNode", pod_counts_for_node(p, ag->api_listed));
 	if (p->failure[0])
