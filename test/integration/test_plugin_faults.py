@@ -439,7 +439,8 @@ def test_plugin_and_agent_never_interleave_on_one_pod(node):
     assert node_kinds(node, host) == ["noqueue"]
 
     def stalled(n):
-        return node.agent_log_tail(200000).count("agent-retune-applied") >= n
+        # the reached line ("failpoint=<name>"), not the one saying it is armed
+        return node.agent_log_tail(200000).count("failpoint=agent-retune-applied") >= n
 
     # CHECK in the window: the shaper is in the kernel, not yet in the record
     pod.annotate({"kubernetes.io/ingress-bandwidth": "40M"})
