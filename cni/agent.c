@@ -42,7 +42,7 @@ static int response_check(const cJSON *resp, const struct cni_conf *c, struct er
 
 int cni_agent_pod_annotations(const struct cni_conf *c, const struct cni_args *a, cJSON **ret, struct error *err)
 {
-	_cleanup_json_ cJSON *resp = NULL;
+	_cleanup_cjson_ cJSON *resp = NULL;
 	struct proto_request req;
 	cJSON *found, *ann;
 	int r;
@@ -74,7 +74,7 @@ int cni_agent_pod_annotations(const struct cni_conf *c, const struct cni_args *a
 void cni_agent_notify(const struct cni_conf *c, enum proto_op op, const char *container_id, const char *ifname,
                       const struct cni_args *a)
 {
-	_cleanup_json_ cJSON *resp = NULL;
+	_cleanup_cjson_ cJSON *resp = NULL;
 	struct proto_request req;
 	struct error e = {0};
 	int r;
@@ -94,7 +94,7 @@ void cni_agent_notify(const struct cni_conf *c, enum proto_op op, const char *co
 
 int cni_agent_status(const struct cni_conf *c, struct error *err)
 {
-	_cleanup_json_ cJSON *resp = NULL;
+	_cleanup_cjson_ cJSON *resp = NULL;
 	struct proto_request req;
 	struct error e = {0};
 	int r;

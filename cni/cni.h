@@ -20,7 +20,7 @@
 #include "proto.h"
 #include "state.h"
 
-/* the verbs' files (add.c, del.c, check.c, gc.c) still say _cleanup_cjson_ */
+/* the verbs' files (add.c, del.c, check.c, gc.c, agent.c) still say _cleanup_cjson_ */
 #define _cleanup_cjson_ _cleanup_json_
 
 #define CNI_PROGRAM                  "aiqos"

@@ -331,7 +331,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 
 	r = plan_pod(&w, prof, &ifs, &ag->pod_caps, np);
 	if (r < 0) {
-		error_set(&fail, 0, -r, "plan for %s: %s", s->ifname, strerror(-r));
+		error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
 	} else {
 		applied = apply_plan(np, &a.target, &ag->pod_caps, &fail);
 		carry_prev(&s->plan, np);
