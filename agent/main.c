@@ -381,6 +381,7 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	log_setup(AGENT_PROGRAM, c.o.log_level, NULL);
+	log_failpoints_armed();
 	umask(077);
 	if (c.sysctl_dir && sysctl_set_root(c.sysctl_dir, &e) < 0) {
 		log_msg(LOG_LVL_ERROR, "invalid --sysctl-dir", "error", e.msg, (char *)NULL);

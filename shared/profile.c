@@ -415,15 +415,9 @@ int profile_set_merge_json(struct profile_set *set, const struct cJSON *profiles
 
 /* ---- one profile as JSON (attachment records) ---- */
 
-static void profile_cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-
 cJSON *profile_to_json(const struct profile *p)
 {
-	_cleanup_(profile_cjson_deletep) cJSON *o = cJSON_CreateObject();
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
 	cJSON *cc;
 
 	if (!o || !p)

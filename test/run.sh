@@ -47,6 +47,7 @@ if [ -z "$only" ] || [ "$only" = unit ]; then
 		[ -x "$t" ] || continue
 		run_suite "unit: $(basename "$t")" "$t"
 	done
+	run_suite "unit: library-silent" bash "$top/test/library-silent.sh" "$build"
 fi
 
 # make lint (clang-format, cppcheck, clang-tidy over every C file; the

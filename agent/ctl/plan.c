@@ -13,6 +13,7 @@
 #include "config.h"
 #include "ctl/ctl.h"
 #include "ctl/plan.h"
+#include "ifname.h"
 #include "node.h"
 #include "plan.h"
 
@@ -625,11 +626,7 @@ int cmd_plan(int argc, char **argv)
 				return usage_error(usage_plan, "plan: --uplink-rate: %s", err.msg);
 			break;
 		case 'u': {
-			bool ok =
-			        optarg[0] && strlen(optarg) < IFNAME_LEN && !streq(optarg, ".") && !streq(optarg, "..");
-			for (const char *p = optarg; ok && *p; p++)
-				ok = *p > ' ' && *p < 0x7f && *p != '/' && *p != ':';
-			if (!ok)
+			if (!ifname_valid(optarg))
 				return usage_error(usage_plan, "plan: --uplink '%s' is not an interface name", optarg);
 			r.o.uplink = optarg;
 			break;

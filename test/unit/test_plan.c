@@ -8,16 +8,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "json.h"
 #include "plan.h"
 #include "t.h"
 
 #define GOLDEN_DIR "test/unit/golden"
-
-static void cjson_deletep(cJSON **j)
-{
-	cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 /* ---- golden files ---- */
 

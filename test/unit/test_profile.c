@@ -3,14 +3,9 @@
  * of a profile for a workload. */
 #include <cjson/cJSON.h>
 
+#include "json.h"
 #include "profile.h"
 #include "t.h"
-
-static void cjson_deletep(cJSON **j)
-{
-	cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 static cJSON *parse(const char *json)
 {
