@@ -198,8 +198,6 @@
 #define NODE_INF_INTERVAL_US  10000
 #define NODE_INF_LIMIT_PKTS   1024
 #define NODE_HTB_R2Q          10
-#define NODE_HTB_QUANTUM_MAX  200000
-#define NODE_HTB_BURST_US     2000
 #define NODE_FIFO_MIN_BYTES   (2U * 65536)
 /* the inference FIFO (kernels without fq_codel) holds a response-sized
  * burst: NODE_INF_QUEUE_MS at the link rate, at least two 256 KiB responses */

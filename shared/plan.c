@@ -148,42 +148,6 @@ static struct plan_item *item_add(struct plan *p, enum plan_item_type type, enum
 	return it;
 }
 
-/* A tc item with exactly one alternative; NULL only when the plan is full. */
-static struct tc_spec *item_add_one(struct plan *p, enum plan_dev dev, const char *id, const char *depends)
-{
-	struct plan_item *it = item_add(p, ITEM_TC, dev, id, depends);
-
-	if (!it)
-		return NULL;
-	it->n_alt = 1;
-	return &it->tc[0];
-}
-
-static struct tc_spec *alt_add(struct plan_item *it)
-{
-	struct tc_spec *s;
-
-	if (it->n_alt >= PLAN_ALT_MAX)
-		return NULL;
-	s = &it->tc[it->n_alt++];
-	memset(s, 0, sizeof(*s));
-	return s;
-}
-
-/* Copy the object identity (type, parent, handle, prio, protocol) of the
- * first alternative to every alternative: they are one object, different
- * kinds. */
-static void alts_same_identity(struct plan_item *it)
-{
-	for (unsigned i = 1; i < it->n_alt; i++) {
-		it->tc[i].type = it->tc[0].type;
-		it->tc[i].parent = it->tc[0].parent;
-		it->tc[i].handle = it->tc[0].handle;
-		it->tc[i].prio = it->tc[0].prio;
-		it->tc[i].protocol = it->tc[0].protocol;
-	}
-}
-
 static int sysctl_add(struct plan *p, const char *id, const char *key, const char *val)
 {
 	struct plan_item *it = item_add(p, ITEM_SYSCTL, DEV_POD, id, NULL);
@@ -273,24 +237,20 @@ static void codel_times(const struct profile *pr, uint64_t rate_bps, uint32_t fr
 
 static void alt_fq(struct plan_item *it, const struct profile *pr)
 {
-	struct tc_spec *s = alt_add(it);
+	struct tc_spec *s = plan_alt_add(it, TC_KIND_FQ);
 
 	if (!s)
 		return;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_FQ;
 	s->u.fq.limit_pkts = pr->limit_pkts;
 	s->u.fq.ce_threshold_us = pr->ce_threshold_us;
 }
 
 static void alt_fq_codel(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
 {
-	struct tc_spec *s = alt_add(it);
+	struct tc_spec *s = plan_alt_add(it, TC_KIND_FQ_CODEL);
 
 	if (!s)
 		return;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_FQ_CODEL;
 	codel_times(pr, rate_bps, frame, &s->u.fq_codel.target_us, &s->u.fq_codel.interval_us);
 	s->u.fq_codel.limit_pkts = pr->limit_pkts;
 	s->u.fq_codel.ce_threshold_us = pr->ce_threshold_us;
@@ -315,42 +275,29 @@ static uint32_t fifo_limit_bytes(uint64_t rate_bps, uint32_t queue_ms, uint32_t 
 
 static void alt_bfifo(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
 {
-	struct tc_spec *s = alt_add(it);
+	struct tc_spec *s = plan_alt_add(it, TC_KIND_BFIFO);
 
 	if (!s)
 		return;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_BFIFO;
 	s->u.fifo.limit = fifo_limit_bytes(rate_bps, pr->queue_ms, frame);
 }
 
-/* The AQM alternatives of a class, best first: training prefers fq (pacing,
- * per-flow fairness for bulk flows), everything else fq_codel (low delay).
- * Under a shaper (rate_bps > 0) a byte FIFO is the last resort; without one
- * there is no FIFO fallback: an unshaped veth is noqueue, a FIFO would only
- * add a queue. */
-static void alts_aqm(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
+/* The AQM alternatives of a class, best first, for the root qdisc `handle`
+ * under `parent`: training prefers fq (pacing, per-flow fairness for bulk
+ * flows), everything else fq_codel (low delay). Under a shaper (rate_bps >
+ * 0) a byte FIFO is the last resort; without one there is no FIFO fallback:
+ * an unshaped veth is noqueue, a FIFO would only add a queue. */
+static void alts_aqm(struct plan_item *it, uint32_t parent, uint32_t handle, const struct profile *pr,
+                     uint64_t rate_bps, uint32_t frame)
 {
+	it->tc[0].type = TC_QDISC;
+	it->tc[0].parent = parent;
+	it->tc[0].handle = handle;
 	if (pr->class == CLASS_TRAINING)
 		alt_fq(it, pr);
 	alt_fq_codel(it, pr, rate_bps, frame);
 	if (rate_bps > 0)
 		alt_bfifo(it, pr, rate_bps, frame);
-}
-
-/* HTB burst: 2 ms at the rate (HTB's timer slack and a few packets of
- * jitter are absorbed without falling below the rate, and a pod can never
- * exceed its limit for long, unlike the runtime's 2^32-1 bit burst), at
- * least two full frames, at most 16 MiB. Quantum: 1 ms worth of bytes,
- * clamped to [frame, 200000] (HTB warns above 200000). */
-static uint32_t htb_burst_bytes(uint64_t rate_bps, uint32_t frame)
-{
-	return (uint32_t)clamp_u64(rate_bps / 8 * 2 / 1000, 2ull * frame, 16 * MiB);
-}
-
-static uint32_t htb_quantum_bytes(uint64_t rate_bps, uint32_t frame)
-{
-	return (uint32_t)clamp_u64(rate_bps / 8 / 1000, frame, 200000);
 }
 
 static int plan_shaper(struct plan *p, enum plan_dev dev, const char *prefix, uint64_t rate_bps,
@@ -364,37 +311,29 @@ static int plan_shaper(struct plan *p, enum plan_dev dev, const char *prefix, ui
 	snprintf(id_class, sizeof(id_class), "%s.class", prefix);
 	snprintf(id_leaf, sizeof(id_leaf), "%s.leaf", prefix);
 
-	s = item_add_one(p, dev, id_root, NULL);
-	if (!s)
+	it = item_add(p, ITEM_TC, dev, id_root, NULL);
+	if (!it)
 		return -E2BIG;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_HTB;
-	s->parent = TC_H_ROOT;
-	s->handle = H_SHAPER_ROOT;
+	s = plan_alt_first(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_SHAPER_ROOT);
 	s->u.htb.defcls = SHAPER_DEFCLS;
 	s->u.htb.r2q = SHAPER_R2Q;
 
-	s = item_add_one(p, dev, id_class, id_root);
-	if (!s)
+	it = item_add(p, ITEM_TC, dev, id_class, id_root);
+	if (!it)
 		return -E2BIG;
-	s->type = TC_CLASS;
-	s->kind = TC_KIND_HTB_CLASS;
-	s->parent = H_SHAPER_ROOT;
-	s->handle = H_SHAPER_CLASS;
+	s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_SHAPER_ROOT, H_SHAPER_CLASS);
 	s->u.htb_class.rate_bps = rate_bps;
 	s->u.htb_class.ceil_bps = rate_bps;
-	s->u.htb_class.burst_bytes = htb_burst_bytes(rate_bps, frame);
+	/* the floor: two full frames (plan_htb_burst_bytes) */
+	s->u.htb_class.burst_bytes = plan_htb_burst_bytes(rate_bps, 2 * frame);
 	s->u.htb_class.cburst_bytes = s->u.htb_class.burst_bytes;
-	s->u.htb_class.quantum_bytes = htb_quantum_bytes(rate_bps, frame);
+	s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(rate_bps, frame);
 	s->u.htb_class.prio = 0;
 
 	it = item_add(p, ITEM_TC, dev, id_leaf, id_class);
 	if (!it)
 		return -E2BIG;
-	alts_aqm(it, pr, rate_bps, frame);
-	it->tc[0].parent = H_SHAPER_CLASS;
-	it->tc[0].handle = H_SHAPER_LEAF;
-	alts_same_identity(it);
+	alts_aqm(it, H_SHAPER_CLASS, H_SHAPER_LEAF, pr, rate_bps, frame);
 	return 0;
 }
 
@@ -408,24 +347,19 @@ static int plan_dscp(struct plan *p, const struct profile *pr)
 	        {"dscp.v4", 1, ETH_P_IP, AF_INET},
 	        {"dscp.v6", 2, ETH_P_IPV6, AF_INET6},
 	};
+	struct plan_item *it;
 	struct tc_spec *s;
 
-	s = item_add_one(p, DEV_POD, "dscp.clsact", NULL);
-	if (!s)
+	it = item_add(p, ITEM_TC, DEV_POD, "dscp.clsact", NULL);
+	if (!it)
 		return -E2BIG;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_CLSACT;
-	s->parent = TC_H_CLSACT;
-	s->handle = TC_H_MAKE(TC_H_CLSACT, 0);
+	plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 
 	for (size_t i = 0; i < ARRAY_SIZE(fams); i++) {
-		s = item_add_one(p, DEV_POD, fams[i].id, "dscp.clsact");
-		if (!s)
+		it = item_add(p, ITEM_TC, DEV_POD, fams[i].id, "dscp.clsact");
+		if (!it)
 			return -E2BIG;
-		s->type = TC_FILTER;
-		s->kind = TC_KIND_U32;
-		s->parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
-		s->handle = 0;
+		s = plan_alt_first(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), 0);
 		s->prio = fams[i].prio;
 		s->protocol = fams[i].protocol;
 		s->u.u32.match = U32_MATCH_ALL;
@@ -460,10 +394,7 @@ int plan_pod(const struct workload *w, const struct profile *pr, const struct at
 
 		if (!it)
 			return -E2BIG;
-		alts_aqm(it, pr, 0, frame);
-		it->tc[0].parent = TC_H_ROOT;
-		it->tc[0].handle = H_SHAPER_ROOT;
-		alts_same_identity(it);
+		alts_aqm(it, TC_H_ROOT, H_SHAPER_ROOT, pr, 0, frame);
 	}
 
 	if (pr->dscp >= 0 && pr->dscp <= 63) {

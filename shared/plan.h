@@ -112,6 +112,25 @@ const char *plan_item_effective_val(const struct plan_item *it);
 /* Counts of items by status */
 unsigned plan_count(const struct plan *p, enum item_status s);
 
+/* Building (plan_items.c), for every planner. An item's alternatives are
+ * one kernel object of different kinds: set the identity (type, parent,
+ * handle, prio, protocol) on tc[0] first; plan_alt_add() appends a zeroed
+ * alternative of `kind` with that identity (NULL when PLAN_ALT_MAX are
+ * there), plan_alt_first() sets the identity and adds the first. */
+struct tc_spec *plan_alt_add(struct plan_item *it, enum tc_kind_id kind);
+struct tc_spec *plan_alt_first(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
+                               uint32_t handle);
+/* An HTB class's burst: 2 ms at its rate (HTB's timer slack and a few
+ * packets of jitter are absorbed without falling below the rate, and a class
+ * never exceeds its limit for long, unlike a 2^32-1 bit burst), at least
+ * min_bytes, at most 16 MiB. The floor is the caller's: a pod's shaper uses
+ * two full frames, the node's classes 128 KiB (NODE_FIFO_MIN_BYTES: a burst
+ * of GSO packets). */
+uint32_t plan_htb_burst_bytes(uint64_t rate_bps, uint32_t min_bytes);
+/* An HTB class's quantum: 1 ms worth of bytes at its rate, clamped to
+ * [frame, 200000] (HTB warns above 200000). */
+uint32_t plan_htb_quantum_bytes(uint64_t rate_bps, uint32_t frame);
+
 void plan_caps_mark_missing(struct plan_caps *caps, enum tc_kind_id k);
 bool plan_caps_has(const struct plan_caps *caps, enum tc_kind_id k);
 

@@ -407,27 +407,6 @@ struct plan_item *item_add(struct builder *b, const char *id, const char *depend
 	return it;
 }
 
-/* A zeroed alternative of `kind` with the object identity (type, parent,
- * handle, prio, protocol) of it->tc[0]: all alternatives of an item are one
- * kernel object. Set the identity on tc[0] before adding the first one. */
-struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind)
-{
-	struct tc_spec ident = it->tc[0];
-	struct tc_spec *s;
-
-	if (it->n_alt >= PLAN_ALT_MAX)
-		return NULL;
-	s = &it->tc[it->n_alt++];
-	memset(s, 0, sizeof(*s));
-	s->type = ident.type;
-	s->parent = ident.parent;
-	s->handle = ident.handle;
-	s->prio = ident.prio;
-	s->protocol = ident.protocol;
-	s->kind = kind;
-	return s;
-}
-
 static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
 {
 	return v < lo ? lo : v > hi ? hi : v;
@@ -436,17 +415,6 @@ static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
 static uint32_t fifo_bytes(uint64_t rate_bps, unsigned ms, uint32_t min_bytes)
 {
 	return (uint32_t)clamp_u64(rate_bps / 8 * ms / 1000, min_bytes, NODE_FIFO_MAX_BYTES);
-}
-
-static uint32_t htb_burst(uint64_t rate_bps)
-{
-	return (uint32_t)clamp_u64(rate_bps / 8 * NODE_HTB_BURST_US / 1000000, NODE_FIFO_MIN_BYTES,
-	                           NODE_FIFO_MAX_BYTES);
-}
-
-static uint32_t htb_quantum(uint64_t rate_bps, uint32_t frame)
-{
-	return (uint32_t)clamp_u64(rate_bps / 8 / 1000, frame, NODE_HTB_QUANTUM_MAX);
 }
 
 static void spec_fq_codel_inference(struct tc_spec *s)
@@ -467,44 +435,30 @@ void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uin
 
 	switch (c) {
 	case CLASS_INFERENCE:
-		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
+		if ((s = plan_alt_add(it, TC_KIND_FQ_CODEL)))
 			spec_fq_codel_inference(s);
-		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
 			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, NODE_INF_QUEUE_MS, NODE_FIFO_MIN_INFERENCE_BYTES);
 		break;
 	case CLASS_TRAINING:
-		if (!ingress && (s = alt_add(it, TC_KIND_FQ)))
+		if (!ingress && (s = plan_alt_add(it, TC_KIND_FQ)))
 			s->u.fq.ce_threshold_us = ce_us;
-		if ((s = alt_add(it, TC_KIND_FQ_CODEL))) {
+		if ((s = plan_alt_add(it, TC_KIND_FQ_CODEL))) {
 			s->u.fq_codel.ce_threshold_us = ce_us;
 			s->u.fq_codel.ecn = TRI_ON;
 		}
-		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
 			s->u.fifo.limit =
 			        fifo_bytes(fifo_rate_bps, ingress ? NODE_DOWN_TRAINING_QUEUE_MS : QUEUE_MS_TRAINING,
 			                   NODE_FIFO_MIN_TRAINING_BYTES);
 		break;
 	default:
-		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
+		if ((s = plan_alt_add(it, TC_KIND_FQ_CODEL)))
 			s->u.fq_codel.ecn = TRI_ON;
-		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
 			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_DEFAULT, NODE_FIFO_MIN_BYTES);
 		break;
 	}
-}
-
-/* The first alternative of a new item, identity set. */
-struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
-                          uint32_t handle)
-{
-	struct tc_spec *s = alt_add(it, kind);
-
-	if (!s)
-		s = &it->tc[0]; /* not reached: a new item has no alternative yet */
-	s->type = type;
-	s->parent = parent;
-	s->handle = handle;
-	return s;
 }
 
 static int leaf_add(struct builder *b, enum workload_class c, const char *depends, uint32_t parent, uint32_t handle,
@@ -551,19 +505,19 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 	it = item_add(b, b->id_root, NULL);
 	if (!it)
 		return -E2BIG;
-	s = first_alt(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_ROOT);
+	s = plan_alt_first(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_ROOT);
 	s->u.htb.defcls = MINOR_DEFAULT;
 	s->u.htb.r2q = NODE_HTB_R2Q;
 
 	it = item_add(b, b->id_parent, b->id_root);
 	if (!it)
 		return -E2BIG;
-	s = first_alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H_ROOT, H_PARENT);
+	s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_ROOT, H_PARENT);
 	s->u.htb_class.rate_bps = rp;
 	s->u.htb_class.ceil_bps = rp;
-	s->u.htb_class.burst_bytes = htb_burst(rp);
-	s->u.htb_class.cburst_bytes = htb_burst(rp);
-	s->u.htb_class.quantum_bytes = htb_quantum(rp, b->frame);
+	s->u.htb_class.burst_bytes = plan_htb_burst_bytes(rp, NODE_FIFO_MIN_BYTES);
+	s->u.htb_class.cburst_bytes = plan_htb_burst_bytes(rp, NODE_FIFO_MIN_BYTES);
+	s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(rp, b->frame);
 	s->u.htb_class.prio = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
@@ -576,12 +530,12 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 		it = item_add(b, id, b->id_parent);
 		if (!it)
 			return -E2BIG;
-		s = first_alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H_PARENT, TC_H_MAKE(H_ROOT, class_minor(c)));
+		s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_PARENT, TC_H_MAKE(H_ROOT, class_minor(c)));
 		s->u.htb_class.rate_bps = class_rate[c];
 		s->u.htb_class.ceil_bps = rp;
-		s->u.htb_class.burst_bytes = htb_burst(class_rate[c]);
-		s->u.htb_class.cburst_bytes = htb_burst(rp);
-		s->u.htb_class.quantum_bytes = htb_quantum(class_rate[c], b->frame);
+		s->u.htb_class.burst_bytes = plan_htb_burst_bytes(class_rate[c], NODE_FIFO_MIN_BYTES);
+		s->u.htb_class.cburst_bytes = plan_htb_burst_bytes(rp, NODE_FIFO_MIN_BYTES);
+		s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(class_rate[c], b->frame);
 		s->u.htb_class.prio = class_htb_prio(c);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
@@ -613,7 +567,7 @@ static int tree_prio(struct builder *b, uint64_t fifo_rate_bps, uint32_t ce_us)
 	it = item_add(b, b->id_root, NULL);
 	if (!it)
 		return -E2BIG;
-	s = first_alt(it, TC_QDISC, TC_KIND_PRIO, TC_H_ROOT, H_ROOT);
+	s = plan_alt_first(it, TC_QDISC, TC_KIND_PRIO, TC_H_ROOT, H_ROOT);
 	s->u.prio.bands = PRIO_BANDS;
 	for (size_t i = 0; i < ARRAY_SIZE(s->u.prio.priomap); i++)
 		s->u.prio.priomap[i] = PRIO_BAND_DEFAULT;
@@ -828,7 +782,7 @@ static int filters_dscp(struct builder *b, const struct node_config *cfg, const 
 		it = item_add(b, id, b->id_root);
 		if (!it)
 			return -E2BIG;
-		s = alt_add(it, TC_KIND_U32);
+		s = plan_alt_add(it, TC_KIND_U32);
 		filter_spec(s, fs[i].family, NODE_FILTER_PRIO_DSCP_V4, NODE_FILTER_PRIO_DSCP_V6, fs[i].handle,
 		            classid[fs[i].c]);
 		s->u.u32.match = U32_MATCH_DSFIELD;
@@ -893,7 +847,7 @@ static int filters_src(struct builder *b, const struct node_pod *const *sorted, 
 
 		if (!it)
 			return -E2BIG;
-		s = alt_add(it, TC_KIND_U32);
+		s = plan_alt_add(it, TC_KIND_U32);
 		filter_spec(s, ip->family, NODE_FILTER_PRIO_SRC_V4, NODE_FILTER_PRIO_SRC_V6, reqs[i].handle,
 		            reqs[i].classid);
 		s->u.u32.match = b->addr_match;
@@ -985,12 +939,12 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 		it = item_add(b, "down.hook", NULL);
 		if (!it)
 			return -E2BIG;
-		first_alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
+		plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 	}
 	it = item_add(b, "down.redirect", hook);
 	if (!it)
 		return -E2BIG;
-	s = first_alt(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), NODE_REDIRECT_HANDLE);
+	s = plan_alt_first(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), NODE_REDIRECT_HANDLE);
 	s->prio = NODE_FILTER_PRIO_REDIRECT;
 	s->protocol = ETH_P_ALL;
 	s->u.u32.match = U32_MATCH_ALL;

@@ -21,11 +21,6 @@ struct builder {
 
 /* A new item (NULL when the capacity computed up front is exceeded). */
 struct plan_item *item_add(struct builder *b, const char *id, const char *depends);
-/* The first alternative of a new item, identity set. */
-struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
-                          uint32_t handle);
-/* Another alternative with the identity of it->tc[0]. */
-struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind);
 /* The AQM alternatives of a class queue, best first (byte FIFO last when
  * fifo_rate_bps is not 0). */
 void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps, bool ingress);

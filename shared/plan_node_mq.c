@@ -86,11 +86,11 @@ static int child_add(struct builder *b, enum node_mode mode, unsigned q, uint32_
 		alts_queue(it, CLASS_INFERENCE, ce_us, 0, false);
 		break;
 	default:
-		if (plan_caps_has(b->caps, TC_KIND_PRIO) && (s = alt_add(it, TC_KIND_PRIO))) {
+		if (plan_caps_has(b->caps, TC_KIND_PRIO) && (s = plan_alt_add(it, TC_KIND_PRIO))) {
 			s->u.prio.bands = MQ_BANDS;
 			memcpy(s->u.prio.priomap, pfifo_fast_priomap, sizeof(s->u.prio.priomap));
 		}
-		alt_add(it, TC_KIND_PFIFO_FAST);
+		plan_alt_add(it, TC_KIND_PFIFO_FAST);
 		break;
 	}
 	return 0;
@@ -125,11 +125,11 @@ static int classifier_add(struct builder *b)
 	it = item_add(b, "uplink.clsact", NULL);
 	if (!it)
 		return -E2BIG;
-	first_alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, H_CLSACT);
+	plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, H_CLSACT);
 	it = item_add(b, "uplink.classifier", "uplink.clsact");
 	if (!it)
 		return -E2BIG;
-	s = first_alt(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), CLS_HANDLE);
+	s = plan_alt_first(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), CLS_HANDLE);
 	s->prio = NODE_FILTER_PRIO_CLS;
 	s->protocol = ETH_P_ALL;
 	str_copy(s->u.bpf.name, sizeof(s->u.bpf.name), BPF_CLS_NAME);
@@ -149,7 +149,7 @@ int node_tree_mq(struct builder *b, enum node_mode mode, const struct uplink_fac
 	it = item_add(b, "uplink.root", NULL);
 	if (!it)
 		return -E2BIG;
-	first_alt(it, TC_QDISC, TC_KIND_MQ, TC_H_ROOT, H_ROOT);
+	plan_alt_first(it, TC_QDISC, TC_KIND_MQ, TC_H_ROOT, H_ROOT);
 	for (unsigned q = 0; q < queues; q++) {
 		r = child_add(b, mode, q, ce_us);
 		if (r < 0)

@@ -474,6 +474,48 @@ TEST(plan_shaper_limits)
 	CHECK_INT(it->tc[2].u.fifo.limit, 64 * 1024 * 1024);
 }
 
+/* The HTB burst and quantum rule is one function for the pod's shaper and
+ * the node's classes; each caller keeps its floor. Checked against the two
+ * formulas it replaced (a pod: clamp(rate/8*2/1000, 2 frames, 16 MiB); the
+ * node: clamp(rate/8*2000/1e6, 128 KiB, 16 MiB); quantum for both
+ * clamp(rate/8/1000, frame, 200000)) over rates from 1 kbit/s to 1 Tbit/s
+ * and frames from 1280 to 9000 bytes MTU. */
+static uint32_t clamp_ref(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return (uint32_t)(v < lo ? lo : v > hi ? hi : v);
+}
+
+TEST(htb_burst_one_rule_both_floors)
+{
+	static const uint64_t rates[] = {
+	        1000,           64000,          1000000,         2000000,         10000000,
+	        33333333,       100000000,      523999999,       1000000000,      9700000000ULL,
+	        67108864000ULL, 67108872000ULL, 100000000000ULL, 1000000000000ULL};
+	static const uint32_t frames[] = {1294, 1514, 9014};
+	unsigned n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(rates); i++) {
+		uint64_t r = rates[i];
+
+		for (size_t f = 0; f < ARRAY_SIZE(frames); f++) {
+			uint32_t fr = frames[f];
+
+			CHECK_INT(plan_htb_burst_bytes(r, 2 * fr), clamp_ref(r / 8 * 2 / 1000, 2ull * fr, 16u << 20));
+			CHECK_INT(plan_htb_quantum_bytes(r, fr), clamp_ref(r / 8 / 1000, fr, 200000));
+			n++;
+		}
+		CHECK_INT(plan_htb_burst_bytes(r, 2U * 65536),
+		          clamp_ref(r / 8 * 2000 / 1000000, 2U * 65536, 16u << 20));
+	}
+	CHECK_INT(n, ARRAY_SIZE(rates) * ARRAY_SIZE(frames));
+	/* the floors bind at low rates, differently: 2 frames vs 128 KiB */
+	CHECK_INT(plan_htb_burst_bytes(10000000, 2 * 1514), 3028);
+	CHECK_INT(plan_htb_burst_bytes(10000000, 2U * 65536), 131072);
+	/* above them both give 2 ms at the rate */
+	CHECK_INT(plan_htb_burst_bytes(1000000000, 2 * 1514), 250000);
+	CHECK_INT(plan_htb_burst_bytes(1000000000, 2U * 65536), 250000);
+}
+
 /* Issue 13 item 11: the FIFO of last resort is sized by time at the shaped
  * rate, never deeper than the 25 ms token-bucket queue aiqos replaces (a
  * 128 KiB floor was 52 ms at 20 Mbit/s), on both the egress and the ingress
