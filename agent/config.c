@@ -375,7 +375,7 @@ static int config_finish(struct agent_config *c, struct error *err)
 	/* Only aiqos's marks may count: every pod it sees is re-marked, the
 	 * default class to 0 (a pod setting IP_TOS 0xb8 itself would get the
 	 * inference class otherwise). The plugin gets these profiles through the
-	 * chain (loop.c); reconcile.c's trust check falls back to src-ip where
+	 * chain (loop.c); reconcile/node.c's trust check falls back to src-ip where
 	 * the kernel cannot re-mark. */
 	for (unsigned i = 0; c->node.classify == CLASSIFY_DSCP && i < c->profiles.n; i++)
 		if (c->profiles.p[i].class == CLASS_DEFAULT && c->profiles.p[i].dscp < 0)

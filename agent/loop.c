@@ -23,9 +23,13 @@
 #include "agent.h"
 #include "install/chain.h"
 #include "kube/kube.h"
+#include "loop.h"
+#include "metrics/agent_metrics.h"
 #include "metrics/metrics.h"
 #include "nl.h"
+#include "reconcile/reconcile.h"
 #include "server.h"
+#include "status.h"
 
 #define USEC_PER_MSEC 1000ULL
 
@@ -50,7 +54,7 @@ static struct loop_priv *priv(struct agent *ag)
 	return ag->loop_priv;
 }
 
-/* ---- hooks for reconcile.c ---- */
+/* ---- hooks for reconcile/ ---- */
 
 static void hook_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *msg)
 {

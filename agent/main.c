@@ -9,11 +9,13 @@
 #include <sys/stat.h>
 
 #include "agent.h"
-#include "install/chain.h"
 #include "doctor.h"
+#include "install/chain.h"
+#include "loop.h"
 #include "netns.h"
 #include "nl.h"
 #include "proto.h"
+#include "reconcile/reconcile.h"
 
 #define EXIT_USAGE 2
 

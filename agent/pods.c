@@ -8,6 +8,8 @@
 #include <cjson/cJSON.h>
 
 #include "agent.h"
+#include "node/trust.h"
+#include "pods.h"
 
 static const char *const pod_status_names[_POD_STATUS_MAX] = {
         [POD_UNTUNED] = "untuned",

@@ -17,6 +17,7 @@
 #include "nl.h"
 #include "reason.h"
 #include "server.h"
+#include "status.h"
 
 static void cjson_deletep(cJSON **j)
 {

@@ -17,6 +17,7 @@
 #include "nl.h"
 #include "metrics/process_metrics.h"
 #include "server.h"
+#include "metrics/agent_metrics.h"
 
 #define G "gauge"
 #define C "counter"

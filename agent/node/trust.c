@@ -6,10 +6,12 @@
  * classifies by source address instead, with a warning in the log, the
  * reason in `aiqosctl status` (uplink.classifyEffective/classifyWhy) and a
  * Warning Event DSCPNotTrusted on the pods whose marks cannot be guaranteed.
- * Pure bookkeeping over the pod cache; reconcile.c asks it per node pass. */
+ * Pure bookkeeping over the pod cache; reconcile/node.c asks it per node pass. */
 #include <cjson/cJSON.h>
 
 #include "agent.h"
+#include "node/trust.h"
+#include "reconcile/reconcile.h"
 
 static bool status_effective(const char *s)
 {

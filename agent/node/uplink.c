@@ -21,6 +21,7 @@
 #include "agent.h"
 #include "bpf_cls.h"
 #include "nl.h"
+#include "node/uplink.h"
 
 _Static_assert(sizeof(((struct uplink_record *)0)->options) == TC_RAW_OPTIONS_MAX, "record options size");
 

@@ -21,8 +21,11 @@
 #include <sys/stat.h>
 
 #include "../../agent/agent.h"
+#include "../../agent/metrics/agent_metrics.h"
 #include "../../agent/metrics/metrics.h"
 #include "../../agent/metrics/process_metrics.h"
+#include "../../agent/reconcile/reconcile.h"
+#include "../../agent/status.h"
 #include "t.h"
 
 /* ---- an exposition format checker (text format 0.0.4) ---- */

@@ -11,6 +11,9 @@
 #include <linux/pkt_cls.h>
 
 #include "../../agent/agent.h"
+#include "../../agent/node/trust.h"
+#include "../../agent/reconcile/reconcile.h"
+#include "../../agent/status.h"
 #include "nl.h"
 #include "t.h"
 

@@ -1,9 +1,10 @@
-/* sched.c — when the agent has work to do: the debounced pass after pod
+/* schedule.c — when the agent has work to do: the debounced pass after pod
  * events (a burst of events -> one re-tune, at most debounceMs after its
  * first event), the end of the mixed hold, retries of failed re-tunes with
  * exponential backoff, and periodic drift repair. Pure: the caller passes
  * the monotonic clock and arms one timer at sched_next(). */
 #include "agent.h"
+#include "schedule.h"
 
 static int64_t earliest(int64_t a, int64_t b)
 {

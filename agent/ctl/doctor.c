@@ -1,11 +1,11 @@
-/* ctl_doctor.c — `aiqosctl doctor`: the preflight of doctor.h for this node,
+/* doctor.c — `aiqosctl doctor`: the preflight of doctor.h for this node,
  * printed for people or as JSON, with an exit code scripts can use. */
 #include <getopt.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "config.h"
-#include "ctl/ctl_doctor.h"
+#include "ctl/ctl.h"
 #include "doctor.h"
 #include "netns.h"
 

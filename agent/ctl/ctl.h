@@ -1,0 +1,73 @@
+/* ctl.h — what the commands of aiqosctl share (common.c): exit codes, the
+ * call to the agent over its socket (proto.h), lenient readers of the
+ * agent's JSON and the printers of its fields; one file per command
+ * (status.c, explain.c, plan.c, doctor.c), main.c dispatches. */
+#ifndef AIQOS_AGENT_CTL_CTL_H
+#define AIQOS_AGENT_CTL_CTL_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util.h"
+
+#ifndef AIQOS_VERSION
+#define AIQOS_VERSION "0.1.0"
+#endif
+
+#define PROG            "aiqosctl"
+#define EXIT_OK         0
+#define EXIT_ERR        1
+#define EXIT_USAGE      2
+#define CALL_TIMEOUT_MS 5000
+
+static inline void cjson_deletep(cJSON **j)
+{
+	if (*j)
+		cJSON_Delete(*j);
+}
+#define _cleanup_json_ _cleanup_(cjson_deletep)
+
+/* cJSON_ArrayForEach evaluates its array twice (gcc sees a NULL dereference
+ * when that is a call): iterate from the first child once. */
+static inline cJSON *json_first(const cJSON *a)
+{
+	return a ? a->child : NULL;
+}
+#define json_for_each(el, arr) for ((el) = json_first(arr); (el); (el) = (el)->next)
+
+struct proto_request;
+
+/* Print "aiqosctl: <message>" on stderr; returns EXIT_ERR. */
+_printf_(1, 2) int fail(const char *fmt, ...);
+/* Print the message and the command's usage on stderr; returns EXIT_USAGE. */
+int usage_error(const char *usage, const char *fmt, ...) _printf_(2, 3);
+/* getopt returned '?' (unknown) or ':' (missing value) for arg. */
+int bad_option(const char *usage, const char *cmd, int c, const char *arg);
+
+/* One exchange; prints the error and returns EXIT_ERR on failure. */
+int agent_call(const char *sock, const struct proto_request *r, cJSON **ret);
+/* Print a JSON document (the agent's answer without the protocol's keys). */
+int print_json(cJSON *j);
+
+/* Reading the agent's JSON leniently (missing fields print as "-"). */
+const char *jstr(const cJSON *o, const char *k);
+const char *jstr_or(const cJSON *o, const char *k, const char *dflt);
+const cJSON *jarr(const cJSON *o, const char *k);
+const cJSON *jobj(const cJSON *o, const char *k);
+bool jnum(const cJSON *o, const char *k, double *ret);
+const char *jbool_word(const cJSON *o, const char *k);
+void time_format(double unix_s, char *buf, size_t size);
+void rate_format(double bps, char *buf, size_t size);
+void print_degraded(const cJSON *arr, const char *indent);
+void print_strings(const cJSON *arr, const char *indent);
+void print_indented(const char *text, const char *indent);
+
+/* The commands: argv[0] is the command's name; the exit status. */
+int cmd_status(int argc, char **argv, const char *sock);
+int cmd_explain(int argc, char **argv, const char *sock);
+int cmd_plan(int argc, char **argv);
+/* Exit status 0 ok, 1 warnings, 2 errors or usage. */
+int ctl_doctor(int argc, char **argv);
+
+#endif

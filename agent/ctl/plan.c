@@ -1,0 +1,678 @@
+/* plan.c — `aiqosctl plan`: a dry run of the planners (per pod and the node's
+ * uplink) over a pods file (plan_pods.c), without the agent and without
+ * touching the kernel, as text, tc commands or JSON. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "config.h"
+#include "ctl/ctl.h"
+#include "ctl/plan.h"
+#include "node.h"
+#include "plan.h"
+
+static const char usage_plan[] =
+        "Usage: aiqosctl plan --pods FILE [--config FILE] [--format text|tc|json]\n"
+        "                     [--uplink-rate RATE] [--uplink IFNAME] [--link virtual|nic]\n"
+        "                     [--kernel full|ci]\n"
+        "\n"
+        "Dry run: print the exact per-pod plans (qdiscs, classes, filters, sysctls with\n"
+        "their fallbacks) and the node mode and uplink plan for a set of pods, without\n"
+        "the agent and without touching the kernel.\n"
+        "\n"
+        "  --pods FILE      pods as JSON ('-' = stdin): {\"pods\": [{\"namespace\", \"name\",\n"
+        "                   \"uid\", \"annotations\": {..}, \"ips\": [..], \"gpus\": N,\n"
+        "                   \"hostNetwork\": false}]}, or a Pod or a PodList as printed by\n"
+        "                   `kubectl get pods -o json`\n"
+        "  --config FILE    agent config (default: the built-in defaults; /etc is not read)\n"
+        "  --format F       text (default), tc (shell commands) or json\n"
+        "  --uplink-rate R  the uplink's speed, tc syntax (e.g. 500mbit, 10gbit)\n"
+        "  --uplink IFNAME  the uplink's name (default: the config's, else eth0)\n"
+        "  --link KIND      virtual (default: veth/bridge; its speed is never a rate: shaped only\n"
+        "                   at a configured uplinkRate)\n"
+        "                   or nic (a physical NIC)\n"
+        "  --kernel K       full (default: every qdisc kind) or ci (no fq, fq_codel, prio,\n"
+        "                   pedit: the fallbacks of a minimal kernel)\n"
+        "  -h, --help       this help\n";
+
+/* ---- plan: computing ---- */
+
+enum link_kind { LINK_VIRTUAL, LINK_NIC };
+
+struct plan_opts {
+	const char *pods_path;
+	const char *config_path; /* NULL = defaults */
+	enum plan_format fmt;
+	uint64_t uplink_rate_bps; /* 0 = unknown */
+	const char *uplink;       /* NULL = config's, else eth0 */
+	enum link_kind link;
+	bool kernel_ci;
+};
+
+struct pod_result {
+	struct ctl_pod *pod;
+	struct workload w;
+	const struct profile *profile;
+	char profile_warn[WORKLOAD_WARN_LEN];
+	struct attach_ifaces ifs;
+	struct plan plan;
+};
+
+struct plan_run {
+	struct plan_opts o;
+	cJSON *doc; /* the pods file (the simple format's annotations point into it) */
+	struct agent_config cfg;
+	struct plan_caps caps;
+	struct uplink_facts up;
+	struct ctl_pods pods;
+	struct pod_result *res; /* one per planned pod */
+	size_t n_res;
+	struct node_pod *node_pods;
+	struct node_plan np;
+	struct node_plan_info info;
+};
+
+static void plan_run_done(struct plan_run *r)
+{
+	node_plan_free(&r->np);
+	free(r->node_pods);
+	free(r->res);
+	ctl_pods_done(&r->pods);
+	cJSON_Delete(r->doc);
+	agent_config_done(&r->cfg);
+}
+
+static void caps_for(bool ci, struct plan_caps *caps)
+{
+	memset(caps, 0, sizeof(*caps));
+	if (!ci)
+		return;
+	plan_caps_mark_missing(caps, TC_KIND_FQ);
+	plan_caps_mark_missing(caps, TC_KIND_FQ_CODEL);
+	plan_caps_mark_missing(caps, TC_KIND_PRIO);
+	caps->missing_pedit = true;
+}
+
+/* "veth-<name>", cut to an interface name */
+static void host_ifname(const char *pod, char *buf, size_t size)
+{
+	snprintf(buf, size, "veth-%.*s", IFNAME_LEN - 6, pod);
+	/* never end an interface name on '.' or '-' (cut names) */
+	for (size_t n = strlen(buf); n > 5 && (buf[n - 1] == '.' || buf[n - 1] == '-'); n--)
+		buf[n - 1] = '\0';
+}
+
+static int plan_compute(struct plan_run *r)
+{
+	struct error err = {0};
+	unsigned n_node = 0;
+	int q;
+
+	if (r->o.config_path) {
+		q = agent_config_load(r->o.config_path, &r->cfg, &err);
+		if (q < 0)
+			return fail("%s", err.msg);
+		if (!r->cfg.from_file)
+			return fail("config %s: %s", r->o.config_path, strerror(ENOENT));
+	} else {
+		agent_config_defaults(&r->cfg);
+	}
+	caps_for(r->o.kernel_ci, &r->caps);
+
+	q = pods_load(r->o.pods_path, &r->doc, &r->pods);
+	if (q != EXIT_OK)
+		return q;
+	r->res = calloc(r->pods.n ? r->pods.n : 1, sizeof(*r->res));
+	r->node_pods = calloc(r->pods.n ? r->pods.n : 1, sizeof(*r->node_pods));
+	if (!r->res || !r->node_pods) {
+		return fail("out of memory");
+	}
+	for (size_t i = 0; i < r->pods.n; i++) {
+		struct ctl_pod *p = &r->pods.v[i];
+		struct pod_result *pr;
+		struct node_pod *np;
+
+		if (p->skip)
+			continue;
+		pr = &r->res[r->n_res++];
+		pr->pod = p;
+		err = (struct error){0};
+		if (workload_from_annotations(p->annotations, &pr->w, &err) < 0) {
+			return fail("pod %s/%s: %s", p->namespace_, p->name, err.msg);
+		}
+		pr->profile = profile_resolve(&r->cfg.profiles, &pr->w, pr->profile_warn, sizeof(pr->profile_warn));
+		str_copy(pr->ifs.pod_ifname, sizeof(pr->ifs.pod_ifname), "eth0");
+		host_ifname(p->name, pr->ifs.host_ifname, sizeof(pr->ifs.host_ifname));
+		q = plan_pod(&pr->w, pr->profile, &pr->ifs, &r->caps, &pr->plan);
+		if (q < 0) {
+			return fail("pod %s/%s: cannot plan: %s", p->namespace_, p->name, strerror(-q));
+		}
+		np = &r->node_pods[n_node++];
+		str_copy(np->namespace_, sizeof(np->namespace_), p->namespace_);
+		str_copy(np->name, sizeof(np->name), p->name);
+		str_copy(np->uid, sizeof(np->uid), p->uid);
+		np->class = pr->w.class;
+		str_copy(np->profile, sizeof(np->profile), pr->profile->name);
+		np->ce_marking = pr->profile->ce_threshold_us > 0;
+		np->n_ips = p->n_ips;
+		memcpy(np->ips, p->ips, sizeof(np->ips));
+		np->gpus = p->gpus;
+		np->egress_bps = pr->w.egress_bps;
+	}
+
+	/* the uplink */
+	if (r->o.uplink)
+		str_copy(r->up.ifname, sizeof(r->up.ifname), r->o.uplink);
+	else if (r->cfg.node.uplink[0] && !streq(r->cfg.node.uplink, NODE_UPLINK_AUTO))
+		str_copy(r->up.ifname, sizeof(r->up.ifname), r->cfg.node.uplink);
+	else
+		str_copy(r->up.ifname, sizeof(r->up.ifname), "eth0");
+	r->up.speed_bps = r->o.uplink_rate_bps;
+	r->up.is_virtual = r->o.link == LINK_VIRTUAL || r->o.uplink_rate_bps == 0;
+	r->up.tx_queues = 1;
+	r->up.mtu = 1500;
+	{
+		struct node_counts counts;
+		enum node_mode mode;
+
+		node_pods_count(r->node_pods, n_node, &counts);
+		mode = node_mode_desired(&counts);
+		err = (struct error){0};
+		q = node_plan(r->node_pods, n_node, &r->cfg.node, &r->up, &r->caps, mode, NULL, &r->np, &r->info, &err);
+		if (q < 0)
+			return fail("node plan: %s", err.msg);
+	}
+	return EXIT_OK;
+}
+
+/* ---- plan: output ---- */
+
+/* The renderer names the uplink "uplink"; print the interface's name instead.
+ * Replaces every "dev uplink" word in text (malloc'd result, NULL on ENOMEM). */
+static char *uplink_dev_rename(const char *text, const char *ifname)
+{
+	static const char pat[] = "dev uplink";
+	size_t n = 0, plen = strlen(pat), ilen = strlen(ifname);
+	const char *p;
+	char *out, *o;
+
+	for (p = text; (p = strstr(p, pat)); p += plen)
+		n++;
+	out = malloc(strlen(text) + n * (ilen + 4) + 1);
+	if (!out)
+		return NULL;
+	for (o = out, p = text; *p;) {
+		const char *m = strstr(p, pat);
+		bool word = m && (m[plen] == ' ' || m[plen] == '\n' || m[plen] == '\0' || m[plen] == '"');
+
+		if (!m) {
+			size_t rest = strlen(p);
+			memcpy(o, p, rest);
+			o += rest;
+			break;
+		}
+		memcpy(o, p, (size_t)(m - p));
+		o += m - p;
+		if (word) {
+			memcpy(o, "dev ", 4);
+			memcpy(o + 4, ifname, ilen);
+			o += 4 + ilen;
+		} else {
+			memcpy(o, pat, plen);
+			o += plen;
+		}
+		p = m + plen;
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Render the node plan in fmt, in PLAN_ITEMS_MAX windows. Text and tc:
+ * appended to stdout; JSON: items appended to arr. */
+static int node_render(const struct plan_run *r, enum plan_format fmt, const char *indent, cJSON *arr)
+{
+	_cleanup_free_ struct plan *win = malloc(sizeof(*win));
+	unsigned start = 0, k;
+
+	if (!win)
+		return -ENOMEM;
+	while ((k = node_plan_slice(&r->np, start, win)) > 0) {
+		_cleanup_free_ char *text = NULL, *renamed = NULL;
+		int q = plan_render(win, NULL, NULL, fmt, false, &text);
+
+		if (q < 0)
+			return q;
+		renamed = uplink_dev_rename(text, r->up.ifname);
+		if (!renamed)
+			return -ENOMEM;
+		if (fmt == PLAN_FMT_JSON) {
+			_cleanup_json_ cJSON *items = cJSON_Parse(renamed);
+			cJSON *it;
+
+			if (!items)
+				return -ENOMEM;
+			while ((it = cJSON_DetachItemFromArray(items, 0))) {
+				const cJSON *dev = cJSON_GetObjectItemCaseSensitive(it, "dev");
+
+				if (!cJSON_IsString(dev) || !streq(dev->valuestring, "ifb"))
+					cJSON_ReplaceItemInObjectCaseSensitive(it, "ifname",
+					                                       cJSON_CreateString(r->up.ifname));
+				if (!cJSON_AddItemToArray(arr, it)) {
+					cJSON_Delete(it);
+					return -ENOMEM;
+				}
+			}
+		} else {
+			print_indented(renamed, indent);
+		}
+		start += k;
+	}
+	return 0;
+}
+
+static const char *rate_source(const struct plan_run *r)
+{
+	if (r->info.rate_configured)
+		return "uplinkRate in the config";
+	if (r->info.speed_untrusted)
+		return "--uplink-rate is a virtual link's speed, not a rate";
+	if (r->o.uplink_rate_bps)
+		return "--uplink-rate";
+	return "unknown";
+}
+
+static void share_text(const struct plan_run *r, char *buf, size_t size)
+{
+	static const enum workload_class order[] = {CLASS_INFERENCE, CLASS_DEFAULT, CLASS_TRAINING};
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
+		enum workload_class c = order[i];
+		unsigned pm = r->info.shares.share_pm[c];
+		char rate[32] = "", ceil[32] = "";
+		int n;
+
+		if (!pm)
+			continue;
+		if (r->info.class_rate_bps[c])
+			tc_rate_format(r->info.class_rate_bps[c], rate, sizeof(rate));
+		if (r->info.class_ceil_bps[c])
+			tc_rate_format(r->info.class_ceil_bps[c], ceil, sizeof(ceil));
+		n = snprintf(buf + len, size - len, "%s%s %u.%u%%%s%s%s%s%s", len ? ", " : "", workload_class_name(c),
+		             pm / 10, pm % 10, rate[0] ? " (rate " : "", rate, ceil[0] ? " ceil " : "", ceil,
+		             rate[0] ? ")" : "");
+		if (n < 0 || (size_t)n >= size - len)
+			break;
+		len += (size_t)n;
+	}
+}
+
+static void plan_header_text(const struct plan_run *r)
+{
+	printf("# aiqosctl plan: dry run, nothing is applied\n");
+	printf("# pods: %s; config: %s; kernel: %s\n", r->o.pods_path, r->o.config_path ? r->o.config_path : "defaults",
+	       r->o.kernel_ci ? "ci (no fq, fq_codel, prio, pedit)" : "full");
+}
+
+static int plan_print_text(const struct plan_run *r)
+{
+	const struct node_plan_info *in = &r->info;
+	char rate[32], shaped[32], shares[384];
+
+	plan_header_text(r);
+	for (size_t i = 0; i < r->n_res; i++) {
+		const struct pod_result *pr = &r->res[i];
+		const struct ctl_pod *p = pr->pod;
+		_cleanup_free_ char *text = NULL;
+
+		printf("\npod %s/%s (uid %s)\n", p->namespace_, p->name, p->uid);
+		printf("  class %s, profile %s\n", workload_class_name(pr->w.class), pr->profile->name);
+		printf("  ips:");
+		for (unsigned k = 0; k < p->n_ips; k++)
+			printf("%s %s", k ? "," : "", p->ip_text[k]);
+		printf("%s\n", p->n_ips ? "" : " none");
+		if (pr->w.egress_bps || pr->w.ingress_bps) {
+			char e[32] = "-", g[32] = "-";
+			if (pr->w.egress_bps)
+				tc_rate_format(pr->w.egress_bps, e, sizeof(e));
+			if (pr->w.ingress_bps)
+				tc_rate_format(pr->w.ingress_bps, g, sizeof(g));
+			printf("  bandwidth: egress %s, ingress %s\n", e, g);
+		}
+		for (unsigned k = 0; k < pr->w.n_warn && k < WORKLOAD_WARN_MAX; k++)
+			printf("  warning: %s\n", pr->w.warn[k]);
+		if (pr->profile_warn[0])
+			printf("  warning: %s\n", pr->profile_warn);
+		printf("  interfaces: %s in the pod, %s on the host\n", pr->ifs.pod_ifname, pr->ifs.host_ifname);
+		if (plan_render(&pr->plan, &pr->ifs, NULL, PLAN_FMT_TEXT, false, &text) < 0)
+			return fail("out of memory");
+		if (pr->plan.n == 0)
+			printf("  plan: nothing to do (class default, no limits)\n");
+		print_indented(text, "  ");
+	}
+	for (size_t i = 0; i < r->pods.n; i++)
+		if (r->pods.v[i].skip)
+			printf("\nskipped %s/%s: %s\n", r->pods.v[i].namespace_, r->pods.v[i].name, r->pods.v[i].skip);
+
+	printf("\nnode\n");
+	printf("  pods: %u (inference %u, training %u, default %u)\n", in->counts.n_pods, in->counts.n[CLASS_INFERENCE],
+	       in->counts.n[CLASS_TRAINING], in->counts.n[CLASS_DEFAULT]);
+	printf("  mode: %s\n", node_mode_name(in->mode));
+	rate_format((double)in->rate_bps, rate, sizeof(rate));
+	printf("  uplink: %s, %s, rate %s (%s)\n", r->up.ifname, r->up.is_virtual ? "virtual link" : "NIC", rate,
+	       rate_source(r));
+	rate_format((double)in->shaped_bps, shaped, sizeof(shaped));
+	if (in->shape == SHAPE_HTB)
+		printf("  shape: htb at %s\n", shaped);
+	else
+		printf("  shape: %s\n", node_shape_name(in->shape));
+	share_text(r, shares, sizeof(shares));
+	if (shares[0])
+		printf("  shares (weights by %s): %s\n", node_weight_basis_name(in->shares.basis), shares);
+	if (in->mode == MODE_MIXED && in->shares.share_pm[CLASS_TRAINING]) {
+		unsigned pm = in->shares.share_pm[CLASS_TRAINING];
+
+		printf("  training floor: %u.%u%% (trainingFloor %g moved by the %s); inference first (prio 0), "
+		       "training borrows what it leaves\n",
+		       pm / 10, pm % 10, r->cfg.node.training_floor, node_weight_basis_name(in->shares.basis));
+	}
+	if (in->down.planned) {
+		char dr[32], ds[32];
+
+		rate_format((double)in->down.rate_bps, dr, sizeof(dr));
+		rate_format((double)in->down.shaped_bps, ds, sizeof(ds));
+		printf("  download: %s ingress redirected to %s, htb at %s (downlinkRate %s), filters on the "
+		       "destination: %u\n",
+		       r->up.ifname, PLAN_IFB_NAME, ds, dr, in->down.n_filters);
+	}
+	if (in->ce_threshold_us) {
+		char t[32];
+		tc_time_format(in->ce_threshold_us, t, sizeof(t));
+		printf("  ce threshold on training queues: %s\n", t);
+	}
+	printf("  classify: %s, filters: %u\n", node_classify_name(r->cfg.node.classify), in->n_filters);
+	for (unsigned k = 0; k < in->n_warn && k < NODE_WARN_MAX; k++)
+		printf("  warning: %s\n", in->warn[k]);
+	if (r->np.n == 0)
+		printf("  plan: nothing on the uplink (the original qdisc stays)\n");
+	else if (node_render(r, PLAN_FMT_TEXT, "  ", NULL) < 0)
+		return fail("out of memory");
+	return EXIT_OK;
+}
+
+static int plan_print_tc(const struct plan_run *r)
+{
+	const struct node_plan_info *in = &r->info;
+
+	printf("#!/bin/sh\n");
+	printf("# aiqosctl plan: dry run (pods: %s; config: %s; kernel: %s)\n", r->o.pods_path,
+	       r->o.config_path ? r->o.config_path : "defaults", r->o.kernel_ci ? "ci" : "full");
+	printf("# Each command line tries the best alternative first ('||' falls back).\n");
+	printf("# Pod-side commands run in the pod's network namespace, here named after the pod.\n");
+	for (size_t i = 0; i < r->n_res; i++) {
+		const struct pod_result *pr = &r->res[i];
+		_cleanup_free_ char *text = NULL;
+
+		printf("\n# pod %s/%s: class %s, profile %s\n", pr->pod->namespace_, pr->pod->name,
+		       workload_class_name(pr->w.class), pr->profile->name);
+		if (plan_render(&pr->plan, &pr->ifs, pr->pod->name, PLAN_FMT_TC, false, &text) < 0)
+			return fail("out of memory");
+		fputs(text, stdout);
+	}
+	for (size_t i = 0; i < r->pods.n; i++)
+		if (r->pods.v[i].skip)
+			printf("\n# skipped %s/%s: %s\n", r->pods.v[i].namespace_, r->pods.v[i].name,
+			       r->pods.v[i].skip);
+	printf("\n# node: mode %s, uplink %s, shape %s\n", node_mode_name(in->mode), r->up.ifname,
+	       node_shape_name(in->shape));
+	for (unsigned k = 0; k < in->n_warn && k < NODE_WARN_MAX; k++)
+		printf("# warning: %s\n", in->warn[k]);
+	if (r->np.n == 0)
+		printf("# nothing on the uplink (the original qdisc stays)\n");
+	else if (node_render(r, PLAN_FMT_TC, "", NULL) < 0)
+		return fail("out of memory");
+	return EXIT_OK;
+}
+
+static cJSON *json_strings(const char *const *v, unsigned n)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (unsigned i = 0; a && i < n; i++)
+		if (!cJSON_AddItemToArray(a, cJSON_CreateString(v[i]))) {
+			cJSON_Delete(a);
+			return NULL;
+		}
+	return a;
+}
+
+static int plan_print_json(const struct plan_run *r)
+{
+	const struct node_plan_info *in = &r->info;
+	_cleanup_json_ cJSON *root = cJSON_CreateObject();
+	_cleanup_free_ char *out = NULL;
+	cJSON *pods, *skipped, *node, *up, *shares, *items, *o;
+	bool ok = root != NULL;
+
+	ok = ok && cJSON_AddTrueToObject(root, "dryRun") && cJSON_AddStringToObject(root, "podsFile", r->o.pods_path) &&
+	     (r->o.config_path ? cJSON_AddStringToObject(root, "config", r->o.config_path) != NULL
+	                       : cJSON_AddNullToObject(root, "config") != NULL) &&
+	     cJSON_AddStringToObject(root, "kernel", r->o.kernel_ci ? "ci" : "full");
+	pods = ok ? cJSON_AddArrayToObject(root, "pods") : NULL;
+	ok = ok && pods;
+	for (size_t i = 0; ok && i < r->n_res; i++) {
+		const struct pod_result *pr = &r->res[i];
+		const struct ctl_pod *p = pr->pod;
+		const char *ips[NODE_POD_IPS_MAX], *warn[WORKLOAD_WARN_MAX + 1];
+		_cleanup_free_ char *text = NULL;
+		unsigned n_warn = 0;
+		cJSON *ifs, *plan;
+
+		for (unsigned k = 0; k < p->n_ips; k++)
+			ips[k] = p->ip_text[k];
+		for (unsigned k = 0; k < pr->w.n_warn && k < WORKLOAD_WARN_MAX; k++)
+			warn[n_warn++] = pr->w.warn[k];
+		if (pr->profile_warn[0])
+			warn[n_warn++] = pr->profile_warn;
+		o = cJSON_CreateObject();
+		ok = o && cJSON_AddItemToArray(pods, o);
+		if (!ok) {
+			cJSON_Delete(o);
+			break;
+		}
+		ok = cJSON_AddStringToObject(o, "namespace", p->namespace_) &&
+		     cJSON_AddStringToObject(o, "name", p->name) && cJSON_AddStringToObject(o, "uid", p->uid) &&
+		     cJSON_AddStringToObject(o, "class", workload_class_name(pr->w.class)) &&
+		     cJSON_AddStringToObject(o, "profile", pr->profile->name) &&
+		     cJSON_AddItemToObject(o, "ips", json_strings(ips, p->n_ips)) &&
+		     cJSON_AddNumberToObject(o, "egressBps", (double)pr->w.egress_bps) &&
+		     cJSON_AddNumberToObject(o, "ingressBps", (double)pr->w.ingress_bps) &&
+		     cJSON_AddNumberToObject(o, "gpus", p->gpus) &&
+		     cJSON_AddItemToObject(o, "warnings", json_strings(warn, n_warn));
+		ifs = ok ? cJSON_AddObjectToObject(o, "interfaces") : NULL;
+		ok = ifs && cJSON_AddStringToObject(ifs, "pod", pr->ifs.pod_ifname) &&
+		     cJSON_AddStringToObject(ifs, "host", pr->ifs.host_ifname);
+		ok = ok && plan_render(&pr->plan, &pr->ifs, NULL, PLAN_FMT_JSON, false, &text) >= 0;
+		plan = ok ? cJSON_Parse(text) : NULL;
+		ok = plan && cJSON_AddItemToObject(o, "plan", plan);
+		if (!ok && plan)
+			cJSON_Delete(plan);
+	}
+	skipped = ok ? cJSON_AddArrayToObject(root, "skipped") : NULL;
+	ok = ok && skipped;
+	for (size_t i = 0; ok && i < r->pods.n; i++) {
+		const struct ctl_pod *p = &r->pods.v[i];
+
+		if (!p->skip)
+			continue;
+		o = cJSON_CreateObject();
+		ok = o && cJSON_AddItemToArray(skipped, o);
+		if (!ok) {
+			cJSON_Delete(o);
+			break;
+		}
+		ok = cJSON_AddStringToObject(o, "namespace", p->namespace_) &&
+		     cJSON_AddStringToObject(o, "name", p->name) && cJSON_AddStringToObject(o, "reason", p->skip);
+	}
+	node = ok ? cJSON_AddObjectToObject(root, "node") : NULL;
+	ok = ok && node && cJSON_AddStringToObject(node, "mode", node_mode_name(in->mode));
+	o = ok ? cJSON_AddObjectToObject(node, "pods") : NULL;
+	ok = ok && o && cJSON_AddNumberToObject(o, "total", in->counts.n_pods) &&
+	     cJSON_AddNumberToObject(o, "inference", in->counts.n[CLASS_INFERENCE]) &&
+	     cJSON_AddNumberToObject(o, "training", in->counts.n[CLASS_TRAINING]) &&
+	     cJSON_AddNumberToObject(o, "default", in->counts.n[CLASS_DEFAULT]);
+	up = ok ? cJSON_AddObjectToObject(node, "uplink") : NULL;
+	ok = ok && up && cJSON_AddStringToObject(up, "ifname", r->up.ifname) &&
+	     cJSON_AddStringToObject(up, "link", r->up.is_virtual ? "virtual" : "nic") &&
+	     cJSON_AddNumberToObject(up, "rateBps", (double)in->rate_bps) &&
+	     cJSON_AddStringToObject(up, "rateSource", rate_source(r)) &&
+	     cJSON_AddStringToObject(up, "shape", node_shape_name(in->shape)) &&
+	     cJSON_AddNumberToObject(up, "shapedBps", (double)in->shaped_bps) &&
+	     cJSON_AddStringToObject(up, "classify", node_classify_name(r->cfg.node.classify)) &&
+	     cJSON_AddStringToObject(up, "weights", node_weight_basis_name(in->shares.basis)) &&
+	     cJSON_AddNumberToObject(up, "ceThresholdUs", in->ce_threshold_us) &&
+	     cJSON_AddNumberToObject(up, "filters", in->n_filters);
+	shares = ok ? cJSON_AddObjectToObject(up, "shares") : NULL;
+	ok = ok && shares;
+	for (int c = 0; ok && c < _CLASS_MAX; c++)
+		if (in->shares.share_pm[c])
+			ok = cJSON_AddNumberToObject(shares, workload_class_name((enum workload_class)c),
+			                             in->shares.share_pm[c] / 1000.0) != NULL;
+	o = ok ? cJSON_AddObjectToObject(up, "classes") : NULL;
+	ok = ok && o;
+	for (int c = 0; ok && c < _CLASS_MAX; c++)
+		if (in->class_rate_bps[c]) {
+			cJSON *k = cJSON_AddObjectToObject(o, workload_class_name((enum workload_class)c));
+
+			ok = k && cJSON_AddNumberToObject(k, "rateBps", (double)in->class_rate_bps[c]) &&
+			     cJSON_AddNumberToObject(k, "ceilBps", (double)in->class_ceil_bps[c]);
+		}
+	if (ok && in->down.planned) {
+		cJSON *dl = cJSON_AddObjectToObject(node, "downlink");
+
+		ok = dl && cJSON_AddStringToObject(dl, "ifb", PLAN_IFB_NAME) &&
+		     cJSON_AddNumberToObject(dl, "rateBps", (double)in->down.rate_bps) &&
+		     cJSON_AddNumberToObject(dl, "shapedBps", (double)in->down.shaped_bps) &&
+		     cJSON_AddNumberToObject(dl, "filters", in->down.n_filters);
+	}
+	ok = ok && cJSON_AddNumberToObject(up, "trainingFloor",
+	                                   in->mode == MODE_MIXED ? in->shares.share_pm[CLASS_TRAINING] / 1000.0 : 0);
+	if (ok) {
+		const char *warn[NODE_WARN_MAX];
+		unsigned n = 0;
+
+		for (unsigned k = 0; k < in->n_warn && k < NODE_WARN_MAX; k++)
+			warn[n++] = in->warn[k];
+		ok = cJSON_AddItemToObject(up, "warnings", json_strings(warn, n));
+	}
+	items = ok ? cJSON_AddArrayToObject(node, "plan") : NULL;
+	ok = ok && items && node_render(r, PLAN_FMT_JSON, NULL, items) >= 0;
+	out = ok ? cJSON_Print(root) : NULL;
+	if (!out)
+		return fail("out of memory");
+	printf("%s\n", out);
+	return EXIT_OK;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"pods", required_argument, NULL, 'p'},
+	        {"config", required_argument, NULL, 'c'},
+	        {"format", required_argument, NULL, 'f'},
+	        {"uplink-rate", required_argument, NULL, 'r'},
+	        {"uplink", required_argument, NULL, 'u'},
+	        {"link", required_argument, NULL, 'l'},
+	        {"kernel", required_argument, NULL, 'k'},
+	        {"help", no_argument, NULL, 'h'},
+	        {0},
+	};
+	struct plan_run r;
+	struct error err = {0};
+	int c, q;
+
+	memset(&r, 0, sizeof(r));
+	r.o.fmt = PLAN_FMT_TEXT;
+	optind = 0; /* glibc: re-initialise (main parsed with "+") */
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			r.o.pods_path = optarg;
+			break;
+		case 'c':
+			r.o.config_path = optarg;
+			break;
+		case 'f':
+			if (streq(optarg, "text"))
+				r.o.fmt = PLAN_FMT_TEXT;
+			else if (streq(optarg, "tc"))
+				r.o.fmt = PLAN_FMT_TC;
+			else if (streq(optarg, "json"))
+				r.o.fmt = PLAN_FMT_JSON;
+			else
+				return usage_error(usage_plan, "plan: --format '%s': expected text, tc or json",
+				                   optarg);
+			break;
+		case 'r':
+			if (agent_rate_parse_bps(optarg, &r.o.uplink_rate_bps, &err) < 0)
+				return usage_error(usage_plan, "plan: --uplink-rate: %s", err.msg);
+			break;
+		case 'u': {
+			bool ok =
+			        optarg[0] && strlen(optarg) < IFNAME_LEN && !streq(optarg, ".") && !streq(optarg, "..");
+			for (const char *p = optarg; ok && *p; p++)
+				ok = *p > ' ' && *p < 0x7f && *p != '/' && *p != ':';
+			if (!ok)
+				return usage_error(usage_plan, "plan: --uplink '%s' is not an interface name", optarg);
+			r.o.uplink = optarg;
+			break;
+		}
+		case 'l':
+			if (streq(optarg, "virtual"))
+				r.o.link = LINK_VIRTUAL;
+			else if (streq(optarg, "nic"))
+				r.o.link = LINK_NIC;
+			else
+				return usage_error(usage_plan, "plan: --link '%s': expected virtual or nic", optarg);
+			break;
+		case 'k':
+			if (streq(optarg, "full"))
+				r.o.kernel_ci = false;
+			else if (streq(optarg, "ci"))
+				r.o.kernel_ci = true;
+			else
+				return usage_error(usage_plan, "plan: --kernel '%s': expected full or ci", optarg);
+			break;
+		case 'h':
+			fputs(usage_plan, stdout);
+			return EXIT_OK;
+		default:
+			return bad_option(usage_plan, "plan: ", c, argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error(usage_plan, "plan: unexpected argument '%s'", argv[optind]);
+	if (!r.o.pods_path)
+		return usage_error(usage_plan, "plan: --pods FILE is required");
+	q = plan_compute(&r);
+	if (q == EXIT_OK) {
+		switch (r.o.fmt) {
+		case PLAN_FMT_TC:
+			q = plan_print_tc(&r);
+			break;
+		case PLAN_FMT_JSON:
+			q = plan_print_json(&r);
+			break;
+		default:
+			q = plan_print_text(&r);
+		}
+	}
+	plan_run_done(&r);
+	return q;
+}

@@ -1,0 +1,279 @@
+/* status.c — `aiqosctl status`: the running agent's view of the node (mode,
+ * uplink, every pod with its effective tuning), as a table or as JSON. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "ctl/ctl.h"
+#include "proto.h"
+
+#define DEGRADED_SHORT_MAX 48
+
+static const char usage_status[] = "Usage: aiqosctl [--socket PATH] status [--json]\n"
+                                   "\n"
+                                   "Ask the running agent for the node's state: node mode, uplink tuning and\n"
+                                   "every pod with its class, profile, status and effective tuning.\n"
+                                   "\n"
+                                   "  --json      print the agent's JSON document\n"
+                                   "  -h, --help  this help\n";
+
+/* ---- short forms for the status table ---- */
+
+struct sbuf {
+	char s[256];
+	size_t len;
+};
+
+static void sbuf_add(struct sbuf *b, const char *sep, const char *word)
+{
+	int n;
+
+	if (!word || !*word)
+		return;
+	/* unique words only */
+	for (const char *p = b->s; (p = strstr(p, word)); p++) {
+		size_t wl = strlen(word);
+		if ((p == b->s || p[-1] == ',' || p[-1] == ' ') && (p[wl] == '\0' || p[wl] == ',' || p[wl] == ' '))
+			return;
+	}
+	n = snprintf(b->s + b->len, sizeof(b->s) - b->len, "%s%s", b->len ? sep : "", word);
+	if (n > 0 && b->len + (size_t)n < sizeof(b->s))
+		b->len += (size_t)n;
+	else
+		b->s[b->len] = '\0';
+}
+
+/* The short label of one effective line: the qdisc kind of a tc qdisc
+ * command ("tc qdisc replace dev eth0 root handle 1: fq_codel ..." ->
+ * "fq_codel"), "cc=bbr" for the congestion control sysctl, NULL otherwise. */
+static bool effective_short(const char *line, char *buf, size_t size)
+{
+	const char *p = strstr(line, "qdisc ");
+	char tok[64];
+	int n = 0, skip = 0;
+
+	if (!p) {
+		const char *cc = strstr(line, "tcp_congestion_control=");
+		if (!cc)
+			return false;
+		snprintf(buf, size, "cc=%.32s", cc + strlen("tcp_congestion_control="));
+		buf[strcspn(buf, " \t'")] = '\0';
+		return true;
+	}
+	p += strlen("qdisc ");
+	/* verb, then "dev X", "root" | "parent X", "handle X", then the kind */
+	for (bool verb = true; sscanf(p, "%63s%n", tok, &n) == 1; p += n) {
+		if (verb) {
+			verb = false;
+			continue;
+		}
+		if (skip) {
+			skip--;
+			continue;
+		}
+		if (streq(tok, "dev") || streq(tok, "parent") || streq(tok, "handle") || streq(tok, "estimator")) {
+			skip = 1;
+			continue;
+		}
+		if (streq(tok, "root") || streq(tok, "ingress") || streq(tok, "clsact"))
+			continue;
+		snprintf(buf, size, "%s", tok);
+		return true;
+	}
+	return false;
+}
+
+static void pod_short(const cJSON *pod, struct sbuf *eff, struct sbuf *deg)
+{
+	const cJSON *att, *l;
+	unsigned n_deg = 0;
+
+	json_for_each(att, jarr(pod, "attachments"))
+	{
+		json_for_each(l, jarr(att, "effective"))
+		{
+			char w[64];
+			if (cJSON_IsString(l) && effective_short(l->valuestring, w, sizeof(w)))
+				sbuf_add(eff, ",", w);
+		}
+		json_for_each(l, jarr(att, "degraded"))
+		{
+			const char *id = jstr(l, "id");
+			n_deg++;
+			if (id && deg->len + strlen(id) + 1 < DEGRADED_SHORT_MAX)
+				sbuf_add(deg, ",", id);
+		}
+		if (jstr(att, "failure"))
+			sbuf_add(deg, ",", "failure");
+	}
+	if (n_deg && (deg->len == 0 || deg->len + 4 >= DEGRADED_SHORT_MAX))
+		sbuf_add(deg, ",", "...");
+}
+
+/* ---- status ---- */
+
+static void print_uplink(const cJSON *up)
+{
+	const cJSON *shares = jobj(up, "shares"), *s;
+	char rate[32];
+	double v = 0;
+
+	rate_format(jnum(up, "rateBps", &v) ? v : 0, rate, sizeof(rate));
+	printf("uplink: %s  rate %s  shape %s", jstr_or(up, "ifname", "-"), rate, jstr_or(up, "shape", "-"));
+	if (shares && shares->child) {
+		bool first = true;
+		printf("  shares");
+		json_for_each(s, shares)
+		{
+			if (cJSON_IsNumber(s)) {
+				printf("%s %s %.1f%%", first ? "" : ",", s->string, s->valuedouble * 100);
+				first = false;
+			}
+		}
+	}
+	if (jnum(up, "trainingFloor", &v) && v > 0)
+		printf("  training floor %.1f%%", v * 100);
+	printf("\n");
+	if (jobj(up, "classes") && jobj(up, "classes")->child) {
+		const cJSON *k;
+
+		printf("  guarantees:");
+		json_for_each(k, jobj(up, "classes"))
+		{
+			char r1[32], r2[32];
+			double rb = 0, cb = 0;
+
+			jnum(k, "rateBps", &rb);
+			jnum(k, "ceilBps", &cb);
+			rate_format(rb, r1, sizeof(r1));
+			rate_format(cb, r2, sizeof(r2));
+			printf(" %s rate %s ceil %s;", k->string, r1, r2);
+		}
+		printf("\n");
+	}
+	if (jobj(up, "downlink") && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(jobj(up, "downlink"), "shaped"))) {
+		const cJSON *dl = jobj(up, "downlink");
+		char r1[32], r2[32];
+		double rb = 0, sb = 0;
+
+		jnum(dl, "rateBps", &rb);
+		jnum(dl, "shapedBps", &sb);
+		rate_format(rb, r1, sizeof(r1));
+		rate_format(sb, r2, sizeof(r2));
+		printf("download: %s ingress -> %s  rate %s  shaped %s\n", jstr_or(up, "ifname", "-"),
+		       jstr_or(dl, "ifb", "-"), r1, r2);
+	}
+	if (jarr(up, "effective") && cJSON_GetArraySize(jarr(up, "effective")) > 0) {
+		printf("  effective:\n");
+		print_strings(jarr(up, "effective"), "    ");
+	}
+	if (jarr(up, "degraded") && cJSON_GetArraySize(jarr(up, "degraded")) > 0) {
+		printf("  degraded:\n");
+		print_degraded(jarr(up, "degraded"), "    ");
+	}
+	if (jstr(up, "classifyWhy"))
+		printf("  classify: %s, in effect %s: %s\n", jstr_or(up, "classify", "-"),
+		       jstr_or(up, "classifyEffective", "-"), jstr(up, "classifyWhy"));
+}
+
+struct row {
+	const char *c[6];
+	char buf[3][256];
+};
+
+static int status_print(const cJSON *st)
+{
+	static const char *const head[6] = {"NAMESPACE/NAME", "CLASS", "PROFILE", "STATUS", "EFFECTIVE", "DEGRADED"};
+	const cJSON *pods = jarr(st, "pods"), *p, *cfg = jobj(st, "config");
+	_cleanup_free_ struct row *rows = NULL;
+	size_t width[6], n = 0;
+	char when[64];
+	double v = 0;
+
+	printf("node: %s\n", jstr_or(st, "node", "-"));
+	time_format(jnum(st, "modeSince", &v) ? v : 0, when, sizeof(when));
+	printf("mode: %s (since %s)\n", jstr_or(st, "mode", "-"), when);
+	printf("api: connected %s, ready %s\n", jbool_word(st, "apiConnected"), jbool_word(st, "ready"));
+	if (cfg) {
+		const char *e = jstr(cfg, "error");
+		time_format(jnum(cfg, "loadedAt", &v) ? v : 0, when, sizeof(when));
+		printf("config: %s (loaded %s)%s%s\n", jstr_or(cfg, "path", "defaults"), when, e ? "; error: " : "",
+		       e ? e : "");
+	}
+	if (jobj(st, "uplink"))
+		print_uplink(jobj(st, "uplink"));
+	printf("\n");
+
+	if (pods && cJSON_GetArraySize(pods) > 0) {
+		rows = calloc((size_t)cJSON_GetArraySize(pods), sizeof(*rows));
+		if (!rows)
+			return fail("out of memory");
+	}
+	for (int i = 0; i < 6; i++)
+		width[i] = strlen(head[i]);
+	json_for_each(p, pods)
+	{
+		struct row *r = &rows[n++];
+		struct sbuf eff = {{0}, 0}, deg = {{0}, 0};
+
+		snprintf(r->buf[0], sizeof(r->buf[0]), "%s/%s", jstr_or(p, "namespace", "?"), jstr_or(p, "name", "?"));
+		pod_short(p, &eff, &deg);
+		snprintf(r->buf[1], sizeof(r->buf[1]), "%s", eff.len ? eff.s : "-");
+		snprintf(r->buf[2], sizeof(r->buf[2]), "%s", deg.len ? deg.s : "-");
+		r->c[0] = r->buf[0];
+		r->c[1] = jstr_or(p, "class", "-");
+		r->c[2] = jstr_or(p, "profile", "-");
+		r->c[3] = jstr_or(p, "status", "-");
+		r->c[4] = r->buf[1];
+		r->c[5] = r->buf[2];
+		for (int c = 0; c < 6; c++)
+			if (strlen(r->c[c]) > width[c])
+				width[c] = strlen(r->c[c]);
+	}
+	for (int c = 0; c < 6; c++)
+		printf("%-*s%s", c < 5 ? (int)width[c] : 0, head[c], c < 5 ? "  " : "\n");
+	for (size_t i = 0; i < n; i++)
+		for (int c = 0; c < 6; c++)
+			printf("%-*s%s", c < 5 ? (int)width[c] : 0, rows[i].c[c], c < 5 ? "  " : "\n");
+	if (n == 0)
+		printf("(no pods)\n");
+	return EXIT_OK;
+}
+
+int cmd_status(int argc, char **argv, const char *sock)
+{
+	static const struct option opts[] = {
+	        {"json", no_argument, NULL, 'j'},
+	        {"help", no_argument, NULL, 'h'},
+	        {0},
+	};
+	struct proto_request r = {.op = PROTO_OP_STATUS};
+	_cleanup_json_ cJSON *resp = NULL;
+	bool json = false;
+	int c, q;
+
+	optind = 0; /* glibc: re-initialise (main parsed with "+") */
+	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(usage_status, stdout);
+			return EXIT_OK;
+		default:
+			return bad_option(usage_status, "status: ", c, argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error(usage_status, "status: unexpected argument '%s'", argv[optind]);
+	q = agent_call(sock, &r, &resp);
+	if (q != EXIT_OK)
+		return q;
+	return json ? print_json(resp) : status_print(resp);
+}

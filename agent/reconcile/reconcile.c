@@ -1,0 +1,107 @@
+/* reconcile.c — the agent's pass (reconcile.h): what the scheduler says is
+ * due runs the pod half (pod.c) and the node half (node.c), then failed
+ * re-tunes re-arm the retry timer. Also the agent's state (init/done), its
+ * clocks, its counters and the Events it posts on pods. Problems are logged,
+ * counted, surfaced as Events and retried with backoff; nothing here
+ * exits. */
+#include <stdarg.h>
+#include <time.h>
+
+#include "agent.h"
+#include "nl.h"
+#include "reconcile/internal.h"
+#include "reconcile/reconcile.h"
+
+int64_t agent_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t agent_now_unix(void)
+{
+	return (int64_t)time(NULL);
+}
+
+void agent_count_retune(struct agent *ag, int scope, int result, double seconds)
+{
+	ag->ctr.retunes[scope][result]++;
+	metrics_histogram_observe(&ag->ctr.retune_seconds[scope], &metrics_buckets_retune, seconds);
+}
+
+void agent_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_msg(warning ? LOG_LVL_WARN : LOG_LVL_INFO, "event", "reason", reason, "pod", p->namespace_, "name", p->name,
+	        "message", msg, (char *)NULL);
+	if (!p->in_api || !p->uid[0] || !ag->event_hook)
+		return; /* an Event needs the pod object */
+	ag->event_hook(ag, p, warning, reason, msg);
+	ag->ctr.events_posted++;
+}
+
+double seconds_since(int64_t t0_ms)
+{
+	return (double)(agent_now_ms() - t0_ms) / 1000.0;
+}
+
+static void retry_rearm(struct agent *ag)
+{
+	int64_t next = ag->up_retry_at_ms;
+
+	for (unsigned i = 0; i < ag->pods.n; i++) {
+		int64_t t = ag->pods.v[i]->retry_at_ms;
+		if (t >= 0 && (next < 0 || t < next))
+			next = t;
+	}
+	sched_set_retry(&ag->sched, next);
+}
+
+void agent_init(struct agent *ag)
+{
+	memset(ag, 0, sizeof(*ag));
+	agent_config_defaults(&ag->cfg);
+	pod_cache_init(&ag->pods);
+	ag->mode = NODE_MODE_STATE_INIT;
+	ag->mode_since_unix = agent_now_unix();
+	ag->up_retry_at_ms = -1;
+	ag->up_cls_map_fd = -1;
+	sched_init(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());
+}
+
+void agent_done(struct agent *ag)
+{
+	pod_cache_done(&ag->pods);
+	node_plan_free(&ag->in_force);
+	if (ag->up_cls_map_fd >= 0)
+		close(ag->up_cls_map_fd);
+	ag->up_cls_map_fd = -1;
+	agent_config_done(&ag->cfg);
+	if (ag->sk)
+		nl_close(ag->sk);
+	ag->sk = NULL;
+}
+
+void agent_pass(struct agent *ag, int64_t now_ms, unsigned due)
+{
+	bool up_retry = (due & SCHED_RETRY) && ag->up_retry_at_ms >= 0 && ag->up_retry_at_ms <= now_ms;
+
+	if (due & (SCHED_PASS | SCHED_RETRY))
+		pods_reconcile(ag, now_ms, due & SCHED_RETRY);
+	if (due & SCHED_DRIFT)
+		agent_repair_pods(ag);
+	if ((due & (SCHED_PASS | SCHED_HOLD | SCHED_DRIFT)) || up_retry) {
+		if (up_retry)
+			ag->up_retry_at_ms = -1;
+		node_reconcile(ag, now_ms, due & SCHED_DRIFT);
+	}
+	pod_cache_gc(&ag->pods);
+	retry_rearm(ag);
+}
