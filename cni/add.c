@@ -121,7 +121,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 {
 	struct cni_conf *c = &ctx->conf;
 	const struct cni_env *env = ctx->env;
-	_cleanup_free_ struct attach_state *s = NULL;
+	_cleanup_attach_state_ struct attach_state *s = NULL;
 	const struct profile *p;
 	struct attach a;
 	struct plan_caps known = {0}, caps = {0};
@@ -181,7 +181,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			r = add_intent(ctx, s, &fail);
 		if (r >= 0) {
 			failpoint("add-before-apply");
-			r = apply_plan(&s->plan, &a.target, &caps, &fail);
+			r = apply_plan(&s->plan, NULL, &a.target, &caps, &fail);
 			failpoint("add-after-apply");
 		}
 		s->pending = false;

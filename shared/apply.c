@@ -153,8 +153,10 @@ struct flushed_key {
 	uint16_t protocol;
 };
 
+#define APPLY_FLUSH_MAX 64 /* a pod plan has 2 such filters */
+
 struct apply_run {
-	struct flushed_key flushed[PLAN_ITEMS_MAX];
+	struct flushed_key flushed[APPLY_FLUSH_MAX];
 	unsigned n_flushed;
 };
 
@@ -698,17 +700,17 @@ static int apply_filter_create(struct plan_item *it, const struct apply_target *
 	return 0;
 }
 
-/* The applier. idx NULL: every item in plan order, stopping at the first
- * failure (the caller undoes or records what is there); else items[idx[k]]
- * (k < n_idx) in that order, each on its own: a failure leaves that item
- * PENDING and the others are still tried unless the target is gone. The
- * items applied have status/chosen/err reset first. */
-static int apply_loop(struct plan_item *items, unsigned n_items, const unsigned *idx, const bool *absent,
-                      unsigned n_idx, const struct apply_target *t, struct plan_caps *caps,
-                      bool (*dep_ok)(void *ud, const char *id), void *ud, struct error *err)
+/* The applier (apply.h): the items it applies have status/chosen/err reset
+ * first. */
+int apply_plan(struct plan *p, const struct apply_only *only, const struct apply_target *t, struct plan_caps *caps,
+               struct error *err)
 {
 	struct apply_run run = {.n_flushed = 0};
-	unsigned n = idx ? n_idx : n_items;
+	struct plan_item *items = p->items;
+	unsigned n_items = p->n;
+	const unsigned *idx = only ? only->idx : NULL;
+	const bool *absent = only ? only->absent : NULL;
+	unsigned n = only ? only->n : n_items;
 	int saved = -1; /* original netns while inside the pod netns */
 	int first = 0;
 
@@ -740,8 +742,7 @@ static int apply_loop(struct plan_item *items, unsigned n_items, const unsigned 
 			it->err = caps->missing_pedit_errno > 0 ? caps->missing_pedit_errno : EOPNOTSUPP;
 			continue;
 		}
-		if (r == 0 &&
-		    !(dep_ok && it->depends[0] ? dep_ok(ud, it->depends) : depends_satisfied(items, n_items, it))) {
+		if (r == 0 && !depends_satisfied(items, n_items, it)) {
 			int known = it->type == ITEM_TC && it->n_alt ? caps_known_missing(caps, &it->tc[0]) : 0;
 
 			it->status = ITEM_SKIPPED;
@@ -767,7 +768,7 @@ static int apply_loop(struct plan_item *items, unsigned n_items, const unsigned 
 				if (err)
 					*err = e;
 			}
-			if (!idx || apply_errno_is_fatal(r) || saved >= 0)
+			if (!only || apply_errno_is_fatal(r) || saved >= 0)
 				break; /* the whole plan, the target gone, or maybe stuck in the pod netns */
 		}
 	}
@@ -784,13 +785,6 @@ static int apply_loop(struct plan_item *items, unsigned n_items, const unsigned 
 	return first;
 }
 
-int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *caps, struct error *err)
-{
-	if (p->n > PLAN_ITEMS_MAX)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "plan has %u items (max %d)", p->n, PLAN_ITEMS_MAX);
-	return apply_loop(p->items, p->n, NULL, NULL, 0, t, caps, NULL, NULL, err);
-}
-
 int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_target *t, struct error *err)
 {
 	struct nl_sock *sk = NULL;
@@ -799,7 +793,7 @@ int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_tar
 	r = target_for(t, dev, &sk, &ifindex, NULL);
 	if (r < 0)
 		return 0; /* no socket or no device: nothing of ours can be there */
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		const struct tc_spec *s;
 		struct error e = {0};
@@ -867,7 +861,7 @@ static bool observed_has_key(const struct observed *o, const char *key)
 
 static int observe_sysctls(const struct plan *p, bool pod, struct observed *ret, struct error *err)
 {
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		char val[SYSCTL_WRITE_MAX + 1];
 		int r;
@@ -881,8 +875,9 @@ static int observe_sysctls(const struct plan *p, bool pod, struct observed *ret,
 			error_prefix(err, "observe %s", it->id);
 			return r;
 		}
-		if (ret->n_sysctl >= PLAN_ITEMS_MAX)
-			return error_set(err, CNI_ERR_NONE, ENOBUFS, "observe: more than %d sysctls", PLAN_ITEMS_MAX);
+		if (ret->n_sysctl >= OBSERVED_SYSCTL_MAX)
+			return error_set(err, CNI_ERR_NONE, ENOBUFS, "observe: more than %d sysctls",
+			                 OBSERVED_SYSCTL_MAX);
 		str_copy(ret->sysctl_key[ret->n_sysctl], SYSCTL_KEY_MAX, it->key);
 		/* longer values cannot match a planned one; keep them truncated */
 		str_copy(ret->sysctl_val[ret->n_sysctl], SYSCTL_VAL_MAX, val);
@@ -898,7 +893,7 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		if (it->dev < 0 || it->dev >= _DEV_MAX)
 			return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
@@ -943,7 +938,7 @@ int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, st
 {
 	int saved = -1, first = 0;
 
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		struct error e = {0};
 		int r;
@@ -971,20 +966,6 @@ int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, st
 		}
 	}
 	return first;
-}
-
-int apply_items(struct plan_item *items, unsigned n_items, const unsigned *idx, unsigned n_idx,
-                const struct apply_target *t, struct plan_caps *caps, bool (*dep_ok)(void *ud, const char *id),
-                void *ud, struct error *err)
-{
-	return apply_loop(items, n_items, idx, NULL, n_idx, t, caps, dep_ok, ud, err);
-}
-
-int apply_items_absent(struct plan_item *items, unsigned n_items, const unsigned *idx, const bool *absent,
-                       unsigned n_idx, const struct apply_target *t, struct plan_caps *caps,
-                       bool (*dep_ok)(void *ud, const char *id), void *ud, struct error *err)
-{
-	return apply_loop(items, n_items, idx, absent, n_idx, t, caps, dep_ok, ud, err);
 }
 
 int apply_remove_item(const struct plan_item *it, const struct apply_target *t, struct error *err)

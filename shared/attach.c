@@ -195,7 +195,7 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 		effective[0] = '\0';
 	if (deg_size)
 		degraded[0] = '\0';
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		char why[REASON_MAX];
 

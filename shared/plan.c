@@ -34,20 +34,25 @@ const char *plan_dev_name(enum plan_dev d)
 	return names[d];
 }
 
-const char *plan_dev_ifname(const struct attach_ifaces *ifs, enum plan_dev d)
+struct plan_names plan_names_attach(const struct attach_ifaces *ifs)
 {
-	switch (d) {
-	case DEV_POD:
-		return ifs && ifs->pod_ifname[0] ? ifs->pod_ifname : "pod";
-	case DEV_HOST:
-		return ifs && ifs->host_ifname[0] ? ifs->host_ifname : "host";
-	case DEV_UPLINK:
-		return "uplink";
-	case DEV_IFB:
-		return PLAN_IFB_NAME;
-	default:
-		return "?";
+	struct plan_names n = {0};
+
+	if (ifs) {
+		n.dev[DEV_POD] = ifs->pod_ifname;
+		n.dev[DEV_HOST] = ifs->host_ifname;
 	}
+	return n;
+}
+
+const char *plan_dev_ifname(const struct plan_names *names, enum plan_dev d)
+{
+	static const char *const defaults[_DEV_MAX] = {
+	        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = PLAN_IFB_NAME};
+
+	if (d < 0 || d >= _DEV_MAX)
+		return "?";
+	return names && names->dev[d] && names->dev[d][0] ? names->dev[d] : defaults[d];
 }
 
 const char *item_status_name(enum item_status s)
@@ -62,56 +67,6 @@ const char *item_status_name(enum item_status s)
 	if (s < 0 || s >= _ITEM_STATUS_MAX)
 		return NULL;
 	return names[s];
-}
-
-struct plan_item *plan_find(struct plan *p, const char *id)
-{
-	if (!p || !id)
-		return NULL;
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++)
-		if (streq(p->items[i].id, id))
-			return &p->items[i];
-	return NULL;
-}
-
-const struct plan_item *plan_find_const(const struct plan *p, const char *id)
-{
-	if (!p || !id)
-		return NULL;
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++)
-		if (streq(p->items[i].id, id))
-			return &p->items[i];
-	return NULL;
-}
-
-static bool item_has_effective(const struct plan_item *it)
-{
-	return (it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED) && it->chosen >= 0 &&
-	       (unsigned)it->chosen < it->n_alt && it->n_alt <= PLAN_ALT_MAX;
-}
-
-const struct tc_spec *plan_item_effective_tc(const struct plan_item *it)
-{
-	if (!it || it->type != ITEM_TC || !item_has_effective(it))
-		return NULL;
-	return &it->tc[it->chosen];
-}
-
-const char *plan_item_effective_val(const struct plan_item *it)
-{
-	if (!it || it->type != ITEM_SYSCTL || !item_has_effective(it))
-		return NULL;
-	return it->val[it->chosen];
-}
-
-unsigned plan_count(const struct plan *p, enum item_status s)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; p && i < p->n && i < PLAN_ITEMS_MAX; i++)
-		if (p->items[i].status == s)
-			n++;
-	return n;
 }
 
 void plan_caps_mark_missing(struct plan_caps *caps, enum tc_kind_id k)
@@ -129,31 +84,12 @@ bool plan_caps_has(const struct plan_caps *caps, enum tc_kind_id k)
 
 /* ---- building ---- */
 
-static struct plan_item *item_add(struct plan *p, enum plan_item_type type, enum plan_dev dev, const char *id,
-                                  const char *depends)
-{
-	struct plan_item *it;
-
-	if (p->n >= PLAN_ITEMS_MAX)
-		return NULL;
-	it = &p->items[p->n++];
-	memset(it, 0, sizeof(*it));
-	it->type = type;
-	it->dev = dev;
-	str_copy(it->id, sizeof(it->id), id);
-	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
-	it->status = ITEM_PENDING;
-	it->chosen = -1;
-	it->err = 0;
-	return it;
-}
-
 static int sysctl_add(struct plan *p, const char *id, const char *key, const char *val)
 {
-	struct plan_item *it = item_add(p, ITEM_SYSCTL, DEV_POD, id, NULL);
+	struct plan_item *it = plan_item_add(p, ITEM_SYSCTL, DEV_POD, id, NULL);
 
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	str_copy(it->key, sizeof(it->key), key);
 	str_copy(it->val[0], sizeof(it->val[0]), val);
 	it->n_alt = 1;
@@ -172,11 +108,11 @@ static int plan_sysctls(struct plan *p, const struct profile *pr, const struct p
 			return r;
 	}
 	if (pr->n_cc > 0) {
-		struct plan_item *it = item_add(p, ITEM_SYSCTL, DEV_POD, "sysctl.cc", NULL);
+		struct plan_item *it = plan_item_add(p, ITEM_SYSCTL, DEV_POD, "sysctl.cc", NULL);
 		unsigned n_cc = pr->n_cc < PROFILE_CC_MAX ? pr->n_cc : PROFILE_CC_MAX;
 
 		if (!it)
-			return -E2BIG;
+			return -ENOMEM;
 		str_copy(it->key, sizeof(it->key), "net/ipv4/tcp_congestion_control");
 		for (unsigned i = 0; i < n_cc && it->n_alt < PLAN_ALT_MAX; i++)
 			str_copy(it->val[it->n_alt++], SYSCTL_VAL_MAX, pr->cc[i]);
@@ -311,16 +247,16 @@ static int plan_shaper(struct plan *p, enum plan_dev dev, const char *prefix, ui
 	snprintf(id_class, sizeof(id_class), "%s.class", prefix);
 	snprintf(id_leaf, sizeof(id_leaf), "%s.leaf", prefix);
 
-	it = item_add(p, ITEM_TC, dev, id_root, NULL);
+	it = plan_item_add(p, ITEM_TC, dev, id_root, NULL);
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	s = plan_alt_first(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_SHAPER_ROOT);
 	s->u.htb.defcls = SHAPER_DEFCLS;
 	s->u.htb.r2q = SHAPER_R2Q;
 
-	it = item_add(p, ITEM_TC, dev, id_class, id_root);
+	it = plan_item_add(p, ITEM_TC, dev, id_class, id_root);
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_SHAPER_ROOT, H_SHAPER_CLASS);
 	s->u.htb_class.rate_bps = rate_bps;
 	s->u.htb_class.ceil_bps = rate_bps;
@@ -330,9 +266,9 @@ static int plan_shaper(struct plan *p, enum plan_dev dev, const char *prefix, ui
 	s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(rate_bps, frame);
 	s->u.htb_class.prio = 0;
 
-	it = item_add(p, ITEM_TC, dev, id_leaf, id_class);
+	it = plan_item_add(p, ITEM_TC, dev, id_leaf, id_class);
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	alts_aqm(it, H_SHAPER_CLASS, H_SHAPER_LEAF, pr, rate_bps, frame);
 	return 0;
 }
@@ -350,15 +286,15 @@ static int plan_dscp(struct plan *p, const struct profile *pr)
 	struct plan_item *it;
 	struct tc_spec *s;
 
-	it = item_add(p, ITEM_TC, DEV_POD, "dscp.clsact", NULL);
+	it = plan_item_add(p, ITEM_TC, DEV_POD, "dscp.clsact", NULL);
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 
 	for (size_t i = 0; i < ARRAY_SIZE(fams); i++) {
-		it = item_add(p, ITEM_TC, DEV_POD, fams[i].id, "dscp.clsact");
+		it = plan_item_add(p, ITEM_TC, DEV_POD, fams[i].id, "dscp.clsact");
 		if (!it)
-			return -E2BIG;
+			return -ENOMEM;
 		s = plan_alt_first(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), 0);
 		s->prio = fams[i].prio;
 		s->protocol = fams[i].protocol;
@@ -370,35 +306,36 @@ static int plan_dscp(struct plan *p, const struct profile *pr)
 	return 0;
 }
 
-int plan_pod(const struct workload *w, const struct profile *pr, const struct attach_ifaces *ifs,
-             const struct plan_caps *caps, struct plan *ret)
+/* The most items a pod plan has: 5 sysctls, the egress shaper (3), DSCP
+ * marking (3), the ingress shaper (3). Reserved up front: one allocation. */
+#define POD_ITEMS_MAX 14u
+
+static int plan_pod_build(const struct workload *w, const struct profile *pr, uint32_t frame,
+                          const struct plan_caps *caps, struct plan *p)
 {
-	uint32_t mtu = ifs && ifs->mtu ? ifs->mtu : MTU_DEFAULT;
-	uint32_t frame = mtu + ETH_HLEN_BYTES;
 	int r;
 
-	memset(ret, 0, sizeof(*ret));
-	if (!w || !pr)
-		return -EINVAL;
-
-	r = plan_sysctls(ret, pr, caps);
+	r = plan_reserve(p, POD_ITEMS_MAX);
+	if (r < 0)
+		return r;
+	r = plan_sysctls(p, pr, caps);
 	if (r < 0)
 		return r;
 
 	if (w->egress_bps > 0) {
-		r = plan_shaper(ret, DEV_POD, "egress", w->egress_bps, pr, frame, caps);
+		r = plan_shaper(p, DEV_POD, "egress", w->egress_bps, pr, frame, caps);
 		if (r < 0)
 			return r;
 	} else if (pr->pod_qdisc) {
-		struct plan_item *it = item_add(ret, ITEM_TC, DEV_POD, "egress.root", NULL);
+		struct plan_item *it = plan_item_add(p, ITEM_TC, DEV_POD, "egress.root", NULL);
 
 		if (!it)
-			return -E2BIG;
+			return -ENOMEM;
 		alts_aqm(it, TC_H_ROOT, H_SHAPER_ROOT, pr, 0, frame);
 	}
 
 	if (pr->dscp >= 0 && pr->dscp <= 63) {
-		r = plan_dscp(ret, pr);
+		r = plan_dscp(p, pr);
 		if (r < 0)
 			return r;
 	}
@@ -407,9 +344,24 @@ int plan_pod(const struct workload *w, const struct profile *pr, const struct at
 	 * applier then records the shaper as skipped with its reason, never
 	 * drops the limit silently. */
 	if (w->ingress_bps > 0) {
-		r = plan_shaper(ret, DEV_HOST, "ingress", w->ingress_bps, pr, frame, caps);
+		r = plan_shaper(p, DEV_HOST, "ingress", w->ingress_bps, pr, frame, caps);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+int plan_pod(const struct workload *w, const struct profile *pr, const struct attach_ifaces *ifs,
+             const struct plan_caps *caps, struct plan *ret)
+{
+	uint32_t mtu = ifs && ifs->mtu ? ifs->mtu : MTU_DEFAULT;
+	int r;
+
+	plan_free(ret);
+	if (!w || !pr)
+		return -EINVAL;
+	r = plan_pod_build(w, pr, mtu + ETH_HLEN_BYTES, caps, ret);
+	if (r < 0)
+		plan_free(ret);
+	return r;
 }

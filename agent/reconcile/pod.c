@@ -18,7 +18,7 @@
 
 int agent_attach_load(struct agent *ag, const char *container_id, const char *ifname, struct error *err)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	struct agent_attach at;
 	struct agent_pod *p;
 	cJSON *choices = NULL;
@@ -118,7 +118,7 @@ static int remove_leftovers(const struct plan *old, const struct plan *new_, con
 {
 	int first = 0;
 
-	for (unsigned i = 0; i < old->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < old->n; i++) {
 		const struct plan_item *o = &old->items[i];
 		bool held = false;
 		struct error e = {0};
@@ -156,12 +156,12 @@ static int remove_leftovers(const struct plan *old, const struct plan *new_, con
  * plan recorded (the applier just read aiqos's own value). */
 static void carry_prev(const struct plan *old, struct plan *new_)
 {
-	for (unsigned k = 0; k < new_->n && k < PLAN_ITEMS_MAX; k++) {
+	for (unsigned k = 0; k < new_->n; k++) {
 		struct plan_item *n = &new_->items[k];
 
 		if (n->type != ITEM_SYSCTL)
 			continue;
-		for (unsigned i = 0; i < old->n && i < PLAN_ITEMS_MAX; i++) {
+		for (unsigned i = 0; i < old->n; i++) {
 			const struct plan_item *o = &old->items[i];
 
 			if (o->type == ITEM_SYSCTL && streq(o->key, n->key) && plan_item_effective_val(o) &&
@@ -182,7 +182,7 @@ static void out_summary(const struct plan *p, struct retune_out *out)
 /* Describe an attachment from its record (the plugin's ADD). */
 static int attach_describe(struct agent *ag, struct agent_attach *at, struct retune_out *out)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	cJSON *choices = NULL;
 	struct error e = {0};
 	int r;
@@ -251,8 +251,9 @@ static void retune_lock_release(struct retune_lock *l)
  * already says so — drift repair). */
 static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_attach *at, struct retune_out *out)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
-	_cleanup_free_ struct plan *np = calloc(1, sizeof(*np));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_plan_ struct plan new_plan = {0};
+	struct plan *np = &new_plan;
 	const struct profile *prof;
 	struct agent_attach updated;
 	struct attach a;
@@ -265,7 +266,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	int r, applied;
 
 	memset(out, 0, sizeof(*out));
-	if (!s || !np)
+	if (!s)
 		return -ENOMEM;
 	/* the plugin's ADD/DEL/CHECK of this attachment waits until the record
 	 * is written again (and we for them): no interleaving on its
@@ -334,7 +335,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	if (r < 0) {
 		error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
 	} else {
-		applied = apply_plan(np, &a.target, &ag->pod_caps, &fail);
+		applied = apply_plan(np, NULL, &a.target, &ag->pod_caps, &fail);
 		carry_prev(&s->plan, np);
 		if (applied < 0) {
 			r = applied;
@@ -352,7 +353,10 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	str_copy(s->profile, sizeof(s->profile), prof->name);
 	s->ifs.mtu = ifs.mtu;
 	if (r >= 0 || np->n) {
-		s->plan = *np; /* on failure: what got applied before it */
+		/* on failure: what got applied before it */
+		plan_free(&s->plan);
+		s->plan = new_plan;
+		new_plan = (struct plan){0}; /* the record owns the items now */
 		s->profile_spec = *prof;
 		s->has_profile_spec = true;
 	}
@@ -479,7 +483,7 @@ void pods_reconcile(struct agent *ag, int64_t now_ms, bool retry_due)
 /* Does the kernel differ from the attachment's record? */
 static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	_cleanup_free_ struct observed *obs = calloc(1, sizeof(*obs));
 	cJSON *choices = NULL;
 	struct attach a;

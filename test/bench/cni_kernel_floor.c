@@ -176,15 +176,17 @@ static double p50_us(double *v)
 	return v[n_rounds / 2] / 1000.0;
 }
 
+#define BENCH_ITEMS_MAX 64 /* a pod plan has at most 14 */
+
 int main(int argc, char **argv)
 {
 	struct profile_set ps;
 	struct workload w = {0};
 	struct attach_ifaces ifs = {.mtu = 1500};
 	struct plan *p = calloc(1, sizeof(*p));
-	struct nl_msg *add_msg[PLAN_ITEMS_MAX], *del_msg[PLAN_ITEMS_MAX];
-	int add_fd[PLAN_ITEMS_MAX], del_fd[PLAN_ITEMS_MAX];
-	const char *add_name[PLAN_ITEMS_MAX], *del_name[PLAN_ITEMS_MAX];
+	struct nl_msg *add_msg[BENCH_ITEMS_MAX], *del_msg[BENCH_ITEMS_MAX];
+	int add_fd[BENCH_ITEMS_MAX], del_fd[BENCH_ITEMS_MAX];
+	const char *add_name[BENCH_ITEMS_MAX], *del_name[BENCH_ITEMS_MAX];
 	unsigned n_add = 0, n_del = 0;
 	int self, pod_ns, pod_fd, host_fd, pod_ifindex, host_ifindex;
 
@@ -214,7 +216,7 @@ int main(int argc, char **argv)
 	w.egress_bps = w.ingress_bps = 10000000;
 	str_copy(ifs.pod_ifname, sizeof(ifs.pod_ifname), argv[2]);
 	str_copy(ifs.host_ifname, sizeof(ifs.host_ifname), argv[3]);
-	if (plan_pod(&w, profile_resolve(&ps, &w, NULL, 0), &ifs, NULL, p) < 0)
+	if (plan_pod(&w, profile_resolve(&ps, &w, NULL, 0), &ifs, NULL, p) < 0 || p->n > BENCH_ITEMS_MAX)
 		return 2;
 	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];

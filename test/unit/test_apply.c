@@ -218,13 +218,10 @@ static char *netns_self(void)
 static struct plan_item *add(struct plan *p, enum plan_item_type type, enum plan_dev dev, const char *id,
                              const char *depends)
 {
-	struct plan_item *it = &p->items[p->n++];
-	memset(it, 0, sizeof(*it));
-	it->type = type;
-	it->dev = dev;
-	str_copy(it->id, sizeof(it->id), id);
-	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
-	it->chosen = -1;
+	struct plan_item *it = plan_item_add(p, type, dev, id, depends);
+
+	if (!it)
+		abort(); /* out of memory in a test */
 	return it;
 }
 
@@ -256,7 +253,7 @@ static void build_plan(struct plan *p)
 	struct plan_item *it;
 	struct tc_spec *s;
 
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	it = add(p, ITEM_TC, DEV_POD, "egress.root", NULL);
 	s = alt(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H(1, 0));
 	s->u.htb.defcls = 0x10;
@@ -518,7 +515,7 @@ TEST(apply_observe_diff_remove)
 	str_copy(ifs.host_ifname, sizeof(ifs.host_ifname), fx.host_if);
 	ns_before = netns_self();
 	build_plan(p);
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	if (r < 0)
 		fprintf(stderr, "  apply: %s\n", e.msg);
 	CHECK_INT(r, 0);
@@ -536,7 +533,7 @@ TEST(apply_observe_diff_remove)
 	CHECK(plan_caps_has(&caps, TC_KIND_BFIFO));
 
 	/* re-apply (with the learned caps): same result, no duplicate filter */
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK_INT(r, 0);
 	check_statuses(p, "second apply");
 	check_kernel();
@@ -544,7 +541,7 @@ TEST(apply_observe_diff_remove)
 	/* and with fresh caps again (everything tried once more) */
 	{
 		struct plan_caps fresh = {0};
-		CHECK_INT(apply_plan(p, &t, &fresh, &e), 0);
+		CHECK_INT(apply_plan(p, NULL, &t, &fresh, &e), 0);
 		check_statuses(p, "third apply");
 		CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "1:", 10), 1);
 	}
@@ -582,7 +579,7 @@ TEST(apply_observe_diff_remove)
 	CHECK_CONTAINS(diff, "tcp_ecn");
 
 	/* re-applying repairs it (the foreign pfifo 10: is replaced by our leaf) */
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	if (r < 0)
 		fprintf(stderr, "  repair: %s\n", e.msg);
 	CHECK_INT(r, 0);
@@ -617,6 +614,7 @@ TEST(apply_observe_diff_remove)
 	}
 	free(ns_before);
 out:
+	plan_free(p);
 	free(p);
 	free(obs);
 }
@@ -655,7 +653,7 @@ TEST(clsact_filter_idempotent)
 	s->u.u32.dscp = -1;
 
 	for (int round = 0; round < 2; round++) {
-		int r = apply_plan(p, &t, &caps, &e);
+		int r = apply_plan(p, NULL, &t, &caps, &e);
 		if (r < 0)
 			fprintf(stderr, "  apply: %s\n", e.msg);
 		CHECK_INT(r, 0);
@@ -680,6 +678,7 @@ TEST(clsact_filter_idempotent)
 		cJSON_Delete(q);
 	}
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -721,7 +720,7 @@ static void send_udp_from_pod(const char *dst, int n)
 }
 
 /* The node's download tree (node.h DOWNLOAD) planned by node_plan() and
- * applied with apply_items(): the "uplink" is the fixture's host veth, whose
+ * applied with apply_plan() and an index list: the "uplink" is the fixture's host veth, whose
  * ingress (traffic from the pod netns) is redirected to an ifb shaped with
  * the class tree; packets toward the address an inference pod would have
  * (here the host side's) land in class 1:10 on the ifb. On a full kernel the
@@ -733,7 +732,7 @@ TEST(node_download_tree_on_an_ifb)
 	struct node_config cfg;
 	struct uplink_facts up = {.mtu = 1500, .is_virtual = true};
 	struct plan_caps caps = {0};
-	struct node_plan np = {0};
+	struct plan np = {0};
 	struct node_plan_info info;
 	struct apply_target t;
 	struct error e = {0};
@@ -779,7 +778,7 @@ TEST(node_download_tree_on_an_ifb)
 	t = target();
 	t.uplink_ifindex = fx.host_ifindex;
 	t.ifb_ifindex = li.ifindex;
-	r = idx ? apply_items(np.items, np.n, idx, np.n, &t, &caps, NULL, NULL, &e) : -ENOMEM;
+	r = idx ? apply_plan(&np, &(struct apply_only){.idx = idx, .n = np.n}, &t, &caps, &e) : -ENOMEM;
 	if (r < 0)
 		fprintf(stderr, "  apply: %s\n", e.msg);
 	CHECK_INT(r, 0);
@@ -790,8 +789,8 @@ TEST(node_download_tree_on_an_ifb)
 			fprintf(stderr, "  %s: %s (%s)\n", it->id, item_status_name(it->status), strerror(it->err));
 		CHECK(it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED);
 	}
-	CHECK_INT(node_plan_find_const(&np, "down.redirect")->status, ITEM_APPLIED);
-	CHECK_INT(node_plan_find_const(&np, "down.root")->status, ITEM_APPLIED);
+	CHECK_INT(plan_find_const(&np, "down.redirect")->status, ITEM_APPLIED);
+	CHECK_INT(plan_find_const(&np, "down.root")->status, ITEM_APPLIED);
 	/* the ifb's leaves: fq_codel with ECN where the kernel has it */
 	q = tc_json(fx.ns_host, "qdisc", PLAN_IFB_NAME, "");
 	{
@@ -804,7 +803,7 @@ TEST(node_download_tree_on_an_ifb)
 
 			CHECK_STR(str_of(leaf, "kind"), "fq_codel");
 			CHECK(cJSON_IsTrue(cJSON_GetObjectItem(opts, "ecn")));
-			CHECK_INT(node_plan_find_const(&np, "down.leaf.inference")->chosen, 0);
+			CHECK_INT(plan_find_const(&np, "down.leaf.inference")->chosen, 0);
 			/* training's leaf on the ifb too: fq_codel with ECN (no fq) */
 			CHECK_STR(str_of(tl, "kind"), "fq_codel");
 			CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(tl, "options"), "ecn")));
@@ -829,13 +828,13 @@ TEST(node_download_tree_on_an_ifb)
 		CHECK_INT(nl_tc_dump_alloc(fx.host_sk, fx.host_ifindex, 0, &d, &e), 0);
 		for (unsigned i = 0; i < d.n; i++)
 			if (d.tc[i].type == TC_FILTER && d.tc[i].kind == TC_KIND_U32 &&
-			    tc_spec_match(&node_plan_find_const(&np, "down.redirect")->tc[0], &d.tc[i]))
+			    tc_spec_match(&plan_find_const(&np, "down.redirect")->tc[0], &d.tc[i]))
 				found = true;
 		CHECK(found);
 		tc_dump_list_free(&d);
 	}
 	sh("ip -n %s link del %s", fx.ns_host, PLAN_IFB_NAME);
-	node_plan_free(&np);
+	plan_free(&np);
 }
 
 /* Things that must fail hard (not degrade): a vanished device, a missing
@@ -859,7 +858,7 @@ TEST(hard_errors)
 	build_plan(p);
 	t = target();
 	t.pod_ifindex = 0x7ffff0;
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK_INT(r, -ENODEV);
 	CHECK_CONTAINS(e.msg, "egress.root");
 	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
@@ -869,7 +868,7 @@ TEST(hard_errors)
 	/* no socket for the pod */
 	t = target();
 	t.pod_sk = NULL;
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK(r < 0);
 	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
 
@@ -879,17 +878,18 @@ TEST(hard_errors)
 		sysctl_item(q, "sysctl.ecn", "net/ipv4/tcp_ecn", (const char *const[]){"1"}, 1);
 		t = target();
 		t.pod_nsfd = -1;
-		r = apply_plan(q, &t, &caps, &e);
+		r = apply_plan(q, NULL, &t, &caps, &e);
 		CHECK_INT(r, -EBADF);
 		CHECK_CONTAINS(e.msg, "sysctl.ecn");
 		CHECK(q->items[0].status != ITEM_APPLIED && q->items[0].status != ITEM_SKIPPED);
+		plan_free(q);
 		free(q);
 	}
 
 	/* the pod's device vanishes (the pod went away) between open and apply */
 	CHECK_INT(sh("ip -n %s link del eth0", fx.ns_pod), 0);
 	t = target();
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK_INT(r, -ENODEV);
 	CHECK_CONTAINS(e.msg, "apply egress.root on pod");
 	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
@@ -909,6 +909,7 @@ TEST(hard_errors)
 	free(ns_after);
 	free(ns_before);
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -1008,7 +1009,7 @@ TEST(known_missing_skipped_with_learned_errno)
 
 	plan_caps_mark_missing(&caps, TC_KIND_PFIFO);
 	caps.missing_errno[TC_KIND_PFIFO] = ENOENT;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_DEGRADED);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, ENOENT);
@@ -1018,7 +1019,7 @@ TEST(known_missing_skipped_with_learned_errno)
 
 	/* caps that only know "missing" (plan_caps_mark_missing alone) */
 	caps.missing_errno[TC_KIND_PFIFO] = 0;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, EOPNOTSUPP);
 
@@ -1027,7 +1028,7 @@ TEST(known_missing_skipped_with_learned_errno)
 	caps.missing_errno[TC_KIND_BFIFO] = EOPNOTSUPP;
 	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
 	it->status = ITEM_PENDING;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_SKIPPED);
 	CHECK_INT(it->chosen, -1);
 	CHECK_INT(it->err, EOPNOTSUPP);
@@ -1036,7 +1037,7 @@ TEST(known_missing_skipped_with_learned_errno)
 	free(k);
 
 	/* a DSCP rewrite known to lack pedit: the plain filter, no flush or try */
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	memset(&caps, 0, sizeof(caps));
 	caps.missing_pedit = true;
 	caps.missing_pedit_errno = EINVAL;
@@ -1052,7 +1053,7 @@ TEST(known_missing_skipped_with_learned_errno)
 	it->tc[1] = *s;
 	it->tc[1].u.u32.dscp = -1;
 	it->n_alt = 2;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_DEGRADED);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, EINVAL);
@@ -1062,7 +1063,7 @@ TEST(known_missing_skipped_with_learned_errno)
 	/* only the rewrite (the pod plan's DSCP items) and pedit known
 	 * missing: no clsact is left on the pod, both skipped with pedit's errno */
 	it->n_alt = 1;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(p->items[0].status, ITEM_SKIPPED);
 	CHECK_INT(p->items[0].err, EINVAL);
 	CHECK_INT(it->status, ITEM_SKIPPED);
@@ -1072,13 +1073,14 @@ TEST(known_missing_skipped_with_learned_errno)
 	free(k);
 	/* pedit not known missing: the clsact is made (the filter is tried) */
 	caps.missing_pedit = false;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK(p->items[0].status == ITEM_APPLIED);
 	k = sh_out("tc -n %s qdisc show dev eth0", fx.ns_pod);
 	CHECK(strstr(k, "clsact") != NULL);
 	free(k);
 	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -1099,7 +1101,7 @@ TEST(learned_errno_recorded_and_reused)
 		goto out;
 	t = target();
 	build_plan(p);
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	it = plan_find_const(p, "egress.leaf");
 	first_err = it->err;
 	if (!fx.has_fq_codel) {
@@ -1119,11 +1121,12 @@ TEST(learned_errno_recorded_and_reused)
 		CHECK_INT(caps.missing_errno[TC_KIND_FQ], plan_find_const(p, "ingress.root")->err);
 	}
 	/* the refusals recorded by the second run are the learned ones */
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	check_statuses(p, "re-apply with learned caps");
 	CHECK_INT(plan_find_const(p, "egress.leaf")->err, first_err);
 	check_kernel();
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -1147,7 +1150,7 @@ TEST(cc_missing_learned_and_skipped)
 	before = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
 	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"aiqos-nocc", "reno"}, 2);
 	it = &p->items[0];
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_DEGRADED);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, ENOENT);
@@ -1158,39 +1161,43 @@ TEST(cc_missing_learned_and_skipped)
 	free(now);
 
 	/* again: same outcome, nothing new learned */
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, ENOENT);
 	CHECK_STR(it->prev, "reno");
 	CHECK_STR(caps.cc_missing, "aiqos-nocc");
 
 	/* a cc the caps call missing is not tried, even one the kernel has */
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	str_copy(caps.cc_missing, sizeof(caps.cc_missing), "cubic");
 	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"cubic", "reno"}, 2);
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	it = &p->items[0]; /* the items moved */
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, ENOENT);
 	CHECK_STR(it->prev, "reno"); /* read although the first write was skipped */
 
 	/* all skipped: still the previous value, nothing written */
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"cubic"}, 1);
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	it = &p->items[0]; /* the items moved */
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_SKIPPED);
 	CHECK_STR(it->prev, "reno");
 
 	/* a missing key is not a missing congestion control */
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	memset(&caps, 0, sizeof(caps));
 	sysctl_item(p, "sysctl.missing", "net/ipv4/aiqos_no_such_key", (const char *const[]){"1", "2"}, 2);
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	it = &p->items[0]; /* the items moved */
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_SKIPPED);
 	CHECK_INT(it->err, ENOENT);
 	CHECK_STR(it->prev, "");
 	CHECK_STR(caps.cc_missing, "");
 	free(before);
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -1230,7 +1237,7 @@ TEST(cc_not_allowed_is_set_and_the_host_list_left_as_found)
 	t = target();
 	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){cc, "reno"}, 2);
 	it = &p->items[0];
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_APPLIED);
 	now = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
 	CHECK_STR(now, cc);
@@ -1246,6 +1253,7 @@ TEST(cc_not_allowed_is_set_and_the_host_list_left_as_found)
 out:
 	if (fx.cc_allowed[0])
 		CHECK_INT(sh("echo '%s' > /proc/sys/net/ipv4/tcp_allowed_congestion_control", fx.cc_allowed), 0);
+	plan_free(p);
 	free(p);
 }
 
@@ -1381,7 +1389,7 @@ TEST(node_mq_mixed_classifier)
 	struct plan_caps caps = {0};
 	struct node_config cfg;
 	struct node_plan_info info;
-	struct node_plan np = {0};
+	struct plan np = {0};
 	struct bpf_cls_entry *ents = NULL;
 	struct leaf_count cnt = {0};
 	struct apply_target t;
@@ -1423,8 +1431,9 @@ TEST(node_mq_mixed_classifier)
 				np.items[i].tc[0].u.bpf.prog_fd = prog_fd;
 		}
 		sh("ip netns exec %s tc qdisc del dev aqtmq0 root 2>/dev/null", fx.ns_host);
-		r = apply_items(np.items, np.n, idx, np.n < ARRAY_SIZE(idx) ? np.n : ARRAY_SIZE(idx), &t, &caps, NULL,
-		                NULL, &e);
+		r = apply_plan(&np,
+		               &(struct apply_only){.idx = idx, .n = np.n < ARRAY_SIZE(idx) ? np.n : ARRAY_SIZE(idx)},
+		               &t, &caps, &e);
 		CHECK_INT(r, 0);
 		if (r < 0)
 			fprintf(stderr, "  apply: %s\n", e.msg);
@@ -1467,7 +1476,7 @@ TEST(node_mq_mixed_classifier)
 	   "2>/dev/null; ip -n %s link del aqtmq0 2>/dev/null",
 	   fx.ns_host, fx.ns_host, fx.ns_host);
 	free(ents);
-	node_plan_free(&np);
+	plan_free(&np);
 	if (prog_fd >= 0)
 		close(prog_fd);
 	if (map_fd >= 0)
