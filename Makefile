@@ -101,7 +101,7 @@ $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
 CTL     := $(BUILD)/bin/aiqosctl
-CTL_OBJ := $(call obj,$(CTL_SRC) agent/config.c agent/kube/event.c agent/doctor.c agent/install/chain.c \
+CTL_OBJ := $(call obj,$(CTL_SRC) agent/config.c agent/kube/decode.c agent/doctor.c agent/install/chain.c \
                       agent/node/uplink.c cni/conf.c)
 all: $(CTL)
 $(CTL): $(CTL_OBJ) $(LIB)

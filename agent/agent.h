@@ -68,10 +68,7 @@ struct agent_counters {
 	uint64_t drift_repairs; /* objects re-applied or removed by drift repair */
 	uint64_t events_posted;
 	uint64_t chain_runs[2]; /* [ok|failed] */
-	uint64_t link_events;
-	uint64_t state_rescans;
 	uint64_t watch_events[_KUBE_EVENT_MAX];
-	uint64_t api_lists;
 };
 
 enum { RETUNE_POD, RETUNE_NODE };
@@ -93,7 +90,6 @@ struct agent {
 	bool api_listed;    /* a LIST has completed since start */
 	bool api_connected; /* a watch stream is open */
 	char api_why[256];
-	bool listing;
 
 	/* the uplink */
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */

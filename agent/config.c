@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
-#include "kube/event.h"
+#include "kube/decode.h"
 #include "ifname.h"
 
 /* ---- describing values in messages ---- */

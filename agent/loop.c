@@ -45,7 +45,6 @@ struct loop_priv {
 	int64_t config_due_ms; /* settle: reload at this time, -1 none */
 	int64_t cni_due_ms;    /* settle: re-chain at this time, -1 none */
 	bool rescan_due;       /* the state dir overflowed: rescan it */
-	bool ready_sent;
 	struct kube_client_config kcfg;
 };
 
@@ -245,9 +244,8 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *ud)
 		 * freed heap back so the footprint stays that of the pods */
 		malloc_trim(0);
 	}
-	if (!lp->ready_sent && ag->api_listed && (due & SCHED_PASS)) {
+	if (!ag->ready && ag->api_listed && (due & SCHED_PASS)) {
 		ag->ready = true;
-		lp->ready_sent = true;
 		sd_notifyf(0, "READY=1\nSTATUS=mode %s on %s", node_mode_name(ag->mode.mode),
 		           ag->up.ifname[0] ? ag->up.ifname : "-");
 		log_msg(LOG_LVL_INFO, "ready", "pods", ag->pods.n ? "known" : "none", "mode",
@@ -264,7 +262,6 @@ static void kube_list_begin(void *ud)
 {
 	struct agent *ag = ud;
 
-	ag->listing = true;
 	pod_cache_list_begin(&ag->pods);
 }
 
@@ -290,9 +287,7 @@ static void kube_list_end(void *ud)
 	unsigned dropped = pod_cache_list_end(&ag->pods);
 	bool first = !ag->api_listed;
 
-	ag->listing = false;
 	ag->api_listed = true;
-	ag->ctr.api_lists++;
 	log_msg(first ? LOG_LVL_INFO : LOG_LVL_DEBUG, first ? "pods listed" : "pods relisted", "gone",
 	        dropped ? "some" : "none", (char *)NULL);
 	if (first)
@@ -428,7 +423,6 @@ static int rtnl_msg(struct nl_msg *msg, void *ud)
 	struct nlmsghdr *h = nlmsg_hdr(msg);
 	bool relevant = false;
 
-	ag->ctr.link_events++;
 	switch (h->nlmsg_type) {
 	case RTM_NEWLINK:
 	case RTM_DELLINK: {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "kube/event.h"
+#include "kube/decode.h"
 #include "node.h"
 #include "state.h"
 

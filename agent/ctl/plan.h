@@ -6,7 +6,7 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 
-#include "kube/event.h"
+#include "kube/decode.h"
 #include "node.h"
 
 struct ctl_pod {

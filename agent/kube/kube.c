@@ -1052,7 +1052,6 @@ int kube_client_new_with_options(sd_event *loop, const struct kube_client_config
 	c->opts = *opts;
 	c->page_limit = opts->page_limit;
 	str_copy(c->node, sizeof(c->node), node_name);
-	kube_events_init(c);
 	if (getrandom(&c->rng, sizeof(c->rng), GRND_NONBLOCK) != (ssize_t)sizeof(c->rng) || !c->rng)
 		c->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)c;
 
@@ -1119,7 +1118,8 @@ void kube_client_free(struct kube_client *c)
 		return;
 	kube_req_free(c->stream);
 	c->stream = NULL;
-	kube_events_free(c);
+	if (c->events_free)
+		c->events_free(c);
 	sd_event_source_disable_unref(c->retry_timer);
 	sd_event_source_disable_unref(c->stall_timer);
 	kube_http_free(c->http);

@@ -9,7 +9,7 @@
 #include <systemd/sd-event.h>
 
 #include "error.h"
-#include "kube/event.h"
+#include "kube/decode.h"
 #include "kube/kubeconfig.h"
 #include "metrics/metrics.h"
 

@@ -1,5 +1,5 @@
 /* kube_internal.h — shared between the API client's files (kube.c: list/watch,
- * kube_events.c: Event POST, kube_http.c: libcurl multi on sd-event). Not for
+ * events.c: Event POST, kube_http.c: libcurl multi on sd-event). Not for
  * other modules: they use kube.h. */
 #ifndef AIQOS_AGENT_KUBE_INTERNAL_H
 #define AIQOS_AGENT_KUBE_INTERNAL_H
@@ -59,7 +59,7 @@ bool kube_req_body_append(struct kube_req *r, const void *data, size_t len);
 /* CURLOPT_WRITEFUNCTION collecting into r->body (userdata r); aborts over body_max. */
 size_t kube_req_body_cb(char *data, size_t size, size_t n, void *userdata);
 
-/* ---- kube.c internals used by kube_events.c ---- */
+/* ---- kube.c internals used by events.c ---- */
 
 struct kube_evq_item;
 TAILQ_HEAD(kube_evq_head, kube_evq_item);
@@ -124,7 +124,9 @@ struct kube_client {
 	char resync_why[ERROR_MSG_MAX]; /* the skipped event, for the log */
 	bool watch_after_list;          /* the watch in flight follows a LIST (not a reconnect) */
 
-	/* events (kube_events.c) */
+	/* events (events.c): the queue is set up by the first Event posted,
+	 * which also sets events_free; kube.c knows nothing else of Events */
+	void (*events_free)(struct kube_client *c);
 	struct kube_evq_head evq;
 	unsigned evq_len;
 	struct kube_evq_item *ev_inflight;
@@ -149,8 +151,5 @@ void kube_describe_http_error(struct kube_client *c, const struct kube_req *r, c
 long kube_req_retry_after_s(const struct kube_req *r);
 /* Percent-encode src (RFC 3986 unreserved kept). false if it does not fit. */
 bool kube_url_escape(char *dst, size_t size, const char *src);
-
-void kube_events_init(struct kube_client *c);
-void kube_events_free(struct kube_client *c);
 
 #endif

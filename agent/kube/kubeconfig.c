@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
-#include "kube/event.h"
+#include "kube/decode.h"
 #include "k8s.h"
 #include "kube/kubeconfig.h"
 

@@ -6,7 +6,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 
-#include "kube/event.h"
+#include "kube/decode.h"
 #include "json.h"
 #include "kube/watch.h"
 

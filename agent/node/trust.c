@@ -84,8 +84,9 @@ bool agent_dscp_trusted(struct agent *ag)
 		if (!why[0])
 			str_copy(why, sizeof(why), pod_why);
 		if (!p->dscp_warned) {
-			agent_event(ag, p, true, "DSCPNotTrusted",
-			            "classify \"dscp\": %s; the uplink classifies by source address instead", pod_why);
+			agent_pod_event(ag, p, true, "DSCPNotTrusted",
+			                "classify \"dscp\": %s; the uplink classifies by source address instead",
+			                pod_why);
 			p->dscp_warned = true;
 		}
 	}

@@ -184,7 +184,7 @@ static void uplink_event(struct agent *ag, const char *reason, const char *msg)
 		const struct agent_pod *p = ag->pods.v[i];
 
 		if (p->in_api && p->uid[0] && p->want.class != CLASS_DEFAULT) {
-			agent_event(ag, p, true, reason, "%s", msg);
+			agent_pod_event(ag, p, true, reason, "%s", msg);
 			return;
 		}
 	}

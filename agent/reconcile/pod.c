@@ -79,7 +79,6 @@ void agent_attach_rescan(struct agent *ag)
 {
 	struct error e = {0};
 
-	ag->ctr.state_rescans++;
 	pod_cache_attach_mark(&ag->pods);
 	if (state_list(ag->state_dir, rescan_one, ag, &e) < 0) {
 		/* keep what we know: an unreadable dir must not look like "no pods" */
@@ -401,7 +400,7 @@ static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 	int64_t t0 = agent_now_ms();
 
 	if (p->in_api && p->want.invalid[0] && !streq(p->want.invalid, p->invalid_warned)) {
-		agent_event(ag, p, true, "InvalidWorkload", "%s", p->want.invalid);
+		agent_pod_event(ag, p, true, "InvalidWorkload", "%s", p->want.invalid);
 		str_copy(p->invalid_warned, sizeof(p->invalid_warned), p->want.invalid);
 	}
 	for (unsigned k = 0; k < p->n_att; k++) {
@@ -445,9 +444,10 @@ static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 	if (any_failed) {
 		pod_retry_schedule(ag, p, now_ms);
 		str_copy(p->failure, sizeof(p->failure), failure);
-		agent_event(ag, p, true, any_unreachable ? "NetnsUnreachable" : "TuneFailed",
-		            "class %s, profile %s: %s (retry %u in %llds)", workload_class_name(p->want.class) ?: "?",
-		            p->want.profile, failure, p->retries, (long long)((p->retry_at_ms - now_ms + 999) / 1000));
+		agent_pod_event(ag, p, true, any_unreachable ? "NetnsUnreachable" : "TuneFailed",
+		                "class %s, profile %s: %s (retry %u in %llds)",
+		                workload_class_name(p->want.class) ?: "?", p->want.profile, failure, p->retries,
+		                (long long)((p->retry_at_ms - now_ms + 999) / 1000));
 	} else {
 		p->retries = 0;
 		p->retry_at_ms = -1;
@@ -456,10 +456,10 @@ static void pod_reconcile(struct agent *ag, struct agent_pod *p, int64_t now_ms)
 			enum workload_class c = p->in_api ? p->want.class : pod_node_class(p);
 			const char *prof = p->in_api ? p->want.profile : p->att[0].profile;
 
-			agent_event(ag, p, false, "Tuned", "class %s, profile %s%s%s", workload_class_name(c) ?: "?",
-			            prof, eff[0] ? ", effective: " : "", eff);
+			agent_pod_event(ag, p, false, "Tuned", "class %s, profile %s%s%s",
+			                workload_class_name(c) ?: "?", prof, eff[0] ? ", effective: " : "", eff);
 			if (any_degraded)
-				agent_event(ag, p, true, "TuneDegraded", "fell back: %s", deg);
+				agent_pod_event(ag, p, true, "TuneDegraded", "fell back: %s", deg);
 		}
 	}
 	pod_status_refresh(p);
@@ -539,8 +539,8 @@ void agent_repair_pods(struct agent *ag)
 			if (out.failed) {
 				pod_retry_schedule(ag, p, now_ms);
 				str_copy(p->failure, sizeof(p->failure), out.failure);
-				agent_event(ag, p, true, "TuneFailed", "drift repair of %s: %s", at->ifname,
-				            out.failure);
+				agent_pod_event(ag, p, true, "TuneFailed", "drift repair of %s: %s", at->ifname,
+				                out.failure);
 			}
 		}
 		pod_status_refresh(p);

@@ -31,7 +31,8 @@ void agent_count_retune(struct agent *ag, int scope, int result, double seconds)
 	metrics_histogram_observe(&ag->ctr.retune_seconds[scope], &metrics_buckets_retune, seconds);
 }
 
-void agent_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt, ...)
+void agent_pod_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt,
+                     ...)
 {
 	char msg[1024];
 	va_list ap;

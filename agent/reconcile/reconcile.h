@@ -35,8 +35,8 @@ void agent_attach_rescan(struct agent *ag);
 /* --cleanup: restore the uplink's recorded qdisc. 0, or negative errno. */
 int agent_cleanup_uplink(struct agent *ag, struct error *err);
 /* Post a Kubernetes Event on a pod (no-op without an API client). */
-void agent_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt, ...)
-        _printf_(5, 6);
+void agent_pod_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt,
+                     ...) _printf_(5, 6);
 void agent_count_retune(struct agent *ag, int scope, int result, double seconds);
 
 #endif

@@ -6,7 +6,7 @@
  * accepted limits are within [BW_MIN_BPS, BW_MAX_BPS], and the resolved
  * profile is of the pod's class or its fallback. */
 #include "../../agent/config.h"
-#include "../../agent/kube/event.h"
+#include "../../agent/kube/decode.h"
 #include "fuzz.h"
 #include "profile.h"
 #include "workload.h"

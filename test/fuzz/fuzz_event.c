@@ -3,7 +3,7 @@
  * does (the same input is tried as both). Properties: no crash or leak;
  * a decoded pod has its identity, bounded warnings and annotations that the
  * workload parser accepts; a refusal says why. */
-#include "../../agent/kube/event.h"
+#include "../../agent/kube/decode.h"
 #include "fuzz.h"
 #include "workload.h"
 

@@ -5,7 +5,7 @@
  * rest is the stream. Properties: no crash or leak; the transcript (events,
  * decode results, reported errors) is the same for the whole stream in one
  * chunk and for the chunked one; the buffer stays within the cap. */
-#include "../../agent/kube/event.h"
+#include "../../agent/kube/decode.h"
 #include "../../agent/kube/watch.h"
 #include "fuzz.h"
 #include "workload.h"

@@ -5,7 +5,7 @@
 #include <cjson/cJSON.h>
 #include <time.h>
 
-#include "../../agent/kube/event.h"
+#include "../../agent/kube/decode.h"
 #include "../../agent/kube/watch.h"
 #include "t.h"
 

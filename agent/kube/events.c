@@ -1,4 +1,4 @@
-/* kube_events.c — Kubernetes Events on pods (core/v1, POST to
+/* events.c — Kubernetes Events on pods (core/v1, POST to
  * /api/v1/namespaces/NS/events): a bounded queue (overflow drops the oldest),
  * one request at a time on the loop, retries with backoff or Retry-After on
  * 5xx/429/network errors, and deduplication like client-go's correlator: a
@@ -138,12 +138,7 @@ static void rec_put(struct kube_client *c, const struct kube_evq_item *it, const
 	r->last_usec = mono_usec(c);
 }
 
-void kube_events_init(struct kube_client *c)
-{
-	TAILQ_INIT(&c->evq);
-}
-
-void kube_events_free(struct kube_client *c)
+static void events_free(struct kube_client *c)
 {
 	struct kube_evq_item *it;
 
@@ -239,6 +234,11 @@ int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, 
 	    !reason[0] || strlen(reason) > KUBE_EVENT_REASON_MAX)
 		return -EINVAL;
 	mlen = utf8_cut(message, KUBE_EVENT_MESSAGE_MAX);
+	if (!c->events_free) {
+		/* the first Event: the queue, and its cleanup for kube_client_free */
+		TAILQ_INIT(&c->evq);
+		c->events_free = events_free;
+	}
 
 	TAILQ_FOREACH(it, &c->evq, link)
 	{

@@ -1,10 +1,10 @@
-/* test_agent_event.c — decoding of watch events, Pods and PodLists: every
+/* test_agent_decode.c — decoding of watch events, Pods and PodLists: every
  * event type, 410 -> relist, identity errors with exact messages, best-effort
  * fields with warnings, annotations, IPs, GPU quantities, lists. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 
-#include "../../agent/kube/event.h"
+#include "../../agent/kube/decode.h"
 #include "t.h"
 
 /* JSON with ' for " (readable tables); values here never contain a quote. */

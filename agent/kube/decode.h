@@ -1,9 +1,9 @@
-/* event.h — decoding of Kubernetes API objects the agent reads: one watch
+/* decode.h — decoding of Kubernetes API objects the agent reads: one watch
  * event ({"type","object"}) into a struct kube_event, a Pod into a compact
  * struct kube_pod (only what aiqos needs), and a PodList for the initial LIST.
  * Pure and strict: input is hostile, every error names the field and value. */
-#ifndef AIQOS_AGENT_EVENT_H
-#define AIQOS_AGENT_EVENT_H
+#ifndef AIQOS_AGENT_KUBE_DECODE_H
+#define AIQOS_AGENT_KUBE_DECODE_H
 
 #include <netinet/in.h>
 

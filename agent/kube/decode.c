@@ -1,12 +1,12 @@
-/* event.c — decoding of watch events, Pods and PodLists from the API server
- * (see event.h). The input is untrusted: types are checked, strings bounded
+/* decode.c — decoding of watch events, Pods and PodLists from the API server
+ * (see decode.h). The input is untrusted: types are checked, strings bounded
  * and validated, values quoted when they appear in messages. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <stdarg.h>
 
-#include "kube/event.h"
+#include "kube/decode.h"
 #include "k8s.h"
 #include "workload.h"
 
