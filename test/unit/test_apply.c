@@ -395,6 +395,52 @@ TEST(errno_classification)
 		CHECK_INT(apply_errno_is_missing_feature(cases[i].errnum), cases[i].missing);
 }
 
+/* The one applier's two stop rules, without a kernel: items whose
+ * dependency is absent are skipped (no syscall), an item without
+ * alternatives is a hard failure. The whole plan stops at it (the rest stays
+ * PENDING for the caller to undo); an index list (the node's delta) goes on
+ * with the others and reports the first failure. */
+TEST(apply_whole_plan_stops_index_list_goes_on)
+{
+	struct apply_target t = {.pod_nsfd = -1};
+	struct plan p = {0};
+	struct error e = {0};
+	const unsigned idx[] = {2, 1, 0, 7};
+
+	for (int k = 0; k < 3; k++) {
+		struct plan_item *it = add(&p, ITEM_TC, DEV_UPLINK, k == 0 ? "a" : k == 1 ? "b" : "c", "gone");
+
+		if (k != 1)
+			alt(it, TC_QDISC, TC_KIND_FQ_CODEL, TC_H_ROOT, H(1, 0));
+	}
+	CHECK_INT(apply_plan(&p, NULL, &t, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "plan item b has 0 alternatives");
+	CHECK_INT(p.items[0].status, ITEM_SKIPPED);
+	CHECK_INT(p.items[0].err, ESRCH);
+	CHECK_INT(p.items[1].status, ITEM_PENDING);
+	CHECK_INT(p.items[1].err, EINVAL);
+	CHECK_INT(p.items[2].status, ITEM_PENDING);
+	CHECK_INT(p.items[2].err, 0);
+
+	/* in the list's order, the others still tried, the bad index reported after the failure */
+	error_clear(&e);
+	p.items[0].status = ITEM_APPLIED; /* reset by the applier: it is listed */
+	CHECK_INT(apply_plan(&p, &(struct apply_only){.idx = idx, .n = ARRAY_SIZE(idx)}, &t, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "plan item b has 0 alternatives");
+	CHECK_INT(p.items[2].status, ITEM_SKIPPED);
+	CHECK_INT(p.items[1].status, ITEM_PENDING);
+	CHECK_INT(p.items[0].status, ITEM_SKIPPED);
+
+	/* only what is listed is touched */
+	p.items[1].status = ITEM_DEGRADED;
+	error_clear(&e);
+	CHECK_INT(apply_plan(&p, &(struct apply_only){.idx = &idx[2], .n = 1}, &t, NULL, &e), 0);
+	CHECK_INT(p.items[1].status, ITEM_DEGRADED);
+	CHECK_INT(apply_plan(&p, &(struct apply_only){.idx = &idx[3], .n = 1}, &t, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "item index 7 out of range (3 items)");
+	plan_free(&p);
+}
+
 static void check_statuses(const struct plan *p, const char *when)
 {
 	bool before = t_failed_now;
