@@ -1,7 +1,8 @@
 /* plan.c — the pure per-pod planner: (workload, profile, interfaces, kernel
  * capabilities) -> ordered plan items (sysctls, pod egress qdiscs or shaper,
  * DSCP marking, host-side ingress shaper), each with ordered alternatives.
- * Also the small accessors on plans and capabilities. No I/O. */
+ * Also the names of devices and statuses and the capability helpers; the
+ * container and the builders are plan_items.c. No I/O. */
 #include <linux/if_ether.h>
 #include <sys/socket.h>
 

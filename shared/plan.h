@@ -154,8 +154,8 @@ struct tc_spec *plan_alt_first(struct plan_item *it, enum tc_type type, enum tc_
  * packets of jitter are absorbed without falling below the rate, and a class
  * never exceeds its limit for long, unlike a 2^32-1 bit burst), at least
  * min_bytes, at most 16 MiB. The floor is the caller's: a pod's shaper uses
- * two full frames, the node's classes 128 KiB (NODE_FIFO_MIN_BYTES: a burst
- * of GSO packets). */
+ * two full frames, the node's classes NODE_FIFO_MIN_BYTES (two 64 KiB GSO
+ * packets). */
 uint32_t plan_htb_burst_bytes(uint64_t rate_bps, uint32_t min_bytes);
 /* An HTB class's quantum: 1 ms worth of bytes at its rate, clamped to
  * [frame, 200000] (HTB warns above 200000). */
