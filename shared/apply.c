@@ -622,6 +622,25 @@ static int validate_item(const struct plan_item *it, struct error *err)
 	return 0;
 }
 
+/* Back from the pod netns (saved >= 0: the netns to return to) at the end
+ * of a walk that returns `ret`; failing to return is worse than anything
+ * else (this thread would stay in the pod netns): that error wins. */
+static int netns_return(int saved, int ret, struct error *err)
+{
+	struct error e = {0};
+	int q;
+
+	if (saved < 0)
+		return ret;
+	q = netns_leave(saved, &e);
+	if (q < 0) {
+		if (err)
+			*err = e;
+		return q;
+	}
+	return ret;
+}
+
 /* Enter the netns a sysctl item belongs to (the pod's for DEV_POD, the
  * caller's own otherwise), remembering where we came from in *saved. */
 static int sysctl_switch_netns(const struct plan_item *it, const struct apply_target *t, int *saved, struct error *err)
@@ -772,17 +791,7 @@ int apply_plan(struct plan *p, const struct apply_only *only, const struct apply
 				break; /* the whole plan, the target gone, or maybe stuck in the pod netns */
 		}
 	}
-	if (saved >= 0) {
-		struct error e = {0};
-		int q = netns_leave(saved, &e);
-		if (q < 0) {
-			/* worse than anything else: this thread is stuck in the pod netns */
-			if (err)
-				*err = e;
-			return q;
-		}
-	}
-	return first;
+	return netns_return(saved, first, err);
 }
 
 int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_target *t, struct error *err)
@@ -956,16 +965,7 @@ int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, st
 			error_prefix(err, "restore %s", it->id);
 		}
 	}
-	if (saved >= 0) {
-		struct error e = {0};
-		int q = netns_leave(saved, &e);
-		if (q < 0) {
-			if (err)
-				*err = e;
-			return q;
-		}
-	}
-	return first;
+	return netns_return(saved, first, err);
 }
 
 int apply_remove_item(const struct plan_item *it, const struct apply_target *t, struct error *err)
