@@ -17,6 +17,7 @@
 #include "node/downlink.h"
 #include "node/uplink.h"
 #include "pods.h"
+#include "records.h"
 #include "schedule.h"
 
 struct sd_event;
@@ -90,6 +91,7 @@ struct agent {
 	bool api_listed;    /* a LIST has completed since start */
 	bool api_connected; /* a watch stream is open */
 	char api_why[256];
+	struct agent_records records; /* records the plugin could not write (records.h) */
 
 	/* the uplink */
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */

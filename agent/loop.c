@@ -367,11 +367,24 @@ static void srv_attachment(void *ud, bool attached, const struct proto_request *
 	struct error e = {0};
 	bool found;
 
+	if (attached && r->attachment) {
+		/* the plugin could not write it: ours to write (records.h) */
+		if (agent_records_offer(&ag->records, r->attachment, r->container_id, r->ifname, agent_now_ms(), &e) <
+		    0)
+			log_msg(LOG_LVL_WARN, "unsaved attachment record refused", "container", r->container_id,
+			        "ifname", r->ifname, "error", e.msg, (char *)NULL);
+		else
+			log_msg(LOG_LVL_INFO, "attachment record to write for the plugin", "container", r->container_id,
+			        "ifname", r->ifname, (char *)NULL);
+		sched_kick_now(&ag->sched, agent_now_ms());
+		return;
+	}
 	if (attached) {
 		if (agent_attach_load(ag, r->container_id, r->ifname, &e) < 0)
 			log_msg(LOG_LVL_WARN, "attachment record unreadable", "container", r->container_id, "ifname",
 			        r->ifname, "error", e.msg, (char *)NULL);
 	} else {
+		agent_records_forget(&ag->records, r->container_id, r->ifname);
 		pod_cache_attach_remove(&ag->pods, r->container_id, r->ifname, &found);
 	}
 	sched_kick(&ag->sched, agent_now_ms());

@@ -275,6 +275,7 @@ static void conn_handle(struct conn *c, size_t line_len)
 		return;
 	}
 	resp = dispatch(s, &r, &result, &errmsg);
+	proto_request_done(&r);
 	if (resp && proto_response_encode(resp, proto_response_max(r.op), &line, &n, &e) < 0) {
 		result = SERVER_RESULT_ERROR;
 		errmsg = e.msg;

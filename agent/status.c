@@ -283,6 +283,9 @@ cJSON *agent_status_json(struct agent *ag)
 		cJSON_AddNumberToObject(cfg, "loadedAt", (double)ag->config_loaded_unix);
 		cJSON_AddStringToObject(cfg, "error", ag->config_error);
 	}
+	/* records the plugin could not write, until the agent could */
+	if (!cJSON_AddItemToObject(o, "unsavedRecords", agent_records_json(&ag->records, agent_now_ms())))
+		return NULL;
 	pods = cJSON_AddArrayToObject(o, "pods");
 	if (!pods)
 		return NULL;

@@ -76,47 +76,6 @@ static void log_add(const struct cni_ctx *ctx, const struct attach_state *s, con
 	        "duration_us", dur, "phases_us", cni_phases_format(ctx, phases, sizeof(phases)), (char *)NULL);
 }
 
-/* The intent record: what ADD is about to apply, saved before it touches
- * the kernel (see attach_state.pending), so that a kill in the middle leaves
- * DEL something to undo from. A record that cannot be written refuses the
- * ADD under failurePolicy closed before anything changed; open goes on. */
-static int add_intent(const struct cni_ctx *ctx, struct attach_state *s, struct error *fail)
-{
-	struct error e = {0};
-
-	s->pending = true;
-	str_copy(s->failure, sizeof(s->failure), "ADD did not finish: interrupted before it recorded what it applied");
-	s->updated_unix = (int64_t)time(NULL);
-	if (state_save(ctx->conf.state_dir, s, &e) == 0)
-		return 0;
-	if (ctx->conf.failure_policy == CNI_POLICY_CLOSED) {
-		if (!e.code)
-			e.code = CNI_ERR_STATE;
-		*fail = e;
-		return e.errnum ? -e.errnum : -EIO;
-	}
-	log_msg(LOG_LVL_ERROR, "cannot save state", "container", s->container_id, "error", e.msg, (char *)NULL);
-	return 0;
-}
-
-/* failurePolicy closed: take back what was applied and the record of it. */
-static void add_undo(const struct cni_ctx *ctx, const struct attach_state *s, const struct attach *a)
-{
-	struct error e = {0};
-
-	if (attach_plan_remove(&s->plan, a, &e) < 0)
-		log_msg(LOG_LVL_WARN, "undo after a failed ADD incomplete", "container", s->container_id, "error",
-		        e.msg, (char *)NULL);
-	error_clear(&e);
-	if (a->target.pod_nsfd >= 0 && apply_restore_sysctls(&s->plan, &a->target, &e) < 0)
-		log_msg(LOG_LVL_WARN, "undo after a failed ADD: sysctls not restored", "container", s->container_id,
-		        "error", e.msg, (char *)NULL);
-	error_clear(&e);
-	if (state_remove(ctx->conf.state_dir, s->container_id, s->ifname, &e) < 0)
-		log_msg(LOG_LVL_WARN, "cannot remove state after a failed ADD", "container", s->container_id, "error",
-		        e.msg, (char *)NULL);
-}
-
 int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 {
 	struct cni_conf *c = &ctx->conf;
@@ -128,6 +87,8 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	struct error fail = {0}, e = {0};
 	char pwarn[256] = "", pod[512];
 	_cleanup_cni_lock_ struct cni_lock lock = {.fd = -1};
+	struct attach_tune_res res = {0};
+	bool closed = c->failure_policy == CNI_POLICY_CLOSED, tuned = false, recorded;
 	int r;
 
 	cni_phase(ctx, "config");
@@ -175,17 +136,35 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			return r;
 		}
 		r = plan_pod(&s->workload, p, &s->ifs, &caps, &s->plan);
-		if (r < 0)
+		if (r < 0) {
 			error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
-		else
-			r = add_intent(ctx, s, &fail);
-		if (r >= 0) {
-			failpoint("add-before-apply");
-			r = apply_plan(&s->plan, NULL, &a.target, &caps, &fail);
-			failpoint("add-after-apply");
+		} else {
+			/* intent, apply, commit (attach.h); closed: nothing is
+			 * touched without the intent on disk, a failure is undone */
+			const struct attach_tune_req req = {
+			        .op = ATTACH_OP_ADD,
+			        .workload = &s->workload,
+			        .profile = p,
+			        .ifs = &s->ifs,
+			        .plan = &s->plan,
+			        .intent_required = closed,
+			        .undo_on_failure = closed,
+			        .failpoint_before = "add-before-apply",
+			        .failpoint_after = "add-after-apply",
+			};
+			r = attach_tune(c->state_dir, s, &a, &caps, &req, &res);
+			tuned = true;
+			if (!res.intent_saved && !closed)
+				log_msg(LOG_LVL_ERROR, "cannot save state", "container", s->container_id, "error",
+				        res.intent_err.msg, (char *)NULL);
+			if (r < 0)
+				fail = !res.intent_saved && closed ? res.intent_err
+				       : res.apply_err.msg[0]      ? res.apply_err
+				                                   : res.commit_err;
+			if (res.undo_err.msg[0])
+				log_msg(LOG_LVL_WARN, "undo after a failed ADD incomplete", "container",
+				        s->container_id, "error", res.undo_err.msg, (char *)NULL);
 		}
-		s->pending = false;
-		s->failure[0] = '\0';
 		cni_phase(ctx, "apply");
 	}
 	if (r < 0 && fail.code == CNI_ERR_ENV) {
@@ -196,35 +175,42 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			*err = fail;
 		return r;
 	}
-	if (r < 0) {
+	if (r < 0 && closed) {
+		/* undone by attach_tune, or nothing was changed */
+		attach_close(&a);
 		if (!fail.msg[0])
 			snprintf(fail.msg, sizeof(fail.msg), "%s", strerror(-r));
 		str_copy(s->failure, sizeof(s->failure), fail.msg);
-	}
-	s->updated_unix = (int64_t)time(NULL);
-
-	if (r < 0 && c->failure_policy == CNI_POLICY_CLOSED) {
-		add_undo(ctx, s, &a);
-		attach_close(&a);
+		if (tuned && !res.apply_err.msg[0]) {
+			/* the record could not be written */
+			log_add(ctx, s, "state not saved, ADD refused (failurePolicy closed)");
+			if (!fail.code)
+				fail.code = CNI_ERR_STATE;
+			if (err)
+				*err = fail;
+			return fail.errnum ? -fail.errnum : -EIO;
+		}
 		log_add(ctx, s, "tuning failed, ADD refused (failurePolicy closed)");
 		return error_set(err, fail.code == CNI_ERR_STATE ? CNI_ERR_STATE : CNI_ERR_TUNE_FAILED,
 		                 fail.errnum ? fail.errnum : -r, "%s", fail.msg);
 	}
-
-	/* Always recorded, also after a failure: the agent retries from it. */
-	if (state_save(c->state_dir, s, &e) < 0) {
-		if (c->failure_policy == CNI_POLICY_CLOSED) {
-			add_undo(ctx, s, &a);
-			attach_close(&a);
-			log_add(ctx, s, "state not saved, ADD refused (failurePolicy closed)");
-			if (!e.code)
-				e.code = CNI_ERR_STATE;
-			if (err)
-				*err = e;
-			return e.errnum ? -e.errnum : -EIO;
-		}
-		log_msg(LOG_LVL_ERROR, "cannot save state", "container", s->container_id, "error", e.msg, (char *)NULL);
+	if (tuned && r < 0 && !res.apply_err.msg[0])
+		r = 0; /* open: a record not written is logged below, not a tuning failure */
+	/* Always recorded, also after a failure: the agent retries from it.
+	 * A record that could not be written (full or read-only stateDir)
+	 * goes to the agent with the notification below: it writes it once it
+	 * can (fail-open: our bookkeeping never fails the pod). */
+	if (!tuned) {
+		/* nothing was applied: the record of the failure only */
+		if (r < 0)
+			str_copy(s->failure, sizeof(s->failure), fail.msg[0] ? fail.msg : strerror(-r));
+		s->updated_unix = (int64_t)time(NULL);
+		res.committed = state_save(c->state_dir, s, &res.commit_err) == 0;
 	}
+	recorded = res.committed;
+	if (!recorded)
+		log_msg(LOG_LVL_ERROR, "cannot save state", "container", s->container_id, "error", res.commit_err.msg,
+		        (char *)NULL);
 	attach_close(&a);
 	/* The stateDir exists now (state_save); what this ADD learned is kept
 	 * for the next ones. */
@@ -240,7 +226,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 	/* best effort; not again when the agent just failed to answer (ADD
 	 * stays within one timeout) */
 	if (!ctx->agent_failed)
-		cni_agent_notify(c, PROTO_OP_ATTACHED, s->container_id, s->ifname, &ctx->args);
+		cni_agent_notify(c, PROTO_OP_ATTACHED, s->container_id, s->ifname, &ctx->args, recorded ? NULL : s);
 	cni_phase(ctx, "agent");
 	log_add(ctx, s, r < 0 ? "tuning failed, pod started anyway (failurePolicy open)" : "tuned");
 	return cni_result_print(ctx->out, c->prev_result, c->cni_version, err);

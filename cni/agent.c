@@ -72,9 +72,9 @@ int cni_agent_pod_annotations(const struct cni_conf *c, const struct cni_args *a
 }
 
 void cni_agent_notify(const struct cni_conf *c, enum proto_op op, const char *container_id, const char *ifname,
-                      const struct cni_args *a)
+                      const struct cni_args *a, const struct attach_state *unsaved)
 {
-	_cleanup_cjson_ cJSON *resp = NULL;
+	_cleanup_cjson_ cJSON *resp = NULL, *record = NULL;
 	struct proto_request req;
 	struct error e = {0};
 	int r;
@@ -83,13 +83,28 @@ void cni_agent_notify(const struct cni_conf *c, enum proto_op op, const char *co
 	str_copy(req.container_id, sizeof(req.container_id), container_id ? container_id : "");
 	str_copy(req.ifname, sizeof(req.ifname), ifname ? ifname : "");
 	r = agent_absent(c, &e);
-	if (r == 0)
+	if (r == 0 && unsaved) {
+		/* the record the stateDir could not take: the agent writes it
+		 * when it can (a record too large for one line is not sent) */
+		record = state_to_json(unsaved);
+		req.attachment = record;
 		r = proto_call(c->agent_socket, &req, CNI_AGENT_NOTIFY_TIMEOUT_MS, &resp, &e);
+		if (r == -EMSGSIZE) {
+			log_msg(LOG_LVL_WARN, "record too large to hand to the agent", "container", req.container_id,
+			        "error", e.msg, (char *)NULL);
+			req.attachment = NULL;
+			error_clear(&e);
+			r = proto_call(c->agent_socket, &req, CNI_AGENT_NOTIFY_TIMEOUT_MS, &resp, &e);
+		}
+	} else if (r == 0) {
+		r = proto_call(c->agent_socket, &req, CNI_AGENT_NOTIFY_TIMEOUT_MS, &resp, &e);
+	}
 	if (r >= 0)
 		r = response_check(resp, c, &e);
 	if (r < 0)
-		log_msg(LOG_LVL_DEBUG, "agent not notified", "op", proto_op_name(op) ?: "?", "container",
-		        req.container_id, "error", e.msg, (char *)NULL);
+		log_msg(unsaved ? LOG_LVL_WARN : LOG_LVL_DEBUG,
+		        unsaved ? "agent not notified: the unsaved record is lost" : "agent not notified", "op",
+		        proto_op_name(op) ?: "?", "container", req.container_id, "error", e.msg, (char *)NULL);
 }
 
 int cni_agent_status(const struct cni_conf *c, struct error *err)

@@ -252,9 +252,11 @@ void cni_lock_release(struct cni_lock *l);
  * not known to the agent, negative errno when the agent did not answer. */
 int cni_agent_pod_annotations(const struct cni_conf *c, const struct cni_args *a, struct cJSON **ret,
                               struct error *err);
-/* attached/detached notification; errors are logged at debug and ignored. */
+/* attached/detached notification; errors are logged at debug and ignored.
+ * unsaved (attached only, NULL = none): the attachment's record that ADD
+ * could not write, handed to the agent to write once it can. */
 void cni_agent_notify(const struct cni_conf *c, enum proto_op op, const char *container_id, const char *ifname,
-                      const struct cni_args *a);
+                      const struct cni_args *a, const struct attach_state *unsaved);
 /* STATUS: 0 when the agent answers {"ok":true}. */
 int cni_agent_status(const struct cni_conf *c, struct error *err);
 

@@ -3,9 +3,10 @@
  * (if the netns is still there), the state file, and tells the agent.
  * Anything already gone is success, and so is a state file that cannot be
  * removed (read-only or broken disk: logged, left to GC or the next DEL).
- * An intent record (an ADD killed before it finished) removes every
- * alternative of the plan by our handles; temp files of killed writers of
- * this attachment go too. All under the attachment's lock (busy: code 11). */
+ * The steps are attach_teardown()'s (the crash protocol of attach.h): an
+ * intent record of a killed ADD or re-tune also removes every alternative of
+ * its target by our handles; temp files of killed writers of this attachment
+ * go too. All under the attachment's lock (busy: code 11). */
 #include "cni.h"
 
 static void log_del(const struct cni_ctx *ctx, const struct attach_state *s, const char *outcome, const char *detail)
@@ -20,40 +21,38 @@ static void log_del(const struct cni_ctx *ctx, const struct attach_state *s, con
 	        cni_phases_format(ctx, phases, sizeof(phases)), (char *)NULL);
 }
 
-/* Remove the tc objects of a recorded attachment (best effort, logged). */
-static void del_objects(struct cni_ctx *ctx, struct attach_state *s, const cJSON *choices, char *done, size_t size)
+/* Tear a recorded attachment down (attach_teardown: intent, kernel, record
+ * removed once the kernel is clean), logging what could not be done. */
+static void del_teardown(struct cni_ctx *ctx, struct attach_state *s, const cJSON *choices, char *done, size_t size)
 {
-	struct attach a;
-	struct error e = {0};
+	struct attach_teardown_res td;
 	int r;
 
-	snprintf(done, size, "%s", "");
-	if (attach_plan_restore(&ctx->conf.profiles, s, choices, NULL, &e) < 0) {
-		log_msg(LOG_LVL_WARN, "cannot rebuild the plan; tc objects left to the kernel", "container",
-		        s->container_id, "error", e.msg, (char *)NULL);
-		return;
-	}
-	attach_init(&a);
-	r = attach_open_host(&a, s, &e);
-	if (r < 0) {
-		log_msg(LOG_LVL_WARN, "host side not cleaned", "container", s->container_id, "error", e.msg,
-		        (char *)NULL);
-		error_clear(&e);
-	}
-	r = attach_open_pod(&a, ctx->env->netns, s, &e);
-	if (r < 0) {
-		log_msg(LOG_LVL_WARN, "pod side not cleaned", "container", s->container_id, "error", e.msg,
-		        (char *)NULL);
-		error_clear(&e);
-	}
-	cni_phase(ctx, "open");
-	if (attach_plan_remove(&s->plan, &a, &e) < 0)
-		log_msg(LOG_LVL_WARN, "tc objects not removed", "container", s->container_id, "error", e.msg,
-		        (char *)NULL);
-	snprintf(done, size, "%s%s%s", a.target.host_ifindex ? "host" : "",
-	         a.target.host_ifindex && a.target.pod_ifindex ? "," : "", a.target.pod_ifindex ? "pod" : "");
-	attach_close(&a);
+	r = attach_teardown(ctx->conf.state_dir, &ctx->conf.profiles, s, choices, ctx->env->netns, &td);
 	cni_phase(ctx, "remove");
+	if (td.plan_err.msg[0])
+		log_msg(LOG_LVL_WARN, "cannot rebuild the plan; tc objects left to the kernel", "container",
+		        s->container_id, "error", td.plan_err.msg, (char *)NULL);
+	if (td.intent_err.msg[0])
+		log_msg(LOG_LVL_DEBUG, "teardown intent not recorded", "container", s->container_id, "error",
+		        td.intent_err.msg, (char *)NULL);
+	if (td.open_err.msg[0])
+		log_msg(LOG_LVL_WARN, "attachment not cleaned on every side", "container", s->container_id, "error",
+		        td.open_err.msg, (char *)NULL);
+	if (td.remove_err.msg[0])
+		log_msg(LOG_LVL_WARN, "tc objects not removed; the record stays for the next DEL or GC", "container",
+		        s->container_id, "error", td.remove_err.msg, (char *)NULL);
+	snprintf(done, size, "%s%s%s", td.host ? "host" : "", td.host && td.pod ? "," : "", td.pod ? "pod" : "");
+	if (r < 0 && td.record_err.msg[0])
+		/* Our bookkeeping never fails a DEL: libcni stops a chain's
+		 * DEL at the first error, so the primary plugin's DEL (the IP,
+		 * the veth) would never run. The kernel side is done; the
+		 * record stays for GC (valid-attachments) or the next DEL, and
+		 * the agent, told below, drops the attachment. */
+		log_msg(LOG_LVL_ERROR, "state file not removed; left to GC", "container", s->container_id, "ifname",
+		        s->ifname, "error", td.record_err.msg, (char *)NULL);
+	if (td.record_kept)
+		snprintf(done + strlen(done), size - strlen(done), "%sstate-kept", done[0] ? "," : "");
 }
 
 int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
@@ -83,7 +82,7 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	if (r == -ENOENT) {
 		/* never added, already deleted, or ADD failed closed */
 		cni_lock_release(&lock);
-		cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
+		cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args, NULL);
 		log_del(ctx, NULL, "nothing to delete", "");
 		return 0;
 	}
@@ -92,25 +91,19 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 		 * with the veth when the netns goes. Drop the record. */
 		log_msg(LOG_LVL_WARN, "state unreadable, removing it", "container", env->container_id, "error", e.msg,
 		        (char *)NULL);
+		error_clear(&e);
+		r = state_remove(c->state_dir, env->container_id, env->ifname, &e);
+		if (r < 0 && r != -ENOENT) {
+			log_msg(LOG_LVL_ERROR, "state file not removed; left to GC", "container", env->container_id,
+			        "ifname", env->ifname, "error", e.msg, (char *)NULL);
+			snprintf(done, sizeof(done), "state-kept");
+		}
 	} else {
-		del_objects(ctx, s, choices, done, sizeof(done));
-	}
-
-	error_clear(&e);
-	r = state_remove(c->state_dir, env->container_id, env->ifname, &e);
-	if (r < 0 && r != -ENOENT) {
-		/* Our bookkeeping never fails a DEL: libcni stops a chain's
-		 * DEL at the first error, so the primary plugin's DEL (the IP,
-		 * the veth) would never run. The kernel side is done above; the
-		 * record stays for GC (valid-attachments) or the next DEL, and
-		 * the agent, told below, drops the attachment. */
-		log_msg(LOG_LVL_ERROR, "state file not removed; left to GC", "container", env->container_id, "ifname",
-		        env->ifname, "error", e.msg, (char *)NULL);
-		snprintf(done + strlen(done), sizeof(done) - strlen(done), "%sstate-kept", done[0] ? "," : "");
+		del_teardown(ctx, s, choices, done, sizeof(done));
 	}
 	cni_lock_release(&lock);
 	cni_phase(ctx, "state");
-	cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args);
+	cni_agent_notify(c, PROTO_OP_DETACHED, env->container_id, env->ifname, &ctx->args, NULL);
 	cni_phase(ctx, "agent");
 	log_del(ctx, loaded ? s : NULL, "deleted", done);
 	return 0;

@@ -62,7 +62,7 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 	const struct cni_conf *c = &ctx->conf;
 	_cleanup_cjson_ cJSON *choices = NULL;
 	_cleanup_cni_lock_ struct cni_lock lock = {.fd = -1};
-	struct attach a;
+	struct attach_teardown_res td;
 	struct error e = {0};
 	int r;
 
@@ -89,33 +89,21 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 	if (s->network[0] && !streq(s->network, c->name))
 		return 0; /* another network's attachment: its own GC decides */
 
-	if (attach_plan_restore(&c->profiles, s, choices, NULL, &e) < 0) {
+	/* the host side and the record (attach_teardown: the crash protocol of
+	 * attach.h); the pod side is the runtime's netns */
+	r = attach_teardown(c->state_dir, &c->profiles, s, choices, NULL, &td);
+	if (td.plan_err.msg[0])
 		log_msg(LOG_LVL_WARN, "gc: cannot rebuild the plan; tc objects left to the kernel", "container",
-		        g->container_id, "error", e.msg, (char *)NULL);
-	} else {
-		attach_init(&a);
-		r = attach_open_host(&a, s, &e);
-		if (r > 0)
-			r = attach_plan_remove(&s->plan, &a, &e);
-		attach_close(&a);
-		if (r < 0) {
-			if (err)
-				*err = e;
-			error_prefix(err, "gc container %s ifname %s", g->container_id, g->ifname);
-			return r;
-		}
-	}
-	error_clear(&e);
-	r = state_remove(c->state_dir, g->container_id, g->ifname, &e);
-	if (r < 0 && r != -ENOENT) {
+		        g->container_id, "error", td.plan_err.msg, (char *)NULL);
+	if (r < 0) {
 		if (err)
-			*err = e;
+			*err = td.open_err.msg[0] ? td.open_err : td.remove_err.msg[0] ? td.remove_err : td.record_err;
 		error_prefix(err, "gc container %s ifname %s", g->container_id, g->ifname);
 		return r;
 	}
 	/* never held while waiting for the agent */
 	cni_lock_release(&lock);
-	cni_agent_notify(c, PROTO_OP_DETACHED, g->container_id, g->ifname, NULL);
+	cni_agent_notify(c, PROTO_OP_DETACHED, g->container_id, g->ifname, NULL, NULL);
 	return 1;
 }
 

@@ -3,9 +3,11 @@
  * interface and its host-side veth, the plan of a stored attachment rebuilt
  * with the one planner, its removal, and its one-line summary. */
 #include <stdarg.h>
+#include <time.h>
 
 #include "attach.h"
 #include "netns.h"
+#include "failpoint.h"
 #include "reason.h"
 
 void attach_init(struct attach *a)
@@ -140,7 +142,8 @@ int attach_plan_restore(const struct profile_set *set, struct attach_state *s, c
 	if (r < 0)
 		return error_set(err, CNI_ERR_STATE, -r, "re-plan container %s ifname %s: %s", s->container_id,
 		                 s->ifname, strerror(-r));
-	s->plan.choices_unknown = s->pending;
+	/* an ADD's intent record: the plan is its target, none of it recorded */
+	s->plan.choices_unknown = s->pending && s->intent.op == ATTACH_OP_ADD;
 	if (choices) {
 		r = plan_choices_from_json(&s->plan, choices, err);
 		if (r < 0) {
@@ -217,4 +220,349 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 			break;
 		}
 	}
+}
+
+/* ---- tune and teardown: the crash protocol (attach.h) ---- */
+
+static void error_keep(struct error *dst, const struct error *src)
+{
+	if (dst && !dst->msg[0] && src)
+		*dst = *src;
+}
+
+int attach_intent_plan(const struct attach_state *s, struct plan *ret, struct error *err)
+{
+	const struct attach_intent *in = &s->intent;
+	struct plan_caps caps = {0};
+	int r;
+
+	plan_free(ret);
+	if (!s->pending || !in->has_target)
+		return 0;
+	r = plan_pod(&in->workload, &in->profile_spec, &in->ifs, &caps, ret);
+	if (r < 0)
+		return error_set(err, CNI_ERR_STATE, -r, "re-plan the intent of container %s ifname %s: %s",
+		                 s->container_id, s->ifname, strerror(-r));
+	ret->choices_unknown = true; /* killed before it recorded them */
+	return 0;
+}
+
+enum attach_recovery attach_recover_action(const struct attach_state *s)
+{
+	if (!s->pending)
+		return ATTACH_RECOVER_NONE;
+	return s->intent.op == ATTACH_OP_RETUNE ? ATTACH_RECOVER_RETUNE : ATTACH_RECOVER_TEARDOWN;
+}
+
+/* new_ holds o's object (at alternative so of o) on the same device. */
+static bool plan_holds_tc(const struct plan *new_, const struct plan_item *o, const struct tc_spec *so)
+{
+	for (unsigned k = 0; k < new_->n; k++) {
+		const struct tc_spec *sn = plan_item_effective_tc(&new_->items[k]);
+
+		if (sn && new_->items[k].dev == o->dev && tc_spec_same_object(so, sn))
+			return true;
+	}
+	return false;
+}
+
+static bool plan_holds_sysctl(const struct plan *new_, const char *key)
+{
+	for (unsigned k = 0; k < new_->n; k++)
+		if (new_->items[k].type == ITEM_SYSCTL && streq(new_->items[k].key, key) &&
+		    plan_item_effective_val(&new_->items[k]))
+			return true;
+	return false;
+}
+
+/* What old put in the kernel and new_ does not hold: sysctls back to their
+ * value before aiqos, tc objects deleted (parents first; children of a
+ * deleted qdisc are gone already). With old's choices unknown (a crashed
+ * intent), every alternative not held is deleted by our handle. */
+static int remove_leftovers(const struct plan *old, const struct plan *new_, const struct apply_target *t,
+                            struct error *err)
+{
+	int first = 0;
+
+	for (unsigned i = 0; i < old->n; i++) {
+		const struct plan_item *o = &old->items[i];
+		unsigned n_try = old->choices_unknown && o->type == ITEM_TC ? o->n_alt : 1;
+
+		for (unsigned k = 0; k < n_try && k < PLAN_ALT_MAX; k++) {
+			struct plan_item one = *o;
+			struct error e = {0};
+			int r;
+
+			if (old->choices_unknown) {
+				one.status = ITEM_APPLIED;
+				one.chosen = (int)k;
+				if (o->type == ITEM_SYSCTL)
+					continue; /* the value before it is not known */
+			}
+			if (o->type == ITEM_SYSCTL) {
+				if (!plan_item_effective_val(&one) || plan_holds_sysctl(new_, one.key))
+					continue;
+			} else {
+				const struct tc_spec *so = plan_item_effective_tc(&one);
+
+				if (!so || plan_holds_tc(new_, &one, so))
+					continue;
+			}
+			r = apply_remove_item(&one, t, &e);
+			if (r < 0 && !first) {
+				first = r;
+				if (err)
+					*err = e;
+			}
+		}
+	}
+	return first;
+}
+
+/* The value before aiqos of a sysctl both plans set stays the one the old
+ * plan recorded (the applier just read aiqos's own value). */
+static void carry_prev(const struct plan *old, struct plan *new_)
+{
+	for (unsigned k = 0; k < new_->n; k++) {
+		struct plan_item *n = &new_->items[k];
+
+		if (n->type != ITEM_SYSCTL)
+			continue;
+		for (unsigned i = 0; i < old->n; i++) {
+			const struct plan_item *o = &old->items[i];
+
+			if (o->type == ITEM_SYSCTL && streq(o->key, n->key) && plan_item_effective_val(o) &&
+			    o->prev[0]) {
+				str_copy(n->prev, sizeof(n->prev), o->prev);
+				break;
+			}
+		}
+	}
+}
+
+/* undo_on_failure: what the target plan put in the kernel, and its record. */
+static void tune_undo(const char *dir, const struct attach_state *s, const struct attach *a,
+                      struct attach_tune_res *res)
+{
+	struct error e = {0};
+
+	if (attach_plan_remove(&s->plan, a, &e) < 0)
+		error_keep(&res->undo_err, &e);
+	error_clear(&e);
+	if (a->target.pod_nsfd >= 0 && apply_restore_sysctls(&s->plan, &a->target, &e) < 0)
+		error_keep(&res->undo_err, &e);
+	error_clear(&e);
+	if (state_remove(dir, s->container_id, s->ifname, &e) < 0)
+		error_keep(&res->undo_err, &e);
+	res->undone = true;
+}
+
+/* dst becomes a copy of src (ADD's plan is the record's own: nothing to do) */
+static int plan_set(struct plan *dst, const struct plan *src)
+{
+	return dst == src ? 0 : plan_copy(src, dst);
+}
+
+static int tune_steps(const char *dir, struct attach_state *s, struct attach *a, struct plan_caps *caps,
+                      const struct attach_tune_req *req, struct attach_tune_res *res, struct attach_state *before,
+                      struct plan *crashed)
+{
+	bool retune = req->op == ATTACH_OP_RETUNE;
+	int r, rc;
+
+	*before = *s; /* the committed tuning (re-tune), its own copy of the plan */
+	before->plan = (struct plan){0};
+	if (plan_copy(&s->plan, &before->plan) < 0)
+		return error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
+	/* what a crashed operation of this record may have left besides its
+	 * committed plan: the target of its intent, or (an ADD's) all of it */
+	if (s->pending && s->intent.has_target) {
+		r = attach_intent_plan(s, crashed, &res->leftover_err);
+		if (r < 0)
+			plan_free(crashed);
+	} else if (s->pending) {
+		plan_free(crashed);
+		*crashed = before->plan; /* moved: nothing committed before it */
+		crashed->choices_unknown = true;
+		before->plan = (struct plan){0};
+	}
+
+	/* 1. intent */
+	memset(&s->intent, 0, sizeof(s->intent));
+	s->intent.op = req->op;
+	if (retune) {
+		s->intent.has_target = true;
+		s->intent.workload = *req->workload;
+		str_copy(s->intent.profile, sizeof(s->intent.profile), req->profile->name);
+		s->intent.profile_spec = *req->profile;
+		s->intent.ifs = *req->ifs;
+	} else {
+		s->workload = *req->workload;
+		str_copy(s->profile, sizeof(s->profile), req->profile->name);
+		s->profile_spec = *req->profile;
+		s->has_profile_spec = true;
+		s->ifs = *req->ifs;
+		if (plan_set(&s->plan, req->plan) < 0)
+			return error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
+	}
+	s->pending = true;
+	snprintf(s->failure, sizeof(s->failure), "%s did not finish: interrupted before it recorded what it applied",
+	         retune ? "re-tune" : "ADD");
+	s->updated_unix = (int64_t)time(NULL);
+	r = state_save(dir, s, &res->intent_err);
+	res->intent_saved = r == 0;
+	if (r < 0 && req->intent_required) {
+		plan_free(&s->plan);
+		*s = *before; /* nothing changed */
+		before->plan = (struct plan){0};
+		return r;
+	}
+
+	/* 2. kernel */
+	if (req->failpoint_before)
+		failpoint(req->failpoint_before);
+	r = apply_plan(req->plan, NULL, &a->target, caps, &res->apply_err);
+	if (retune)
+		carry_prev(&before->plan, req->plan);
+	if (r >= 0) {
+		struct error e = {0};
+
+		if (retune && remove_leftovers(&before->plan, req->plan, &a->target, &e) < 0)
+			error_keep(&res->leftover_err, &e);
+		error_clear(&e);
+		if (crashed->n && remove_leftovers(crashed, req->plan, &a->target, &e) < 0)
+			error_keep(&res->leftover_err, &e);
+	} else if (!res->apply_err.msg[0]) {
+		error_set(&res->apply_err, CNI_ERR_TUNE_FAILED, -r, "%s", strerror(-r));
+	}
+	if (req->failpoint_after)
+		failpoint(req->failpoint_after);
+
+	/* 3. commit */
+	s->pending = false;
+	memset(&s->intent, 0, sizeof(s->intent));
+	s->workload = *req->workload;
+	str_copy(s->profile, sizeof(s->profile), req->profile->name);
+	s->profile_spec = *req->profile;
+	s->has_profile_spec = true;
+	if (retune)
+		s->ifs.mtu = req->ifs->mtu; /* the host side stays recorded while it is out of reach */
+	/* on failure: what got applied before it */
+	if (plan_set(&s->plan, req->plan) < 0 && r >= 0)
+		r = error_set(&res->apply_err, CNI_ERR_IO, ENOMEM, "out of memory");
+	str_copy(s->failure, sizeof(s->failure), r < 0 ? res->apply_err.msg : "");
+	if (r < 0 && req->undo_on_failure) {
+		tune_undo(dir, s, a, res);
+		return r;
+	}
+	s->updated_unix = (int64_t)time(NULL);
+	rc = state_save(dir, s, &res->commit_err);
+	res->committed = rc == 0;
+	if (rc < 0 && req->undo_on_failure) {
+		tune_undo(dir, s, a, res);
+		return rc;
+	}
+	if (rc < 0 && !retune && res->intent_saved) {
+		/* the pod runs (fail-open) but its ADD's intent would read as a
+		 * crash: take it back (no space needed); ADD hands the record on */
+		struct error e = {0};
+
+		if (state_remove(dir, s->container_id, s->ifname, &e) < 0)
+			error_keep(&res->undo_err, &e);
+	}
+	return r < 0 ? r : rc;
+}
+
+int attach_tune(const char *dir, struct attach_state *s, struct attach *a, struct plan_caps *caps,
+                const struct attach_tune_req *req, struct attach_tune_res *res)
+{
+	struct attach_state *before = calloc(1, sizeof(*before));
+	_cleanup_plan_ struct plan crashed = {0};
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	if (before)
+		r = tune_steps(dir, s, a, caps, req, res, before, &crashed);
+	else
+		r = error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
+	attach_state_free(before);
+	return r;
+}
+
+/* Remove p's objects from the reachable sides; p's choices may be unknown. */
+static int teardown_plan(const struct plan *p, const struct attach *a, struct error *err)
+{
+	return p->n ? attach_plan_remove(p, a, err) : 0;
+}
+
+int attach_teardown(const char *dir, const struct profile_set *set, struct attach_state *s, const struct cJSON *choices,
+                    const char *netns, struct attach_teardown_res *res)
+{
+	_cleanup_plan_ struct plan target_plan = {0};
+	struct plan *target = &target_plan;
+	struct attach a;
+	struct error e = {0};
+	bool plan_ok;
+	int r, first = 0;
+
+	memset(res, 0, sizeof(*res));
+	plan_ok = attach_plan_restore(set, s, choices, NULL, &res->plan_err) == 0;
+	if (plan_ok && attach_intent_plan(s, target, &res->plan_err) < 0)
+		plan_ok = false;
+
+	/* 1. intent: a crashed ADD's record says already what to remove */
+	if (plan_ok && !(s->pending && s->intent.op == ATTACH_OP_ADD)) {
+		s->intent.op = ATTACH_OP_TEARDOWN;
+		s->pending = true;
+		s->updated_unix = (int64_t)time(NULL);
+		snprintf(s->failure, sizeof(s->failure), "%s",
+		         "teardown did not finish: interrupted before it removed the record");
+		r = state_save(dir, s, &res->intent_err); /* best effort: removing is idempotent */
+		(void)r;
+	}
+
+	/* 2. kernel */
+	if (plan_ok) {
+		attach_init(&a);
+		r = attach_open_host(&a, s, &e);
+		if (r < 0) {
+			error_keep(&res->open_err, &e);
+			first = first ?: r;
+		}
+		error_clear(&e);
+		r = netns ? attach_open_pod(&a, netns, s, &e) : 0;
+		if (r < 0) {
+			error_keep(&res->open_err, &e);
+			first = first ?: r;
+		}
+		failpoint("teardown-before-remove");
+		error_clear(&e);
+		r = teardown_plan(&s->plan, &a, &e);
+		if (r == 0) {
+			error_clear(&e);
+			r = teardown_plan(target, &a, &e);
+		}
+		if (r < 0) {
+			error_keep(&res->remove_err, &e);
+			first = first ?: r;
+		}
+		res->host = a.target.host_ifindex > 0;
+		res->pod = a.target.pod_ifindex > 0;
+		attach_close(&a);
+		failpoint("teardown-after-remove");
+	}
+
+	/* 3. the record goes once the kernel is clean (an unusable plan
+	 * cannot say what to remove: it goes too) */
+	if (first < 0) {
+		res->record_kept = true;
+		return first;
+	}
+	r = state_remove(dir, s->container_id, s->ifname, &res->record_err);
+	if (r < 0 && r != -ENOENT) {
+		res->record_kept = true;
+		return r;
+	}
+	error_clear(&res->record_err);
+	return 0;
 }

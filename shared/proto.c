@@ -120,6 +120,15 @@ int proto_request_encode(const struct proto_request *r, char **ret, struct error
 		if (!cJSON_AddStringToObject(j, f->name, v))
 			return error_set(err, CNI_ERR_NONE, ENOMEM, "encode request: out of memory");
 	}
+	if (r->op == PROTO_OP_ATTACHED && r->attachment) {
+		cJSON *a = cJSON_IsObject(r->attachment) ? cJSON_Duplicate(r->attachment, true) : NULL;
+
+		if (!a || !cJSON_AddItemToObject(j, "attachment", a)) {
+			cJSON_Delete(a);
+			return error_set(err, CNI_ERR_NONE, cJSON_IsObject(r->attachment) ? ENOMEM : EINVAL,
+			                 "encode %s request: field 'attachment' is not an object", op);
+		}
+	}
 	text = cJSON_PrintUnformatted(j);
 	if (!text)
 		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode request: out of memory");
@@ -187,8 +196,23 @@ int proto_request_decode(const char *line, size_t len, struct proto_request *ret
 			                 "%s request field '%s' is longer than %zu bytes", op_names[r.op], f->name,
 			                 f->size - 1);
 	}
+	v = cJSON_GetObjectItemCaseSensitive(j, "attachment");
+	if (r.op == PROTO_OP_ATTACHED && v && !cJSON_IsNull(v)) {
+		if (!cJSON_IsObject(v))
+			return error_set(err, CNI_ERR_DECODE, EINVAL, "%s request field 'attachment' is not an object",
+			                 op_names[r.op]);
+		r.attachment = cJSON_DetachItemFromObjectCaseSensitive(j, "attachment");
+	}
 	*ret = r;
 	return 0;
+}
+
+void proto_request_done(struct proto_request *r)
+{
+	if (r && r->attachment) {
+		cJSON_Delete(r->attachment);
+		r->attachment = NULL;
+	}
 }
 
 static int64_t now_ms(void)

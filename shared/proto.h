@@ -9,6 +9,8 @@
  * Bounded: a request, and the response to "pod", "attached", "detached", is
  * at most PROTO_MSG_MAX bytes including its '\n'; the responses to "status"
  * and "explain" (every pod of the node) at most PROTO_LARGE_MSG_MAX.
+ * "attached" may carry "attachment": the record the plugin could not write
+ * (an object; the line's bound applies).
  * Required fields: "pod" and "explain" need namespace and name;
  * "attached"/"detached" need containerId and ifname; the others are
  * optional. Unknown fields are ignored (forward compatibility); known fields
@@ -41,7 +43,14 @@ struct proto_request {
 	char uid[64];
 	char container_id[128];
 	char ifname[16];
+	/* "attached" only, optional: the attachment's record (state_to_json)
+	 * when the plugin could not write it (full or read-only stateDir): the
+	 * agent writes it once it can. Owned: freed by proto_request_done(). */
+	struct cJSON *attachment;
 };
+
+/* Free what a decoded request owns (idempotent). */
+void proto_request_done(struct proto_request *r);
 
 const char *proto_op_name(enum proto_op op);
 /* Encode as one line (terminated by '\n') into a malloc'd string. */

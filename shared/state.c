@@ -289,6 +289,53 @@ static cJSON *effective_to_json(const struct attach_state *s)
 	return arr;
 }
 
+static const char *const attach_op_names[_ATTACH_OP_MAX] = {
+        [ATTACH_OP_NONE] = "none",
+        [ATTACH_OP_ADD] = "add",
+        [ATTACH_OP_RETUNE] = "retune",
+        [ATTACH_OP_TEARDOWN] = "teardown",
+};
+
+const char *attach_op_name(enum attach_op op)
+{
+	return op >= 0 && op < _ATTACH_OP_MAX ? attach_op_names[op] : NULL;
+}
+
+enum attach_op attach_op_from_name(const char *s)
+{
+	for (int i = 0; s && i < _ATTACH_OP_MAX; i++)
+		if (streq(s, attach_op_names[i]))
+			return (enum attach_op)i;
+	return _ATTACH_OP_INVALID;
+}
+
+/* {"op"} and, when it has one (a re-tune), its target: class, profile, profileSpec,
+ * workload {egressBps,ingressBps,profileRequested}, ifaces {host,mtu}. */
+static cJSON *intent_to_json(const struct attach_intent *in)
+{
+	_cleanup_json_ cJSON *j = cJSON_CreateObject();
+	const char *cls = workload_class_name(in->workload.class);
+	cJSON *o;
+	bool ok;
+
+	/* pending without an op: an ADD's (the only intent older writers had) */
+	if (!j || !cJSON_AddStringToObject(j, "op", in->op > ATTACH_OP_NONE ? attach_op_name(in->op) ?: "add" : "add"))
+		return NULL;
+	if (!in->has_target)
+		return TAKE_PTR(j);
+	ok = cJSON_AddStringToObject(j, "class", cls ? cls : "default") &&
+	     cJSON_AddStringToObject(j, "profile", in->profile) &&
+	     cJSON_AddItemToObject(j, "profileSpec", profile_to_json(&in->profile_spec));
+	o = ok ? cJSON_AddObjectToObject(j, "workload") : NULL;
+	ok = o && cJSON_AddNumberToObject(o, "egressBps", (double)in->workload.egress_bps) &&
+	     cJSON_AddNumberToObject(o, "ingressBps", (double)in->workload.ingress_bps) &&
+	     cJSON_AddStringToObject(o, "profileRequested", in->workload.profile);
+	o = ok ? cJSON_AddObjectToObject(j, "ifaces") : NULL;
+	ok = o && cJSON_AddStringToObject(o, "host", in->ifs.host_ifname) &&
+	     cJSON_AddNumberToObject(o, "mtu", in->ifs.mtu);
+	return ok ? TAKE_PTR(j) : NULL;
+}
+
 struct cJSON *state_to_json(const struct attach_state *s)
 {
 	_cleanup_json_ cJSON *j = cJSON_CreateObject();
@@ -347,6 +394,8 @@ struct cJSON *state_to_json(const struct attach_state *s)
 	ok = cJSON_AddStringToObject(j, "failure", s->failure) &&
 	     cJSON_AddNumberToObject(j, "updated", (double)s->updated_unix);
 	if (!ok || (s->pending && !cJSON_AddTrueToObject(j, "pending")))
+		return NULL;
+	if (s->pending && !cJSON_AddItemToObject(j, "intent", intent_to_json(&s->intent)))
 		return NULL;
 	return TAKE_PTR(j);
 }
@@ -415,6 +464,75 @@ void attach_state_free(struct attach_state *s)
 		return;
 	plan_free(&s->plan);
 	free(s);
+}
+
+/* "intent" of a pending record; absent (older writers: only ADD wrote
+ * intent records) is an ADD's. Errors name the field. */
+static int intent_from_json(const cJSON *j, struct attach_state *s, struct error *err)
+{
+	struct attach_intent *in = &s->intent;
+	const cJSON *o;
+	char name[32], cls[32];
+	int64_t v;
+	int r;
+
+	memset(in, 0, sizeof(*in));
+	in->op = ATTACH_OP_ADD;
+	if (!j || cJSON_IsNull(j))
+		return 0;
+	if (!cJSON_IsObject(j))
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'intent' is not an object");
+	if ((r = get_str(j, "intent.", "op", true, name, sizeof(name), err)) < 0)
+		return r;
+	in->op = attach_op_from_name(name);
+	if (in->op == _ATTACH_OP_INVALID || in->op == ATTACH_OP_NONE)
+		return error_set(err, CNI_ERR_STATE, EINVAL,
+		                 "field 'intent.op' = '%s' is not one of add, retune, teardown", name);
+	if (in->op != ATTACH_OP_RETUNE && !cJSON_GetObjectItemCaseSensitive(j, "class"))
+		return 0;
+	in->has_target = true;
+	if ((r = get_str(j, "intent.", "class", true, cls, sizeof(cls), err)) < 0 ||
+	    (r = get_str(j, "intent.", "profile", false, in->profile, sizeof(in->profile), err)) < 0)
+		return r;
+	in->workload.class = workload_class_from_name(cls);
+	if (in->workload.class == _CLASS_INVALID)
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'intent.class' = '%s' is not a workload class",
+		                 cls);
+	o = cJSON_GetObjectItemCaseSensitive(j, "profileSpec");
+	if (!cJSON_IsObject(o))
+		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'intent.profileSpec' is missing");
+	r = profile_from_json(in->profile[0] ? in->profile : "unnamed", o, &in->profile_spec, err);
+	if (r < 0) {
+		error_prefix(err, "field 'intent.profileSpec'");
+		if (err)
+			err->code = CNI_ERR_STATE;
+		return r;
+	}
+	if ((r = get_obj(j, "workload", &o, err)) < 0)
+		return r;
+	if (o) {
+		if ((r = get_int(o, "intent.workload.", "egressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
+			return r;
+		in->workload.egress_bps = (uint64_t)v;
+		if ((r = get_int(o, "intent.workload.", "ingressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
+			return r;
+		in->workload.ingress_bps = (uint64_t)v;
+		if ((r = get_str(o, "intent.workload.", "profileRequested", false, in->workload.profile,
+		                 sizeof(in->workload.profile), err)) < 0)
+			return r;
+	}
+	if ((r = get_obj(j, "ifaces", &o, err)) < 0)
+		return r;
+	in->ifs = s->ifs;
+	if (o) {
+		if ((r = get_str(o, "intent.ifaces.", "host", false, in->ifs.host_ifname, sizeof(in->ifs.host_ifname),
+		                 err)) < 0)
+			return r;
+		if ((r = get_int(o, "intent.ifaces.", "mtu", false, 0, 65535 * 4, &v, err)) < 0)
+			return r;
+		in->ifs.mtu = (uint32_t)v;
+	}
+	return 0;
 }
 
 int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSON **ret_choices, struct error *err)
@@ -541,6 +659,9 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'choices' is missing");
 	if (!cJSON_IsArray(choices) && !cJSON_IsObject(choices))
 		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'choices' is not an array or object");
+	/* last: a re-tune's target defaults to the interfaces read above */
+	if (s->pending && (r = intent_from_json(cJSON_GetObjectItemCaseSensitive(j, "intent"), s, err)) < 0)
+		return r;
 	if (ret_choices) {
 		*ret_choices = cJSON_Duplicate(choices, true);
 		if (!*ret_choices)

@@ -15,6 +15,31 @@ struct cJSON;
 #define STATE_PATH_MAX 512
 #define STATE_FILE_MAX (1024 * 1024) /* larger state files are refused when read */
 
+/* What an unfinished operation on an attachment was doing (the write-ahead
+ * intent of shared/attach.h's protocol). */
+enum attach_op {
+	ATTACH_OP_NONE,     /* committed: the record describes the kernel */
+	ATTACH_OP_ADD,      /* ADD: the record's fields are its target, nothing was committed */
+	ATTACH_OP_RETUNE,   /* re-tune: the record's fields are the committed tuning, intent.* the target */
+	ATTACH_OP_TEARDOWN, /* DEL/GC: removing what the record says */
+	_ATTACH_OP_MAX,
+	_ATTACH_OP_INVALID = -1,
+};
+
+struct attach_intent {
+	enum attach_op op;
+	/* the target plan is built from these (always for ATTACH_OP_RETUNE; a
+	 * teardown of a crashed re-tune's record keeps its target: both go) */
+	bool has_target;
+	struct workload workload;
+	char profile[PROFILE_NAME_MAX];
+	struct profile profile_spec;
+	struct attach_ifaces ifs;
+};
+
+const char *attach_op_name(enum attach_op op);
+enum attach_op attach_op_from_name(const char *s);
+
 struct attach_state {
 	char container_id[STATE_ID_MAX];
 	char ifname[IFNAME_LEN];
@@ -40,12 +65,16 @@ struct attach_state {
 	struct plan plan;            /* desired + effective choices */
 	char failure[ERROR_MSG_MAX]; /* last tuning failure ("" = none) */
 	int64_t updated_unix;
-	/* An intent record: ADD writes it before it touches the kernel and
-	 * replaces it when done, so an ADD killed in between leaves a record
-	 * DEL and GC can undo from (choices unknown: every alternative of
-	 * every root qdisc is removed by our handle). The agent leaves such a
-	 * record alone: its ADD is running or failed, and DEL will come. */
+	/* An intent record (see attach.h, "crash protocol"): every operation
+	 * that changes the kernel writes it before it starts and replaces (or
+	 * removes) it when done, so a process killed in between leaves a record
+	 * DEL, GC and the agent can finish or undo from (choices of the target
+	 * unknown: every alternative of every root qdisc is removed by our
+	 * handle). Everyone leaves such a record alone while its writer holds the attachment lock; a record
+	 * pending with the lock free is a crash, finished or undone by
+	 * attach_recover(). Stored as "pending": true plus "intent". */
 	bool pending;
+	struct attach_intent intent; /* op ATTACH_OP_NONE unless pending */
 };
 
 /* A record on the heap: frees its plan's items and the record (NULL: nothing). */

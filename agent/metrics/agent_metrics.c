@@ -284,6 +284,12 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 	              ag->api_connected ? 1.0 : 0.0, (char *)NULL);
 	metrics_write(w, "aiqos_ready", "1 once the first list and reconcile are done", G, ag->ready ? 1.0 : 0.0,
 	              (char *)NULL);
+	metrics_write(w, "aiqos_records_unsaved",
+	              "Attachment records the plugin could not write, not yet written by the agent (retried)", G,
+	              (double)ag->records.n, (char *)NULL);
+	metrics_write(w, "aiqos_records_written_total",
+	              "Attachment records the plugin could not write that the agent wrote later", C,
+	              (double)ag->records.written, (char *)NULL);
 	metrics_write(w, "aiqos_uplink_failing", "1 while tuning the uplink fails (retried with backoff)", G,
 	              ag->up_failure[0] ? 1.0 : 0.0, (char *)NULL);
 	{

@@ -2,14 +2,16 @@
  * another class/profile/limits is re-planned with the one planner, applied,
  * what the old plan had and the new one lacks is removed (sysctls put back,
  * qdiscs deleted), and its record rewritten so the plugin's CHECK/DEL see
- * the truth; records are (re)loaded from the state dir, and drift repair
- * re-applies attachments whose kernel state differs from their record. */
+ * the truth — all through attach_tune(), the crash protocol of attach.h
+ * (intent, kernel, commit); records are (re)loaded from the state dir (a
+ * pending one whose writer died is recovered: a crashed ADD or teardown torn
+ * down, a crashed re-tune rolled forward), and drift repair re-applies
+ * attachments whose kernel state differs from their record. */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 
 #include "agent.h"
 #include "attach.h"
-#include "failpoint.h"
 #include "node/trust.h"
 #include "reconcile/internal.h"
 #include "reconcile/reconcile.h"
@@ -36,8 +38,35 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	if (r < 0)
 		return r;
 	if (s->pending) {
-		cJSON_Delete(choices);
-		return 0; /* its ADD is running, or died and DEL will come */
+		/* its writer holds the lock (its commit rescans), or died: then
+		 * recover (attach.h): a crashed ADD or teardown is torn down, a
+		 * crashed re-tune rolled forward by the next re-tune (its record
+		 * says it failed) */
+		int fd = state_lock_attachment(ag->state_dir, container_id, ifname, 0, NULL);
+
+		if (fd < 0) {
+			cJSON_Delete(choices);
+			return 0;
+		}
+		if (attach_recover_action(s) == ATTACH_RECOVER_TEARDOWN) {
+			struct attach_teardown_res td;
+
+			r = attach_teardown(ag->state_dir, &ag->cfg.profiles, s, choices, s->netns, &td);
+			state_unlock_attachment(fd, ag->state_dir, container_id, ifname);
+			cJSON_Delete(choices);
+			log_msg(r < 0 ? LOG_LVL_WARN : LOG_LVL_INFO,
+			        r < 0 ? "crashed attachment not cleaned; retried" : "crashed attachment cleaned",
+			        "container", container_id, "ifname", ifname, "intent", attach_op_name(s->intent.op),
+			        "error",
+			        td.open_err.msg[0]     ? td.open_err.msg
+			        : td.remove_err.msg[0] ? td.remove_err.msg
+			                               : td.record_err.msg,
+			        (char *)NULL);
+			if (r == 0)
+				pod_cache_attach_remove(&ag->pods, container_id, ifname, &found);
+			return 0;
+		}
+		state_unlock_attachment(fd, ag->state_dir, container_id, ifname);
 	}
 	agent_attach_from_state(s, &at);
 	at.marks = agent_choices_mark(choices);
@@ -102,75 +131,6 @@ struct retune_out {
 	char degraded_txt[512];
 	char failure[AGENT_FAILURE_MAX];
 };
-
-static bool items_same_dev_object(const struct plan_item *a, const struct tc_spec *sa, const struct plan_item *b,
-                                  const struct tc_spec *sb)
-{
-	return a->dev == b->dev && tc_spec_same_object(sa, sb);
-}
-
-/* What the old plan put in the kernel and the new one does not hold:
- * sysctls back to their value before aiqos, tc objects deleted (parents
- * first; children of a deleted qdisc are gone already). */
-static int remove_leftovers(const struct plan *old, const struct plan *new_, const struct apply_target *t,
-                            struct error *err)
-{
-	int first = 0;
-
-	for (unsigned i = 0; i < old->n; i++) {
-		const struct plan_item *o = &old->items[i];
-		bool held = false;
-		struct error e = {0};
-		int r;
-
-		if (o->type == ITEM_SYSCTL) {
-			if (!plan_item_effective_val(o))
-				continue;
-			for (unsigned k = 0; k < new_->n && !held; k++)
-				held = new_->items[k].type == ITEM_SYSCTL && streq(new_->items[k].key, o->key) &&
-				       plan_item_effective_val(&new_->items[k]);
-		} else {
-			const struct tc_spec *so = plan_item_effective_tc(o);
-
-			if (!so)
-				continue;
-			for (unsigned k = 0; k < new_->n && !held; k++) {
-				const struct tc_spec *sn = plan_item_effective_tc(&new_->items[k]);
-				held = sn && items_same_dev_object(o, so, &new_->items[k], sn);
-			}
-		}
-		if (held)
-			continue;
-		r = apply_remove_item(o, t, &e);
-		if (r < 0 && !first) {
-			first = r;
-			if (err)
-				*err = e;
-		}
-	}
-	return first;
-}
-
-/* The value before aiqos of a sysctl both plans set stays the one the old
- * plan recorded (the applier just read aiqos's own value). */
-static void carry_prev(const struct plan *old, struct plan *new_)
-{
-	for (unsigned k = 0; k < new_->n; k++) {
-		struct plan_item *n = &new_->items[k];
-
-		if (n->type != ITEM_SYSCTL)
-			continue;
-		for (unsigned i = 0; i < old->n; i++) {
-			const struct plan_item *o = &old->items[i];
-
-			if (o->type == ITEM_SYSCTL && streq(o->key, n->key) && plan_item_effective_val(o) &&
-			    o->prev[0]) {
-				str_copy(n->prev, sizeof(n->prev), o->prev);
-				break;
-			}
-		}
-	}
-}
 
 static void out_summary(const struct plan *p, struct retune_out *out)
 {
@@ -262,7 +222,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	struct error e = {0}, fail = {0};
 	char pwarn[256] = "";
 	_cleanup_(retune_lock_release) struct retune_lock lock = {.fd = -1, .dir = ag->state_dir};
-	int r, applied;
+	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (!s)
@@ -280,9 +240,17 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 		return r;
 	}
 	r = state_load(ag->state_dir, at->container_id, at->ifname, s, &choices, &e);
-	if (r == -ENOENT || (r == 0 && s->pending)) {
+	if (r == -ENOENT) {
+		out->stale = true; /* DEL ran meanwhile */
+		return 0;
+	}
+	if (r == 0 && attach_recover_action(s) == ATTACH_RECOVER_TEARDOWN) {
+		/* an ADD or a teardown died (the lock is ours): undo or finish it */
+		struct attach_teardown_res td;
+
+		attach_teardown(ag->state_dir, &ag->cfg.profiles, s, choices, s->netns, &td);
 		cJSON_Delete(choices);
-		out->stale = true; /* DEL ran meanwhile, or an ADD died (DEL will come) */
+		out->stale = true;
 		return 0;
 	}
 	if (r < 0) {
@@ -296,7 +264,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 		/* what is in the kernel is unknown: plan anew, replace what we can */
 		log_msg(LOG_LVL_WARN, "attachment record without a usable plan", "container", s->container_id, "error",
 		        e.msg, (char *)NULL);
-		memset(&s->plan, 0, sizeof(s->plan));
+		plan_free(&s->plan);
 	}
 
 	attach_init(&a);
@@ -333,47 +301,41 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	r = plan_pod(&w, prof, &ifs, &ag->pod_caps, np);
 	if (r < 0) {
 		error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
+		str_copy(s->failure, sizeof(s->failure), fail.msg);
 	} else {
-		applied = apply_plan(np, NULL, &a.target, &ag->pod_caps, &fail);
-		carry_prev(&s->plan, np);
-		if (applied < 0) {
-			r = applied;
-		} else {
-			error_clear(&e);
-			if (remove_leftovers(&s->plan, np, &a.target, &e) < 0)
-				log_msg(LOG_LVL_WARN, "leftovers of the previous tuning not removed", "container",
-				        s->container_id, "error", e.msg, (char *)NULL);
+		/* intent, apply (and what the old plan had, or a crashed
+		 * re-tune left, removed), commit: attach.h's protocol; nothing
+		 * is changed while the intent cannot be recorded */
+		const struct attach_tune_req req = {
+		        .op = ATTACH_OP_RETUNE,
+		        .workload = &w,
+		        .profile = prof,
+		        .ifs = &ifs,
+		        .plan = np,
+		        .intent_required = true,
+		        .failpoint_after = "agent-retune-applied",
+		};
+		struct attach_tune_res res;
+
+		str_copy(s->annotations_source, sizeof(s->annotations_source), "agent");
+		r = attach_tune(ag->state_dir, s, &a, &ag->pod_caps, &req, &res);
+		if (res.leftover_err.msg[0])
+			log_msg(LOG_LVL_WARN, "leftovers of the previous tuning not removed", "container",
+			        s->container_id, "error", res.leftover_err.msg, (char *)NULL);
+		if (!res.intent_saved) {
+			log_msg(LOG_LVL_ERROR, "cannot record the re-tune's intent; nothing changed", "container",
+			        s->container_id, "error", res.intent_err.msg, (char *)NULL);
+			str_copy(s->failure, sizeof(s->failure), res.intent_err.msg);
+		} else if (!res.committed) {
+			log_msg(LOG_LVL_ERROR, "cannot rewrite the attachment record", "container", s->container_id,
+			        "error", res.commit_err.msg, (char *)NULL);
+			if (!res.apply_err.msg[0])
+				str_copy(s->failure, sizeof(s->failure), res.commit_err.msg);
 		}
+		if (r < 0 && !s->failure[0])
+			str_copy(s->failure, sizeof(s->failure), strerror(-r));
 	}
 	attach_close(&a);
-	failpoint("agent-retune-applied");
-
-	s->workload = w;
-	str_copy(s->profile, sizeof(s->profile), prof->name);
-	s->ifs.mtu = ifs.mtu;
-	if (r >= 0 || np->n) {
-		/* on failure: what got applied before it */
-		plan_free(&s->plan);
-		s->plan = new_plan;
-		new_plan = (struct plan){0}; /* the record owns the items now */
-		s->profile_spec = *prof;
-		s->has_profile_spec = true;
-	}
-	str_copy(s->annotations_source, sizeof(s->annotations_source), "agent");
-	if (r < 0)
-		str_copy(s->failure, sizeof(s->failure), fail.msg[0] ? fail.msg : strerror(-r));
-	else
-		s->failure[0] = '\0';
-	s->updated_unix = agent_now_unix();
-	error_clear(&e);
-	if (state_save(ag->state_dir, s, &e) < 0) {
-		log_msg(LOG_LVL_ERROR, "cannot rewrite the attachment record", "container", s->container_id, "error",
-		        e.msg, (char *)NULL);
-		if (r >= 0) {
-			r = -EIO;
-			str_copy(s->failure, sizeof(s->failure), e.msg);
-		}
-	}
 	agent_attach_from_state(s, &updated);
 	*at = updated;
 	out_summary(&s->plan, out);

@@ -55,8 +55,10 @@ double seconds_since(int64_t t0_ms)
 
 static void retry_rearm(struct agent *ag)
 {
-	int64_t next = ag->up_retry_at_ms;
+	int64_t next = ag->up_retry_at_ms, rec = agent_records_next_ms(&ag->records);
 
+	if (rec >= 0 && (next < 0 || rec < next))
+		next = rec;
 	for (unsigned i = 0; i < ag->pods.n; i++) {
 		int64_t t = ag->pods.v[i]->retry_at_ms;
 		if (t >= 0 && (next < 0 || t < next))
@@ -79,6 +81,7 @@ void agent_init(struct agent *ag)
 
 void agent_done(struct agent *ag)
 {
+	agent_records_free(&ag->records);
 	pod_cache_done(&ag->pods);
 	plan_free(&ag->in_force);
 	if (ag->up_cls_map_fd >= 0)
@@ -90,10 +93,24 @@ void agent_done(struct agent *ag)
 	ag->sk = NULL;
 }
 
+static void record_written(void *ud, const char *cid, const char *ifname)
+{
+	struct agent *ag = ud;
+	struct error e = {0};
+
+	log_msg(LOG_LVL_INFO, "attachment record written for the plugin", "container", cid, "ifname", ifname,
+	        (char *)NULL);
+	if (agent_attach_load(ag, cid, ifname, &e) < 0)
+		log_msg(LOG_LVL_WARN, "attachment record unreadable", "container", cid, "ifname", ifname, "error",
+		        e.msg, (char *)NULL);
+}
+
 void agent_pass(struct agent *ag, int64_t now_ms, unsigned due)
 {
 	bool up_retry = (due & SCHED_RETRY) && ag->up_retry_at_ms >= 0 && ag->up_retry_at_ms <= now_ms;
 
+	/* records the plugin could not write: once on disk, like any other */
+	agent_records_flush(&ag->records, ag->state_dir, now_ms, record_written, ag);
 	if (due & (SCHED_PASS | SCHED_RETRY))
 		pods_reconcile(ag, now_ms, due & SCHED_RETRY);
 	if (due & SCHED_DRIFT)

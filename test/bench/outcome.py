@@ -32,6 +32,13 @@ ARMS = {
     "aiqos": {"chain": "aiqos", "training": True, "agent": True, "title": "aiqos (plugin + agent)"},
     "fq_codel": {"chain": "plain", "training": True, "leaf": "fq_codel", "aqm": "fq_codel",
                  "title": "fq_codel everywhere"},
+    # exploration arm (not in the matrix by default): aiqos with extra
+    # sysctls on the training pods after their ADD, from BENCH_X_SYSCTLS
+    # ("key=value;key=value"), and in download cells the agent's
+    # downlinkRate from BENCH_X_DOWNLINK_MBIT: a per-pod setting or a
+    # shaping margin against aiqos, interleaved in the same run
+    "aiqos_x": {"chain": "aiqos", "training": True, "agent": True, "title": "aiqos + BENCH_X_SYSCTLS",
+                "train_sysctls_env": "BENCH_X_SYSCTLS"},
     # not a P4 arm: the plugin without its agent (the lab smoke test)
     "plugin": {"chain": "aiqos", "training": True, "title": "aiqos plugin alone (no agent)"},
 }
@@ -604,6 +611,16 @@ def _training_series(outs, t_base):
     return sorted((t_base + a, t_base + b, v) for (a, b), v in acc.items())
 
 
+def _train_sysctls(lab, spec, train, inst):
+    env = spec.get("train_sysctls_env")
+    kv = [x.split("=", 1) for x in os.environ.get(env, "").split(";") if "=" in x] if env else []
+    for p in train:
+        for k, v in kv:
+            subprocess.run(["ip", "netns", "exec", p.netns, "sysctl", "-q", "-w", f"{k}={v}"], check=True)
+    if kv:
+        inst["train_sysctls"] = dict(kv)
+
+
 def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
     """One arm in one direction with congestion control cc: pods through the
     arm's chain (and its agent), training running throughout, then every cell
@@ -620,9 +637,12 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
     try:
         if spec.get("agent"):
             cfg = matrix_agent_config(lab, w, direction)
+            x_down = os.environ.get("BENCH_X_DOWNLINK_MBIT") if spec.get("train_sysctls_env") else None
+            if x_down and direction == "download":
+                cfg["downlinkRate"] = f"{int(x_down)}mbit"
             agent = lab.start_agent(cfg)
             inst["agent_config"] = cfg
-        short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "fq_codel": "fc"}.get(arm, "xx")
+        short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "aiqos_x": "ax", "fq_codel": "fc"}.get(arm, "xx")
         pname = f"{short}{direction[0]}{cc[0]}{rep}"
         if spec["training"]:
             bw = None
@@ -641,6 +661,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         for p in pods:
             lab.set_default_cc(p.netns, cc)
         lab.set_default_cc(lab.fabric, cc)
+        _train_sysctls(lab, spec, train, inst)
         clients = {c for _, c in cells}
         if direction == "egress":
             servers.append(lab.spawn(f"loadgen-server-{inf.name}", inf.exec(

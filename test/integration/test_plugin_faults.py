@@ -4,7 +4,9 @@ apply, the plugin SIGKILLed at each point of ADD (test failpoints) and at
 random ones then DEL or GC, a read-only or full state directory under both
 failure policies, a 20-pod ADD/DEL storm, the agent down at pod creation then
 correcting the pod, CHECK and DEL racing an agent re-tune of the same pod,
-and the agent killed between a pod's apply and its record. The kernel and the
+the agent killed between a pod's apply and its record, the agent recovering
+a plugin killed inside DEL or ADD, and an ADD with the state dir full whose
+record the agent writes once space is back. The kernel and the
 state directory are read back independently of the plugin. (Drift — a qdisc
 replaced behind our back — is in test_plugin_check.py and test_agent_lab.py.)"""
 
@@ -488,3 +490,116 @@ def test_agent_killed_between_pod_apply_and_record_converges(node):
 
 def node_kinds(node, dev):
     return sorted(q["kind"] for q in node.qdiscs(dev))
+
+
+def test_add_with_state_dir_full_gets_its_record_from_the_agent(node):
+    """ADD while the stateDir is full: the pod keeps its network and its
+    tuning (fail-open), the record goes to the agent with the "attached"
+    notification (status and a gauge show it waiting); once space is back
+    the agent writes it, and from then on the pod is an attachment like any
+    other: an annotation flip re-tunes it, CHECK passes, DEL cleans up."""
+    config = {"uplinkRate": "500mbit", "debounceMs": 0, "mixedHoldSeconds": 0}
+    lab = node.lab
+    os.makedirs(lab.state_dir, exist_ok=True)
+    # the agent runs in a mount namespace of its own (ip netns exec): the
+    # small tmpfs is there before it starts, filled once it is ready
+    with mounted(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "aqt-full", lab.state_dir]):
+        node.start_agent(config)
+        _fill(lab.state_dir)
+        pod = node.add_pod(ANN)  # asserts ADD succeeded
+        run = pod.att.aiqos_add_run
+        assert run.json == pod.att.result, run.describe()
+        assert cni.read_sysctl(pod.ns, "net.ipv4.tcp_notsent_lowat") == "16384"  # tuned as inference all the same
+        assert pod.state() is None and "No space left on device" in lab.log_tail(20000)
+
+        def waiting():
+            st = node.status()
+            return [r for r in st.get("unsavedRecords") or [] if r["containerId"] == pod.att.container_id]
+
+        w = wait_until(waiting, 10, "the agent to hold the unsaved record")
+        assert w[0]["name"] == pod.name and "No space left on device" in w[0]["error"], w
+        assert "aiqos_records_unsaved 1" in _agent_metrics(node)
+        # space is back: the agent writes the record
+        os.unlink(os.path.join(lab.state_dir, "filler"))
+        s = wait_until(pod.state, 40, "the agent to write the record")
+        assert s["class"] == "inference" and not s.get("pending") and s["containerId"] == pod.att.container_id, s
+        # the plugin's record, choices and the values before aiqos included
+        assert {c["id"]: c for c in s["choices"]}["sysctl.notsent_lowat"]["prev"] not in ("", "16384"), s
+        wait_until(lambda: not waiting(), 10, "status to drop the written record")
+        assert "aiqos_records_unsaved 0" in _agent_metrics(node)
+        assert "aiqos_records_written_total 1" in _agent_metrics(node)
+        # an annotation flip re-tunes the pod from that record
+        pod.annotate({"ai.workload": "training"})
+        wait_until(lambda: pod.state()["class"] == "training" and
+                   cni.read_sysctl(pod.ns, "net.ipv4.tcp_notsent_lowat") != "16384", 15, "the re-tune to training")
+        pod.att.check().assert_ok(output=False)
+        host = pod.host_veth()
+        pod.att.delete(only_aiqos=True)[0].assert_ok(output=False)
+        assert pod.state() is None
+        assert [f for f in lab.state_dir_entries() if "@" in f] == [], lab.state_dir_entries()
+        assert node_kinds(node, host) == ["noqueue"], node.tc_summary(host)
+        assert _qdisc_kinds(pod.ns, "eth0") == ["noqueue"], cni.tc_summary(pod.ns, "eth0")
+        wait_until(lambda: not waiting(), 10, "nothing waiting after DEL")
+
+
+def _fill(d):
+    fd = os.open(os.path.join(d, "filler"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"x" * 4096)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"x")
+    finally:
+        os.close(fd)
+
+
+def _agent_metrics(node):
+    port = None
+    for line in open(node.agent_log):
+        if "metrics_port=" in line:
+            port = int(line.split("metrics_port=")[1].split()[0])
+    assert port is not None, node.agent_log_tail()
+
+    def call():
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/metrics")
+        return c.getresponse().read().decode()
+    return agentlab.in_netns_call(node.node.name, call)
+
+
+@pytest.mark.parametrize("point", ["teardown-before-remove", "add-after-apply"])
+def test_agent_restart_recovers_a_killed_plugin(node, point):
+    """The plugin dies inside DEL (between its intent and its kernel step)
+    or inside ADD (after its apply), leaving a pending record; the agent,
+    restarted, finds it with the lock free (its writer is gone) and
+    recovers by the one protocol: the teardown finished, the ADD undone —
+    nothing of ours left on either side, no record, the agent forgets it."""
+    config = {"uplinkRate": "500mbit", "debounceMs": 0, "mixedHoldSeconds": 0}
+    node.start_agent(config)
+    pod = node.add_pod(ANN)
+    host = pod.host_veth()
+    pod.annotate({"kubernetes.io/ingress-bandwidth": "40M"})
+    wait_until(lambda: pod.state()["workload"]["ingressBps"] == 40_000_000, 10, "the re-tune to 40M")
+    assert "htb" in node_kinds(node, host), node.tc_summary(host)
+    node.stop_agent()
+    kill = {"AIQOS_TEST_FAILPOINTS": f"{point}=kill"}
+    if point.startswith("teardown"):
+        r = pod.att.delete(only_aiqos=True, env_extra=kill)[0]
+        assert pod.state()["pending"] and pod.state()["intent"]["op"] == "teardown", pod.state()
+    else:
+        pod.att.delete(only_aiqos=True)[0].assert_ok(output=False)
+        r = pod.att.aiqos("ADD", prev="base", env_extra=kill)
+        assert pod.state()["pending"] and pod.state()["intent"]["op"] == "add", pod.state()
+    assert r.rc == -signal.SIGKILL, r.describe()
+    node.start_agent(config)
+    wait_until(lambda: pod.state() is None, 10, "the agent to recover the crashed attachment")
+    assert node_kinds(node, host) == ["noqueue"], node.tc_summary(host)
+    assert _qdisc_kinds(pod.ns, "eth0") == ["noqueue"], cni.tc_summary(pod.ns, "eth0")
+    assert [f for f in node.lab.state_dir_entries() if "@" in f] == [], node.lab.state_dir_entries()
+    wait_until(lambda: not any(p["name"] == pod.name and p.get("attachments")
+                               for p in (node.status()["pods"] or [])), 10, "the agent to forget the attachment")
+    # the runtime's DEL afterwards has nothing left to do
+    pod.att.delete(only_aiqos=True)[0].assert_ok(output=False)

@@ -1081,3 +1081,64 @@ TEST(sweep_tmp_of_dead_writers)
 	CHECK_INT(n, 1 + ARRAY_SIZE(keep)); /* the live writer's and the foreign names stay */
 	CHECK_INT(state_sweep_tmp("/nonexistent-aiqos", NULL, NULL), 0);
 }
+
+TEST(intent_round_trip)
+{
+	char dir[128];
+	struct attach_state *s = sample_state("intent", "eth0"), *r = calloc(1, sizeof(*r));
+	struct profile_set set;
+	struct error e = {0};
+
+	profile_set_builtin(&set);
+	fresh_dir(dir, sizeof(dir), "intent");
+	/* a re-tune's intent keeps its target next to the committed tuning */
+	s->pending = true;
+	s->intent.op = ATTACH_OP_RETUNE;
+	s->intent.has_target = true;
+	s->intent.workload.class = CLASS_TRAINING;
+	s->intent.workload.ingress_bps = 80000000;
+	str_copy(s->intent.profile, sizeof(s->intent.profile), "training");
+	s->intent.profile_spec = *profile_find(&set, "training");
+	s->intent.ifs = s->ifs;
+	s->intent.ifs.mtu = 9000;
+	CHECK_INT(state_save(dir, s, &e), 0);
+	CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), 0);
+	CHECK(r->pending);
+	CHECK_INT(r->intent.op, ATTACH_OP_RETUNE);
+	CHECK(r->intent.has_target);
+	CHECK_INT(r->intent.workload.class, CLASS_TRAINING);
+	CHECK_INT(r->intent.workload.ingress_bps, 80000000);
+	CHECK_STR(r->intent.profile, "training");
+	CHECK(profile_content_equal(&r->intent.profile_spec, profile_find(&set, "training")));
+	CHECK_INT(r->intent.ifs.mtu, 9000);
+	CHECK_STR(r->intent.ifs.host_ifname, "veth1234abcd");
+	CHECK_INT(r->workload.class, CLASS_INFERENCE); /* the committed tuning */
+	/* a teardown's intent without a target; an unknown op names the field */
+	s->intent.op = ATTACH_OP_TEARDOWN;
+	s->intent.has_target = false;
+	CHECK_INT(state_save(dir, s, &e), 0);
+	CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), 0);
+	CHECK_INT(r->intent.op, ATTACH_OP_TEARDOWN);
+	CHECK(!r->intent.has_target);
+	{
+		char path[STATE_PATH_MAX], *text;
+		cJSON *j = state_to_json(s);
+
+		cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "intent"), "op", cJSON_CreateString("explode"));
+		text = cJSON_Print(j);
+		CHECK_INT(state_path(dir, "intent", "eth0", path, sizeof(path)), 0);
+		write_file(path, text, strlen(text));
+		free(text);
+		cJSON_Delete(j);
+		error_clear(&e);
+		CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), -EINVAL);
+		CHECK_CONTAINS(e.msg, "intent.op");
+	}
+	/* a pending record of an older writer (no intent) is an ADD's */
+	s->intent.op = ATTACH_OP_NONE;
+	CHECK_INT(state_save(dir, s, &e), 0);
+	CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), 0);
+	CHECK_INT(r->intent.op, ATTACH_OP_ADD);
+	free(s);
+	free(r);
+}
