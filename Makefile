@@ -145,8 +145,8 @@ test-integration: all asan-build
 	@bash test/run.sh --only integration $(BUILD)
 
 # The fault soak (issue 13): 30 minutes of pod churn, agent SIGKILLs, API
-# stand-in restarts, a full state dir and hand-made uplink changes on a lab
-# node, then convergence and leak checks (test/integration/test_soak.py; its
+# stand-in and real kube-apiserver (+ etcd) restarts, a full state dir and
+# hand-made uplink changes on two lab nodes, then convergence and leak checks (test/integration/test_soak.py; its
 # 3-minute version is part of the integration suite of `make test`).
 # AIQOS_SOAK_SECONDS overrides the duration; the figures land in
 # $(BUILD)/soak-report.json.

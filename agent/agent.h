@@ -19,15 +19,12 @@
 #include "pods.h"
 #include "records.h"
 #include "schedule.h"
+#include "version.h"
 
 struct sd_event;
 struct kube_client;
 struct agent_server;
 struct metrics_server;
-
-#ifndef AIQOS_VERSION
-#define AIQOS_VERSION "0.1.0"
-#endif
 
 #define AGENT_PROGRAM           "aiqos-agent"
 #define AGENT_STATE_DIR_DEFAULT "/var/lib/aiqos"
@@ -117,10 +114,6 @@ struct agent {
 	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
 
 	struct agent_sched sched;
-	/* failpoint for the lab tests ($AIQOS_AGENT_TEST_SLOW_APPLY_US): apply
-	 * uplink items one by one with this pause, so a test can kill the agent
-	 * in the middle of an update. 0 = off. */
-	unsigned test_slow_apply_us;
 	bool ready; /* first list + reconcile done */
 	bool stopping;
 	struct agent_counters ctr;

@@ -372,7 +372,6 @@ static int cmd_uninstall(const struct cmdline *c)
 int main(int argc, char **argv)
 {
 	struct cmdline c = {0};
-	const char *slow;
 	struct agent *ag;
 	struct error e = {0};
 	int rc, r;
@@ -414,12 +413,6 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 	ag->config_loaded_unix = agent_now_unix();
-	slow = getenv("AIQOS_AGENT_TEST_SLOW_APPLY_US");
-	if (slow) {
-		unsigned long us = strtoul(slow, NULL, 10);
-		ag->test_slow_apply_us = us > 1000000 ? 1000000 : (unsigned)us;
-		log_msg(LOG_LVL_WARN, "test failpoint: slow uplink apply", "pause_us", slow, (char *)NULL);
-	}
 	sched_configure(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());
 	r = agent_run(ag);
 	agent_done(ag);

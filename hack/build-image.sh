@@ -14,7 +14,7 @@
 # digest and size checked against the manifest.
 #
 # Defaults: --bin-dir build/bin, --name aiqos:<version> (AIQOS_VERSION of
-# agent/agent.h, the tag manifests/ and the Helm chart use), --out
+# agent/version.h, the tag manifests/ and the Helm chart use), --out
 # build/image/aiqos.oci.tar. The version is also the config's
 # org.opencontainers.image.version label. Pushing it to a registry:
 # docs/upgrade.md ("Publishing an image").
@@ -22,8 +22,8 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir=$top/build/bin
-version=$(sed -n 's/^#define AIQOS_VERSION "\(.*\)"$/\1/p' "$top/agent/agent.h")
-[ -n "$version" ] || { echo "build-image: error: no AIQOS_VERSION in agent/agent.h" >&2; exit 1; }
+version=$(sed -n 's/^#define AIQOS_VERSION "\(.*\)"$/\1/p' "$top/agent/version.h")
+[ -n "$version" ] || { echo "build-image: error: no AIQOS_VERSION in agent/version.h" >&2; exit 1; }
 name=aiqos:$version
 out=$top/build/image/aiqos.oci.tar
 epoch=${SOURCE_DATE_EPOCH:-0}

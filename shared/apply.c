@@ -9,6 +9,7 @@
 #include <sys/file.h>
 
 #include "apply.h"
+#include "failpoint.h"
 #include "netns.h"
 #include "nl.h"
 
@@ -755,6 +756,8 @@ int apply_plan(struct plan *p, const struct apply_only *only, const struct apply
 			continue;
 		}
 		it = &items[i];
+		if (only)
+			failpoint("apply-item"); /* the lab's kill-mid-update test stalls here between items */
 		r = validate_item(it, &e);
 		if (r == 0 && hook_useless(items, n_items, it, caps)) {
 			it->status = ITEM_SKIPPED;

@@ -11,10 +11,6 @@
 
 #include "util.h"
 
-#ifndef AIQOS_VERSION
-#define AIQOS_VERSION "0.1.0"
-#endif
-
 #define PROG            "aiqosctl"
 #define EXIT_OK         0
 #define EXIT_ERR        1

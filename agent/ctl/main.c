@@ -11,6 +11,7 @@
 
 #include "ctl/ctl.h"
 #include "proto.h"
+#include "version.h"
 
 /* ---- usage ---- */
 

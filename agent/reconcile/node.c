@@ -9,6 +9,7 @@
 #include "attach.h"
 #include "node/trust.h"
 #include "nl.h"
+#include "reconcile/delta.h"
 #include "reconcile/internal.h"
 #include "reconcile/reconcile.h"
 
@@ -333,212 +334,267 @@ static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_d
 	return deleted;
 }
 
-void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
-{
-	_cleanup_free_ struct node_pod *pods = NULL;
-	_cleanup_plan_ struct plan np = {0};
-	_cleanup_plan_ struct plan prev = {0};
-	struct tc_dump_list dump = {0};
-	struct node_counts counts;
-	struct node_mode_state next;
+/* One node pass, as named steps: decide (the mode; idle gives the uplink
+ * back) -> plan -> observe/adopt (read the kernel when due) -> record (the
+ * original tree, before the first change) -> apply the delta. Each step
+ * returns NODE_STEP_NEXT, or NODE_STEP_DONE when the pass ends there
+ * (settled, left alone, or failed: up_fail retries it later). */
+enum { NODE_STEP_NEXT, NODE_STEP_DONE };
+
+struct node_pass {
+	int64_t now_ms, t0;
+	bool observe;          /* drift repair: read the kernel */
+	struct node_pod *pods; /* the node planner's input */
+	unsigned n_pods;
+	struct node_mode_state next; /* the mode decided */
+	struct node_config ncfg;     /* the config, as this pass may plan it */
+	bool need_observe;           /* the kernel is read this pass */
+	struct tc_dump_list dump;    /* what the kernel has on the uplink */
+	struct plan prev;            /* at adoption: the ids and handles of the kernel's filters */
+	struct plan np;              /* the plan */
 	struct node_plan_info info;
-	struct node_plan_delta d = {0};
-	struct apply_target t;
-	struct error e = {0};
-	_cleanup_free_ unsigned *idx = NULL;
-	_cleanup_free_ bool *absent = NULL;
-	unsigned n_pods = 0, n_idx = 0, n_removed = 0;
-	int64_t hold_due, t0 = agent_now_ms();
-	bool need_observe, changed_kernel = false, down_wanted;
-	struct node_config ncfg;
-	uint32_t caps_before;
-	int r, prog_fd = -1;
+	bool changed_kernel;
+};
+
+static void node_pass_done(struct node_pass *ps)
+{
+	free(ps->pods);
+	tc_dump_list_free(&ps->dump);
+	plan_free(&ps->prev);
+	plan_free(&ps->np);
+}
+
+/* The mode decided is the mode in force from now. */
+static void node_mode_settle(struct agent *ag, const struct node_pass *ps)
+{
+	if (ps->next.mode != ag->mode.mode)
+		mode_changed(ag, ag->mode.mode, ps->next.mode);
+	ag->mode = ps->next;
+}
+
+/* Nothing of aiqos on the uplink (idle, or nothing to plan on this kernel). */
+static void node_untuned(struct agent *ag, const struct node_pass *ps, const struct node_plan_info *info)
+{
+	up_ok(ag);
+	ag->info = *info;
+	ag->have_info = true;
+	ag->up_adopted = true;
+	node_mode_settle(ag, ps);
+}
+
+static int node_decide(struct agent *ag, struct node_pass *ps)
+{
+	struct node_counts counts;
+	int64_t hold_due;
 
 	if (!ag->api_listed)
-		return; /* until the first LIST the kernel keeps what it has (restart adoption) */
+		return NODE_STEP_DONE; /* until the first LIST the kernel keeps what it has (restart adoption) */
 	if (!ag->up.ifname[0] || ag->up_need_discover) {
 		if (uplink_refresh(ag) < 0) {
 			ag->up_retries++;
-			ag->up_retry_at_ms = now_ms + sched_backoff_ms(ag->up_retries, 0);
-			return;
+			ag->up_retry_at_ms = ps->now_ms + sched_backoff_ms(ag->up_retries, 0);
+			return NODE_STEP_DONE;
 		}
 	}
-	if (pod_cache_node_pods(&ag->pods, ag->api_listed, &pods, &n_pods) < 0) {
-		up_fail(ag, now_ms, "node pods", NULL);
-		return;
+	if (pod_cache_node_pods(&ag->pods, ag->api_listed, &ps->pods, &ps->n_pods) < 0) {
+		up_fail(ag, ps->now_ms, "node pods", NULL);
+		return NODE_STEP_DONE;
 	}
-	node_pods_count(pods, n_pods, &counts);
+	node_pods_count(ps->pods, ps->n_pods, &counts);
 	if (!ag->up_adopted && ag->up.have_record && ag->mode.mode == MODE_IDLE && ag->up.record.mode != MODE_IDLE) {
 		/* a restart: continue the recorded mode, with the hold from now */
 		ag->mode.mode = ag->up.record.mode;
-		ag->mode.mixed_last_needed_ms = ag->mode.mode == MODE_MIXED ? now_ms : 0;
+		ag->mode.mixed_last_needed_ms = ag->mode.mode == MODE_MIXED ? ps->now_ms : 0;
 		ag->mode_since_unix = ag->up.record.mode_since_unix;
 	}
-	hold_due = node_mode_decide(&ag->mode, &counts, now_ms, ag->cfg.node.mixed_hold_s, &next);
+	hold_due = node_mode_decide(&ag->mode, &counts, ps->now_ms, ag->cfg.node.mixed_hold_s, &ps->next);
 	sched_set_hold(&ag->sched, hold_due);
+	return NODE_STEP_NEXT;
+}
 
-	if (next.mode == MODE_IDLE) {
-		if (downlink_prepare(ag, false, &e) < 0) {
-			up_fail(ag, now_ms, "remove the download shaping", &e);
-			return;
-		}
-		if (ag->up.have_record || ag->in_force.n) {
-			r = uplink_give_back(ag, &e);
-			if (r < 0) {
-				up_fail(ag, now_ms, "restore the original root qdisc", &e);
-				return;
-			}
-			agent_count_retune(ag, RETUNE_NODE, RESULT_OK, seconds_since(t0));
-		}
-		up_ok(ag);
-		ag->info = (struct node_plan_info){.mode = MODE_IDLE, .shape = SHAPE_NONE};
-		ag->have_info = true;
-		ag->up_adopted = true;
-		if (next.mode != ag->mode.mode)
-			mode_changed(ag, ag->mode.mode, next.mode);
-		ag->mode = next;
-		return;
+/* Idle: no download shaping, the uplink's original tree back. */
+static int node_idle(struct agent *ag, struct node_pass *ps)
+{
+	struct error e = {0};
+
+	if (downlink_prepare(ag, false, &e) < 0) {
+		up_fail(ag, ps->now_ms, "remove the download shaping", &e);
+		return NODE_STEP_DONE;
 	}
+	if (ag->up.have_record || ag->in_force.n) {
+		if (uplink_give_back(ag, &e) < 0) {
+			up_fail(ag, ps->now_ms, "restore the original root qdisc", &e);
+			return NODE_STEP_DONE;
+		}
+		agent_count_retune(ag, RETUNE_NODE, RESULT_OK, seconds_since(ps->t0));
+	}
+	node_untuned(ag, ps, &(struct node_plan_info){.mode = MODE_IDLE, .shape = SHAPE_NONE});
+	return NODE_STEP_DONE;
+}
+
+/* The download direction's ifb, the kernel read when due, the plan. */
+static int node_plan_build(struct agent *ag, struct node_pass *ps)
+{
+	struct error e = {0};
+	bool down_wanted;
+	int r;
 
 	/* the download direction: its ifb before the plan (the redirect names it) */
-	ncfg = ag->cfg.node;
-	down_wanted = node_downlink_wanted(&ncfg, &ag->up_caps, next.mode, NULL);
-	error_clear(&e);
+	ps->ncfg = ag->cfg.node;
+	down_wanted = node_downlink_wanted(&ps->ncfg, &ag->up_caps, ps->next.mode, NULL);
 	if (downlink_prepare(ag, down_wanted, &e) < 0) {
 		log_msg(LOG_LVL_WARN, "download direction not shaped", "uplink", ag->up.ifname, "error", e.msg,
 		        (char *)NULL);
 		error_clear(&e);
 	}
 	if (down_wanted && !ag->up.facts.ifb_ifindex && !ag->up.facts.ingress_foreign)
-		ncfg.downlink = false; /* no ifb: plan without the download tree this pass */
+		ps->ncfg.downlink = false; /* no ifb: plan without the download tree this pass */
 
-	need_observe = observe || !ag->up_adopted || ag->up_need_observe;
-	if (need_observe) {
-		r = nl_tc_dump_alloc(ag->sk, ag->up.ifindex, 0, &dump, &e);
+	ps->need_observe = ps->observe || !ag->up_adopted || ag->up_need_observe;
+	if (ps->need_observe) {
+		r = nl_tc_dump_alloc(ag->sk, ag->up.ifindex, 0, &ps->dump, &e);
 		if (r < 0) {
 			if (r == -ENODEV)
 				ag->up_need_discover = true;
-			up_fail(ag, now_ms, "read the uplink", &e);
-			return;
+			up_fail(ag, ps->now_ms, "read the uplink", &e);
+			return NODE_STEP_DONE;
 		}
-		if (!ag->up_adopted && uplink_prev_from_dump(&dump, pods, n_pods, &prev) < 0) {
-			tc_dump_list_free(&dump);
-			up_fail(ag, now_ms, "out of memory", NULL);
-			return;
+		if (!ag->up_adopted && uplink_prev_from_dump(&ps->dump, ps->pods, ps->n_pods, &ps->prev) < 0) {
+			up_fail(ag, ps->now_ms, "out of memory", NULL);
+			return NODE_STEP_DONE;
 		}
 	}
 	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
 	if (!agent_dscp_trusted(ag))
-		ncfg.classify = CLASSIFY_SRC_IP;
-	r = node_plan(pods, n_pods, &ncfg, &ag->up.facts, &ag->up_caps, next.mode,
-	              need_observe && !ag->up_adopted ? &prev : &ag->in_force, &np, &info, &e);
+		ps->ncfg.classify = CLASSIFY_SRC_IP;
+	r = node_plan(ps->pods, ps->n_pods, &ps->ncfg, &ag->up.facts, &ag->up_caps, ps->next.mode,
+	              ps->need_observe && !ag->up_adopted ? &ps->prev : &ag->in_force, &ps->np, &ps->info, &e);
 	if (r < 0) {
-		tc_dump_list_free(&dump);
-		up_fail(ag, now_ms, "plan", &e);
-		return;
+		up_fail(ag, ps->now_ms, "plan", &e);
+		return NODE_STEP_DONE;
 	}
-	warnings_update(ag, &info);
+	warnings_update(ag, &ps->info);
 
-	if (info.shape == SHAPE_NONE) {
+	if (ps->info.shape == SHAPE_NONE) {
 		/* nothing to plan on this kernel: the original stays (as at idle) */
-		tc_dump_list_free(&dump);
+		tc_dump_list_free(&ps->dump);
 		if (ag->up.have_record || ag->in_force.n) {
-			r = uplink_give_back(ag, &e);
-			if (r < 0) {
-				up_fail(ag, now_ms, "restore the original root qdisc", &e);
-				return;
+			if (uplink_give_back(ag, &e) < 0) {
+				up_fail(ag, ps->now_ms, "restore the original root qdisc", &e);
+				return NODE_STEP_DONE;
 			}
 		}
+		node_untuned(ag, ps, &ps->info);
+		return NODE_STEP_DONE;
+	}
+	return NODE_STEP_NEXT;
+}
+
+/* When the kernel was read: adopt what it has of the plan (that is the plan
+ * in force), delete what is ours but not planned. */
+static int node_adopt(struct agent *ag, struct node_pass *ps)
+{
+	struct error e = {0};
+	int deleted;
+
+	if (!ps->need_observe) {
+		in_force_prune(&ag->in_force);
+		return NODE_STEP_NEXT;
+	}
+	deleted = uplink_observe(ag, &ps->np, &ps->dump, &e);
+	tc_dump_list_free(&ps->dump);
+	if (deleted >= 0) {
+		int dd = downlink_observe(ag, &ps->np, &e);
+
+		deleted = dd < 0 ? dd : deleted + dd;
+	}
+	if (deleted < 0) {
+		up_fail(ag, ps->now_ms, "adopt", &e);
+		return NODE_STEP_DONE;
+	}
+	if (ag->up_adopted && deleted)
+		ag->ctr.drift_repairs += (unsigned)deleted;
+	ps->changed_kernel |= deleted > 0;
+	/* in force = what the kernel has of the plan */
+	if (plan_copy(&ps->np, &ag->in_force) < 0) {
+		up_fail(ag, ps->now_ms, "out of memory", NULL);
+		return NODE_STEP_DONE;
+	}
+	in_force_prune(&ag->in_force);
+	ag->up_adopted = true;
+	ag->up_need_observe = false;
+	return NODE_STEP_NEXT;
+}
+
+/* Record what was there before the first change; a tree aiqos did not make
+ * is left alone. */
+static int node_record(struct agent *ag, struct node_pass *ps)
+{
+	char path[AGENT_PATH_MAX];
+	struct error e = {0};
+	int r;
+
+	if (ag->up.have_record)
+		return NODE_STEP_NEXT;
+	record_path(ag, path, sizeof(path));
+	r = uplink_record_capture(ag->sk, ag->up.ifindex, ag->up.ifname, &ag->up.record, &e);
+	if (r == -EEXIST) {
+		/* an operator's tree: never destroyed, left alone (status, log, Event) */
+		if (!streq(ag->up_foreign, e.msg)) {
+			log_msg(LOG_LVL_WARN, "uplink left alone: it holds a tree aiqos did not make", "uplink",
+			        ag->up.ifname, "tree", e.msg, (char *)NULL);
+			uplink_event(ag, "UplinkForeignTree", e.msg);
+			str_copy(ag->up_foreign, sizeof(ag->up_foreign), e.msg);
+		}
+		plan_free(&ag->in_force);
 		up_ok(ag);
-		ag->info = info;
+		ag->info = ps->info;
 		ag->have_info = true;
-		ag->up_adopted = true;
-		if (next.mode != ag->mode.mode)
-			mode_changed(ag, ag->mode.mode, next.mode);
-		ag->mode = next;
-		return;
+		node_mode_settle(ag, ps);
+		return NODE_STEP_DONE;
 	}
-
-	if (need_observe) {
-		int deleted = uplink_observe(ag, &np, &dump, &e);
-
-		tc_dump_list_free(&dump);
-		if (deleted >= 0) {
-			int dd = downlink_observe(ag, &np, &e);
-
-			deleted = dd < 0 ? dd : deleted + dd;
-		}
-		if (deleted < 0) {
-			up_fail(ag, now_ms, "adopt", &e);
-			return;
-		}
-		if (ag->up_adopted && deleted)
-			ag->ctr.drift_repairs += (unsigned)deleted;
-		changed_kernel |= deleted > 0;
-		/* in force = what the kernel has of the plan */
-		if (plan_copy(&np, &ag->in_force) < 0) {
-			up_fail(ag, now_ms, "out of memory", NULL);
-			return;
-		}
-		in_force_prune(&ag->in_force);
-		ag->up_adopted = true;
-		ag->up_need_observe = false;
-	} else {
-		in_force_prune(&ag->in_force);
+	if (r == 0) {
+		ag->up.record.mode = ag->mode.mode;
+		ag->up.record.mode_since_unix = ag->mode_since_unix;
+		r = uplink_record_save(path, &ag->up.record, &e);
 	}
-
-	/* Record what was there before the first change. */
-	if (!ag->up.have_record) {
-		char path[AGENT_PATH_MAX];
-
-		record_path(ag, path, sizeof(path));
-		error_clear(&e);
-		r = uplink_record_capture(ag->sk, ag->up.ifindex, ag->up.ifname, &ag->up.record, &e);
-		if (r == -EEXIST) {
-			/* an operator's tree: never destroyed, left alone (status, log, Event) */
-			if (!streq(ag->up_foreign, e.msg)) {
-				log_msg(LOG_LVL_WARN, "uplink left alone: it holds a tree aiqos did not make", "uplink",
-				        ag->up.ifname, "tree", e.msg, (char *)NULL);
-				uplink_event(ag, "UplinkForeignTree", e.msg);
-				str_copy(ag->up_foreign, sizeof(ag->up_foreign), e.msg);
-			}
-			plan_free(&ag->in_force);
-			up_ok(ag);
-			ag->info = info;
-			ag->have_info = true;
-			if (next.mode != ag->mode.mode)
-				mode_changed(ag, ag->mode.mode, next.mode);
-			ag->mode = next;
-			return;
-		}
-		if (r == 0) {
-			ag->up.record.mode = ag->mode.mode;
-			ag->up.record.mode_since_unix = ag->mode_since_unix;
-			r = uplink_record_save(path, &ag->up.record, &e);
-		}
-		if (r < 0) {
-			/* never change what we could not record */
-			up_fail(ag, now_ms, "record the original root qdisc", &e);
-			return;
-		}
-		ag->up.have_record = true;
-		if (ag->up_foreign[0])
-			log_msg(LOG_LVL_INFO, "uplink no longer holds a foreign tree", "uplink", ag->up.ifname,
-			        (char *)NULL);
-		ag->up_foreign[0] = '\0';
-		log_msg(LOG_LVL_INFO, "uplink original recorded", "uplink", ag->up.ifname, "qdisc",
-		        ag->up.record.rendered, "file", path, (char *)NULL);
-	}
-
-	r = node_plan_delta(&ag->in_force, &np, &d);
 	if (r < 0) {
-		up_fail(ag, now_ms, "out of memory", NULL);
-		return;
+		/* never change what we could not record */
+		up_fail(ag, ps->now_ms, "record the original root qdisc", &e);
+		return NODE_STEP_DONE;
 	}
-	if (node_plan_carry_effective(&np, &ag->in_force) < 0) {
+	ag->up.have_record = true;
+	if (ag->up_foreign[0])
+		log_msg(LOG_LVL_INFO, "uplink no longer holds a foreign tree", "uplink", ag->up.ifname, (char *)NULL);
+	ag->up_foreign[0] = '\0';
+	log_msg(LOG_LVL_INFO, "uplink original recorded", "uplink", ag->up.ifname, "qdisc", ag->up.record.rendered,
+	        "file", path, (char *)NULL);
+	return NODE_STEP_NEXT;
+}
+
+/* Only the delta between the plan in force and the new plan goes to the
+ * kernel: removals first, then what is added or changed; the plan reached is
+ * in force. */
+static int node_apply_delta(struct agent *ag, struct node_pass *ps)
+{
+	struct node_plan_delta d = {0};
+	struct apply_target t;
+	struct error e = {0};
+	_cleanup_free_ unsigned *idx = NULL;
+	_cleanup_free_ bool *absent = NULL;
+	unsigned n_idx = 0, n_removed = 0;
+	uint32_t caps_before;
+	int r, prog_fd = -1;
+
+	r = node_plan_delta(&ag->in_force, &ps->np, &d);
+	if (r < 0) {
+		up_fail(ag, ps->now_ms, "out of memory", NULL);
+		return NODE_STEP_DONE;
+	}
+	if (node_plan_carry_effective(&ps->np, &ag->in_force) < 0) {
 		node_plan_delta_free(&d);
-		up_fail(ag, now_ms, "out of memory", NULL);
-		return;
+		up_fail(ag, ps->now_ms, "out of memory", NULL);
+		return NODE_STEP_DONE;
 	}
 	t = uplink_target(ag);
 
@@ -554,87 +610,61 @@ void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		if (r < 0)
 			log_msg(LOG_LVL_WARN, "cannot remove an uplink object", "item", it->id, "error", e.msg,
 			        (char *)NULL);
-		changed_kernel = true;
+		ps->changed_kernel = true;
 	}
 	idx = calloc(d.n_added + d.n_changed + 1, sizeof(*idx));
 	absent = calloc(d.n_added + d.n_changed + 1, sizeof(*absent));
 	if (!idx || !absent) {
 		node_plan_delta_free(&d);
-		up_fail(ag, now_ms, "out of memory", NULL);
-		return;
+		up_fail(ag, ps->now_ms, "out of memory", NULL);
+		return NODE_STEP_DONE;
 	}
 	/* added and changed, in plan order (parents first) */
-	{
-		unsigned i = 0, j = 0;
-		/* added items are not in the kernel (in force = what it has) */
-		while (i < d.n_added || j < d.n_changed) {
-			if (j >= d.n_changed || (i < d.n_added && d.added[i] < d.changed[j])) {
-				absent[n_idx] = true;
-				idx[n_idx++] = d.added[i++];
-			} else {
-				idx[n_idx++] = d.changed[j++];
-			}
-		}
-	}
+	n_idx = node_delta_apply_order(&d, idx, absent);
 	node_plan_delta_free(&d);
 	error_clear(&e);
-	if (classifier_prepare(ag, &np, idx, n_idx, &prog_fd, &e) < 0)
+	if (classifier_prepare(ag, &ps->np, idx, n_idx, &prog_fd, &e) < 0)
 		log_msg(LOG_LVL_WARN, "uplink classifier not loaded", "uplink", ag->up.ifname, "error", e.msg,
 		        (char *)NULL);
 	caps_before = ag->up_caps.missing_kinds;
 	error_clear(&e);
-	if (ag->test_slow_apply_us && n_idx) {
-		/* failpoint (lab tests): one item at a time, slowly, to be killed in the middle */
-		r = 0;
-		for (unsigned k = 0; k < n_idx; k++) {
-			struct error ek = {0};
-			int q = apply_plan(&np, &(struct apply_only){.idx = &idx[k], .absent = &absent[k], .n = 1}, &t,
-			                   &ag->up_caps, &ek);
-			if (q < 0 && r == 0) {
-				r = q;
-				e = ek;
-			}
-			usleep(ag->test_slow_apply_us);
-		}
-	} else {
-		r = n_idx ? apply_plan(&np, &(struct apply_only){.idx = idx, .absent = absent, .n = n_idx}, &t,
-		                       &ag->up_caps, &e)
-		          : 0;
-	}
-	changed_kernel |= n_idx > 0;
+	r = n_idx ? apply_plan(&ps->np, &(struct apply_only){.idx = idx, .absent = absent, .n = n_idx}, &t,
+	                       &ag->up_caps, &e)
+	          : 0;
+	ps->changed_kernel |= n_idx > 0;
 	if (prog_fd >= 0)
 		close(prog_fd); /* the filter holds the program now */
-	for (unsigned k = 0; k < np.n; k++)
-		if (np.items[k].type == ITEM_TC && np.items[k].tc[0].kind == TC_KIND_BPF)
-			for (unsigned a = 0; a < np.items[k].n_alt; a++)
-				np.items[k].tc[a].u.bpf.prog_fd = -1;
+	for (unsigned k = 0; k < ps->np.n; k++)
+		if (ps->np.items[k].type == ITEM_TC && ps->np.items[k].tc[0].kind == TC_KIND_BPF)
+			for (unsigned a = 0; a < ps->np.items[k].n_alt; a++)
+				ps->np.items[k].tc[a].u.bpf.prog_fd = -1;
 	{
 		struct error ec = {0};
-		int q = classifier_sync(ag, pods, n_pods, &info, &ec);
+		int q = classifier_sync(ag, ps->pods, ps->n_pods, &ps->info, &ec);
 
 		if (q < 0)
 			log_msg(LOG_LVL_WARN, "uplink classifier not synced", "uplink", ag->up.ifname, "error", ec.msg,
 			        (char *)NULL);
-		changed_kernel |= q > 0;
+		ps->changed_kernel |= q > 0;
 	}
 
 	/* the plan in force is what we just reached */
 	plan_free(&ag->in_force);
-	ag->in_force = np;
-	np = (struct plan){0};
-	ag->info = info;
+	ag->in_force = ps->np;
+	ps->np = (struct plan){0};
+	ag->info = ps->info;
 	ag->have_info = true;
 
 	if (r < 0) {
-		up_fail(ag, now_ms, "apply", &e);
+		up_fail(ag, ps->now_ms, "apply", &e);
 		if (r == -ENODEV)
 			ag->up_need_discover = true;
 	} else {
 		up_ok(ag);
 	}
 	if (ag->up_caps.missing_kinds != caps_before)
-		sched_kick_now(&ag->sched, now_ms); /* the structure may change (prio -> htb): plan again */
-	if (changed_kernel) {
+		sched_kick_now(&ag->sched, ps->now_ms); /* the structure may change (prio -> htb): plan again */
+	if (ps->changed_kernel) {
 		bool degraded = false;
 
 		for (unsigned i = 0; i < ag->in_force.n; i++)
@@ -644,20 +674,33 @@ void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 		                   r < 0      ? RESULT_FAILED
 		                   : degraded ? RESULT_DEGRADED
 		                              : RESULT_OK,
-		                   seconds_since(t0));
+		                   seconds_since(ps->t0));
 		char nb[3][16], dur[24];
 
 		snprintf(nb[0], sizeof(nb[0]), "%u", n_removed);
 		snprintf(nb[1], sizeof(nb[1]), "%u", n_idx);
 		snprintf(nb[2], sizeof(nb[2]), "%u", ag->in_force.n);
-		snprintf(dur, sizeof(dur), "%lld", (long long)(agent_now_ms() - t0));
-		log_msg(LOG_LVL_DEBUG, "uplink re-tuned", "uplink", ag->up.ifname, "mode", node_mode_name(next.mode),
-		        "shape", node_shape_name(info.shape), "removed", nb[0], "applied", nb[1], "objects", nb[2],
-		        "duration_ms", dur, (char *)NULL);
+		snprintf(dur, sizeof(dur), "%lld", (long long)(agent_now_ms() - ps->t0));
+		log_msg(LOG_LVL_DEBUG, "uplink re-tuned", "uplink", ag->up.ifname, "mode",
+		        node_mode_name(ps->next.mode), "shape", node_shape_name(ps->info.shape), "removed", nb[0],
+		        "applied", nb[1], "objects", nb[2], "duration_ms", dur, (char *)NULL);
 	}
-	if (next.mode != ag->mode.mode)
-		mode_changed(ag, ag->mode.mode, next.mode);
-	ag->mode = next;
+	node_mode_settle(ag, ps);
+	return NODE_STEP_DONE;
+}
+
+void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
+{
+	struct node_pass ps = {.now_ms = now_ms, .t0 = agent_now_ms(), .observe = observe};
+
+	if (node_decide(ag, &ps) == NODE_STEP_NEXT) {
+		if (ps.next.mode == MODE_IDLE)
+			node_idle(ag, &ps);
+		else if (node_plan_build(ag, &ps) == NODE_STEP_NEXT && node_adopt(ag, &ps) == NODE_STEP_NEXT &&
+		         node_record(ag, &ps) == NODE_STEP_NEXT)
+			node_apply_delta(ag, &ps);
+	}
+	node_pass_done(&ps);
 }
 
 int agent_cleanup_uplink(struct agent *ag, struct error *err)

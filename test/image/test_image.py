@@ -3,7 +3,7 @@ test/run.sh): built from BUILD/bin without Docker, then read back as a
 registry or containerd would: the layout (oci-layout, index.json, blobs by
 digest), the config (entrypoint, user, version label), the one layer's
 content (the three programs, their libraries and loader, no shell), the
-version tag shared by agent/agent.h, the manifests, the Helm chart and the
+version tag shared by agent/version.h, the manifests, the Helm chart and the
 Containerfile, and a reproducible digest. As root the programs run chrooted
 into the unpacked layer."""
 import hashlib
@@ -22,9 +22,9 @@ BUILD = os.environ.get("AIQOS_BUILD", os.path.join(TOP, "build"))
 
 
 def version():
-    with open(os.path.join(TOP, "agent", "agent.h")) as f:
+    with open(os.path.join(TOP, "agent", "version.h")) as f:
         m = re.search(r'^#define AIQOS_VERSION "([^"]+)"$', f.read(), re.M)
-    assert m, "no AIQOS_VERSION in agent/agent.h"
+    assert m, "no AIQOS_VERSION in agent/version.h"
     return m.group(1)
 
 

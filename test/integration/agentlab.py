@@ -303,9 +303,10 @@ class NodeLab:
         self._n += 1
         name = name or f"pod{self._n}-{secrets.token_hex(2)}"
         uid = f"uid-{secrets.token_hex(8)}"
-        if api:
-            self.api("POST", "/pods", {"namespace": "aqt", "name": name, "node": self.name, "uid": uid,
-                                       "annotations": annotations or {}, "phase": "Running"})
+        if api:  # the uid the API server keeps (a real one assigns its own)
+            made = self.api("POST", "/pods", {"namespace": "aqt", "name": name, "node": self.name, "uid": uid,
+                                              "annotations": annotations or {}, "phase": "Running"})
+            uid = made["object"]["metadata"]["uid"]
         conflist = self.lab.conflist(aiqos_extra={"agentSocket": self.socket, "agentTimeoutMs": 1000})
         rc = {}
         if runtime_annotations is not None:

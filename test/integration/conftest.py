@@ -4,6 +4,7 @@ reference plugins (/usr/lib/cni), a per-test Lab that removes every netns,
 link, bridge and temp dir it made even when the test fails, and the
 "integration: N passed, N failed, N skipped" line test/run.sh reads."""
 
+import contextlib
 import os
 import sys
 
@@ -61,9 +62,10 @@ def _session_guard():
             pass
 
 
-@pytest.fixture
-def lab(plugin, request):
-    tag = "".join(ch for ch in request.node.name.replace("test_", "") if ch.isalnum())[:6] or "t"
+@contextlib.contextmanager
+def make_lab(plugin, tag):
+    """A cni.Lab removed whole afterwards; anything its cleanup could not
+    remove fails the test (it would poison the next tests)."""
     lab = cni.Lab(plugin, tag)
     try:
         yield lab
@@ -71,10 +73,15 @@ def lab(plugin, request):
         problems = lab.cleanup()
         left = [ns.name for ns in lab.netnses if ns.exists()]
         left += [n for n in sorted(lab.host_links) + lab.bridges if cni.link(None, n) is not None]
-        # A cleanup that could not remove something is a failure of the test
-        # run (it would poison the next tests), reported at teardown.
         if left:
             pytest.fail(f"cleanup left behind: {left}; {problems}")
+
+
+@pytest.fixture
+def lab(plugin, request):
+    tag = "".join(ch for ch in request.node.name.replace("test_", "") if ch.isalnum())[:6] or "t"
+    with make_lab(plugin, tag) as lab:
+        yield lab
 
 
 @pytest.fixture

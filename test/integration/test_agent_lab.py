@@ -328,7 +328,7 @@ def expected_uplink(node, train_ips, inf_ips):
 def test_agent_sigkill_during_retune_converges(node):
     rnd = random.Random(int.from_bytes(os.urandom(4), "little"))
     config = dict(BASE_CONFIG, debounceMs=0, mixedHoldSeconds=0)
-    slow = {"AIQOS_AGENT_TEST_SLOW_APPLY_US": "1500"}  # failpoint: ~1.5 ms per uplink object
+    slow = {"AIQOS_TEST_FAILPOINTS": "apply-item=sleep:2"}  # failpoint: ~2 ms per uplink object
     node.start_agent(config, env=slow)
     train_ips = [f"10.78.0.{i}" for i in range(1, 31)]
     node.add_api_pods([(TRAIN, ip) for ip in train_ips])
@@ -342,7 +342,7 @@ def test_agent_sigkill_during_retune_converges(node):
             p.delete_api()
         ips = [f"10.78.{1 + it}.{i}" for i in range(1, rnd.randint(60, 160) + 1)]
         inf += list(zip(node.add_api_pods([(INF, ip) for ip in ips]), ips))
-        time.sleep(rnd.uniform(0, len(ips) * 0.0015))
+        time.sleep(rnd.uniform(0, len(ips) * 0.002))
         node.stop_agent(signal.SIGKILL)
         inf_ips = [ip for _, ip in inf]
         if not expected_uplink(node, train_ips, inf_ips):

@@ -17,18 +17,17 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from kapi import Api, pod, q
+import plane as cplane
+from kapi import pod, q
 
-TOP = Path(__file__).resolve().parents[2]
-CP = TOP / "hack" / "control-plane.sh"
-BUILD_K8S = TOP / "hack" / "build-k8s.sh"
+TOP = cplane.TOP
+CP = cplane.CP
 AGENT_BUILD = Path(os.environ.get("AIQOS_BUILD") or TOP / "build")
 NS_SYSTEM = "aiqos-system"
 SA = "aiqos-agent"
@@ -36,45 +35,18 @@ NS = "aqt-m"
 NODE = "aqt-m-node"
 
 
-class Plane:
-    def __init__(self, env, bindir):
-        self.env = env
-        self.dir = Path(env["AIQOS_CP_DIR"])
-        v = dict(line.partition("=")[::2] for line in (self.dir / "cp.env").read_text().splitlines() if line)
-        self.server, self.ca = v["AIQOS_CP_SERVER"], v["AIQOS_CP_CA"]
-        self.admin = Api(self.server, self.ca, cert=v["AIQOS_CP_ADMIN_CERT"], key=v["AIQOS_CP_ADMIN_KEY"])
-        self.kubectl = [str(Path(bindir) / "kubectl"), "--kubeconfig", v["KUBECONFIG"]]
-
-    def cp(self, *args):
-        r = subprocess.run([str(CP), *args], env=self.env, capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, "control-plane.sh %s: %s %s" % (args, r.stdout, r.stderr)
-        return r.stdout.strip()
-
-    def k(self, *args, check=True, stdin=None):
-        r = subprocess.run(self.kubectl + list(args), capture_output=True, text=True, timeout=120, input=stdin)
-        if check:
-            assert r.returncode == 0, "kubectl %s: %s %s" % (" ".join(args), r.stdout, r.stderr)
-        return r
-
-
 @pytest.fixture(scope="module")
 def plane():
-    r = subprocess.run([str(BUILD_K8S), "--check", "--print-bin-dir"], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip("Kubernetes binaries are not built: run hack/build-k8s.sh (%s)" % r.stderr.strip())
-    bindir = r.stdout.strip()
-    d = tempfile.mkdtemp(prefix="aqt-k8s-m-")
-    env = dict(os.environ, AIQOS_CP_DIR=d, AIQOS_K8S_BIN=bindir, AIQOS_CP_COMPACTION_INTERVAL="0")
-    env.pop("KUBECONFIG", None)
-    r = subprocess.run([str(CP), "start", "--with-controllers"], env=env, capture_output=True, text=True,
-                       timeout=300)
-    if r.returncode != 0:
-        subprocess.run([str(CP), "stop"], env=env, capture_output=True)
-        pytest.fail("control-plane.sh start failed (%d):\n%s\n%s" % (r.returncode, r.stdout, r.stderr))
     try:
-        yield Plane(env, bindir)
+        p = cplane.start(prefix="aqt-k8s-m-", controllers=True)
+    except cplane.Unavailable as e:
+        pytest.skip(str(e))
+    except cplane.StartFailed as e:
+        pytest.fail(str(e))
+    try:
+        yield p
     finally:
-        subprocess.run([str(CP), "stop"], env=env, capture_output=True, timeout=120)
+        p.stop()
 
 
 def wait_for(what, fn, timeout=30.0, interval=0.2):
