@@ -80,7 +80,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 {
 	struct cni_conf *c = &ctx->conf;
 	const struct cni_env *env = ctx->env;
-	_cleanup_free_ struct attach_state *s = NULL;
+	_cleanup_attach_state_ struct attach_state *s = NULL;
 	const struct profile *p;
 	struct attach a;
 	struct plan_caps known = {0}, caps = {0};

@@ -157,7 +157,7 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 {
 	const struct cni_conf *c = &ctx->conf;
 	const struct cni_env *env = ctx->env;
-	_cleanup_free_ struct attach_state *s = NULL;
+	_cleanup_attach_state_ struct attach_state *s = NULL;
 	_cleanup_cjson_ cJSON *choices = NULL;
 	_cleanup_cni_lock_ struct cni_lock lock = {.fd = -1};
 	struct attach a;
