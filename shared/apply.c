@@ -271,8 +271,7 @@ static int tc_put(struct apply_run *run, struct nl_sock *sk, int ifindex, enum p
 			error_clear(err);
 			r = nl_tc_replace(sk, ifindex, s, err);
 		} else if (q != -EINVAL) {
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 			r = q;
 		}
 	}
@@ -635,8 +634,7 @@ static int netns_return(int saved, int ret, struct error *err)
 		return ret;
 	q = netns_leave(saved, &e);
 	if (q < 0) {
-		if (err)
-			*err = e;
+		error_propagate(err, &e);
 		return q;
 	}
 	return ret;
@@ -787,8 +785,7 @@ int apply_plan(struct plan *p, const struct apply_only *only, const struct apply
 				it->err = -r;
 			if (!first) {
 				first = r;
-				if (err)
-					*err = e;
+				error_propagate(err, &e);
 			}
 			if (!only || apply_errno_is_fatal(r) || saved >= 0)
 				break; /* the whole plan, the target gone, or maybe stuck in the pod netns */
@@ -822,8 +819,7 @@ int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_tar
 			if (r == -ENODEV)
 				return 0; /* the device is gone, and everything on it */
 			if (r < 0 && !delete_errno_is_absent(r)) {
-				if (err)
-					*err = e;
+				error_propagate(err, &e);
 				error_prefix(err, "remove %s from %s (ifindex %d)", it->id, dev_label(dev), ifindex);
 				return r;
 			}
@@ -963,8 +959,7 @@ int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, st
 			r = sysctl_write(it->key, it->prev, &e);
 		if (r < 0 && !first) {
 			first = r;
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 			error_prefix(err, "restore %s", it->id);
 		}
 	}

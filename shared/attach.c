@@ -165,8 +165,7 @@ int attach_plan_remove(const struct plan *p, const struct attach *a, struct erro
 		r = apply_remove(p, DEV_HOST, &a->target, &e);
 		if (r < 0 && !first) {
 			first = r;
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 		}
 	}
 	if (a->target.pod_sk && a->target.pod_ifindex > 0) {
@@ -174,8 +173,7 @@ int attach_plan_remove(const struct plan *p, const struct attach *a, struct erro
 		r = apply_remove(p, DEV_POD, &a->target, &e);
 		if (r < 0 && !first) {
 			first = r;
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 		}
 	}
 	return first;
@@ -311,8 +309,7 @@ static int remove_leftovers(const struct plan *old, const struct plan *new_, con
 			r = apply_remove_item(&one, t, &e);
 			if (r < 0 && !first) {
 				first = r;
-				if (err)
-					*err = e;
+				error_propagate(err, &e);
 			}
 		}
 	}
