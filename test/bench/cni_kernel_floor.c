@@ -138,11 +138,10 @@ static int ifindex_of(int fd, const char *ifname)
 	struct nl_msg *m = link_msg(ifname);
 	char buf[16384];
 	struct nlmsghdr *h = nlmsg_hdr(m);
-	ssize_t n;
 
 	h->nlmsg_flags |= NLM_F_REQUEST;
 	h->nlmsg_seq = 0;
-	if (send(fd, h, h->nlmsg_len, 0) < 0 || (n = recv(fd, buf, sizeof(buf), 0)) <= 0)
+	if (send(fd, h, h->nlmsg_len, 0) < 0 || recv(fd, buf, sizeof(buf), 0) <= 0)
 		exit(2);
 	nlmsg_free(m);
 	h = (struct nlmsghdr *)buf;

@@ -182,8 +182,6 @@ static char *render(const struct plan *np, const struct node_plan_info *info)
 	FILE *f = open_memstream(&out, &len);
 
 	if (!f) {
-		if (f)
-			fclose(f);
 		free(out);
 		return NULL;
 	}
