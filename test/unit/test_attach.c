@@ -154,6 +154,7 @@ static int tune(struct attach_state *s, enum attach_op op, enum workload_class c
 		fprintf(stderr, "  tune: %s%s%s\n", res.intent_err.msg, res.apply_err.msg, res.commit_err.msg);
 	attach_close(&a);
 	state_unlock_attachment(lock, fx.dir, s->container_id, s->ifname);
+	plan_free(plan);
 	free(plan);
 	return r;
 }
@@ -203,7 +204,7 @@ static int teardown(const char *netns)
 	}
 	state_unlock_attachment(lock, fx.dir, "c0ffee", "eth0");
 	cJSON_Delete(choices);
-	free(s);
+	attach_state_free(s);
 	return r;
 }
 
@@ -250,7 +251,7 @@ TEST(add_killed_between_steps_is_undone)
 		CHECK(!pod_has("htb") && !pod_has("fq") && !pod_has("fq_codel"));
 		CHECK_INT(load(s, NULL), -ENOENT);
 		cJSON_Delete(choices);
-		free(s);
+		attach_state_free(s);
 	}
 }
 
@@ -309,7 +310,7 @@ TEST(retune_killed_after_apply_rolls_forward)
 	CHECK(!host_has("htb") && !host_has("bfifo"));
 	CHECK_INT(load(s, NULL), -ENOENT);
 	cJSON_Delete(choices);
-	free(s);
+	attach_state_free(s);
 }
 
 /* ---- teardown ---- */
@@ -344,7 +345,7 @@ TEST(teardown_killed_between_steps_is_finished)
 		CHECK_INT(teardown(NULL), 0);
 		CHECK(!host_has("htb") && !host_has("bfifo"));
 		CHECK_INT(load(s, NULL), -ENOENT);
-		free(s);
+		attach_state_free(s);
 	}
 }
 
@@ -365,5 +366,5 @@ TEST(tune_without_intent_changes_nothing)
 	CHECK(!host_has("htb"));
 	CHECK(!s->pending);
 	sh("rm -f '%s'", fx.dir);
-	free(s);
+	attach_state_free(s);
 }

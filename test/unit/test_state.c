@@ -1139,6 +1139,6 @@ TEST(intent_round_trip)
 	CHECK_INT(state_save(dir, s, &e), 0);
 	CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), 0);
 	CHECK_INT(r->intent.op, ATTACH_OP_ADD);
-	free(s);
-	free(r);
+	attach_state_free(s);
+	attach_state_free(r);
 }
