@@ -121,6 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* The same bytes as the file of attachment FUZZ_CID@eth0. */
 	write_state_file(data, size);
+	plan_free(&s->plan); /* state_load wants a zeroed record */
 	memset(s, 0, sizeof(*s));
 	error_clear(&err);
 	if (state_load(dir, FUZZ_CID, FUZZ_IFNAME, s, &choices, &err) == 0) {
