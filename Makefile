@@ -50,13 +50,16 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 LIB        := $(BUILD)/lib/libaiqos.a
 PLUGIN     := $(BUILD)/bin/aiqos
+AGENT_BIN  := $(BUILD)/bin/aiqos-agent
+CTL        := $(BUILD)/bin/aiqosctl
+LOADGEN    := $(BUILD)/bench/loadgen
 UNIT_BINS  := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRC))
 # agent objects linked into unit tests (everything but the programs' main files)
 AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c $(CTL_SRC),$(AGENT_SRC)) cni/conf.c)
 
 .SECONDARY:
 .PHONY: all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab bench-linerate
-all: $(PLUGIN)
+all: $(PLUGIN) $(AGENT_BIN) $(CTL) $(LOADGEN)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -91,19 +94,15 @@ $(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(U
 
 # aiqos-agent, the node agent: every agent object but aiqosctl's, with the
 # agent's libraries (libcurl, libsystemd, libyaml, libmicrohttpd).
-AGENT_BIN     := $(BUILD)/bin/aiqos-agent
 AGENT_BIN_OBJ := $(call obj,$(filter-out $(CTL_SRC),$(AGENT_SRC)) cni/conf.c) # install checks --plugin-conf with the plugin's parser
-all: $(AGENT_BIN)
 $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(AGENT_BIN_OBJ) $(LIB) $(AGENT_LIBS) $(PLUGIN_LIBS)
 
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
-CTL     := $(BUILD)/bin/aiqosctl
 CTL_OBJ := $(call obj,$(CTL_SRC) agent/config.c agent/kube/decode.c agent/doctor.c agent/install/chain.c \
                       agent/node/uplink.c cni/conf.c)
-all: $(CTL)
 $(CTL): $(CTL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS)
@@ -144,7 +143,7 @@ test-unit: all $(UNIT_BINS)
 test-integration: all asan-build
 	@bash test/run.sh --only integration $(BUILD)
 
-# The fault soak (issue 13): 30 minutes of pod churn, agent SIGKILLs, API
+# The fault soak: 30 minutes of pod churn, agent SIGKILLs, API
 # stand-in and real kube-apiserver (+ etcd) restarts, a full state dir and
 # hand-made uplink changes on two lab nodes, then convergence and leak checks (test/integration/test_soak.py; its
 # 3-minute version is part of the integration suite of `make test`).
@@ -155,7 +154,7 @@ soak: all
 	AIQOS_BUILD=$(abspath $(BUILD)) AIQOS_SOAK_SECONDS=$${AIQOS_SOAK_SECONDS:-1800} /usr/bin/python3 -m pytest -q -s \
 		-p no:cacheprovider test/integration/test_soak.py
 
-# The kind-less node e2e (issue #4): real kubelet + containerd + runc + the
+# The kind-less node e2e: real kubelet + containerd + runc + the
 # control plane in namespaces of their own, the DaemonSet from manifests/,
 # test/e2e/assert.py (hack/e2e-node.sh; also the "e2e" suite of `make test`).
 .PHONY: e2e
@@ -170,17 +169,15 @@ test-kernel: all $(BUILD)/test/test_nl $(BUILD)/test/test_apply $(KERNEL_BINS)
 bench-cni: all
 	@bash test/bench/cni-latency.sh $(BUILD)
 
-# The agent's benchmarks (DESIGN §6 P2/P3/P5, root): API event -> kernel
+# The agent's benchmarks (P2/P3/P5 of docs/benchmarks.md, root): API event -> kernel
 # latency against an independent tc monitor, RSS and CPU with 250 pods, the
 # first reconcile and a restart's adoption.
 bench-agent: all
 	/usr/bin/python3 test/bench/agent_bench.py --json $(BUILD)/bench-agent.json
 
-# The lab (issue #5): open-loop load generator, `make demo` (README's first
+# The lab: open-loop load generator, `make demo` (README's first
 # command), `make bench` (every benchmark, regenerates docs/benchmarks.md),
 # `make bench-lab` (only the network outcome arms). Root; see hack/lab.sh.
-LOADGEN := $(BUILD)/bench/loadgen
-all: $(LOADGEN)
 $(LOADGEN): $(BUILD)/obj/test/bench/loadgen.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lm
@@ -196,12 +193,12 @@ bench: deps
 bench-lab: all
 	@bash hack/lab.sh bench-lab $(BUILD)
 
-# P6 line rate (issue 12): a 4-queue veth uplink without a bottleneck,
+# P6 line rate: a 4-queue veth uplink without a bottleneck,
 # default vs each aiqos mode, with and without uplinkRate 100gbit (root).
 bench-linerate: all
 	/usr/bin/python3 test/bench/linerate.py --build $(BUILD) --sysctl-arms --json $(BUILD)/bench-linerate.json
 
-# ---- Hardening (issue #7): sanitizer build and fuzzing ----
+# ---- Hardening: sanitizer build and fuzzing ----
 # asan-build: everything and the unit tests with ASan+UBSan in ASAN_BUILD;
 # `make test` runs the unit and plugin integration suites against it too.
 ASAN_BUILD ?= $(BUILD)-asan
@@ -229,12 +226,43 @@ fuzz-build:
 fuzz: deps fuzz-build
 	@bash test/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
-LINT_C := $(SHARED_SRC) $(CNI_SRC) $(UNIT_SRC) $(KERNEL_SRC) $(wildcard shared/*.h shared/tc/*.h cni/*.h test/unit/*.h)
-LINT_SH := $(wildcard hack/*.sh test/*.sh test/bench/*.sh test/kernel/*.sh test/fuzz/*.sh .ci/run)
+# make lint: clang-format, cppcheck and clang-tidy over every C file of the
+# tree (headers through the files that include them, and clang-format on
+# them directly), shellcheck over the scripts. One target per file and tool,
+# stamped in $(BUILD)/lint/ (re-run when the file, any header or a config
+# changes), run LINT_JOBS at a time. The `lint` suite of test/run.sh runs
+# the four parts (test/lint.sh). cppcheck's memleak check is off: it does
+# not follow __attribute__((cleanup)) (_cleanup_free_ and friends, the tree's
+# way to own memory), so it reports every early return of such a variable;
+# leaks are caught by LeakSanitizer in the unit-asan and integration-asan
+# suites instead.
+LINT_DIRS := shared shared/tc cni agent $(patsubst %/,%,$(sort $(dir $(wildcard agent/*/*.c agent/*/*.h)))) \
+             test/unit test/fuzz test/bench test/kernel test/e2e
+LINT_SRC  := $(sort $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c)))
+LINT_HDR  := $(sort $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.h)))
+LINT_C    := $(LINT_SRC) $(LINT_HDR)
+LINT_SH   := $(wildcard hack/*.sh hack/lib/*.sh test/*.sh test/bench/*.sh test/kernel/*.sh test/fuzz/*.sh test/e2e/*.sh .ci/run)
+LINT_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+LINT_FLAGS := $(CSTD) -Ishared -Iagent $(PKG_CFLAGS) $(AGENT_CFLAGS)
+LINT_DEPS := $(LINT_HDR) .clang-tidy test/.clang-tidy Makefile
+CPPCHECK_STAMPS := $(patsubst %,$(BUILD)/lint/%.cppcheck,$(LINT_SRC))
+TIDY_STAMPS     := $(patsubst %,$(BUILD)/lint/%.tidy,$(LINT_SRC))
+.PHONY: lint-cppcheck lint-tidy lint-sh lint-c
 lint: fmt-check
+	@$(MAKE) --no-print-directory -j$(LINT_JOBS) lint-c lint-sh
+lint-c: lint-cppcheck lint-tidy
+lint-cppcheck: $(CPPCHECK_STAMPS)
+lint-tidy: $(TIDY_STAMPS)
+$(BUILD)/lint/%.c.cppcheck: %.c $(LINT_DEPS)
+	@mkdir -p $(dir $@)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem --suppress=varFuncNullUB -Ishared $(SHARED_SRC) $(CNI_SRC)
-	clang-tidy --quiet $(SHARED_SRC) $(CNI_SRC) -- $(CSTD) -Ishared $(PKG_CFLAGS)
+		--suppress=missingIncludeSystem --suppress=varFuncNullUB --suppress=memleak -Ishared -Iagent $<
+	@touch $@
+$(BUILD)/lint/%.c.tidy: %.c $(LINT_DEPS)
+	@mkdir -p $(dir $@)
+	clang-tidy --quiet $< -- $(LINT_FLAGS)
+	@touch $@
+lint-sh:
 	shellcheck -S warning $(LINT_SH)
 
 fmt:

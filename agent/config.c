@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "file.h"
 #include "kube/decode.h"
 #include "ifname.h"
 
@@ -48,8 +49,7 @@ static const char *describe(const cJSON *v, char *buf, size_t size)
 static int type_error(struct error *err, const char *key, const char *want, const cJSON *v)
 {
 	char d[160];
-	return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected %s, got %s", key, want,
-	                 describe(v, d, sizeof(d)));
+	return error_set(err, 0, EINVAL, "%s: expected %s, got %s", key, want, describe(v, d, sizeof(d)));
 }
 
 static char *quote(char *buf, size_t size, const char *s)
@@ -87,7 +87,7 @@ int agent_rate_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 		p += frac_len;
 	}
 	if (int_len + frac_len == 0 || strlen(s) > 64)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		return error_set(err, 0, EINVAL,
 		                 "%s is not a rate (a number and a unit: bit, kbit, mbit, gbit, tbit, bps, kbps, mbps, "
 		                 "gbps, tbps, kibit..tibit, kibps..tibps; a bare integer is bit/s)",
 		                 quote(q, sizeof(q), s));
@@ -98,14 +98,14 @@ int agent_rate_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 				break;
 		if (i == ARRAY_SIZE(units))
 			return error_set(
-			        err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			        err, 0, EINVAL,
 			        "%s: unknown unit %s (bit, kbit, mbit, gbit, tbit, bps, kbps, mbps, gbps, tbps, "
 			        "kibit..tibit, kibps..tibps)",
 			        quote(q, sizeof(q), s), quote(qu, sizeof(qu), p));
 		mult = units[i].mult;
 	} else if (frac_len) {
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "%s: a number without a unit must be an integer (bit/s)", quote(q, sizeof(q), s));
+		return error_set(err, 0, EINVAL, "%s: a number without a unit must be an integer (bit/s)",
+		                 quote(q, sizeof(q), s));
 	}
 	while (frac_len > 0 && frac[frac_len - 1] == '0')
 		frac_len--;
@@ -121,16 +121,14 @@ int agent_rate_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 		div *= 10;
 	num *= mult;
 	if (num % div)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s is not a whole number of bit/s",
-		                 quote(q, sizeof(q), s));
+		return error_set(err, 0, EINVAL, "%s is not a whole number of bit/s", quote(q, sizeof(q), s));
 	num /= div;
 	if (num < BW_MIN_BPS || num > BW_MAX_BPS)
 		goto range;
 	*ret_bps = (uint64_t)num;
 	return 0;
 range:
-	return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s is out of range [1kbit, 1tbit]",
-	                 quote(q, sizeof(q), s));
+	return error_set(err, 0, ERANGE, "%s is out of range [1kbit, 1tbit]", quote(q, sizeof(q), s));
 }
 
 /* ---- keys ---- */
@@ -141,7 +139,7 @@ static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c,
 	if (!cJSON_IsString(v))
 		return type_error(err, key, "an interface name or \"auto\"", v);
 	if (!streq(v->valuestring, NODE_UPLINK_AUTO) && !ifname_valid(v->valuestring))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		return error_set(err, 0, EINVAL,
 		                 "%s: %s is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\"",
 		                 key, quote(q, sizeof(q), v->valuestring));
 	str_copy(c->node.uplink, sizeof(c->node.uplink), v->valuestring);
@@ -150,7 +148,7 @@ static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c,
 
 static int parse_rate(const char *key, const cJSON *v, uint64_t *ret_bps, struct error *err)
 {
-	uint64_t bps;
+	uint64_t bps = 0;
 	int r;
 
 	if (cJSON_IsNumber(v)) {
@@ -158,11 +156,11 @@ static int parse_rate(const char *key, const cJSON *v, uint64_t *ret_bps, struct
 		char d[64];
 		double x = v->valuedouble;
 		if (!(x >= (double)BW_MIN_BPS && x <= (double)BW_MAX_BPS))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %s is out of range [1kbit, 1tbit]",
-			                 key, num_str(x, d, sizeof(d)));
+			return error_set(err, 0, ERANGE, "%s: %s is out of range [1kbit, 1tbit]", key,
+			                 num_str(x, d, sizeof(d)));
 		if ((double)(uint64_t)x != x)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: %s is not a whole number of bit/s",
-			                 key, num_str(x, d, sizeof(d)));
+			return error_set(err, 0, EINVAL, "%s: %s is not a whole number of bit/s", key,
+			                 num_str(x, d, sizeof(d)));
 		*ret_bps = (uint64_t)x;
 		return 0;
 	}
@@ -205,7 +203,7 @@ static int parse_inference_share(const char *key, const cJSON *v, struct agent_c
 	if (!cJSON_IsNumber(v))
 		return type_error(err, key, "a number between 0 and 1", v);
 	if (!(v->valuedouble > 0.0 && v->valuedouble < 1.0))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %s is out of range (0, 1)", key,
+		return error_set(err, 0, ERANGE, "%s: %s is out of range (0, 1)", key,
 		                 num_str(v->valuedouble, d, sizeof(d)));
 	c->node.inference_share = v->valuedouble;
 	return 0;
@@ -217,7 +215,7 @@ static int parse_training_floor(const char *key, const cJSON *v, struct agent_co
 	if (!cJSON_IsNumber(v))
 		return type_error(err, key, "a number between 0 and 1", v);
 	if (!(v->valuedouble >= 0.0 && v->valuedouble <= 1.0))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %s is out of range [0, 1]", key,
+		return error_set(err, 0, ERANGE, "%s: %s is out of range [0, 1]", key,
 		                 num_str(v->valuedouble, d, sizeof(d)));
 	c->node.training_floor = v->valuedouble;
 	return 0;
@@ -230,10 +228,10 @@ static int parse_uint(const char *key, const cJSON *v, uint32_t max, uint32_t *r
 		return type_error(err, key, "an integer", v);
 	/* integer first: "1.5" is not an integer even when in range */
 	if (v->valuedouble > -1e15 && v->valuedouble < 1e15 && (double)(int64_t)v->valuedouble != v->valuedouble)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: %s is not an integer", key,
+		return error_set(err, 0, EINVAL, "%s: %s is not an integer", key,
 		                 num_str(v->valuedouble, d, sizeof(d)));
 	if (!(v->valuedouble >= 0 && v->valuedouble <= (double)max))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %s is out of range [0, %u]", key,
+		return error_set(err, 0, ERANGE, "%s: %s is out of range [0, %u]", key,
 		                 num_str(v->valuedouble, d, sizeof(d)), max);
 	*ret = (uint32_t)v->valuedouble;
 	return 0;
@@ -268,7 +266,7 @@ static int parse_classify(const char *key, const cJSON *v, struct agent_config *
 		return type_error(err, key, "\"src-ip\" or \"dscp\"", v);
 	k = node_classify_from_name(v->valuestring);
 	if (k == _CLASSIFY_INVALID)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: %s is not one of \"src-ip\", \"dscp\"", key,
+		return error_set(err, 0, EINVAL, "%s: %s is not one of \"src-ip\", \"dscp\"", key,
 		                 quote(q, sizeof(q), v->valuestring));
 	c->node.classify = k;
 	return 0;
@@ -287,7 +285,7 @@ static int parse_profiles(const char *key, const cJSON *v, struct agent_config *
 		return r;
 	c->profiles_json = cJSON_Duplicate(v, true);
 	if (!c->profiles_json)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "%s: out of memory", key);
+		return error_set(err, 0, ENOMEM, "%s: out of memory", key);
 	return 0;
 }
 
@@ -346,7 +344,7 @@ static int config_finish(struct agent_config *c, struct error *err)
 	if (train && train->dscp >= 0)
 		c->node.dscp_training = train->dscp;
 	if (c->node.classify == CLASSIFY_DSCP && (!inf || inf->dscp < 0 || !train || train->dscp < 0))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		return error_set(err, 0, EINVAL,
 		                 "classify: \"dscp\" needs the inference and training profiles to set dscp");
 	r = node_config_check(&c->node, err);
 	if (r < 0)
@@ -361,13 +359,13 @@ static int config_finish(struct agent_config *c, struct error *err)
 		                                        : -1;
 
 		if (want >= 0 && p->dscp != want)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			return error_set(err, 0, EINVAL,
 			                 "profiles.%s.dscp = %d: with classify \"dscp\" every %s profile must mark %d "
 			                 "(profiles.%s.dscp)",
 			                 p->name, p->dscp, workload_class_name(p->class), want,
 			                 workload_class_name(p->class));
 		if (want < 0 && p->dscp >= 0 && (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			return error_set(err, 0, EINVAL,
 			                 "profiles.%s.dscp = %d: with classify \"dscp\" that is the uplink's %s DSCP",
 			                 p->name, p->dscp,
 			                 p->dscp == c->node.dscp_inference ? "inference" : "training");
@@ -408,30 +406,29 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 	for (i = 0; i < len && strchr(" \t\r\n", text[i]); i++)
 		;
 	if (i == len)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "empty file (expected a JSON object, e.g. {})");
+		return error_set(err, 0, EINVAL, "empty file (expected a JSON object, e.g. {})");
 	if (memchr(text, '\0', len))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "NUL byte at offset %zu",
+		return error_set(err, 0, EINVAL, "NUL byte at offset %zu",
 		                 (size_t)((const char *)memchr(text, '\0', len) - text));
 	root = cJSON_ParseWithLengthOpts(text, len, &end, false);
 	if (!root) {
 		unsigned line, col;
 		size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
 		offset_to_line_col(text, at, &line, &col);
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid JSON at line %u, column %u", line, col);
+		return error_set(err, 0, EINVAL, "invalid JSON at line %u, column %u", line, col);
 	}
 	for (i = (size_t)(end - text); i < len; i++) {
 		if (!strchr(" \t\r\n", text[i])) {
 			unsigned line, col;
 			offset_to_line_col(text, i, &line, &col);
-			r = error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			              "trailing data after the JSON object at line %u, column %u", line, col);
+			r = error_set(err, 0, EINVAL, "trailing data after the JSON object at line %u, column %u", line,
+			              col);
 			goto out;
 		}
 	}
 	if (!cJSON_IsObject(root)) {
 		char d[160];
-		r = error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "expected a JSON object, got %s",
-		              describe(root, d, sizeof(d)));
+		r = error_set(err, 0, EINVAL, "expected a JSON object, got %s", describe(root, d, sizeof(d)));
 		goto out;
 	}
 	cJSON_ArrayForEach(v, root)
@@ -442,15 +439,14 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 
 		for (const cJSON *u = root->child; u != v; u = u->next)
 			if (u->string && streq(u->string, key)) {
-				r = error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "duplicate key %s",
-				              quote(q, sizeof(q), key));
+				r = error_set(err, 0, EINVAL, "duplicate key %s", quote(q, sizeof(q), key));
 				goto out;
 			}
 		for (k = 0; k < ARRAY_SIZE(config_keys); k++)
 			if (streq(key, config_keys[k].name))
 				break;
 		if (k == ARRAY_SIZE(config_keys)) {
-			r = error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			r = error_set(err, 0, EINVAL,
 			              "unknown key %s (accepted: uplink, uplinkRate, downlinkRate, downlink, "
 			              "inferenceShare, trainingFloor, "
 			              "mixedHoldSeconds, "
@@ -476,7 +472,7 @@ int agent_config_parse(const char *text, size_t len, const char *origin, struct 
 	int r;
 
 	if (!c)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "config %s: out of memory", origin);
+		return error_set(err, 0, ENOMEM, "config %s: out of memory", origin);
 	agent_config_defaults(c);
 	c->from_file = true;
 	r = config_parse(text, len, c, err);
@@ -493,42 +489,19 @@ int agent_config_parse(const char *text, size_t len, const char *origin, struct 
 
 int agent_config_load(const char *path, struct agent_config *ret, struct error *err)
 {
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
-	struct stat st;
 	size_t len = 0;
+	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		if (errno == ENOENT) {
-			agent_config_defaults(ret);
-			return 0;
-		}
-		return error_set(err, CNI_ERR_IO, errno, "config %s: %s", path, strerror(errno));
+	r = file_read_bounded(path, AGENT_CONFIG_MAX_BYTES, 0, &buf, &len, NULL, err);
+	if (r == -ENOENT) {
+		error_clear(err);
+		agent_config_defaults(ret);
+		return 0;
 	}
-	if (fstat(fd, &st) < 0)
-		return error_set(err, CNI_ERR_IO, errno, "config %s: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return error_set(err, CNI_ERR_IO, EINVAL, "config %s: not a regular file", path);
-	if (st.st_size > AGENT_CONFIG_MAX_BYTES)
-		return error_set(err, CNI_ERR_IO, EFBIG, "config %s: larger than %d bytes", path,
-		                 AGENT_CONFIG_MAX_BYTES);
-	buf = malloc(AGENT_CONFIG_MAX_BYTES + 1);
-	if (!buf)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "config %s: out of memory", path);
-	for (;;) {
-		ssize_t n = read(fd, buf + len, AGENT_CONFIG_MAX_BYTES + 1 - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return error_set(err, CNI_ERR_IO, errno, "config %s: %s", path, strerror(errno));
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > AGENT_CONFIG_MAX_BYTES)
-			return error_set(err, CNI_ERR_IO, EFBIG, "config %s: larger than %d bytes", path,
-			                 AGENT_CONFIG_MAX_BYTES);
+	if (r < 0) {
+		error_prefix(err, "config %s", path);
+		return r;
 	}
 	return agent_config_parse(buf, len, path, ret, err);
 }

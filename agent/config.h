@@ -1,4 +1,4 @@
-/* config.h — the agent's config file (DESIGN §7, JSON, every key optional):
+/* config.h — the agent's config file (JSON, every key optional):
  * uplink, uplinkRate, downlinkRate, downlink, inferenceShare, trainingFloor,
  * mixedHoldSeconds, debounceMs, classify,
  * driftRepairSeconds, profiles. Strict: unknown keys, wrong types and values

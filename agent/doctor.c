@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "agent.h"
 #include "apply.h"
 #include "install/chain.h"
@@ -15,12 +16,6 @@
 #include "nl.h"
 #include "reason.h"
 #include "workload.h"
-
-static void cjson_deletep(cJSON **j)
-{
-	cJSON_Delete(*j);
-}
-#define _cleanup_cjson_ _cleanup_(cjson_deletep)
 
 _printf_(4, 5) static void add(struct doctor_report *r, enum doctor_level l, const char *section, const char *fmt, ...)
 {
@@ -442,7 +437,7 @@ void doctor_print_text(const struct doctor_report *r, FILE *out)
 
 char *doctor_json(const struct doctor_report *r)
 {
-	_cleanup_cjson_ cJSON *o = cJSON_CreateObject();
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
 	cJSON *arr = o ? cJSON_AddArrayToObject(o, "findings") : NULL;
 
 	if (!arr)

@@ -185,24 +185,15 @@ static void cni_chain(struct agent *ag)
 
 /* ---- the timer ---- */
 
-static int64_t earliest(int64_t a, int64_t b)
-{
-	if (a < 0)
-		return b;
-	if (b < 0)
-		return a;
-	return a < b ? a : b;
-}
-
 static void loop_rearm(struct agent *ag)
 {
 	struct loop_priv *lp = priv(ag);
 	int64_t t = sched_next(&ag->sched);
 
-	t = earliest(t, lp->config_due_ms);
-	t = earliest(t, lp->cni_due_ms);
+	t = sched_earliest(t, lp->config_due_ms);
+	t = sched_earliest(t, lp->cni_due_ms);
 	if (lp->rescan_due)
-		t = earliest(t, agent_now_ms());
+		t = sched_earliest(t, agent_now_ms());
 	if (t < 0) {
 		sd_event_source_set_enabled(lp->timer, SD_EVENT_OFF);
 		return;

@@ -1,4 +1,4 @@
-/* main.c — aiqos-agent's command line (DESIGN §7): run the node agent, or
+/* main.c — aiqos-agent's command line: run the node agent, or
  * --cleanup (give the uplink its original qdisc back), or the install /
  * uninstall subcommands that chain the plugin into the node's CNI config.
  * Parses flags, loads the config, sets up logging and hands over to the
@@ -280,6 +280,7 @@ static int cmd_install(const struct cmdline *c)
 
 	/* the runtime's conf dir must be there: a typo or a missing host
 	 * mount is not "already installed" */
+	// NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): parse() refuses a subcommand without it
 	if (stat(o.conf_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		log_msg(LOG_LVL_ERROR, "install failed", "dir", o.conf_dir, "error",
 		        "the CNI config dir does not exist (is --cni-conf-dir the host's /etc/cni/net.d?)",
@@ -380,6 +381,7 @@ int main(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	log_setup(AGENT_PROGRAM, c.o.log_level, NULL);
+	log_failpoints_armed();
 	umask(077);
 	if (c.sysctl_dir && sysctl_set_root(c.sysctl_dir, &e) < 0) {
 		log_msg(LOG_LVL_ERROR, "invalid --sysctl-dir", "error", e.msg, (char *)NULL);

@@ -652,6 +652,29 @@ static void node_ips(const struct agent_pod *p, struct node_pod *np)
 		}
 }
 
+void pod_node_pod(const struct agent_pod *p, struct node_pod *np)
+{
+	memset(np, 0, sizeof(*np));
+	/* the planner needs a UID; plugin-only pods without one use a hash of their key */
+	if (p->uid[0])
+		str_copy(np->uid, sizeof(np->uid), p->uid);
+	else
+		snprintf(np->uid, sizeof(np->uid), "plugin-%016llx", (unsigned long long)key_hash(p->key));
+	str_copy(np->namespace_, sizeof(np->namespace_), p->namespace_);
+	str_copy(np->name, sizeof(np->name), p->name);
+	np->class = pod_node_class(p);
+	if (p->in_api) {
+		str_copy(np->profile, sizeof(np->profile), p->want.profile);
+		np->ce_marking = p->want.ce_marking;
+		np->gpus = p->gpus;
+		np->egress_bps = p->want.egress_bps;
+	} else if (p->n_att > 0) {
+		str_copy(np->profile, sizeof(np->profile), p->att[0].profile);
+		np->egress_bps = p->att[0].egress_bps;
+	}
+	node_ips(p, np);
+}
+
 int pod_cache_node_pods(const struct pod_cache *c, bool api_synced, struct node_pod **ret, unsigned *ret_n)
 {
 	struct node_pod *v = calloc(c->n ? c->n : 1, sizeof(*v));
@@ -659,32 +682,9 @@ int pod_cache_node_pods(const struct pod_cache *c, bool api_synced, struct node_
 
 	if (!v)
 		return -ENOMEM;
-	for (unsigned i = 0; i < c->n; i++) {
-		const struct agent_pod *p = c->v[i];
-		struct node_pod *np = &v[n];
-
-		if (!pod_counts_for_node(p, api_synced))
-			continue;
-		/* the planner needs a UID; plugin-only pods without one use a hash of their key */
-		if (p->uid[0])
-			str_copy(np->uid, sizeof(np->uid), p->uid);
-		else
-			snprintf(np->uid, sizeof(np->uid), "plugin-%016llx", (unsigned long long)key_hash(p->key));
-		str_copy(np->namespace_, sizeof(np->namespace_), p->namespace_);
-		str_copy(np->name, sizeof(np->name), p->name);
-		np->class = pod_node_class(p);
-		if (p->in_api) {
-			str_copy(np->profile, sizeof(np->profile), p->want.profile);
-			np->ce_marking = p->want.ce_marking;
-			np->gpus = p->gpus;
-			np->egress_bps = p->want.egress_bps;
-		} else if (p->n_att > 0) {
-			str_copy(np->profile, sizeof(np->profile), p->att[0].profile);
-			np->egress_bps = p->att[0].egress_bps;
-		}
-		node_ips(p, np);
-		n++;
-	}
+	for (unsigned i = 0; i < c->n; i++)
+		if (pod_counts_for_node(c->v[i], api_synced))
+			pod_node_pod(c->v[i], &v[n++]);
 	*ret = v;
 	*ret_n = n;
 	return 0;

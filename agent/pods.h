@@ -155,6 +155,8 @@ bool pod_attach_tuned_as_wanted(const struct agent_pod *p, const struct agent_at
 bool pod_counts_for_node(const struct agent_pod *p, bool api_synced);
 /* The class / IPs the node plan uses for a pod (API first, else attachments). */
 enum workload_class pod_node_class(const struct agent_pod *p);
+/* A pod as the node planner sees it (status shows the same view). */
+void pod_node_pod(const struct agent_pod *p, struct node_pod *np);
 /* Build the node planner's input: *ret (heap, caller frees) of *ret_n pods. */
 int pod_cache_node_pods(const struct pod_cache *c, bool api_synced, struct node_pod **ret, unsigned *ret_n);
 const char *pod_status_name(enum pod_status s);

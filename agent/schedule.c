@@ -6,15 +6,6 @@
 #include "agent.h"
 #include "schedule.h"
 
-static int64_t earliest(int64_t a, int64_t b)
-{
-	if (a < 0)
-		return b;
-	if (b < 0)
-		return a;
-	return a < b ? a : b;
-}
-
 void sched_init(struct agent_sched *s, uint32_t debounce_ms, uint32_t drift_s, int64_t now_ms)
 {
 	*s = (struct agent_sched){
@@ -47,7 +38,7 @@ void sched_kick(struct agent_sched *s, int64_t now_ms)
 
 void sched_kick_now(struct agent_sched *s, int64_t now_ms)
 {
-	s->pass_due_ms = earliest(s->pass_due_ms, now_ms);
+	s->pass_due_ms = sched_earliest(s->pass_due_ms, now_ms);
 }
 
 void sched_set_hold(struct agent_sched *s, int64_t due_ms)
@@ -62,10 +53,10 @@ void sched_set_retry(struct agent_sched *s, int64_t due_ms)
 
 int64_t sched_next(const struct agent_sched *s)
 {
-	int64_t t = earliest(s->pass_due_ms, s->hold_due_ms);
+	int64_t t = sched_earliest(s->pass_due_ms, s->hold_due_ms);
 
-	t = earliest(t, s->retry_due_ms);
-	return earliest(t, s->drift_due_ms);
+	t = sched_earliest(t, s->retry_due_ms);
+	return sched_earliest(t, s->drift_due_ms);
 }
 
 unsigned sched_take_due(struct agent_sched *s, int64_t now_ms)

@@ -25,6 +25,16 @@ struct agent_sched {
 	int64_t drift_due_ms; /* -1 = off */
 };
 
+/* The earlier of two deadlines where -1 means none. */
+static inline int64_t sched_earliest(int64_t a, int64_t b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	return a < b ? a : b;
+}
+
 void sched_init(struct agent_sched *s, uint32_t debounce_ms, uint32_t drift_s, int64_t now_ms);
 /* Something changed: run a pass debounce_ms after the first event of a
  * burst (later events of the burst do not push it back, so churn cannot

@@ -9,6 +9,8 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include "file.h"
+#include "json.h"
 #include "agent.h"
 #include "attach.h"
 #include "kube/kube.h"
@@ -18,13 +20,6 @@
 #include "reason.h"
 #include "server.h"
 #include "status.h"
-
-static void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_cjson_ _cleanup_(cjson_deletep)
 
 static const char *class_name(enum workload_class c)
 {
@@ -49,22 +44,12 @@ static cJSON *ips_json(unsigned n, const struct node_ip *ips)
 static cJSON *record_json(const struct agent *ag, const struct agent_attach *at)
 {
 	char path[STATE_PATH_MAX + 256];
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
-	struct stat st;
 	size_t len = 0;
-	ssize_t n;
 
-	if (state_path(ag->state_dir, at->container_id, at->ifname, path, sizeof(path)) < 0)
+	if (state_path(ag->state_dir, at->container_id, at->ifname, path, sizeof(path)) < 0 ||
+	    file_read_bounded(path, STATE_FILE_MAX, FILE_READ_NOFOLLOW, &buf, &len, NULL, NULL) < 0)
 		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > STATE_FILE_MAX)
-		return NULL;
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return NULL;
-	while (len < (size_t)st.st_size && (n = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
-		len += (size_t)n;
 	return cJSON_ParseWithLength(buf, len);
 }
 
@@ -76,7 +61,7 @@ static cJSON *copy_or(const cJSON *from, const char *key, cJSON *(*fallback)(voi
 
 static cJSON *attachment_json(const struct agent *ag, const struct agent_attach *at)
 {
-	_cleanup_cjson_ cJSON *rec = record_json(ag, at);
+	_cleanup_json_ cJSON *rec = record_json(ag, at);
 	cJSON *o = cJSON_CreateObject();
 	const cJSON *failure = rec ? cJSON_GetObjectItemCaseSensitive(rec, "failure") : NULL;
 
@@ -96,15 +81,16 @@ static cJSON *attachment_json(const struct agent *ag, const struct agent_attach 
 static cJSON *pod_json(const struct agent *ag, const struct agent_pod *p)
 {
 	cJSON *o = cJSON_CreateObject(), *atts;
-	struct node_pod np = {0};
+	struct node_pod np;
 
 	if (!o)
 		return NULL;
+	pod_node_pod(p, &np); /* the node plan's view of it */
 	cJSON_AddStringToObject(o, "namespace", p->namespace_);
 	cJSON_AddStringToObject(o, "name", p->name);
 	cJSON_AddStringToObject(o, "uid", p->uid);
-	cJSON_AddStringToObject(o, "class", class_name(pod_node_class(p)));
-	cJSON_AddStringToObject(o, "profile", p->in_api ? p->want.profile : p->n_att ? p->att[0].profile : "");
+	cJSON_AddStringToObject(o, "class", class_name(np.class));
+	cJSON_AddStringToObject(o, "profile", np.profile);
 	cJSON_AddStringToObject(o, "source", p->in_api ? "api" : "plugin");
 	if (p->in_api) {
 		cJSON_AddNumberToObject(o, "egressBps", (double)p->want.egress_bps);
@@ -113,14 +99,7 @@ static cJSON *pod_json(const struct agent *ag, const struct agent_pod *p)
 			cJSON_AddStringToObject(o, "warning", p->want.invalid);
 	}
 	/* the addresses the uplink classifies */
-	if (p->in_api && p->n_ips) {
-		cJSON_AddItemToObject(o, "ips", ips_json(p->n_ips, p->ips));
-	} else {
-		for (unsigned k = 0; k < p->n_att; k++)
-			for (unsigned i = 0; i < p->att[k].n_ips && np.n_ips < NODE_POD_IPS_MAX; i++)
-				np.ips[np.n_ips++] = p->att[k].ips[i];
-		cJSON_AddItemToObject(o, "ips", ips_json(np.n_ips, np.ips));
-	}
+	cJSON_AddItemToObject(o, "ips", ips_json(np.n_ips, np.ips));
 	cJSON_AddStringToObject(o, "status", pod_status_name(p->status));
 	cJSON_AddBoolToObject(o, "countsForNode", pod_counts_for_node(p, ag->api_listed));
 	if (p->failure[0])
@@ -258,7 +237,7 @@ static cJSON *uplink_json(const struct agent *ag)
 
 cJSON *agent_status_json(struct agent *ag)
 {
-	_cleanup_cjson_ cJSON *o = cJSON_CreateObject();
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
 	cJSON *cfg, *pods, *up;
 
 	if (!o)
@@ -404,7 +383,7 @@ static int explain_plan(struct agent *ag, const struct agent_pod *p, cJSON *o)
 cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bool *ret_found)
 {
 	struct agent_pod *p = pod_cache_lookup(&ag->pods, ns, name, NULL);
-	_cleanup_cjson_ cJSON *o = NULL;
+	_cleanup_json_ cJSON *o = NULL;
 	_cleanup_free_ struct node_pod *pods = NULL;
 	cJSON *items, *down, *why;
 	unsigned n = 0;

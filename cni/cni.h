@@ -12,6 +12,7 @@
 #include "attach.h"
 #include "error.h"
 #include "failpoint.h"
+#include "json.h"
 #include "log.h"
 #include "nl.h"
 #include "plan.h"
@@ -19,12 +20,8 @@
 #include "proto.h"
 #include "state.h"
 
-static inline void cni_cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_cjson_ _cleanup_(cni_cjson_deletep)
+/* the verbs' files (add.c, del.c, check.c, gc.c, agent.c) still say _cleanup_cjson_ */
+#define _cleanup_cjson_ _cleanup_json_
 
 #define CNI_PROGRAM                  "aiqos"
 #define CNI_STDIN_MAX                (1024 * 1024) /* network config on stdin, bytes */

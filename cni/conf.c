@@ -523,14 +523,7 @@ void cni_conf_free(struct cni_conf *c)
 /* CNI spec: container IDs are [A-Za-z0-9][A-Za-z0-9_.-]*; also bounded here. */
 static bool container_id_valid(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= STATE_ID_MAX || !isalnum((unsigned char)s[0]))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
-			return false;
-	return true;
+	return cni_id_valid(s, STATE_ID_MAX - 1);
 }
 
 static bool set(const char *s)

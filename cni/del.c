@@ -74,8 +74,9 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
-	if (lock.fd >= 0)
-		state_sweep_tmp(c->state_dir, env->container_id, env->ifname);
+	if (lock.fd >= 0 && state_sweep_tmp(c->state_dir, env->container_id, env->ifname) > 0)
+		log_msg(LOG_LVL_INFO, "removed the temp file of a killed writer", "dir", c->state_dir, "container",
+		        env->container_id, "ifname", env->ifname, (char *)NULL);
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
 	loaded = r >= 0;
 	cni_phase(ctx, "load");

@@ -123,7 +123,12 @@ int cni_cmd_gc(struct cni_ctx *ctx, struct error *err)
 	if (!s)
 		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	/* temp files of writers killed while saving (each under its attachment's lock) */
-	state_sweep_tmp(c->state_dir, NULL, NULL);
+	if ((r = state_sweep_tmp(c->state_dir, NULL, NULL)) > 0) {
+		char n[16];
+		snprintf(n, sizeof(n), "%d", r);
+		log_msg(LOG_LVL_INFO, "removed the temp files of killed writers", "dir", c->state_dir, "count", n,
+		        (char *)NULL);
+	}
 	/* Collect first: the directory changes while we clean. */
 	r = state_list(c->state_dir, gc_collect, &l, err);
 	if (r < 0) {

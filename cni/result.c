@@ -17,7 +17,7 @@ static int print_json(FILE *out, const cJSON *j, struct error *err)
 
 int cni_result_print(FILE *out, const cJSON *prev_result, const char *cni_version, struct error *err)
 {
-	_cleanup_cjson_ cJSON *res = cJSON_CreateObject();
+	_cleanup_json_ cJSON *res = cJSON_CreateObject();
 	const cJSON *e;
 
 	if (!res || !cJSON_AddStringToObject(res, "cniVersion", cni_version))
@@ -41,7 +41,7 @@ int cni_result_print(FILE *out, const cJSON *prev_result, const char *cni_versio
 
 int cni_error_print(FILE *out, const char *cni_version, int code, const char *msg, const char *details)
 {
-	_cleanup_cjson_ cJSON *j = cJSON_CreateObject();
+	_cleanup_json_ cJSON *j = cJSON_CreateObject();
 
 	if (!j || !cJSON_AddStringToObject(j, "cniVersion", cni_version ? cni_version : CNI_VERSION_LATEST) ||
 	    !cJSON_AddNumberToObject(j, "code", code) || !cJSON_AddStringToObject(j, "msg", msg ? msg : "") ||
@@ -57,7 +57,7 @@ int cni_error_print(FILE *out, const char *cni_version, int code, const char *ms
 
 int cni_version_print(FILE *out)
 {
-	_cleanup_cjson_ cJSON *j = cJSON_CreateObject();
+	_cleanup_json_ cJSON *j = cJSON_CreateObject();
 	cJSON *list;
 
 	if (!j || !cJSON_AddStringToObject(j, "cniVersion", CNI_VERSION_LATEST))

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cni.h"
+#include "file.h"
 
 #define LOG_BUF_BYTES 8192 /* > a log line (log.c writes at most 4 KiB at once) */
 
@@ -57,11 +58,9 @@ int cni_attach_lock(const struct cni_ctx *ctx, const char *container_id, const c
 	default:
 		/* busy (another ADD/DEL/CHECK of it, or the agent re-tuning it)
 		 * or out of resources: never going on without it */
-		if (err) {
-			*err = e;
-			err->code = CNI_ERR_TRY_LATER;
-			error_prefix(err, "attachment %s/%s is busy, try again later", container_id, ifname);
-		}
+		e.code = CNI_ERR_TRY_LATER;
+		error_propagate(err, &e);
+		error_prefix(err, "attachment %s/%s is busy, try again later", container_id, ifname);
 		return fd;
 	}
 }
@@ -88,52 +87,15 @@ const char *cni_phases_format(const struct cni_ctx *ctx, char *buf, size_t size)
  * an oversized config). *ret is NUL-terminated. */
 static int input_read(FILE *in, char **ret, size_t *ret_len, struct error *err)
 {
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0, cap = 0;
+	int r = file_read_stream(in, CNI_STDIN_MAX, ret, ret_len, err);
 
-	for (;;) {
-		size_t n, want;
-		if (cap - len < 4096) {
-			size_t ncap = cap ? cap * 2 : 16384;
-			char *nbuf;
-			if (ncap > CNI_STDIN_MAX + 2)
-				ncap = CNI_STDIN_MAX + 2;
-			if (ncap <= len + 1)
-				return error_set(err, CNI_ERR_DECODE, EFBIG,
-				                 "cannot decode network configuration: larger than %d bytes",
-				                 CNI_STDIN_MAX);
-			nbuf = realloc(buf, ncap);
-			if (!nbuf)
-				return error_set(err, CNI_ERR_IO, ENOMEM,
-				                 "cannot read network configuration: out of memory");
-			buf = nbuf;
-			cap = ncap;
-		}
-		want = cap - len - 1;
-		n = fread(buf + len, 1, want, in);
-		len += n;
-		if (len > CNI_STDIN_MAX)
-			return error_set(err, CNI_ERR_DECODE, EFBIG,
-			                 "cannot decode network configuration: larger than %d bytes", CNI_STDIN_MAX);
-		if (n < want && feof(in) && !ferror(in))
-			break; /* a short read that hit the end: no need to ask again */
-		if (n == 0) {
-			if (ferror(in))
-				return error_set(err, CNI_ERR_IO, errno ? errno : EIO,
-				                 "cannot read network configuration from stdin: %s",
-				                 strerror(errno ? errno : EIO));
-			break;
-		}
-	}
-	if (!buf) {
-		buf = strdup("");
-		if (!buf)
-			return error_set(err, CNI_ERR_IO, ENOMEM, "cannot read network configuration: out of memory");
-	}
-	buf[len] = '\0';
-	*ret = TAKE_PTR(buf);
-	*ret_len = len;
-	return 0;
+	if (r < 0 && err)
+		err->code = r == -EFBIG ? CNI_ERR_DECODE : CNI_ERR_IO;
+	if (r == -EFBIG)
+		error_prefix(err, "cannot decode network configuration");
+	else if (r < 0)
+		error_prefix(err, "cannot read network configuration from stdin");
+	return r;
 }
 
 /* logFile (append, close-on-exec) or stderr; a logFile that cannot be
@@ -212,6 +174,7 @@ static int request_prepare(struct cni_ctx *ctx, FILE *in, FILE **ret_log, struct
 	if (r < 0)
 		return r;
 	*ret_log = log_open(&ctx->conf);
+	log_failpoints_armed();
 	r = cni_env_check(ctx->cmd, env, err);
 	if (r < 0)
 		return r;

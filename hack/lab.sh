@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hack/lab.sh — entry point of the aiqos lab (issue #5; test/bench/lab.py):
+# hack/lab.sh — entry point of the aiqos lab (test/bench/lab.py):
 #   hack/lab.sh demo [BUILD]       `make demo`: the workload without and with aiqos, table + plot
 #   hack/lab.sh bench [BUILD]      `make bench`: every benchmark, regenerates docs/benchmarks.md
 #   hack/lab.sh bench-lab [BUILD]  `make bench-lab`: only the P4 workload matrix (CELLS=... a subset)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <math.h>
 
+#include "json.h"
 #include "caps.h"
 #include "state.h"
 
@@ -15,13 +16,6 @@
 #define CAPS_ERRNO_MAX   4095
 #define CAPS_CC_NAME_MAX 16
 #define CAPS_PATH_MAX    640 /* a state directory (at most 512) + the file name */
-
-static void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 int caps_boot_id(char *buf, size_t size, struct error *err)
 {

@@ -42,5 +42,12 @@ int error_set(struct error *err, int code, int errnum, const char *fmt, ...) _pr
 /* Prefix the message with context: "<ctx>: <old message>". Keeps code/errnum. */
 void error_prefix(struct error *err, const char *fmt, ...) _printf_(2, 3);
 void error_clear(struct error *err);
+/* Hand an error filled in a local struct to the caller's err (if non-NULL):
+ * `error_propagate(err, &e);` for `if (err) *err = e;`. */
+static inline void error_propagate(struct error *err, const struct error *e)
+{
+	if (err && err != e)
+		*err = *e;
+}
 
 #endif

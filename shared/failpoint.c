@@ -3,12 +3,10 @@
 #include <time.h>
 
 #include "failpoint.h"
-#include "log.h"
-#include "util.h"
 
 /* The action of name in spec ("a=kill,b=sleep:20"), copied into buf; false
  * when name is not there. */
-static bool failpoint_action(const char *spec, const char *name, char *buf, size_t size)
+static bool spec_action(const char *spec, const char *name, char *buf, size_t size)
 {
 	size_t n = strlen(name);
 
@@ -22,15 +20,18 @@ static bool failpoint_action(const char *spec, const char *name, char *buf, size
 	return false;
 }
 
-void failpoint(const char *name)
+bool failpoint_armed(const char *name, char *action, size_t size)
 {
 	const char *spec = getenv(FAILPOINT_ENV);
-	char action[32], *end;
+
+	return spec && spec_action(spec, name, action, size);
+}
+
+void failpoint_act(const char *action)
+{
+	char *end;
 	unsigned long ms;
 
-	if (!spec || !failpoint_action(spec, name, action, sizeof(action)))
-		return;
-	log_msg(LOG_LVL_WARN, "test failpoint reached", "failpoint", name, "action", action, (char *)NULL);
 	if (streq(action, "kill")) {
 		raise(SIGKILL);
 	} else if (!strncmp(action, "sleep:", 6)) {
@@ -42,4 +43,12 @@ void failpoint(const char *name)
 				;
 		}
 	}
+}
+
+void failpoint_quiet(const char *name)
+{
+	char action[32];
+
+	if (failpoint_armed(name, action, sizeof(action)))
+		failpoint_act(action);
 }

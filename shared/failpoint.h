@@ -3,12 +3,24 @@
  * separated by commas; an action is "kill" (SIGKILL to itself: a crash at
  * exactly that point) or "sleep:<ms>". Unset — every real deployment — a
  * failpoint costs one getenv(). The names are listed where they are used
- * (grep "failpoint(\""). */
+ * (grep "failpoint(\"" and "failpoint_quiet(\"").
+ *
+ * The library never logs: its points (failpoint_quiet) act without a word,
+ * and a program says at start which points are armed
+ * (log_failpoints_armed()); the programs' own points (failpoint(), in the
+ * programs' logging module, log.h) are logged when reached. */
 #ifndef AIQOS_FAILPOINT_H
 #define AIQOS_FAILPOINT_H
 
+#include "util.h"
+
 #define FAILPOINT_ENV "AIQOS_TEST_FAILPOINTS"
 
-void failpoint(const char *name);
+/* The action armed for name, copied into action; false when none is. */
+bool failpoint_armed(const char *name, char *action, size_t size);
+/* Carry an action out: "kill" (SIGKILL), "sleep:<ms>" (at most 60 s). */
+void failpoint_act(const char *action);
+/* A point of the library: the armed action, if any, silently. */
+void failpoint_quiet(const char *name);
 
 #endif

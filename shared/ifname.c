@@ -44,6 +44,22 @@ bool ifname_valid(const char *s)
 	return true;
 }
 
+bool cni_id_valid(const char *s, size_t max)
+{
+	size_t n;
+
+	if (!s)
+		return false;
+	n = strnlen(s, max + 1);
+	if (n == 0 || n > max ||
+	    !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!plain((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
 int ifname_encode(const char *ifname, char *buf, size_t size)
 {
 	static const char hex[] = "0123456789ABCDEF";

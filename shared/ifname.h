@@ -1,6 +1,7 @@
-/* ifname.h — Linux's and libcni's rules for an interface name, written once
- * (CNI_IFNAME, the agent's uplink), and its encoding into file names (the
- * state store's "<containerID>@<ifname>.json"). Pure. */
+/* ifname.h — the names libcni and Linux check, written once: an interface
+ * name (CNI_IFNAME, the agent's uplink) and its encoding into file names
+ * (the state store's "<containerID>@<ifname>.json"), and libcni's rule for
+ * container IDs and network names. Pure. */
 #ifndef AIQOS_IFNAME_H
 #define AIQOS_IFNAME_H
 
@@ -15,6 +16,10 @@
  * unicode.IsSpace knows, UTF-8 encoded). "net+1", "x@y", "eth0.100" are
  * valid. */
 bool ifname_valid(const char *s);
+/* libcni's ValidateContainerID / ValidateNetworkName rule,
+ * [A-Za-z0-9][A-Za-z0-9_.-]*, at most max characters: CNI_CONTAINERID,
+ * K8S_POD_INFRA_CONTAINER_ID, a network name used as a directory name. */
+bool cni_id_valid(const char *s, size_t max);
 /* Encode a valid name for a file name: bytes outside [A-Za-z0-9_.-] as
  * "%XX" (so names of that set keep their old file names). Returns 0,
  * -EINVAL (not a valid name) or -ENAMETOOLONG. */

@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "failpoint.h"
 #include "log.h"
 
 #define LOG_LINE_MAX 4096
@@ -199,4 +200,22 @@ void log_msg(enum log_level level, const char *msg, ...)
 	l.buf[l.len++] = '\n';
 	fwrite(l.buf, 1, l.len, out);
 	fflush(out);
+}
+
+void failpoint(const char *name)
+{
+	char action[32];
+
+	if (!failpoint_armed(name, action, sizeof(action)))
+		return;
+	log_msg(LOG_LVL_WARN, "test failpoint reached", "failpoint", name, "action", action, (char *)NULL);
+	failpoint_act(action);
+}
+
+void log_failpoints_armed(void)
+{
+	const char *spec = getenv(FAILPOINT_ENV);
+
+	if (spec && *spec)
+		log_msg(LOG_LVL_WARN, "test failpoints armed", "failpoints", spec, (char *)NULL);
 }

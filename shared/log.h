@@ -15,4 +15,11 @@ void log_setup(const char *program, enum log_level level, FILE *out);
 void log_msg(enum log_level level, const char *msg, ...) __attribute__((sentinel));
 bool log_enabled(enum log_level level);
 
+/* A failpoint of a program (failpoint.h): logged at warn ("test failpoint
+ * reached") before its action is carried out. */
+void failpoint(const char *name);
+/* At a program's start: one warn line naming the armed failpoints when
+ * $AIQOS_TEST_FAILPOINTS is set (the library's points act silently). */
+void log_failpoints_armed(void);
+
 #endif

@@ -3,7 +3,7 @@
  * (qdiscs, HTB classes, u32 classifiers on DEV_UPLINK). Pure: no I/O, no
  * clock (callers pass now_ms), deterministic for equal inputs.
  *
- * MODE (DESIGN §3 "Node tuning"). desired = idle (no inference and no
+ * MODE (docs/design.md §4). desired = idle (no inference and no
  * training pod), training (training [+default] only), inference (inference
  * [+default] only), mixed (both). node_mode_decide() adds hysteresis:
  * entering mixed is immediate; leaving it waits until mixed has not been
@@ -134,7 +134,7 @@
  * uplink qdisc falls into the default class with src-ip).
  * The caller must not list host-network pods' addresses (they are the node's).
  *
- * DOWNLOAD (DESIGN §3 "Both directions"). Traffic toward the pods queues at
+ * DOWNLOAD (docs/design.md §4). Traffic toward the pods queues at
  * the switch port, out of reach, unless the node shapes its ingress just
  * below the downlink rate so the queue forms where aiqos ranks it. Planned
  * when node_downlink_wanted(): mode not idle, "downlink" on, a rate known
@@ -178,7 +178,7 @@
 #define NODE_WARN_MAX    4
 #define NODE_WARN_LEN    256
 
-/* Defaults of the agent config (DESIGN §7) */
+/* Defaults of the agent config (agent/config.h) */
 #define NODE_INFERENCE_SHARE_DEFAULT 0.3
 #define NODE_TRAINING_FLOOR_DEFAULT  0.2
 #define NODE_MIXED_HOLD_S_DEFAULT    30

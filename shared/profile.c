@@ -1,4 +1,4 @@
-/* profile.c — the built-in tuning profiles (DESIGN §3), the operator's
+/* profile.c — the built-in tuning profiles (docs/design.md §2), the operator's
  * "profiles" overrides from the agent/plugin config (strictly validated,
  * applied atomically) and the choice of a profile for a workload. Pure. */
 #include <math.h>
@@ -415,15 +415,9 @@ int profile_set_merge_json(struct profile_set *set, const struct cJSON *profiles
 
 /* ---- one profile as JSON (attachment records) ---- */
 
-static void profile_cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-
 cJSON *profile_to_json(const struct profile *p)
 {
-	_cleanup_(profile_cjson_deletep) cJSON *o = cJSON_CreateObject();
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
 	cJSON *cc;
 
 	if (!o || !p)
@@ -456,7 +450,7 @@ int profile_from_json(const char *name, const cJSON *obj, struct profile *ret, s
 
 	if (!work)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, ENOMEM, "out of memory");
-	if (!k8s_dns_label_valid(name ? name : ""))
+	if (!name || !k8s_dns_label_valid(name))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid profile name");
 	if (!cJSON_IsObject(obj) || !cJSON_GetObjectItemCaseSensitive(obj, "class"))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "profiles.%s: expected an object with \"class\"",

@@ -1,5 +1,5 @@
 /* profile.h — tuning profiles: what a class gets (qdisc parameters, congestion
- * control candidates, sysctls, DSCP). Built-in profiles per DESIGN §3; the
+ * control candidates, sysctls, DSCP). Built-in profiles (docs/design.md §2); the
  * operator may override fields or add named profiles in config
  * ("profiles": {"inference-strict": {"class": "inference", "targetUs": 500}}). */
 #ifndef AIQOS_PROFILE_H

@@ -9,14 +9,8 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "json.h"
 #include "proto.h"
-
-static void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 static const char *const op_names[_PROTO_OP_MAX] = {
         [PROTO_OP_POD] = "pod",       [PROTO_OP_ATTACHED] = "attached", [PROTO_OP_DETACHED] = "detached",

@@ -13,33 +13,21 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "json.h"
 #include "caps.h"
 #include "reason.h"
 #include "failpoint.h"
+#include "file.h"
 #include "ifname.h"
-#include "log.h"
 #include "reason.h"
 #include "state.h"
 
 #define STATE_VERSION 1
 
-static void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
-
 static void closedirp(DIR **d)
 {
 	if (*d)
 		closedir(*d);
-}
-
-static bool id_char_ok(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-	       c == '-';
 }
 
 static int check_name(const char *what, const char *s, size_t max, struct error *err)
@@ -52,12 +40,9 @@ static int check_name(const char *what, const char *s, size_t max, struct error 
 	if (n > max)
 		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "%s is longer than %zu characters", what,
 		                 max);
-	if (s[0] == '.' || s[0] == '-')
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s '%s' may not start with '%c'", what, s, s[0]);
-	for (size_t i = 0; i < n; i++)
-		if (!id_char_ok(s[i]))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			                 "%s '%.*s' has a character outside [A-Za-z0-9_.-]", what, (int)n, s);
+	if (!cni_id_valid(s, max))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                 "%s '%.*s' is not [A-Za-z0-9][A-Za-z0-9_.-]* (libcni's rule)", what, (int)n, s);
 	return 0;
 }
 
@@ -708,7 +693,7 @@ int state_write_atomic(const char *dir, const char *path, const char *what, cons
 		r = error_set(err, CNI_ERR_STATE, errno, "close %s '%s': %s", what, tmp, strerror(errno));
 		goto fail;
 	}
-	failpoint("state-before-rename");
+	failpoint_quiet("state-before-rename");
 	if (rename(tmp, path) < 0) {
 		r = error_set(err, CNI_ERR_STATE, errno, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
 		goto fail;
@@ -742,11 +727,9 @@ int state_load(const char *dir, const char *container_id, const char *ifname, st
                struct cJSON **ret_choices, struct error *err)
 {
 	char path[STATE_PATH_MAX];
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	_cleanup_json_ cJSON *j = NULL;
-	struct stat st;
-	size_t len = 0, cap;
+	size_t len = 0;
 	int r;
 
 	if (ret_choices)
@@ -754,45 +737,12 @@ int state_load(const char *dir, const char *container_id, const char *ifname, st
 	r = path_for(dir, container_id, ifname, path, sizeof(path), err);
 	if (r < 0)
 		return r;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "open state file '%s': %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "stat state file '%s': %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' is not a regular file", path);
-	if (st.st_size > STATE_FILE_MAX)
-		return error_set(err, CNI_ERR_STATE, EFBIG, "state file '%s' is larger than %d bytes", path,
-		                 STATE_FILE_MAX);
-	/* sized by fstat (with room for a file that grows meanwhile and the
-	 * NUL); grown to the limit (+ 1 to see it exceeded) only if needed */
-	cap = (size_t)st.st_size + 4096 < STATE_FILE_MAX + 1 ? (size_t)st.st_size + 4096 + 1 : STATE_FILE_MAX + 2;
-	buf = malloc(cap);
-	if (!buf)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "read state file '%s': out of memory", path);
-	for (;;) {
-		ssize_t k;
-
-		if (len + 1 == cap) {
-			char *nbuf = realloc(buf, STATE_FILE_MAX + 2);
-			if (!nbuf)
-				return error_set(err, CNI_ERR_STATE, ENOMEM, "read state file '%s': out of memory",
-				                 path);
-			buf = nbuf;
-			cap = STATE_FILE_MAX + 2;
-		}
-		k = read(fd, buf + len, cap - 1 - len);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return error_set(err, CNI_ERR_STATE, errno, "read state file '%s': %s", path, strerror(errno));
-		}
-		if (k == 0)
-			break;
-		len += (size_t)k;
-		if (len > STATE_FILE_MAX)
-			return error_set(err, CNI_ERR_STATE, EFBIG, "state file '%s' is larger than %d bytes", path,
-			                 STATE_FILE_MAX);
+	r = file_read_bounded(path, STATE_FILE_MAX, FILE_READ_NOFOLLOW, &buf, &len, NULL, err);
+	if (r < 0) {
+		if (err)
+			err->code = CNI_ERR_STATE;
+		error_prefix(err, "state file '%s'", path);
+		return r;
 	}
 	if (len == 0)
 		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' is empty", path);
@@ -1014,11 +964,8 @@ int state_sweep_tmp(const char *dir, const char *container_id, const char *ifnam
 			if (lock < 0)
 				continue;
 		}
-		if (unlinkat(dirfd(d), de->d_name, 0) == 0) {
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
 			removed++;
-			log_msg(LOG_LVL_INFO, "removed the temp file of a killed writer", "dir", dir, "file",
-			        de->d_name, (char *)NULL);
-		}
 		state_unlock_attachment(lock, dir, cid, ifn);
 	}
 	return removed;

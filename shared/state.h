@@ -132,7 +132,8 @@ void state_unlock(int fd);
  * runs): what a plugin killed while saving leaves. container_id NULL: of
  * every attachment (GC: each under its attachment lock, skipped when busy),
  * else of that one (DEL: call with its lock held); the kernel-caps one
- * always. Returns how many were removed. */
+ * always. Returns how many were removed (the caller logs them: the
+ * library never does). */
 int state_sweep_tmp(const char *dir, const char *container_id, const char *ifname);
 /* -ENOENT when there is no state for the attachment. The desired plan is not
  * stored (the planner recomputes it from workload + profile + ifaces): load

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/run.sh [--only unit|integration|unit-asan|integration-asan|fuzz|k8s|helm|image|kernel|e2e] BUILD_DIR
+# test/run.sh [--only unit|lint|integration|unit-asan|integration-asan|fuzz|k8s|helm|image|kernel|e2e] BUILD_DIR
 # Runs every suite of `make test` and ends with one line
 # "N passed, N failed, N skipped" summing them. Exit 1 if anything failed.
 # Under CI=true a skipped test counts as failed (strict mode): CI must
@@ -47,6 +47,13 @@ if [ -z "$only" ] || [ "$only" = unit ]; then
 		[ -x "$t" ] || continue
 		run_suite "unit: $(basename "$t")" "$t"
 	done
+	run_suite "unit: library-silent" bash "$top/test/library-silent.sh" "$build"
+fi
+
+# make lint (clang-format, cppcheck, clang-tidy over every C file; the
+# scripts through shellcheck), one test per tool (test/lint.sh). --only lint.
+if [ -z "$only" ] || [ "$only" = lint ]; then
+	run_suite "lint" bash "$top/test/lint.sh" "$build"
 fi
 
 if [ -z "$only" ] || [ "$only" = integration ]; then
@@ -62,7 +69,7 @@ if [ -z "$only" ] || [ "$only" = monitoring ]; then
 		"$top/test/monitoring"
 fi
 
-# Hardening (issue #7): the unit and integration suites (plugin and agent
+# Hardening: the unit and integration suites (plugin and agent
 # lab) again against the ASan+UBSan build (`make asan-build`, BUILD-asan),
 # leaks included; then every fuzz target for AIQOS_FUZZ_SECONDS (default 15)
 # from the clang build (`make fuzz-build`, BUILD-fuzz). A sanitizer report

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "json.h"
 #include "util.h"
 
 #define PROG            "aiqosctl"
@@ -16,13 +17,6 @@
 #define EXIT_ERR        1
 #define EXIT_USAGE      2
 #define CALL_TIMEOUT_MS 5000
-
-static inline void cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 /* cJSON_ArrayForEach evaluates its array twice (gcc sees a NULL dereference
  * when that is a call): iterate from the first child once. */

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "ctl/ctl.h"
 #include "ctl/plan.h"
+#include "ifname.h"
 #include "node.h"
 #include "plan.h"
 
@@ -334,6 +335,7 @@ static int plan_print_text(const struct plan_run *r)
 		printf("\npod %s/%s (uid %s)\n", p->namespace_, p->name, p->uid);
 		printf("  class %s, profile %s\n", workload_class_name(pr->w.class), pr->profile->name);
 		printf("  ips:");
+		// NOLINTNEXTLINE(clang-analyzer-core.NullDereference): plan_compute gives res[0..n_res) a pod each
 		for (unsigned k = 0; k < p->n_ips; k++)
 			printf("%s %s", k ? "," : "", p->ip_text[k]);
 		printf("%s\n", p->n_ips ? "" : " none");
@@ -624,11 +626,7 @@ int cmd_plan(int argc, char **argv)
 				return usage_error(usage_plan, "plan: --uplink-rate: %s", err.msg);
 			break;
 		case 'u': {
-			bool ok =
-			        optarg[0] && strlen(optarg) < IFNAME_LEN && !streq(optarg, ".") && !streq(optarg, "..");
-			for (const char *p = optarg; ok && *p; p++)
-				ok = *p > ' ' && *p < 0x7f && *p != '/' && *p != ':';
-			if (!ok)
+			if (!ifname_valid(optarg))
 				return usage_error(usage_plan, "plan: --uplink '%s' is not an interface name", optarg);
 			r.o.uplink = optarg;
 			break;

@@ -10,6 +10,8 @@
 
 #include "ctl/ctl.h"
 #include "ctl/plan.h"
+#include "file.h"
+#include "k8s.h"
 
 #define PODS_FILE_MAX (64 * 1024 * 1024)
 #define CTL_PODS_MAX  KUBE_POD_LIST_ITEMS_MAX
@@ -25,39 +27,18 @@ void ctl_pods_done(struct ctl_pods *p)
 
 static int read_file(const char *path, char **ret, size_t *ret_len)
 {
+	/* a stream, not only a regular file: "-" and --pods <(kubectl ...) */
 	_cleanup_fclose_ FILE *f = streq(path, "-") ? NULL : fopen(path, "re");
-	FILE *in = streq(path, "-") ? stdin : f;
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0, cap = 0;
+	struct error e = {0};
+	int r;
 
-	if (!in)
+	if (!streq(path, "-") && !f)
 		return fail("cannot read pods file %s: %s", path, strerror(errno));
-	for (;;) {
-		size_t k;
-
-		if (len + 1 >= cap) {
-			char *t;
-			cap = cap ? cap * 2 : 65536;
-			if (cap > PODS_FILE_MAX + 1)
-				cap = PODS_FILE_MAX + 1;
-			if (len + 1 >= cap)
-				return fail("pods file %s is larger than %d bytes", path, PODS_FILE_MAX);
-			t = realloc(buf, cap);
-			if (!t)
-				return fail("out of memory");
-			buf = t;
-		}
-		k = fread(buf + len, 1, cap - 1 - len, in);
-		len += k;
-		if (k == 0) {
-			if (ferror(in))
-				return fail("cannot read pods file %s: %s", path, strerror(errno));
-			break;
-		}
-	}
-	buf[len] = '\0';
-	*ret = TAKE_PTR(buf);
-	*ret_len = len;
+	r = file_read_stream(f ? f : stdin, PODS_FILE_MAX, ret, ret_len, &e);
+	if (r == -EFBIG)
+		return fail("pods file %s is larger than %d bytes", path, PODS_FILE_MAX);
+	if (r < 0)
+		return fail("cannot read pods file %s: %s", path, e.msg);
 	return EXIT_OK;
 }
 
@@ -78,16 +59,6 @@ static bool ip_parse(const char *s, struct node_ip *ret)
 static void ip_text(struct ctl_pod *p, unsigned i)
 {
 	inet_ntop(p->ips[i].family, p->ips[i].addr, p->ip_text[i], sizeof(p->ip_text[i]));
-}
-
-static bool dns_name_ok(const char *s)
-{
-	if (!*s)
-		return false;
-	for (const char *c = s; *c; c++)
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '.'))
-			return false;
-	return true;
 }
 
 /* The simple format: {"pods": [{"namespace", "name", "uid", "annotations", "ips", "gpus", "hostNetwork"}]} */
@@ -120,12 +91,12 @@ static int pods_from_simple(const char *path, const cJSON *arr, struct ctl_pods 
 				        path, i, k->string);
 		}
 		v = cJSON_GetObjectItemCaseSensitive(it, "name");
-		if (!cJSON_IsString(v) || !dns_name_ok(v->valuestring) ||
+		if (!cJSON_IsString(v) || !k8s_pod_name_valid(v->valuestring) ||
 		    str_copy(p->name, sizeof(p->name), v->valuestring) < 0)
 			return fail("%s: pods[%d].name: expected a pod name (lower-case letters, digits, '-', '.')",
 			            path, i);
 		v = cJSON_GetObjectItemCaseSensitive(it, "namespace");
-		if (v && (!cJSON_IsString(v) || !dns_name_ok(v->valuestring) ||
+		if (v && (!cJSON_IsString(v) || !k8s_namespace_valid(v->valuestring) ||
 		          str_copy(p->namespace_, sizeof(p->namespace_), v->valuestring) < 0))
 			return fail("%s: pods[%d].namespace: expected a namespace name of at most %d characters", path,
 			            i, KUBE_NAMESPACE_MAX - 1);
@@ -333,7 +304,7 @@ int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
 	if (q != EXIT_OK)
 		return q;
 	/* the node planner keys pods by UID */
-	for (size_t i = 0; i < ret->n; i++)
+	for (size_t i = 0; ret->v && i < ret->n; i++)
 		for (size_t j = 0; j < i; j++)
 			if (streq(ret->v[i].uid, ret->v[j].uid))
 				return fail("%s: pods %s/%s and %s/%s have the same uid '%s'", path,

@@ -1,4 +1,4 @@
-/* chain.h — installing aiqos into a node's CNI setup (DESIGN §3 Install): copy
+/* chain.h — installing aiqos into a node's CNI setup (docs/design.md §1): copy
  * the plugin binary into the CNI bin dir and chain an "aiqos" entry after the
  * node's primary network config. Pure file manipulation (no netlink, no
  * logging), used by `aiqos-agent install|uninstall` and the CNI conf dir watch.
@@ -39,7 +39,7 @@
 #define CHAIN_DROPIN_FILE    "aiqos.conf"
 #define CHAIN_CONF_MAX_BYTES (1024 * 1024) /* larger config files are refused */
 #define CHAIN_WHAT_MAX       1024
-/* The aiqos entry when chain_options.plugin_conf is NULL (DESIGN §7 defaults). */
+/* The aiqos entry when chain_options.plugin_conf is NULL (the plugin config's defaults). */
 #define CHAIN_PLUGIN_CONF_DEFAULT                                                           \
 	"{\"type\":\"aiqos\",\"capabilities\":{\"io.kubernetes.cri.pod-annotations\":true," \
 	"\"bandwidth\":true},\"failurePolicy\":\"open\"}"

@@ -8,13 +8,15 @@
 #include <netinet/in.h>
 
 #include "error.h"
+#include "k8s.h"
 
 struct cJSON;
 
-#define KUBE_NAMESPACE_MAX      64  /* DNS-1123 label: 63 + NUL */
-#define KUBE_NAME_MAX           254 /* DNS-1123 subdomain: 253 + NUL */
-#define KUBE_UID_MAX            64
-#define KUBE_RV_MAX             64 /* resourceVersion; opaque, URL-safe characters only */
+/* buffers for Kubernetes' identifiers (shared/k8s.h), NUL included */
+#define KUBE_NAMESPACE_MAX      (K8S_DNS_LABEL_MAX + 1)     /* 64 */
+#define KUBE_NAME_MAX           (K8S_DNS_SUBDOMAIN_MAX + 1) /* 254 */
+#define KUBE_UID_MAX            (K8S_UID_MAX + 1)           /* 64 */
+#define KUBE_RV_MAX             64                          /* resourceVersion; opaque, URL-safe characters only */
 #define KUBE_CONTINUE_MAX       2048
 #define KUBE_REASON_MAX         64
 #define KUBE_STATUS_MSG_MAX     512

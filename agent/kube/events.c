@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <time.h>
 
+#include "k8s.h"
 #include "kube/kube_internal.h"
 #include "log.h"
 
@@ -211,12 +212,6 @@ static size_t utf8_cut(const char *s, size_t max)
 	return n;
 }
 
-static bool name_ok(const char *s, size_t max)
-{
-	size_t n = strlen(s);
-	return n > 0 && n < max && !strchr(s, '/') && !strchr(s, '%');
-}
-
 int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, const char *uid,
                         enum kube_event_kind kind, const char *reason, const char *message)
 {
@@ -230,8 +225,9 @@ int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, 
 		uid = "";
 	if (!message)
 		message = "";
-	if (!name_ok(ns, KUBE_NAMESPACE_MAX) || !name_ok(pod, KUBE_NAME_MAX) || strlen(uid) >= KUBE_UID_MAX ||
-	    !reason[0] || strlen(reason) > KUBE_EVENT_REASON_MAX)
+	/* the names go into the Event's URL path and involvedObject: Kubernetes' rules */
+	if (!k8s_namespace_valid(ns) || !k8s_pod_name_valid(pod) || (uid[0] && !k8s_uid_valid(uid)) || !reason[0] ||
+	    strlen(reason) > KUBE_EVENT_REASON_MAX)
 		return -EINVAL;
 	mlen = utf8_cut(message, KUBE_EVENT_MESSAGE_MAX);
 	if (!c->events_free) {
@@ -461,7 +457,7 @@ static void ev_done(struct kube_req *r, CURLcode res)
 			cJSON *obj = r->body ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
 			const cJSON *md = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
 			const cJSON *nm = cJSON_GetObjectItemCaseSensitive(md, "name");
-			if (cJSON_IsString(nm) && name_ok(nm->valuestring, sizeof(name)))
+			if (cJSON_IsString(nm) && k8s_dns_subdomain_valid(nm->valuestring))
 				str_copy(name, sizeof(name), nm->valuestring);
 			cJSON_Delete(obj);
 			if (name[0])

@@ -23,7 +23,7 @@ struct kube_client_config {
 	char *ca_pem;
 	size_t ca_pem_len;
 	/* insecure-skip-tls-verify: true. Never acted upon silently: the
-	 * caller must refuse, or warn loudly (DESIGN §4: TLS is always verified). */
+	 * caller must refuse, or warn loudly (TLS is always verified). */
 	bool insecure_skip_tls_verify;
 	char tls_server_name[KUBE_CONFIG_NAME_MAX]; /* "" = the server's host */
 	char proxy_url[KUBE_SERVER_MAX];            /* "" = none */

@@ -37,14 +37,13 @@ int watch_framer_new(size_t max_event_bytes, watch_event_fn on_event, watch_erro
 	if (max_event_bytes == 0)
 		max_event_bytes = WATCH_EVENT_MAX_DEFAULT;
 	if (max_event_bytes < WATCH_EVENT_MIN_LIMIT || max_event_bytes > WATCH_EVENT_MAX_LIMIT)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "watch event size limit %zu is out of range [%d, %d]", max_event_bytes,
+		return error_set(err, 0, EINVAL, "watch event size limit %zu is out of range [%d, %d]", max_event_bytes,
 		                 WATCH_EVENT_MIN_LIMIT, WATCH_EVENT_MAX_LIMIT);
 	if (!on_event)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "watch framer needs an event callback");
+		return error_set(err, 0, EINVAL, "watch framer needs an event callback");
 	f = calloc(1, sizeof(*f));
 	if (!f)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "watch framer: out of memory");
+		return error_set(err, 0, ENOMEM, "watch framer: out of memory");
 	f->max = max_event_bytes;
 	f->on_event = on_event;
 	f->on_error = on_error;
@@ -114,7 +113,7 @@ static int buf_reserve(struct watch_framer *f, size_t need)
 static void report(struct watch_framer *f, int errnum, const char *fmt, ...) _printf_(3, 4);
 static void report(struct watch_framer *f, int errnum, const char *fmt, ...)
 {
-	struct error e = {.code = CNI_ERR_DECODE, .errnum = errnum};
+	struct error e = {.errnum = errnum};
 	int n;
 	va_list ap;
 
@@ -241,6 +240,7 @@ int watch_framer_feed(struct watch_framer *f, const void *data, size_t len)
 			/* over the cap (or no memory for it): drop what we have and
 			 * skip to the newline; end_skip() reports it */
 			f->skip_nomem = f->len + seg <= f->max + 1;
+			// NOLINTNEXTLINE(clang-analyzer-core.NullDereference): f->len > 0 only with f->buf allocated
 			f->skip_cr = seg > 0 ? p[seg - 1] == '\r' : (f->len > 0 && f->buf[f->len - 1] == '\r');
 			f->skipping = true;
 			f->skip_len = f->len + seg;

@@ -229,7 +229,8 @@ static void kube_write(struct agent *ag, struct metrics_writer *w)
 	              (char *)NULL);
 	metrics_write(w, "aiqos_api_events_post_failed_total", "Kubernetes Events that could not be posted", C,
 	              (double)(ks.events_post_failed + ks.events_post_dropped), (char *)NULL);
-	for (size_t v = 0; v < ARRAY_SIZE(verbs) && v < ARRAY_SIZE(ks.request_seconds); v++)
+	_Static_assert(ARRAY_SIZE(verbs) == ARRAY_SIZE(ks.request_seconds), "one histogram per verb");
+	for (size_t v = 0; v < ARRAY_SIZE(verbs); v++)
 		metrics_write_hist(w, "aiqos_api_request_duration_seconds",
 		                   "Duration of API server requests by verb (list: a LIST page; watch: to the first "
 		                   "response byte; event: an Event POST or PATCH)",

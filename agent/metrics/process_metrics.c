@@ -34,7 +34,7 @@ static int read_small(const char *path, char *buf, size_t size)
 
 static int boot_time(const char *stat_path, double *ret)
 {
-	char buf[PROC_STAT_MAX * 4];
+	char buf[PROC_STAT_MAX * 4] = "";
 	const char *p;
 	int r = read_small(stat_path, buf, sizeof(buf));
 
@@ -87,6 +87,7 @@ int process_stats_read(const char *proc_dir, const char *stat_path, struct proce
 	if (!p || tick <= 0 || page <= 0)
 		return -EINVAL;
 	/* after ") ": 3 state, 4 ppid ... 14 utime 15 stime ... 22 starttime 23 vsize 24 rss */
+	// NOLINTNEXTLINE(cert-err34-c): the kernel's /proc/<pid>/stat; the count of conversions is checked
 	if (sscanf(p + 2,
 	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d %llu %llu %lld",
 	           &utime, &stime, &start, &vsize, &rss) != 5)

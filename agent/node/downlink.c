@@ -10,6 +10,7 @@
 
 #include <netlink/route/link.h>
 
+#include "file.h"
 #include "agent.h"
 #include "node/downlink.h"
 #include "nl.h"
@@ -47,23 +48,26 @@ static int record_save(const char *state_dir, const char *uplink, struct error *
 /* -ENOENT when there is none */
 static int record_load(const char *state_dir, char uplink[IFNAME_LEN], struct error *err)
 {
-	char path[AGENT_PATH_MAX], buf[RECORD_MAX_BYTES + 1];
-	_cleanup_close_ int fd = -1;
+	char path[AGENT_PATH_MAX];
+	_cleanup_free_ char *buf = NULL;
+	struct error e = {0};
 	const cJSON *u;
 	cJSON *j;
-	ssize_t n;
 	size_t len = 0;
+	int r;
 
 	record_path(state_dir, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return errno == ENOENT ? -ENOENT : error_set(err, 0, errno, "read %s: %s", path, strerror(errno));
-	while (len < RECORD_MAX_BYTES && (n = read(fd, buf + len, RECORD_MAX_BYTES - len)) > 0)
-		len += (size_t)n;
-	buf[len] = '\0';
-	j = cJSON_ParseWithLength(buf, len);
+	r = file_read_bounded(path, RECORD_MAX_BYTES, FILE_READ_NOFOLLOW, &buf, &len, NULL, &e);
+	if (r == -ENOENT)
+		return r;
+	if (r < 0 && r != -EFBIG) {
+		error_propagate(err, &e);
+		error_prefix(err, "read %s", path);
+		return r;
+	}
+	j = r < 0 ? NULL : cJSON_ParseWithLength(buf, len);
 	u = j ? cJSON_GetObjectItemCaseSensitive(j, "uplink") : NULL;
-	if (!cJSON_IsString(u) || strlen(u->valuestring) >= IFNAME_LEN) {
+	if (!u || !cJSON_IsString(u) || strlen(u->valuestring) >= IFNAME_LEN) {
 		cJSON_Delete(j);
 		return error_set(err, 0, EINVAL, "%s: not a downlink record", path);
 	}
@@ -233,7 +237,7 @@ int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
 	ag->up.facts.ingress_foreign = false;
 	d->foreign_hook = false;
 	if (!d->have_record) {
-		char uplink[IFNAME_LEN];
+		char uplink[IFNAME_LEN] = "";
 
 		/* a record from an earlier run (restart: adopt; another uplink: give back) */
 		if (record_load(ag->state_dir, uplink, NULL) == 0) {
@@ -299,7 +303,7 @@ int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
 
 int downlink_cleanup(struct nl_sock *sk, const char *state_dir, struct error *err)
 {
-	char uplink[IFNAME_LEN];
+	char uplink[IFNAME_LEN] = "";
 	int r = record_load(state_dir, uplink, err);
 
 	if (r == -ENOENT)

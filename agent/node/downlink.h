@@ -1,5 +1,5 @@
-/* downlink.h — the node's download direction as the agent keeps it (DESIGN
- * §3 "Both directions"): the ifb PLAN_IFB_NAME the uplink's ingress is
+/* downlink.h — the node's download direction as the agent keeps it (docs/design.md
+ * §4): the ifb PLAN_IFB_NAME the uplink's ingress is
  * redirected to, recorded as ours in <stateDir>/downlink.json before it or
  * the ingress hook is created, and removed (ifb, and the clsact hook on the
  * uplink) on idle, when the download tree is turned off, on --cleanup and

@@ -18,6 +18,7 @@
 #include <netlink/cache.h>
 #include <netlink/route/route.h>
 
+#include "file.h"
 #include "agent.h"
 #include "bpf_cls.h"
 #include "nl.h"
@@ -314,29 +315,20 @@ int uplink_record_from_json(const cJSON *j, struct uplink_record *ret, struct er
 
 int uplink_record_load(const char *path, struct uplink_record *ret, struct error *err)
 {
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
+	struct error e = {0};
 	cJSON *j;
-	struct stat st;
-	ssize_t n;
 	size_t len = 0;
 	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return -ENOENT;
-		return error_set(err, 0, errno, "read %s: %s", path, strerror(errno));
+	r = file_read_bounded(path, RECORD_MAX_BYTES, FILE_READ_NOFOLLOW, &buf, &len, NULL, &e);
+	if (r == -ENOENT)
+		return r;
+	if (r < 0) {
+		error_propagate(err, &e);
+		error_prefix(err, "read %s", path);
+		return r;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > RECORD_MAX_BYTES)
-		return error_set(err, 0, EINVAL, "read %s: not a regular file of at most %d bytes", path,
-		                 RECORD_MAX_BYTES);
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return error_set(err, 0, ENOMEM, "read %s: out of memory", path);
-	while (len < (size_t)st.st_size && (n = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
-		len += (size_t)n;
-	buf[len] = '\0';
 	j = cJSON_ParseWithLength(buf, len);
 	if (!j)
 		return error_set(err, 0, EINVAL, "%s: invalid JSON", path);
@@ -413,7 +405,7 @@ static int tree_scan(const struct tc_dump_list *d, const struct tc_qdisc_raw *ro
 
 	/* qdiscs first: a recorded child's own classes (tbf's 13:1) are its inside */
 	for (unsigned k = 0; k < 2 * d->n; k++) {
-		unsigned i = k % d->n;
+		unsigned i = k % d->n; // NOLINT(clang-analyzer-core.DivideZero): k < 2 * d->n, so d->n > 0
 		const struct tc_spec *o = &d->tc[i];
 		const char *kind = d->kind_name[i][0] ? d->kind_name[i] : "?";
 		bool child_inside = false;

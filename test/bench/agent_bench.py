@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""agent_bench.py — aiqos-agent benchmarks on a lab node (root; DESIGN §6 P2,
+"""agent_bench.py — aiqos-agent benchmarks on a lab node (root; docs/benchmarks.md P2,
 P3, P5): a node netns with an uplink, the fake API server, the agent, and
 250 pods on the node (API pods, optionally attached through the real CNI
 chain).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench.py — `make demo`, `make bench` and `make bench-lab` (issue #5).
+"""bench.py — `make demo`, `make bench` and `make bench-lab`.
 
   bench.py demo BUILD        the same workload without aiqos (deep FIFO) and with
                              aiqos (plugin + agent), egress and download, a short
@@ -414,7 +414,7 @@ def p4_tables(rows, ccs, arms):
 
 
 def verdict_table(rows, peers, ccs):
-    """DESIGN §6 P4 targets against the medians of this run (aiqos vs idle and the deep FIFO)."""
+    """P4 targets (docs/benchmarks.md) against the medians of this run (aiqos vs idle and the deep FIFO)."""
     out = ["| cc | aiqos p99 / idle p99 (≤ 2×) | deep FIFO p99 / aiqos p99 (≥ 10×) | aiqos goodput / FIFO goodput "
            "(≥ 95 %) |", "|---|---|---|---|"]
     any_row = False
@@ -480,13 +480,13 @@ def run_p1(build):
 
 
 def run_agent_bench(build):
-    """P2/P3/P5 belong to the agent (issue #3: `make bench-agent`). Run it when
+    """P2/P3/P5 belong to the agent (`make bench-agent`). Run it when
     the agent is built and the target exists; otherwise say why not."""
     if not L.Agent.available(build):
-        return {"skipped": f"{build}/bin/aiqos-agent is not built yet (issue #3)"}
+        return {"skipped": f"{build}/bin/aiqos-agent is not built yet"}
     probe = subprocess.run(["make", "-C", REPO, "-n", "bench-agent", f"BUILD={build}"], capture_output=True, text=True)
     if probe.returncode != 0:
-        return {"skipped": "the agent is built but `make bench-agent` does not exist yet (issue #3)"}
+        return {"skipped": "the agent is built but `make bench-agent` does not exist yet"}
     log("P2/P3/P5: make bench-agent ...")
     p = subprocess.run(["make", "-C", REPO, "-s", "--no-print-directory", "bench-agent", f"BUILD={build}"],
                        capture_output=True, text=True, timeout=3600)
@@ -495,7 +495,7 @@ def run_agent_bench(build):
 
 
 def run_linerate(build, outdir):
-    """P6 line rate (issue 12): test/bench/linerate.py, its own script; the
+    """P6 line rate: test/bench/linerate.py, its own script; the
     section below is its markdown table."""
     if not L.Agent.available(build):
         return {"skipped": f"{build}/bin/aiqos-agent is not built"}
@@ -511,7 +511,7 @@ def run_linerate(build, outdir):
         return {"markdown": f.read()}
 
 
-# `make bench-agent` prints "key: value" lines; the ones with a DESIGN §6 target
+# `make bench-agent` prints "key: value" lines; the ones with a target (docs/benchmarks.md)
 AGENT_METRICS = [
     ("p2_add_pod_p50_ms", "P2 pod added → kernel re-tuned, p50 (ms)", None),
     ("p2_add_pod_p99_ms", "P2 pod added → kernel re-tuned, p99 (ms)", ("<=", 20, "≤ 20 ms (+ debounce)")),

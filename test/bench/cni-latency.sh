@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/bench/cni-latency.sh BUILD_DIR — DESIGN §6 P1 (`make bench-cni`): wall
+# test/bench/cni-latency.sh BUILD_DIR — P1 of docs/benchmarks.md (`make bench-cni`): wall
 # time of each CNI exec of aiqos vs the reference bandwidth/tuning plugins and
 # the exec floor, sequential and concurrent, in scratch netns (root).
 # Env: N (samples per row, default 200), CONC (concurrent execs, default 10),

@@ -20,6 +20,7 @@
 #include <netlink/msg.h>
 
 #include "plan.h"
+#include "util.h"
 #include "profile.h"
 #include "tc/tc_int.h"
 
@@ -138,11 +139,10 @@ static int ifindex_of(int fd, const char *ifname)
 	struct nl_msg *m = link_msg(ifname);
 	char buf[16384];
 	struct nlmsghdr *h = nlmsg_hdr(m);
-	ssize_t n;
 
 	h->nlmsg_flags |= NLM_F_REQUEST;
 	h->nlmsg_seq = 0;
-	if (send(fd, h, h->nlmsg_len, 0) < 0 || (n = recv(fd, buf, sizeof(buf), 0)) <= 0)
+	if (send(fd, h, h->nlmsg_len, 0) < 0 || recv(fd, buf, sizeof(buf), 0) <= 0)
 		exit(2);
 	nlmsg_free(m);
 	h = (struct nlmsghdr *)buf;
@@ -181,7 +181,7 @@ int main(int argc, char **argv)
 	struct profile_set ps;
 	struct workload w = {0};
 	struct attach_ifaces ifs = {.mtu = 1500};
-	struct plan *p = calloc(1, sizeof(*p));
+	_cleanup_free_ struct plan *p = calloc(1, sizeof(*p));
 	struct nl_msg *add_msg[PLAN_ITEMS_MAX], *del_msg[PLAN_ITEMS_MAX];
 	int add_fd[PLAN_ITEMS_MAX], del_fd[PLAN_ITEMS_MAX];
 	const char *add_name[PLAN_ITEMS_MAX], *del_name[PLAN_ITEMS_MAX];
@@ -192,7 +192,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s NETNS_PATH POD_IFNAME HOST_IFNAME [N]\n", argv[0]);
 		return 2;
 	}
-	n_rounds = argc > 4 ? (unsigned)atoi(argv[4]) : 300;
+	n_rounds = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 10) : 300;
 	if (n_rounds < 1)
 		return 2;
 	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);

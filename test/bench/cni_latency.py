@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cni_latency.py — DESIGN §6 P1: wall time of each CNI exec, aiqos against
+"""cni_latency.py — P1 (docs/benchmarks.md): wall time of each CNI exec, aiqos against
 the reference `bandwidth` and `tuning` plugins and the exec floor (/bin/true),
 on real veths made by ptp + host-local in scratch netns (made once, outside
 the timed region). Sequential, and CONC execs at once (one process per

@@ -1,4 +1,4 @@
-"""httpload.py — the lab's real HTTP path (issue #11 item 3): nginx (Debian)
+"""httpload.py — the lab's real HTTP path: nginx (Debian)
 as the server and vegeta (github.com/tsenart/vegeta, built by
 hack/build-vegeta.sh) as the open-loop client, in the lab's namespaces.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""lab.py — the aiqos network lab (issue #5, DESIGN §6 P4): a "node" network
+"""lab.py — the aiqos network lab (P4 of docs/benchmarks.md): a "node" network
 namespace whose uplink crosses a "wire" namespace to a "fabric" namespace that
 holds the servers. The wire is the bottleneck link in both directions (HTB at
 RATE with a deep byte FIFO on each port, what a NIC or switch port queue does
@@ -274,7 +274,7 @@ class FakeApi:
 
 
 class Agent:
-    """build/bin/aiqos-agent in the node netns, with the flags of DESIGN §7
+    """build/bin/aiqos-agent in the node netns, with the flags of agent/main.c
     (--node-name, --kubeconfig, --config, --state-dir, --socket,
     --metrics-addr, --log-level) and `aiqosctl --socket S status --json`."""
 

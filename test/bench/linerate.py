@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""linerate.py — the line-rate benchmark (issue 12, DESIGN §6 P6): does aiqos
+"""linerate.py — the line-rate benchmark (P6 of docs/benchmarks.md): does aiqos
 tax a fast, multi-queue uplink that is not a bottleneck?
 
     pod netns (x3) --veth-- node netns --up0 (veth, 4 tx queues)-- fabric netns (iperf3 servers)
@@ -60,7 +60,7 @@ AGENT_ARMS = {
     "inference@100gbit": ({"inference"}, "100gbit"),
     "mixed@100gbit": ({"training", "inference"}, "100gbit"),
 }
-# the training profile's sysctls, one at a time (DESIGN §3 per-pod tuning)
+# the training profile's sysctls, one at a time (per-pod tuning, docs/design.md §2)
 SYSCTL_ARMS = {
     "sysctl:tcp_ecn=1": [("net.ipv4.tcp_ecn", "1")],
     "sysctl:rmem/wmem 64MiB": [("net.ipv4.tcp_rmem", "4096 131072 67108864"),
@@ -326,7 +326,7 @@ def summarize(results, arms):
 
 
 def verdict(row):
-    """issue 12's acceptance: unshaped >= 95 % goodput, CPU/Gbit within 10 %; at 100gbit >= 90 %, within 20 %."""
+    """The acceptance: unshaped >= 95 % goodput, CPU/Gbit within 10 %; at 100gbit >= 90 %, within 20 %."""
     if row["arm"] == "default" or row["arm"].startswith("sysctl:"):
         return ""
     if row["shape"] in ("none", "noqueue"):

@@ -1,6 +1,6 @@
-"""matrix_report.py — the P4 workload matrix's summary (issue #11 item 3):
+"""matrix_report.py — the P4 workload matrix's summary:
 medians and spreads per (cell, arm), the ratios computed per repetition, the
-verdict of every cell against DESIGN §6 P4's acceptance, and the results
+verdict of every cell against P4's acceptance (docs/benchmarks.md), and the results
 table README.md shows (the same block as docs/benchmarks.md, both written by
 `make bench`; test/integration/test_bench_docs.py fails when they differ).
 
@@ -11,7 +11,7 @@ import statistics
 
 import outcome as O
 
-# DESIGN §6 P4, every cell of the matrix, medians
+# P4, every cell of the matrix, medians
 TARGET_VS_FIFO = 10.0  # inference p99: deep FIFO / aiqos >= 10x
 TARGET_VS_IDLE = {"large": 3.0}  # aiqos / idle <= 3x for large responses ...
 TARGET_VS_IDLE_DEFAULT = 2.0  # ... 2x otherwise

@@ -1,4 +1,4 @@
-"""outcome.py — the network-outcome arms of DESIGN §6 P4 on the lab of
+"""outcome.py — the network-outcome arms of P4 (docs/benchmarks.md) on the lab of
 lab.py: training pods run iperf3 (congestion control set explicitly), an
 inference pod runs the open-loop load generator (loadgen.c) against the
 fabric, and each arm decides what queues where:
@@ -96,7 +96,7 @@ def arm_available(lab, arm):
     """(True, "") or (False, reason)."""
     spec = ARMS[arm]
     if spec.get("agent") and not L.Agent.available(lab.build):
-        return False, f"{lab.build}/bin/aiqos-agent and aiqosctl are not built (the agent is issue #3)"
+        return False, f"{lab.build}/bin/aiqos-agent and aiqosctl are not built"
     if spec.get("aqm"):
         ok, why = lab.has_qdisc(spec["aqm"])
         if not ok:
@@ -419,7 +419,7 @@ def run_dynamic(lab, arm, cc, w, outdir, total_s=16.0, inference_at_s=4.0, log=p
 
 
 # ---------------------------------------------------------------------------
-# The workload matrix (issue #11 item 3, DESIGN §6 P4): direction x inference
+# The workload matrix (P4): direction x inference
 # load x client x congestion control, each arm run as one *instance* (its
 # pods, its agent, its training load) per (direction, cc) in which the cells
 # of every load and client follow each other while training runs.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""policy_probe.py — the measurement behind issue 11 items 1 and 2 on the lab
+"""policy_probe.py — the measurement behind the inference leaf for large responses on the lab
 of lab.py: large inference responses (default 256 KiB at 100 req/s, ~40 % of
 a 500 Mbit/s link) next to 2 training pods x 2 cubic flows, in one direction:
 

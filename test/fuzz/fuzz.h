@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -58,12 +59,5 @@ static inline cJSON *fuzz_json_parse(const uint8_t *data, size_t size)
 		return NULL;
 	return cJSON_ParseWithLengthOpts(s, size + 1, NULL, 1);
 }
-
-static inline void fuzz_cjson_deletep(cJSON **j)
-{
-	if (*j)
-		cJSON_Delete(*j);
-}
-#define _cleanup_fuzz_cjson_ _cleanup_(fuzz_cjson_deletep)
 
 #endif

@@ -1,4 +1,4 @@
-/* fuzz_agent_config.c — the agent's config file (DESIGN §7, from the
+/* fuzz_agent_config.c — the agent's config file (agent/config.h, from the
  * ConfigMap): parsed strictly, then the node planner run with it for every
  * mode over a small fixed set of pods. Properties: no crash or leak; a
  * config the parser accepts passes node_config_check and never makes the

@@ -41,7 +41,7 @@ static void check_workload(const struct workload *w, const char *what)
 
 static void annotations_object(const uint8_t *data, size_t size)
 {
-	_cleanup_fuzz_cjson_ cJSON *j = fuzz_json_parse(data, size);
+	_cleanup_json_ cJSON *j = fuzz_json_parse(data, size);
 	struct workload w;
 	struct error err = {0};
 	int r;
@@ -62,7 +62,7 @@ static void annotations_object(const uint8_t *data, size_t size)
 static void raw_values(const char *s)
 {
 	static const char *const keys[] = {ANNOT_WORKLOAD, ANNOT_PROFILE, ANNOT_EGRESS_BW, ANNOT_INGRESS_BW};
-	_cleanup_fuzz_cjson_ cJSON *obj = cJSON_CreateObject();
+	_cleanup_json_ cJSON *obj = cJSON_CreateObject();
 	struct workload w;
 	struct error err = {0};
 	uint64_t v;

@@ -21,7 +21,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* stdout of one cni_run() must be a JSON object: a result or an error. */
 static void check_output(const char *verb, const char *out, size_t len, int rc)
 {
-	_cleanup_fuzz_cjson_ cJSON *j = NULL;
+	_cleanup_json_ cJSON *j = NULL;
 	const cJSON *code;
 
 	/* DEL, CHECK, GC and STATUS print nothing on success (CNI spec) */
@@ -72,7 +72,7 @@ static void run_verb(const char *verb, const uint8_t *data, size_t size)
 static void check_result_print(const struct cni_conf *c)
 {
 	_cleanup_free_ char *out = NULL;
-	_cleanup_fuzz_cjson_ cJSON *j = NULL;
+	_cleanup_json_ cJSON *j = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
 	int r;

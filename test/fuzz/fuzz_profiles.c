@@ -49,7 +49,7 @@ static void plan_profile(const struct profile *p, uint64_t egress_bps)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	_cleanup_fuzz_cjson_ cJSON *j = NULL;
+	_cleanup_json_ cJSON *j = NULL;
 	struct profile_set set, before;
 	struct error err = {0};
 

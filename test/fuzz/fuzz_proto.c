@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* The server's encoder with whatever object the input is. */
 	{
-		_cleanup_fuzz_cjson_ cJSON *j = fuzz_json_parse(data, size);
+		_cleanup_json_ cJSON *j = fuzz_json_parse(data, size);
 		_cleanup_free_ char *out = NULL;
 		size_t len = 0;
 		if (j && proto_response_encode(j, PROTO_MSG_MAX, &out, &len, NULL) == 0) {

@@ -41,7 +41,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static char *to_text(const struct attach_state *s)
 {
-	_cleanup_fuzz_cjson_ cJSON *j = state_to_json(s);
+	_cleanup_json_ cJSON *j = state_to_json(s);
 	FUZZ_ASSERT(j, "state_to_json");
 	/* "updated" is kept; nothing else in the JSON depends on time */
 	return cJSON_PrintUnformatted(j);
@@ -53,7 +53,7 @@ static void round_trip(struct attach_state *s, cJSON *choices)
 {
 	struct profile_set set;
 	struct attach_state *back = calloc(1, sizeof(*back));
-	_cleanup_fuzz_cjson_ cJSON *j = NULL, *choices2 = NULL;
+	_cleanup_json_ cJSON *j = NULL, *choices2 = NULL;
 	_cleanup_free_ char *t1 = NULL, *t2 = NULL;
 	struct error err = {0};
 
@@ -109,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 
 	{
-		_cleanup_fuzz_cjson_ cJSON *j = fuzz_json_parse(data, size);
+		_cleanup_json_ cJSON *j = fuzz_json_parse(data, size);
 		if (j && state_from_json(j, s, &choices, &err) == 0) {
 			round_trip(s, choices);
 			cJSON_Delete(choices);

@@ -1,4 +1,4 @@
-"""test_agent_dscp.py — issue 13 item 6: with classify "dscp" only aiqos's own
+"""test_agent_dscp.py — with classify "dscp" only aiqos's own
 marks count. On a lab node in mixed mode (an inference and a training pod
 through the real CNI chain, the agent against the API stand-in), an
 unannotated pod sends UDP with IP_TOS 0xb8 (DSCP 46, the inference mark):

@@ -1,4 +1,4 @@
-"""test_agent_profiles.py — issue 13 item 4: the profiles of the agent's config
+"""test_agent_profiles.py — the profiles of the agent's config
 reach pods. On a lab node (agentlab.py, the real plugin chained after ptp +
 host-local, the agent against the API stand-in):
   - a pod the plugin tuned with the built-in profile is re-tuned to the

@@ -1,5 +1,5 @@
 """test_agent_uplink_tree.py — the agent and what the uplink already has
-(issue 12, issue 13 item 1; root, network namespaces, the CI kernel): an
+(root, network namespaces, the CI kernel): an
 operator's classful HTB tree is left intact (never deleted, never
 "restored" from a dump the kernel refuses), with a warning, an Event and
 status; an mq root with grafted children is recorded whole and restored on

@@ -1,5 +1,5 @@
 """test_bench_docs.py — README.md's results table is the one the last
-`make bench` wrote (issue #14: README's figures had gone stale against
+`make bench` wrote (README's figures had gone stale against
 docs/benchmarks.md). Both documents carry the block between
 matrix_report.README_BEGIN and README_END; it must be identical in both and
 equal to what test/bench/matrix_report.py renders from docs/bench/results.json

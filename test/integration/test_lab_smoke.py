@@ -82,7 +82,7 @@ if os.path.exists(os.path.join(REPO, "agent", "main.c")):
 
 
 # ---------------------------------------------------------------------------
-# The workload matrix (issue #11 item 3; outcome.run_instance): the download
+# The workload matrix (outcome.run_instance): the download
 # direction, the HTTP client (nginx + vegeta), the burst load, the aiqos arm
 # downloading. Mechanics only (traffic flows the right way, the queue forms
 # at the direction's bottleneck, the clients count what they sent), never

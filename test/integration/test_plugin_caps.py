@@ -63,7 +63,7 @@ def test_learned_once_then_reused(lab):
     e2 = _errs(second)
     # same outcome, the refusals recorded with the errno first learned —
     # except the DSCP hook: with pedit known missing no clsact is made for
-    # filters that cannot work (issue 12), skipped with pedit's errno
+    # filters that cannot work, skipped with pedit's errno
     if e1.get("dscp.v4", ("",))[0] == "skipped" and e1.get("dscp.v6", ("",))[0] == "skipped":
         assert e2.pop("dscp.clsact") == ("skipped", -1, e1["dscp.v4"][2]), e2
         e1 = {k: v for k, v in e1.items() if k != "dscp.clsact"}

@@ -1,4 +1,4 @@
-"""test_soak.py — the fault soak (issue 13): churn on two lab nodes
+"""test_soak.py — the fault soak: churn on two lab nodes
 (agentlab.py: the real plugin chained after ptp + host-local in network
 namespaces) for AIQOS_SOAK_SECONDS (default 180: the version `make test`
 runs; `make soak` runs 1800):
@@ -8,7 +8,7 @@ runs; `make soak` runs 1800):
     (kubelab.py: hack/control-plane.sh inside that node's netns, through the
     k8s suite's test/k8s/plane.py); pods created, patched and deleted
     through the real API.
-Every fault of the issue on a schedule, on both nodes unless said:
+Every fault on a schedule, on both nodes unless said:
 
   - pods created (real CNI ADD, random class, profile and limits) and deleted
     (CNI DEL + API delete), a pool of live pods turning over, at least

@@ -1,4 +1,4 @@
-# manifests/admission/ (issue 13, "Trust") enforced by the real kube-apiserver
+# manifests/admission/ enforced by the real kube-apiserver
 # (hack/control-plane.sh): the ValidatingAdmissionPolicy lets a pod claim
 # ai.workload=<class> only in a namespace whose label aiqos.io/allowed-classes
 # lists the class (dot-separated). Checked with real creates and patches:

@@ -165,7 +165,7 @@ test_default_shaped() {
 	pod_del
 }
 
-# classify "dscp" (issue 13 item 6): the agent hands the plugin a default
+# classify "dscp": the agent hands the plugin a default
 # profile that marks 0. A pod without a class that sets IP_TOS 0xb8 (EF)
 # itself leaves the pod with DS byte 0: only aiqos's marks count.
 test_default_remarked_to_zero() {

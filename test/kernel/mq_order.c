@@ -124,7 +124,7 @@ static void *capture_main(void *arg)
 
 	(void)arg;
 	while (!atomic_load(&stop_capture)) {
-		struct sockaddr_ll from;
+		struct sockaddr_ll from = {0};
 		socklen_t fl = sizeof(from);
 		ssize_t n = recvfrom(cap_fd, frame, sizeof(frame), 0, (struct sockaddr *)&from, &fl);
 		const struct iphdr *ip = (const struct iphdr *)frame;

@@ -21,7 +21,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	tos = (int)strtol(argv[2], NULL, 0);
-	n = atoi(argv[3]);
+	n = (int)strtol(argv[3], NULL, 10);
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0) {
 		perror("tos_send: socket");

@@ -22,13 +22,14 @@
 static const char *ctl_path(void)
 {
 	static char path[512];
+	const char *env = getenv("AIQOS_CTL");
 	char self[512];
 	ssize_t n;
 
 	if (path[0])
 		return path;
-	if (getenv("AIQOS_CTL") && getenv("AIQOS_CTL")[0]) {
-		str_copy(path, sizeof(path), getenv("AIQOS_CTL"));
+	if (env && env[0]) {
+		str_copy(path, sizeof(path), env);
 		return path;
 	}
 	/* build/test/test_agent_aiqosctl -> build/bin/aiqosctl */
@@ -179,8 +180,8 @@ static char *file_read(const char *path)
 
 static void golden_check(const char *name, const char *text)
 {
-	const char *dir = getenv("AIQOS_GOLDEN_DIR") && getenv("AIQOS_GOLDEN_DIR")[0] ? getenv("AIQOS_GOLDEN_DIR")
-	                                                                              : "test/unit/golden";
+	const char *env = getenv("AIQOS_GOLDEN_DIR");
+	const char *dir = env && env[0] ? env : "test/unit/golden";
 	char path[512];
 	char *want;
 

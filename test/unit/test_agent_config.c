@@ -310,7 +310,7 @@ TEST(invalid_values)
 		CHECK(agent_config_parse(cases[i].json, strlen(cases[i].json), "/etc/aiqos/config.json", &c, &e) < 0);
 		snprintf(want, sizeof(want), "config /etc/aiqos/config.json: %s", cases[i].msg);
 		CHECK_STR(e.msg, want);
-		CHECK_INT(e.code, CNI_ERR_INVALID_CONFIG);
+		CHECK(e.errnum > 0); /* a CNI code is the plugin's to assign (cni/), not the agent's */
 		CHECK_INT((unsigned char)c.node.uplink[0], 0x5a);
 	}
 }

@@ -223,7 +223,7 @@ static char *make_oversized_stream(bool crlf)
 	size_t n = (size_t)snprintf(big, 4096, "{\"type\":\"MODIFIED\",\"object\":{\"pad\":\"");
 	while (n < 2990)
 		big[n++] = 'x';
-	n += (size_t)snprintf(big + n, 4096 - n, "\"}}");
+	snprintf(big + n, 4096 - n, "\"}}");
 	snprintf(s, 8192, "%s%s%s%s%s%s", POD_EVENT("ADDED", "a", "p1", "1"), crlf ? "\r\n" : "\n", big,
 	         crlf ? "\r\n" : "\n", POD_EVENT("ADDED", "a", "p2", "2"), crlf ? "\r\n" : "\n");
 	free(big);
@@ -574,6 +574,6 @@ TEST(throughput_events_per_second)
 	CHECK_INT(watch_framer_stats(f)->malformed + watch_framer_stats(f)->oversized, 0);
 	printf("  throughput: %u pod events of ~%zu bytes framed+parsed+decoded in %.2f s CPU = %.0f events/s "
 	       "(%.0f MB/s); target >= 50000 events/s per core\n",
-	       total, len / distinct, cpu_s, total / cpu_s, (double)len * (total / distinct) / cpu_s / 1e6);
+	       total, len / distinct, cpu_s, total / cpu_s, (double)len * ((double)total / distinct) / cpu_s / 1e6);
 	free(stream);
 }

@@ -88,8 +88,12 @@ static char *sh_out(const char *fmt, ...)
 			break;
 		len += k;
 		if (len + 1 >= cap) {
+			char *bigger = realloc(buf, cap * 2);
+
+			if (!bigger)
+				break;
+			buf = bigger;
 			cap *= 2;
-			buf = realloc(buf, cap);
 		}
 	}
 	pclose(f);
@@ -291,7 +295,7 @@ static void build_plan(struct plan *p)
 	it->n_alt = 2;
 
 	it = add(p, ITEM_TC, DEV_HOST, "ingress.root", NULL);
-	s = alt(it, TC_QDISC, TC_KIND_FQ, TC_H_ROOT, H(1, 0));
+	alt(it, TC_QDISC, TC_KIND_FQ, TC_H_ROOT, H(1, 0));
 
 	it = add(p, ITEM_TC, DEV_HOST, "ingress.child", "ingress.root");
 	s = alt(it, TC_QDISC, TC_KIND_PFIFO, H(1, 1), H(0x20, 0));
@@ -1303,7 +1307,7 @@ TEST(sysctl_exchange_cases)
 	CHECK_INT(netns_leave(saved, &e), 0);
 }
 
-/* ---- the node's multi-queue layout (issue 12) ---- */
+/* ---- the node's multi-queue layout (shared/plan_node_mq.c) ---- */
 
 struct leaf_count {
 	uint64_t pkts[3]; /* per band: inference, default, training (sum over the queues) */

@@ -46,7 +46,7 @@ static int run(const struct cni_env *env, const char *in, char **out)
 /* Parse an error result; returns its code (-1 if not an error object). */
 static int error_code_of(const char *out, char *msg, size_t msg_size, char *ver, size_t ver_size)
 {
-	_cleanup_cjson_ cJSON *j = out ? cJSON_Parse(out) : NULL;
+	_cleanup_json_ cJSON *j = out ? cJSON_Parse(out) : NULL;
 	const cJSON *code, *m, *v;
 
 	if (!j)
@@ -609,10 +609,10 @@ TEST(result_round_trip)
 
 	for (size_t i = 0; i < ARRAY_SIZE(version_cases); i++) {
 		for (size_t k = 0; k < ARRAY_SIZE(to); k++) {
-			_cleanup_cjson_ cJSON *prev = cJSON_Parse(version_cases[i].prev);
-			_cleanup_cjson_ cJSON *want = cJSON_Duplicate(prev, 1);
+			_cleanup_json_ cJSON *prev = cJSON_Parse(version_cases[i].prev);
+			_cleanup_json_ cJSON *want = cJSON_Duplicate(prev, 1);
 			_cleanup_free_ char *out = print_to_string(cni_result_print, prev, to[k]);
-			_cleanup_cjson_ cJSON *got = out ? cJSON_Parse(out) : NULL;
+			_cleanup_json_ cJSON *got = out ? cJSON_Parse(out) : NULL;
 
 			CHECK(got != NULL);
 			if (!got || !want)
@@ -633,7 +633,7 @@ TEST(result_round_trip)
 
 TEST(result_without_cni_version)
 {
-	_cleanup_cjson_ cJSON *prev = cJSON_Parse("{\"ips\":[],\"dns\":{}}");
+	_cleanup_json_ cJSON *prev = cJSON_Parse("{\"ips\":[],\"dns\":{}}");
 	_cleanup_free_ char *out = print_to_string(cni_result_print, prev, "1.0.0");
 	CHECK_STR(out, "{\"cniVersion\":\"1.0.0\",\"ips\":[],\"dns\":{}}\n");
 }

@@ -150,3 +150,37 @@ TEST(k8s_quantities)
 			CHECK_INT(v, cases[i].value);
 	}
 }
+
+/* The callers' limits, table-driven: a label between dots may exceed 63
+ * characters (apimachinery checks a subdomain's total only), the total may
+ * not exceed 253; a namespace is one label of at most 63. */
+TEST(k8s_name_lengths)
+{
+	static const struct {
+		unsigned label1, label2; /* lengths of "<a...>.<b...>", label2 0: one label */
+		bool pod, ns;
+	} cases[] = {
+	        {63, 0, true, true},      {64, 0, true, false},  {100, 6, true, false},  {64, 64, true, false},
+	        {126, 126, true, false}, /* 126 + 1 + 126 = 253 */
+	        {126, 127, false, false}, {253, 0, true, false}, {254, 0, false, false}, {1, 1, true, false},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char name[600];
+		size_t n = cases[i].label1;
+
+		memset(name, 'a', n);
+		if (cases[i].label2) {
+			name[n++] = '.';
+			memset(name + n, 'b', cases[i].label2);
+			n += cases[i].label2;
+		}
+		name[n] = '\0';
+		if (k8s_pod_name_valid(name) != cases[i].pod || k8s_node_name_valid(name) != cases[i].pod ||
+		    k8s_namespace_valid(name) != cases[i].ns || k8s_dns_subdomain_valid(name) != cases[i].pod) {
+			fprintf(stderr, "  %u.%u (%zu chars): expected pod %d namespace %d\n", cases[i].label1,
+			        cases[i].label2, n, cases[i].pod, cases[i].ns);
+			CHECK(false);
+		}
+	}
+}

@@ -105,7 +105,7 @@ static struct plan_caps caps_full(void)
 	return (struct plan_caps){0};
 }
 
-/* The CI kernel: no fq, fq_codel, prio (DESIGN §3) */
+/* The CI kernel: no fq, fq_codel, prio */
 static struct plan_caps caps_ci(void)
 {
 	struct plan_caps c = {0};
@@ -135,7 +135,7 @@ static const struct scenario scenarios[] = {
         {"ci", 0, &NIC_10G, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_HTB}},
         /* the P4 lab: veth + uplinkRate 500mbit on the CI kernel */
         {"lab", 500000000ULL, &VETH, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
-        /* a veth's reported 10000 Mb/s is not a rate: not shaped (issue 12: was HTB at 9.7 Gbit/s) */
+        /* a veth's reported 10000 Mb/s is not a rate: not shaped (no HTB at 9.7 Gbit/s) */
         {"veth-speed", 0, &VETH_SPEED, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
         /* multi-queue NIC, full kernel: mq with per-queue children in every mode */
         {"nic-mq", 0, &NIC_MQ, false, {SHAPE_NONE, SHAPE_MQ, SHAPE_MQ, SHAPE_MQ}},

@@ -1,16 +1,11 @@
-/* test_profile.c — built-in profiles (DESIGN §3), merging the operator's
+/* test_profile.c — built-in profiles (docs/design.md §2), merging the operator's
  * "profiles" config (override, add, exact errors, atomicity) and the choice
  * of a profile for a workload. */
 #include <cjson/cJSON.h>
 
+#include "json.h"
 #include "profile.h"
 #include "t.h"
-
-static void cjson_deletep(cJSON **j)
-{
-	cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 static cJSON *parse(const char *json)
 {

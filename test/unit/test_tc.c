@@ -634,7 +634,7 @@ TEST(parse_tc_encoding)
 
 TEST(round_trip_qdiscs)
 {
-	struct tc_spec d, o;
+	struct tc_spec d, o = {0};
 
 	d = qdisc(TC_KIND_HTB, TC_H_ROOT, 0x10000);
 	d.u.htb = (struct tc_htb){.defcls = 0x20, .r2q = 50};
@@ -728,7 +728,7 @@ TEST(round_trip_htb_class)
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct tc_spec d = {.type = TC_CLASS, .kind = TC_KIND_HTB_CLASS, .parent = 0x10001, .handle = 0x10010};
-		struct tc_spec o;
+		struct tc_spec o = {0};
 		const struct tc_htb_class *c = &o.u.htb_class;
 
 		d.u.htb_class = cases[i];
@@ -770,7 +770,7 @@ TEST(round_trip_u32)
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		struct tc_spec d = u32_filter(0x10000, 10, cases[i].protocol), o;
+		struct tc_spec d = u32_filter(0x10000, 10, cases[i].protocol), o = {0};
 
 		d.u.u32.match = cases[i].m;
 		if (cases[i].addr)
@@ -861,10 +861,12 @@ TEST(fill_rejects_invalid)
 	CHECK_INT(r, -EINVAL);
 	prio.u.prio.bands = 1;
 	msg = fill_msg(&prio, &r);
+	CHECK(msg == NULL);
 	CHECK_INT(r, -ERANGE);
 	prio.u.prio.bands = 2;
 	prio.u.prio.priomap[3] = 2; /* band out of range */
 	msg = fill_msg(&prio, &r);
+	CHECK(msg == NULL);
 	CHECK_INT(r, -ERANGE);
 	/* an IPv4 address match on an IPv6 filter would read the wrong offsets */
 	u.u.u32.family = AF_INET;
@@ -875,16 +877,19 @@ TEST(fill_rejects_invalid)
 	u = u32_filter(0x10000, 1, ETH_P_IP);
 	set_addr(&u, U32_MATCH_SRC, "10.0.0.1", 33);
 	msg = fill_msg(&u, &r);
+	CHECK(msg == NULL);
 	CHECK_INT(r, -ERANGE);
 	u = u32_filter(0x10000, 1, ETH_P_IP);
 	u.u.u32.dscp = 64;
 	msg = fill_msg(&u, &r);
+	CHECK(msg == NULL);
 	CHECK_INT(r, -ERANGE);
 	/* DSCP rewrite needs a family */
 	u = u32_filter(0x10000, 1, ETH_P_ALL);
 	u.u.u32.family = 0;
 	u.u.u32.dscp = 10;
 	msg = fill_msg(&u, &r);
+	CHECK(msg == NULL);
 	CHECK_INT(r, -EAFNOSUPPORT);
 }
 

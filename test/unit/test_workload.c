@@ -2,14 +2,9 @@
  * annotation / runtimeConfig readers (table-driven, exact messages). */
 #include <cjson/cJSON.h>
 
+#include "json.h"
 #include "t.h"
 #include "workload.h"
-
-static void cjson_deletep(cJSON **j)
-{
-	cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 TEST(class_names)
 {
