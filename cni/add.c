@@ -151,6 +151,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			        .undo_on_failure = closed,
 			        .failpoint_before = "add-before-apply",
 			        .failpoint_after = "add-after-apply",
+			        .failpoint = failpoint,
 			};
 			r = attach_tune(c->state_dir, s, &a, &caps, &req, &res);
 			tuned = true;

@@ -974,7 +974,7 @@ int apply_items_absent(struct plan_item *items, unsigned n_items, const unsigned
 		}
 		it = &items[idx[k]];
 		/* the lab's kill-mid-update test stalls here between items */
-		failpoint("apply-item");
+		failpoint_quiet("apply-item");
 		it->status = ITEM_PENDING;
 		it->chosen = -1;
 		it->err = 0;

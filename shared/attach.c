@@ -407,7 +407,7 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 
 	/* 2. kernel */
 	if (req->failpoint_before)
-		failpoint(req->failpoint_before);
+		(req->failpoint ?: failpoint_quiet)(req->failpoint_before);
 	r = apply_plan(req->plan, &a->target, caps, &res->apply_err);
 	if (retune)
 		carry_prev(&before->plan, req->plan);
@@ -423,7 +423,7 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 		error_set(&res->apply_err, CNI_ERR_TUNE_FAILED, -r, "%s", strerror(-r));
 	}
 	if (req->failpoint_after)
-		failpoint(req->failpoint_after);
+		(req->failpoint ?: failpoint_quiet)(req->failpoint_after);
 
 	/* 3. commit */
 	s->pending = false;
@@ -522,7 +522,7 @@ int attach_teardown(const char *dir, const struct profile_set *set, struct attac
 			error_keep(&res->open_err, &e);
 			first = first ?: r;
 		}
-		failpoint("teardown-before-remove");
+		failpoint_quiet("teardown-before-remove");
 		error_clear(&e);
 		r = teardown_plan(&s->plan, &a, &e);
 		if (r == 0) {
@@ -536,7 +536,7 @@ int attach_teardown(const char *dir, const struct profile_set *set, struct attac
 		res->host = a.target.host_ifindex > 0;
 		res->pod = a.target.pod_ifindex > 0;
 		attach_close(&a);
-		failpoint("teardown-after-remove");
+		failpoint_quiet("teardown-after-remove");
 	}
 
 	/* 3. the record goes once the kernel is clean (an unusable plan

@@ -99,6 +99,9 @@ struct attach_tune_req {
 	/* a failed apply or commit is taken back with its record (failurePolicy closed) */
 	bool undo_on_failure;
 	const char *failpoint_before, *failpoint_after; /* around step 2, NULL = none */
+	/* how those points act: a program passes its logging failpoint() (log.h);
+	 * NULL = failpoint_quiet() (the library never logs) */
+	void (*failpoint)(const char *name);
 };
 
 struct attach_tune_res {

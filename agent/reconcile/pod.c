@@ -330,6 +330,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 		        .plan = np,
 		        .intent_required = true,
 		        .failpoint_after = "agent-retune-applied",
+		        .failpoint = failpoint,
 		};
 		struct attach_tune_res res;
 

@@ -26,8 +26,10 @@ static void rm_dir(void)
 static const char *tmp(const char *name)
 {
 	static char path[256];
+	static bool made; /* not strchr(dir, 'X'): the random suffix may hold an X */
 
-	if (strchr(dir, 'X')) {
+	if (!made) {
+		made = true;
 		if (!mkdtemp(dir))
 			abort();
 		atexit(rm_dir);
