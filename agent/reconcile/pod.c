@@ -12,7 +12,6 @@
 
 #include "agent.h"
 #include "attach.h"
-#include "failpoint.h"
 #include "node/trust.h"
 #include "reconcile/internal.h"
 #include "reconcile/reconcile.h"
