@@ -97,7 +97,7 @@ struct agent {
 	bool up_adopted;       /* the kernel state has been read since the uplink was found */
 	bool up_need_observe;  /* re-read the kernel (drift repair, after errors) */
 	bool up_need_discover; /* links or routes changed */
-	struct node_plan in_force;
+	struct plan in_force;
 	struct node_plan_info info;
 	bool have_info;
 	struct node_mode_state mode;

@@ -84,8 +84,9 @@ static const char *alt_name(const struct plan_item *it, int i)
 }
 
 /* In a child: a new netns, back to the host's for the applier's own netns
- * steps, the plan applied to the new netns's lo (ifindex 1); the plan goes
- * back through the pipe. Exit status 0 or the errno that stopped it. */
+ * steps, the plan applied to the new netns's lo (ifindex 1); the plan's
+ * items go back through the pipe (into the parent's copy of the same plan). Exit status 0 or the errno that stopped it.
+ */
 static _Noreturn void probe_child(struct plan *plan, int wfd)
 {
 	struct error e = {0};
@@ -104,10 +105,10 @@ static _Noreturn void probe_child(struct plan *plan, int wfd)
 		_exit(EIO);
 	t.pod_nsfd = pod;
 	t.pod_ifindex = 1; /* lo, in every new netns */
-	r = apply_plan(plan, &t, &caps, &e);
+	r = apply_plan(plan, NULL, &t, &caps, &e);
 	if (r < 0)
 		_exit(-r > 0 && -r < 255 ? -r : EIO);
-	for (p = (const char *)plan, left = sizeof(*plan); left;) {
+	for (p = (const char *)plan->items, left = plan->n * sizeof(*plan->items); left;) {
 		ssize_t n = write(wfd, p, left);
 		if (n <= 0)
 			_exit(EPIPE);
@@ -119,8 +120,8 @@ static _Noreturn void probe_child(struct plan *plan, int wfd)
 
 static int probe_plan(struct plan *plan)
 {
+	size_t got = 0, want = plan->n * sizeof(*plan->items);
 	int fds[2], st = 0;
-	size_t got = 0;
 	pid_t pid;
 
 	if (pipe2(fds, O_CLOEXEC) < 0)
@@ -138,8 +139,8 @@ static int probe_plan(struct plan *plan)
 		probe_child(plan, fds[1]);
 	}
 	close(fds[1]);
-	while (got < sizeof(*plan)) {
-		ssize_t n = read(fds[0], (char *)plan + got, sizeof(*plan) - got);
+	while (got < want) {
+		ssize_t n = read(fds[0], (char *)plan->items + got, want - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -153,7 +154,7 @@ static int probe_plan(struct plan *plan)
 		return -EINTR;
 	if (WEXITSTATUS(st))
 		return -WEXITSTATUS(st);
-	return got == sizeof(*plan) ? 0 : -EIO;
+	return got == want ? 0 : -EIO;
 }
 
 static void probe_one(struct doctor_report *r, const struct probe_case *c, bool *stop)
@@ -161,15 +162,12 @@ static void probe_one(struct doctor_report *r, const struct probe_case *c, bool 
 	struct attach_ifaces ifs = {.pod_ifname = "lo", .mtu = 1500};
 	struct plan_caps none = {0};
 	char section[sizeof(((struct doctor_finding *)0)->section) + sizeof(c->name)], applied[DOCTOR_TEXT_MAX] = "";
-	struct plan *plan = calloc(1, sizeof(*plan));
+	_cleanup_plan_ struct plan probe = {0};
+	struct plan *plan = &probe;
 	unsigned n_fallback = 0;
 	int q;
 
 	snprintf(section, sizeof(section), "profile %s", c->name);
-	if (!plan) {
-		add(r, DOCTOR_ERROR, section, "out of memory");
-		return;
-	}
 	q = plan_pod(&c->w, c->p, &ifs, &none, plan);
 	if (q >= 0)
 		q = probe_plan(plan);
@@ -181,7 +179,6 @@ static void probe_one(struct doctor_report *r, const struct probe_case *c, bool 
 			*stop = true;
 		} else
 			add(r, DOCTOR_ERROR, section, "probe failed: %s", strerror(-q));
-		free(plan);
 		return;
 	}
 	for (unsigned i = 0; i < plan->n; i++) {
@@ -210,7 +207,6 @@ static void probe_one(struct doctor_report *r, const struct probe_case *c, bool 
 		fix(r, "load or build the missing kernel features (README \"Kernel support\"); aiqos runs degraded "
 		       "meanwhile (pods start, TuneDegraded Events name the same features)");
 	add(r, DOCTOR_OK, section, "applies:%s", applied[0] ? applied : " nothing (class left untouched)");
-	free(plan);
 }
 
 static void check_kernel(const struct doctor_options *o, struct doctor_report *r)

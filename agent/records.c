@@ -29,7 +29,7 @@ static void drop(struct agent_records *rs, struct agent_record *r)
 int agent_records_offer(struct agent_records *rs, const cJSON *attachment, const char *cid, const char *ifname,
                         int64_t now_ms, struct error *err)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	_cleanup_free_ char *text = NULL;
 	struct agent_record *r;
 	int q;
@@ -90,7 +90,7 @@ void agent_records_forget(struct agent_records *rs, const char *cid, const char 
 /* 1 written, 0 dropped (not needed any more), <0 retry later (r->error says why). */
 static int write_one(struct agent_record *r, const char *state_dir)
 {
-	_cleanup_free_ struct attach_state *on_disk = calloc(1, sizeof(*on_disk));
+	_cleanup_attach_state_ struct attach_state *on_disk = calloc(1, sizeof(*on_disk));
 	char path[STATE_PATH_MAX];
 	struct attach a;
 	struct error e = {0};

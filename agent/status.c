@@ -341,10 +341,11 @@ static void explain_why(const struct agent *ag, const struct agent_pod *p, cJSON
 /* Plan of the pod's first attachment (its record), else a dry run on eth0. */
 static int explain_plan(struct agent *ag, const struct agent_pod *p, cJSON *o)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	_cleanup_free_ char *text = NULL, *tc = NULL;
 	cJSON *plan, *choices = NULL;
 	const char *netns = NULL;
+	struct plan_names names;
 	int r = -ENOENT;
 
 	if (!s)
@@ -368,8 +369,9 @@ static int explain_plan(struct agent *ag, const struct agent_pod *p, cJSON *o)
 		if (r < 0)
 			return r;
 	}
-	if (plan_render(&s->plan, &s->ifs, netns, PLAN_FMT_TEXT, false, &text) < 0 ||
-	    plan_render(&s->plan, &s->ifs, netns, PLAN_FMT_TC, false, &tc) < 0)
+	names = plan_names_attach(&s->ifs);
+	if (plan_render(&s->plan, &names, netns, PLAN_FMT_TEXT, false, &text) < 0 ||
+	    plan_render(&s->plan, &names, netns, PLAN_FMT_TC, false, &tc) < 0)
 		return -ENOMEM;
 	plan = cJSON_AddObjectToObject(o, "plan");
 	if (!plan)
@@ -408,7 +410,7 @@ cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bo
 
 				if (node_pod_item_id(pods[i].uid, k, id, sizeof(id)) < 0)
 					continue;
-				it = node_plan_find_const(&ag->in_force, id);
+				it = plan_find_const(&ag->in_force, id);
 				if (!it)
 					continue;
 				spec_line(ag, plan_item_effective_tc(it) ?: &it->tc[0], line, sizeof(line));
@@ -422,7 +424,7 @@ cJSON *agent_explain_json(struct agent *ag, const char *ns, const char *name, bo
 				const struct plan_item *it;
 
 				if (node_down_pod_item_id(pods[i].uid, k, id, sizeof(id)) < 0 ||
-				    !(it = node_plan_find_const(&ag->in_force, id)))
+				    !(it = plan_find_const(&ag->in_force, id)))
 					continue;
 				spec_line_dev(ag, DEV_IFB, plan_item_effective_tc(it) ?: &it->tc[0], line,
 				              sizeof(line));

@@ -80,7 +80,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 {
 	struct cni_conf *c = &ctx->conf;
 	const struct cni_env *env = ctx->env;
-	_cleanup_free_ struct attach_state *s = NULL;
+	_cleanup_attach_state_ struct attach_state *s = NULL;
 	const struct profile *p;
 	struct attach a;
 	struct plan_caps known = {0}, caps = {0};
@@ -131,8 +131,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			/* nothing applied, nothing recorded: the runtime retries */
 			attach_close(&a);
 			log_add(ctx, s, "ADD refused: attachment busy");
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 			return r;
 		}
 		r = plan_pod(&s->workload, p, &s->ifs, &caps, &s->plan);
@@ -172,8 +171,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		attach_close(&a);
 		str_copy(s->failure, sizeof(s->failure), fail.msg);
 		log_add(ctx, s, "ADD refused: broken precondition");
-		if (err)
-			*err = fail;
+		error_propagate(err, &fail);
 		return r;
 	}
 	if (r < 0 && closed) {
@@ -187,8 +185,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 			log_add(ctx, s, "state not saved, ADD refused (failurePolicy closed)");
 			if (!fail.code)
 				fail.code = CNI_ERR_STATE;
-			if (err)
-				*err = fail;
+			error_propagate(err, &fail);
 			return fail.errnum ? -fail.errnum : -EIO;
 		}
 		log_add(ctx, s, "tuning failed, ADD refused (failurePolicy closed)");

@@ -109,8 +109,7 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 		                 e.msg);
 	r = attach_plan_restore(&c->profiles, s, choices, &profile_changed, &e);
 	if (r < 0) {
-		if (err)
-			*err = e;
+		error_propagate(err, &e);
 		return r;
 	}
 	if (profile_changed) {
@@ -130,8 +129,7 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 		if (r < 0) {
 			if (!e.code)
 				e.code = CNI_ERR_TUNE_FAILED;
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 			error_prefix(err, "container %s ifname %s", s->container_id, s->ifname);
 			return r;
 		}
@@ -157,7 +155,7 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 {
 	const struct cni_conf *c = &ctx->conf;
 	const struct cni_env *env = ctx->env;
-	_cleanup_free_ struct attach_state *s = NULL;
+	_cleanup_attach_state_ struct attach_state *s = NULL;
 	_cleanup_cjson_ cJSON *choices = NULL;
 	_cleanup_cni_lock_ struct cni_lock lock = {.fd = -1};
 	struct attach a;
@@ -182,8 +180,7 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 	if (r < 0) {
 		if (!e.code)
 			e.code = CNI_ERR_STATE;
-		if (err)
-			*err = e;
+		error_propagate(err, &e);
 		return r;
 	}
 	if (s->pending)

@@ -59,7 +59,7 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 {
 	const struct cni_conf *c = &ctx->conf;
 	const struct cni_env *env = ctx->env;
-	_cleanup_free_ struct attach_state *s = NULL;
+	_cleanup_attach_state_ struct attach_state *s = NULL;
 	_cleanup_cjson_ cJSON *choices = NULL;
 	struct error e = {0};
 	char done[32] = "";

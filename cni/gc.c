@@ -66,6 +66,7 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 	struct error e = {0};
 	int r;
 
+	plan_free(&s->plan); /* the previous entry's */
 	memset(s, 0, sizeof(*s));
 	/* one try: an attachment busy now is being worked on (not stale
 	 * now); GC never waits on it, the next GC sees it again */
@@ -109,7 +110,7 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 int cni_cmd_gc(struct cni_ctx *ctx, struct error *err)
 {
 	const struct cni_conf *c = &ctx->conf;
-	_cleanup_free_ struct attach_state *s = NULL;
+	_cleanup_attach_state_ struct attach_state *s = NULL;
 	struct gc_list l = {0};
 	struct error first = {0};
 	unsigned removed = 0, failed = 0, kept = 0;

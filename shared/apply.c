@@ -154,8 +154,10 @@ struct flushed_key {
 	uint16_t protocol;
 };
 
+#define APPLY_FLUSH_MAX 64 /* a pod plan has 2 such filters */
+
 struct apply_run {
-	struct flushed_key flushed[PLAN_ITEMS_MAX];
+	struct flushed_key flushed[APPLY_FLUSH_MAX];
 	unsigned n_flushed;
 };
 
@@ -269,8 +271,7 @@ static int tc_put(struct apply_run *run, struct nl_sock *sk, int ifindex, enum p
 			error_clear(err);
 			r = nl_tc_replace(sk, ifindex, s, err);
 		} else if (q != -EINVAL) {
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 			r = q;
 		}
 	}
@@ -595,14 +596,16 @@ static int apply_sysctl_item(struct plan_item *it, struct plan_caps *caps, int p
 	return 0;
 }
 
-static bool depends_satisfied(const struct plan *p, const struct plan_item *it)
+/* An item's dependency is the item with that id (not itself), applied or
+ * degraded. */
+static bool depends_satisfied(const struct plan_item *items, unsigned n_items, const struct plan_item *it)
 {
-	const struct plan_item *dep;
-
 	if (!it->depends[0])
 		return true;
-	dep = plan_find_const(p, it->depends);
-	return dep && dep != it && (dep->status == ITEM_APPLIED || dep->status == ITEM_DEGRADED);
+	for (unsigned i = 0; i < n_items; i++)
+		if (&items[i] != it && streq(items[i].id, it->depends))
+			return items[i].status == ITEM_APPLIED || items[i].status == ITEM_DEGRADED;
+	return false;
 }
 
 static int validate_item(const struct plan_item *it, struct error *err)
@@ -617,6 +620,24 @@ static int validate_item(const struct plan_item *it, struct error *err)
 		return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
 		                 (int)it->dev);
 	return 0;
+}
+
+/* Back from the pod netns (saved >= 0: the netns to return to) at the end
+ * of a walk that returns `ret`; failing to return is worse than anything
+ * else (this thread would stay in the pod netns): that error wins. */
+static int netns_return(int saved, int ret, struct error *err)
+{
+	struct error e = {0};
+	int q;
+
+	if (saved < 0)
+		return ret;
+	q = netns_leave(saved, &e);
+	if (q < 0) {
+		error_propagate(err, &e);
+		return q;
+	}
+	return ret;
 }
 
 /* Enter the netns a sysctl item belongs to (the pod's for DEV_POD, the
@@ -649,14 +670,15 @@ static int sysctl_switch_netns(const struct plan_item *it, const struct apply_ta
 /* A hook qdisc (clsact) is worth creating only for filters that can be
  * applied: when every item depending on it is known to be missing (DSCP
  * marking without pedit), it is skipped — no clsact left on the pod. */
-static bool hook_useless(const struct plan *p, const struct plan_item *it, const struct plan_caps *caps)
+static bool hook_useless(const struct plan_item *items, unsigned n_items, const struct plan_item *it,
+                         const struct plan_caps *caps)
 {
 	bool any = false;
 
 	if (!caps || it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_CLSACT)
 		return false;
-	for (unsigned i = 0; i < p->n; i++) {
-		const struct plan_item *d = &p->items[i];
+	for (unsigned i = 0; i < n_items; i++) {
+		const struct plan_item *d = &items[i];
 
 		if (!streq(d->depends, it->id))
 			continue;
@@ -668,32 +690,79 @@ static bool hook_useless(const struct plan *p, const struct plan_item *it, const
 	return any;
 }
 
-int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *caps, struct error *err)
+/* Errors after which no further item of the same target can succeed. */
+static bool apply_errno_is_fatal(int errnum)
+{
+	if (errnum < 0)
+		errnum = -errnum;
+	return errnum == ENODEV || errnum == ENXIO || errnum == EBADF || errnum == ENOMEM || errnum == EPERM;
+}
+
+/* A filter the caller knows is absent: create it without the lookups of a
+ * replace. 0 = done (status set), 1 = use the normal path. */
+static int apply_filter_create(struct plan_item *it, const struct apply_target *t, const struct plan_caps *caps)
+{
+	const struct tc_spec *s = &it->tc[0];
+	struct nl_sock *sk = NULL;
+	int ifindex = 0;
+
+	if (it->type != ITEM_TC || it->n_alt != 1 || s->type != TC_FILTER || !s->handle || spec_uses_pedit(s) ||
+	    (caps && s->kind >= 0 && s->kind < _TC_KIND_MAX && !plan_caps_has(caps, s->kind)) ||
+	    target_for(t, it->dev, &sk, &ifindex, NULL) < 0)
+		return 1;
+	if (nl_tc_create(sk, ifindex, s, NULL) < 0)
+		return 1; /* there after all, or refused: the normal path says why */
+	it->status = ITEM_APPLIED;
+	it->chosen = 0;
+	it->err = 0;
+	return 0;
+}
+
+/* The applier (apply.h): the items it applies have status/chosen/err reset
+ * first. */
+int apply_plan(struct plan *p, const struct apply_only *only, const struct apply_target *t, struct plan_caps *caps,
+               struct error *err)
 {
 	struct apply_run run = {.n_flushed = 0};
+	struct plan_item *items = p->items;
+	unsigned n_items = p->n;
+	const unsigned *idx = only ? only->idx : NULL;
+	const bool *absent = only ? only->absent : NULL;
+	unsigned n = only ? only->n : n_items;
 	int saved = -1; /* original netns while inside the pod netns */
-	int r = 0;
+	int first = 0;
 
-	if (p->n > PLAN_ITEMS_MAX)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "plan has %u items (max %d)", p->n, PLAN_ITEMS_MAX);
-	for (unsigned i = 0; i < p->n; i++) {
-		struct plan_item *it = &p->items[i];
-		it->status = ITEM_PENDING;
-		it->chosen = -1;
-		it->err = 0;
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = idx ? idx[k] : k;
+
+		if (i < n_items) {
+			items[i].status = ITEM_PENDING;
+			items[i].chosen = -1;
+			items[i].err = 0;
+		}
 	}
-	for (unsigned i = 0; i < p->n; i++) {
-		struct plan_item *it = &p->items[i];
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = idx ? idx[k] : k;
+		struct plan_item *it;
+		struct error e = {0};
+		int r;
 
-		r = validate_item(it, err);
-		if (r < 0)
-			break;
-		if (hook_useless(p, it, caps)) {
+		if (i >= n_items) {
+			if (!first)
+				first = error_set(err, CNI_ERR_NONE, EINVAL, "item index %u out of range (%u items)", i,
+				                  n_items);
+			continue;
+		}
+		it = &items[i];
+		if (only)
+			failpoint_quiet("apply-item"); /* the lab's kill-mid-update test stalls here between items */
+		r = validate_item(it, &e);
+		if (r == 0 && hook_useless(items, n_items, it, caps)) {
 			it->status = ITEM_SKIPPED;
 			it->err = caps->missing_pedit_errno > 0 ? caps->missing_pedit_errno : EOPNOTSUPP;
 			continue;
 		}
-		if (!depends_satisfied(p, it)) {
+		if (r == 0 && !depends_satisfied(items, n_items, it)) {
 			int known = it->type == ITEM_TC && it->n_alt ? caps_known_missing(caps, &it->tc[0]) : 0;
 
 			it->status = ITEM_SKIPPED;
@@ -701,30 +770,28 @@ int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *c
 			it->err = known ? known : ESRCH;
 			continue;
 		}
-		if (it->type == ITEM_TC) {
-			r = apply_tc_item(&run, it, t, caps, err);
-		} else {
-			r = sysctl_switch_netns(it, t, &saved, err);
-			if (r < 0) {
+		if (r == 0 && it->type == ITEM_TC) {
+			if (!(absent && absent[k]) || apply_filter_create(it, t, caps) != 0)
+				r = apply_tc_item(&run, it, t, caps, &e);
+		} else if (r == 0) {
+			r = sysctl_switch_netns(it, t, &saved, &e);
+			if (r == 0)
+				r = apply_sysctl_item(it, caps, t->pod_nsfd, &saved, &e);
+		}
+		if (r < 0) {
+			it->status = ITEM_PENDING;
+			it->chosen = -1;
+			if (!it->err)
 				it->err = -r;
-				break;
+			if (!first) {
+				first = r;
+				error_propagate(err, &e);
 			}
-			r = apply_sysctl_item(it, caps, t->pod_nsfd, &saved, err);
-		}
-		if (r < 0)
-			break;
-	}
-	if (saved >= 0) {
-		struct error e = {0};
-		int q = netns_leave(saved, &e);
-		if (q < 0) {
-			/* worse than anything else: this thread is stuck in the pod netns */
-			if (err)
-				*err = e;
-			return q;
+			if (!only || apply_errno_is_fatal(r) || saved >= 0)
+				break; /* the whole plan, the target gone, or maybe stuck in the pod netns */
 		}
 	}
-	return r;
+	return netns_return(saved, first, err);
 }
 
 int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_target *t, struct error *err)
@@ -735,7 +802,7 @@ int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_tar
 	r = target_for(t, dev, &sk, &ifindex, NULL);
 	if (r < 0)
 		return 0; /* no socket or no device: nothing of ours can be there */
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		const struct tc_spec *s;
 		struct error e = {0};
@@ -752,8 +819,7 @@ int apply_remove(const struct plan *p, enum plan_dev dev, const struct apply_tar
 			if (r == -ENODEV)
 				return 0; /* the device is gone, and everything on it */
 			if (r < 0 && !delete_errno_is_absent(r)) {
-				if (err)
-					*err = e;
+				error_propagate(err, &e);
 				error_prefix(err, "remove %s from %s (ifindex %d)", it->id, dev_label(dev), ifindex);
 				return r;
 			}
@@ -803,7 +869,7 @@ static bool observed_has_key(const struct observed *o, const char *key)
 
 static int observe_sysctls(const struct plan *p, bool pod, struct observed *ret, struct error *err)
 {
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		char val[SYSCTL_WRITE_MAX + 1];
 		int r;
@@ -817,8 +883,9 @@ static int observe_sysctls(const struct plan *p, bool pod, struct observed *ret,
 			error_prefix(err, "observe %s", it->id);
 			return r;
 		}
-		if (ret->n_sysctl >= PLAN_ITEMS_MAX)
-			return error_set(err, CNI_ERR_NONE, ENOBUFS, "observe: more than %d sysctls", PLAN_ITEMS_MAX);
+		if (ret->n_sysctl >= OBSERVED_SYSCTL_MAX)
+			return error_set(err, CNI_ERR_NONE, ENOBUFS, "observe: more than %d sysctls",
+			                 OBSERVED_SYSCTL_MAX);
 		str_copy(ret->sysctl_key[ret->n_sysctl], SYSCTL_KEY_MAX, it->key);
 		/* longer values cannot match a planned one; keep them truncated */
 		str_copy(ret->sysctl_val[ret->n_sysctl], SYSCTL_VAL_MAX, val);
@@ -834,7 +901,7 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		if (it->dev < 0 || it->dev >= _DEV_MAX)
 			return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
@@ -879,7 +946,7 @@ int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, st
 {
 	int saved = -1, first = 0;
 
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		struct error e = {0};
 		int r;
@@ -892,131 +959,11 @@ int apply_restore_sysctls(const struct plan *p, const struct apply_target *t, st
 			r = sysctl_write(it->key, it->prev, &e);
 		if (r < 0 && !first) {
 			first = r;
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 			error_prefix(err, "restore %s", it->id);
 		}
 	}
-	if (saved >= 0) {
-		struct error e = {0};
-		int q = netns_leave(saved, &e);
-		if (q < 0) {
-			if (err)
-				*err = e;
-			return q;
-		}
-	}
-	return first;
-}
-
-/* --- item-level API (the agent's node plan is larger than a struct plan) --- */
-
-static bool items_dep_lookup(const struct plan_item *items, unsigned n_items, const struct plan_item *it)
-{
-	for (unsigned i = 0; i < n_items; i++)
-		if (&items[i] != it && streq(items[i].id, it->depends))
-			return items[i].status == ITEM_APPLIED || items[i].status == ITEM_DEGRADED;
-	return false;
-}
-
-/* Errors after which no further item of the same target can succeed. */
-static bool apply_errno_is_fatal(int errnum)
-{
-	if (errnum < 0)
-		errnum = -errnum;
-	return errnum == ENODEV || errnum == ENXIO || errnum == EBADF || errnum == ENOMEM || errnum == EPERM;
-}
-
-/* A filter the caller knows is absent: create it without the lookups of a
- * replace. 0 = done (status set), 1 = use the normal path. */
-static int apply_filter_create(struct plan_item *it, const struct apply_target *t, const struct plan_caps *caps)
-{
-	const struct tc_spec *s = &it->tc[0];
-	struct nl_sock *sk = NULL;
-	int ifindex = 0;
-
-	if (it->type != ITEM_TC || it->n_alt != 1 || s->type != TC_FILTER || !s->handle || spec_uses_pedit(s) ||
-	    (caps && s->kind >= 0 && s->kind < _TC_KIND_MAX && !plan_caps_has(caps, s->kind)) ||
-	    target_for(t, it->dev, &sk, &ifindex, NULL) < 0)
-		return 1;
-	if (nl_tc_create(sk, ifindex, s, NULL) < 0)
-		return 1; /* there after all, or refused: the normal path says why */
-	it->status = ITEM_APPLIED;
-	it->chosen = 0;
-	it->err = 0;
-	return 0;
-}
-
-int apply_items(struct plan_item *items, unsigned n_items, const unsigned *idx, unsigned n_idx,
-                const struct apply_target *t, struct plan_caps *caps, bool (*dep_ok)(void *ud, const char *id),
-                void *ud, struct error *err)
-{
-	return apply_items_absent(items, n_items, idx, NULL, n_idx, t, caps, dep_ok, ud, err);
-}
-
-int apply_items_absent(struct plan_item *items, unsigned n_items, const unsigned *idx, const bool *absent,
-                       unsigned n_idx, const struct apply_target *t, struct plan_caps *caps,
-                       bool (*dep_ok)(void *ud, const char *id), void *ud, struct error *err)
-{
-	struct apply_run run = {.n_flushed = 0};
-	int saved = -1, first = 0;
-
-	for (unsigned k = 0; k < n_idx; k++) {
-		struct plan_item *it;
-		struct error e = {0};
-		int r;
-
-		if (idx[k] >= n_items) {
-			if (!first)
-				first = error_set(err, CNI_ERR_NONE, EINVAL, "item index %u out of range (%u items)",
-				                  idx[k], n_items);
-			continue;
-		}
-		it = &items[idx[k]];
-		/* the lab's kill-mid-update test stalls here between items */
-		failpoint_quiet("apply-item");
-		it->status = ITEM_PENDING;
-		it->chosen = -1;
-		it->err = 0;
-		r = validate_item(it, &e);
-		if (r == 0 && it->depends[0] &&
-		    !(dep_ok ? dep_ok(ud, it->depends) : items_dep_lookup(items, n_items, it))) {
-			it->status = ITEM_SKIPPED;
-			it->err = ESRCH;
-			continue;
-		}
-		if (r == 0 && it->type == ITEM_TC) {
-			if (!(absent && absent[k]) || apply_filter_create(it, t, caps) != 0)
-				r = apply_tc_item(&run, it, t, caps, &e);
-		} else if (r == 0) {
-			r = sysctl_switch_netns(it, t, &saved, &e);
-			if (r == 0)
-				r = apply_sysctl_item(it, caps, t->pod_nsfd, &saved, &e);
-		}
-		if (r < 0) {
-			it->status = ITEM_PENDING;
-			it->chosen = -1;
-			if (!it->err)
-				it->err = -r;
-			if (!first) {
-				first = r;
-				if (err)
-					*err = e;
-			}
-			if (apply_errno_is_fatal(r) || saved >= 0)
-				break; /* the target is gone, or we may be stuck in the pod netns */
-		}
-	}
-	if (saved >= 0) {
-		struct error e = {0};
-		int q = netns_leave(saved, &e);
-		if (q < 0) {
-			if (err)
-				*err = e;
-			return q;
-		}
-	}
-	return first;
+	return netns_return(saved, first, err);
 }
 
 int apply_remove_item(const struct plan_item *it, const struct apply_target *t, struct error *err)

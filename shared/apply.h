@@ -20,11 +20,34 @@ struct apply_target {
 	int ifb_ifindex;         /* DEV_IFB (host netns), 0 if none */
 };
 
-/* Apply p, filling each item's status/chosen/err. Returns 0 when every item
- * reached APPLIED or DEGRADED/SKIPPED for capability reasons; a negative
- * errno (with err) on a hard failure (netns gone, device gone, EPERM) —
- * items already applied keep their status so callers can record/undo. */
-int apply_plan(struct plan *p, const struct apply_target *t, struct plan_caps *caps, struct error *err);
+/* Apply the items of p, filling each one's status/chosen/err and learning
+ * capabilities. An item's `depends` is satisfied when the item with that id
+ * is APPLIED or DEGRADED; otherwise it is SKIPPED (err: the missing feature
+ * when known, else ESRCH).
+ *
+ * only NULL: every item in plan order, as one whole (a pod's ADD, re-tune,
+ * probe). The first hard failure (netns gone, device gone, EPERM, a
+ * parameter refused) stops it and is returned with err; the item that
+ * failed and the ones after it stay PENDING, items already applied keep
+ * their status so callers can record/undo. Returns 0 when every item
+ * reached APPLIED, or DEGRADED/SKIPPED for capability reasons.
+ *
+ * only: the items only->idx[k] (k < only->n) in that order, each on its
+ * own (the node plan's delta: the other items keep their status). A
+ * failing item stays PENDING with its errno in err and the others are still
+ * tried, unless the target itself is gone (ENODEV, EBADF, EPERM, ...).
+ * absent[k] (parallel to idx; absent may be NULL) says the caller knows
+ * that item's object is not in the kernel (it read the device): such a
+ * filter is created without the lookups a replace needs, which makes adding
+ * n filters O(n) instead of O(n^2); if it is there after all, the normal
+ * path runs. Returns 0 or the first failure (with err). */
+struct apply_only {
+	const unsigned *idx;
+	const bool *absent;
+	unsigned n;
+};
+int apply_plan(struct plan *p, const struct apply_only *only, const struct apply_target *t, struct plan_caps *caps,
+               struct error *err);
 
 /* Remove what the plan's effective items put on dev (root qdiscs and clsact;
  * deleting a root qdisc removes its children). Missing objects are not errors. */
@@ -42,26 +65,6 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 /* true when errno means "this kernel lacks the feature" (fall back) rather
  * than a real failure. */
 bool apply_errno_is_missing_feature(int errnum);
-
-/* Apply items[idx[k]] (k < n_idx) of a plan of any length (the agent's node
- * plan), in that order, as apply_plan does for each: status/chosen/err
- * reset and filled, capabilities learned. An item's `depends` is satisfied
- * when dep_ok(ud, id) says so (NULL: the item with that id in items[] is
- * APPLIED/DEGRADED). A failing item stays PENDING with its errno in err and
- * the others are still tried, unless the target itself is gone (ENODEV,
- * EBADF, EPERM, ...). Returns 0 or the first failure (with err). */
-int apply_items(struct plan_item *items, unsigned n_items, const unsigned *idx, unsigned n_idx,
-                const struct apply_target *t, struct plan_caps *caps, bool (*dep_ok)(void *ud, const char *id),
-                void *ud, struct error *err);
-
-/* The same, where absent[k] (parallel to idx, may be NULL) says the caller
- * knows items[idx[k]]'s object is not in the kernel (it read the device):
- * such filters are created without the lookups a replace needs, which makes
- * adding n filters O(n) instead of O(n^2). If the object is there after all,
- * the normal path runs. */
-int apply_items_absent(struct plan_item *items, unsigned n_items, const unsigned *idx, const bool *absent,
-                       unsigned n_idx, const struct apply_target *t, struct plan_caps *caps,
-                       bool (*dep_ok)(void *ud, const char *id), void *ud, struct error *err);
 
 /* Undo one item: delete the object its effective alternative put in the
  * kernel (u32 filters are found by their hash:node), or put a sysctl's

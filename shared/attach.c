@@ -165,8 +165,7 @@ int attach_plan_remove(const struct plan *p, const struct attach *a, struct erro
 		r = apply_remove(p, DEV_HOST, &a->target, &e);
 		if (r < 0 && !first) {
 			first = r;
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 		}
 	}
 	if (a->target.pod_sk && a->target.pod_ifindex > 0) {
@@ -174,8 +173,7 @@ int attach_plan_remove(const struct plan *p, const struct attach *a, struct erro
 		r = apply_remove(p, DEV_POD, &a->target, &e);
 		if (r < 0 && !first) {
 			first = r;
-			if (err)
-				*err = e;
+			error_propagate(err, &e);
 		}
 	}
 	return first;
@@ -198,7 +196,7 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 		effective[0] = '\0';
 	if (deg_size)
 		degraded[0] = '\0';
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		char why[REASON_MAX];
 
@@ -236,7 +234,7 @@ int attach_intent_plan(const struct attach_state *s, struct plan *ret, struct er
 	struct plan_caps caps = {0};
 	int r;
 
-	memset(ret, 0, sizeof(*ret));
+	plan_free(ret);
 	if (!s->pending || !in->has_target)
 		return 0;
 	r = plan_pod(&in->workload, &in->profile_spec, &in->ifs, &caps, ret);
@@ -257,7 +255,7 @@ enum attach_recovery attach_recover_action(const struct attach_state *s)
 /* new_ holds o's object (at alternative so of o) on the same device. */
 static bool plan_holds_tc(const struct plan *new_, const struct plan_item *o, const struct tc_spec *so)
 {
-	for (unsigned k = 0; k < new_->n && k < PLAN_ITEMS_MAX; k++) {
+	for (unsigned k = 0; k < new_->n; k++) {
 		const struct tc_spec *sn = plan_item_effective_tc(&new_->items[k]);
 
 		if (sn && new_->items[k].dev == o->dev && tc_spec_same_object(so, sn))
@@ -268,7 +266,7 @@ static bool plan_holds_tc(const struct plan *new_, const struct plan_item *o, co
 
 static bool plan_holds_sysctl(const struct plan *new_, const char *key)
 {
-	for (unsigned k = 0; k < new_->n && k < PLAN_ITEMS_MAX; k++)
+	for (unsigned k = 0; k < new_->n; k++)
 		if (new_->items[k].type == ITEM_SYSCTL && streq(new_->items[k].key, key) &&
 		    plan_item_effective_val(&new_->items[k]))
 			return true;
@@ -284,7 +282,7 @@ static int remove_leftovers(const struct plan *old, const struct plan *new_, con
 {
 	int first = 0;
 
-	for (unsigned i = 0; i < old->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < old->n; i++) {
 		const struct plan_item *o = &old->items[i];
 		unsigned n_try = old->choices_unknown && o->type == ITEM_TC ? o->n_alt : 1;
 
@@ -311,8 +309,7 @@ static int remove_leftovers(const struct plan *old, const struct plan *new_, con
 			r = apply_remove_item(&one, t, &e);
 			if (r < 0 && !first) {
 				first = r;
-				if (err)
-					*err = e;
+				error_propagate(err, &e);
 			}
 		}
 	}
@@ -323,12 +320,12 @@ static int remove_leftovers(const struct plan *old, const struct plan *new_, con
  * plan recorded (the applier just read aiqos's own value). */
 static void carry_prev(const struct plan *old, struct plan *new_)
 {
-	for (unsigned k = 0; k < new_->n && k < PLAN_ITEMS_MAX; k++) {
+	for (unsigned k = 0; k < new_->n; k++) {
 		struct plan_item *n = &new_->items[k];
 
 		if (n->type != ITEM_SYSCTL)
 			continue;
-		for (unsigned i = 0; i < old->n && i < PLAN_ITEMS_MAX; i++) {
+		for (unsigned i = 0; i < old->n; i++) {
 			const struct plan_item *o = &old->items[i];
 
 			if (o->type == ITEM_SYSCTL && streq(o->key, n->key) && plan_item_effective_val(o) &&
@@ -357,6 +354,12 @@ static void tune_undo(const char *dir, const struct attach_state *s, const struc
 	res->undone = true;
 }
 
+/* dst becomes a copy of src (ADD's plan is the record's own: nothing to do) */
+static int plan_set(struct plan *dst, const struct plan *src)
+{
+	return dst == src ? 0 : plan_copy(src, dst);
+}
+
 static int tune_steps(const char *dir, struct attach_state *s, struct attach *a, struct plan_caps *caps,
                       const struct attach_tune_req *req, struct attach_tune_res *res, struct attach_state *before,
                       struct plan *crashed)
@@ -364,17 +367,21 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 	bool retune = req->op == ATTACH_OP_RETUNE;
 	int r, rc;
 
-	*before = *s; /* the committed tuning (re-tune) */
+	*before = *s; /* the committed tuning (re-tune), its own copy of the plan */
+	before->plan = (struct plan){0};
+	if (plan_copy(&s->plan, &before->plan) < 0)
+		return error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
 	/* what a crashed operation of this record may have left besides its
 	 * committed plan: the target of its intent, or (an ADD's) all of it */
 	if (s->pending && s->intent.has_target) {
 		r = attach_intent_plan(s, crashed, &res->leftover_err);
 		if (r < 0)
-			memset(crashed, 0, sizeof(*crashed));
+			plan_free(crashed);
 	} else if (s->pending) {
-		*crashed = s->plan;
+		plan_free(crashed);
+		*crashed = before->plan; /* moved: nothing committed before it */
 		crashed->choices_unknown = true;
-		memset(&before->plan, 0, sizeof(before->plan));
+		before->plan = (struct plan){0};
 	}
 
 	/* 1. intent */
@@ -392,7 +399,8 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 		s->profile_spec = *req->profile;
 		s->has_profile_spec = true;
 		s->ifs = *req->ifs;
-		s->plan = *req->plan;
+		if (plan_set(&s->plan, req->plan) < 0)
+			return error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
 	}
 	s->pending = true;
 	snprintf(s->failure, sizeof(s->failure), "%s did not finish: interrupted before it recorded what it applied",
@@ -401,14 +409,16 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 	r = state_save(dir, s, &res->intent_err);
 	res->intent_saved = r == 0;
 	if (r < 0 && req->intent_required) {
+		plan_free(&s->plan);
 		*s = *before; /* nothing changed */
+		before->plan = (struct plan){0};
 		return r;
 	}
 
 	/* 2. kernel */
 	if (req->failpoint_before)
 		(req->failpoint ?: failpoint_quiet)(req->failpoint_before);
-	r = apply_plan(req->plan, &a->target, caps, &res->apply_err);
+	r = apply_plan(req->plan, NULL, &a->target, caps, &res->apply_err);
 	if (retune)
 		carry_prev(&before->plan, req->plan);
 	if (r >= 0) {
@@ -434,7 +444,9 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 	s->has_profile_spec = true;
 	if (retune)
 		s->ifs.mtu = req->ifs->mtu; /* the host side stays recorded while it is out of reach */
-	s->plan = *req->plan;               /* on failure: what got applied before it */
+	/* on failure: what got applied before it */
+	if (plan_set(&s->plan, req->plan) < 0 && r >= 0)
+		r = error_set(&res->apply_err, CNI_ERR_IO, ENOMEM, "out of memory");
 	str_copy(s->failure, sizeof(s->failure), r < 0 ? res->apply_err.msg : "");
 	if (r < 0 && req->undo_on_failure) {
 		tune_undo(dir, s, a, res);
@@ -461,17 +473,16 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 int attach_tune(const char *dir, struct attach_state *s, struct attach *a, struct plan_caps *caps,
                 const struct attach_tune_req *req, struct attach_tune_res *res)
 {
-	struct attach_state *before = malloc(sizeof(*before));
-	struct plan *crashed = calloc(1, sizeof(*crashed));
+	struct attach_state *before = calloc(1, sizeof(*before));
+	_cleanup_plan_ struct plan crashed = {0};
 	int r;
 
 	memset(res, 0, sizeof(*res));
-	if (before && crashed)
-		r = tune_steps(dir, s, a, caps, req, res, before, crashed);
+	if (before)
+		r = tune_steps(dir, s, a, caps, req, res, before, &crashed);
 	else
 		r = error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
-	free(before);
-	free(crashed);
+	attach_state_free(before);
 	return r;
 }
 
@@ -484,15 +495,14 @@ static int teardown_plan(const struct plan *p, const struct attach *a, struct er
 int attach_teardown(const char *dir, const struct profile_set *set, struct attach_state *s, const struct cJSON *choices,
                     const char *netns, struct attach_teardown_res *res)
 {
-	_cleanup_free_ struct plan *target = calloc(1, sizeof(*target));
+	_cleanup_plan_ struct plan target_plan = {0};
+	struct plan *target = &target_plan;
 	struct attach a;
 	struct error e = {0};
 	bool plan_ok;
 	int r, first = 0;
 
 	memset(res, 0, sizeof(*res));
-	if (!target)
-		return error_set(&res->plan_err, CNI_ERR_IO, ENOMEM, "out of memory");
 	plan_ok = attach_plan_restore(set, s, choices, NULL, &res->plan_err) == 0;
 	if (plan_ok && attach_intent_plan(s, target, &res->plan_err) < 0)
 		plan_ok = false;

@@ -121,16 +121,17 @@ static void dotted(const char *key, char *buf, size_t size)
 
 int plan_diff(const struct plan *p, const struct attach_ifaces *ifs, const struct observed *obs, char *buf, size_t size)
 {
+	const struct plan_names names = plan_names_attach(ifs);
 	struct out o = {buf, size, 0};
 	unsigned n_obs = obs ? (obs->n < OBSERVED_MAX ? obs->n : OBSERVED_MAX) : 0;
-	unsigned n_sys = obs ? (obs->n_sysctl < PLAN_ITEMS_MAX ? obs->n_sysctl : PLAN_ITEMS_MAX) : 0;
+	unsigned n_sys = obs ? (obs->n_sysctl < OBSERVED_SYSCTL_MAX ? obs->n_sysctl : OBSERVED_SYSCTL_MAX) : 0;
 	int diffs = 0;
 
 	if (buf && size)
 		buf[0] = '\0';
 	if (!p)
 		return 0;
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		const struct tc_spec *want = plan_item_effective_tc(it);
 		const char *want_val = plan_item_effective_val(it);
@@ -147,7 +148,7 @@ int plan_diff(const struct plan *p, const struct attach_ifaces *ifs, const struc
 			describe(want, w, sizeof(w));
 			if (have)
 				describe(have, h, sizeof(h));
-			out_line(&o, "%s on %s: want %s, have %s", it->id, plan_dev_ifname(ifs, it->dev), w,
+			out_line(&o, "%s on %s: want %s, have %s", it->id, plan_dev_ifname(&names, it->dev), w,
 			         have ? h : "nothing");
 			diffs++;
 		} else if (want_val) {

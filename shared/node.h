@@ -158,14 +158,9 @@
  * namespace on the ifb). The agent creates, records and removes the ifb.
  *
  * CAPACITY. A node plan has one filter per pod address: 250 dual-stack pods
- * need ~510 items, far above PLAN_ITEMS_MAX (64, sized for per-pod plans that
- * live on the plugin's stack and in every state record). struct plan_item is
- * ~660 bytes, so struct node_plan keeps its items in a heap array
- * (node_plan_free()); node_plan_slice() copies a window of at most
- * PLAN_ITEMS_MAX items into a struct plan (for plan_render()). Applying is
- * incremental (node_plan_delta: only added/changed items, removals first):
- * apply_plan() is not the tool for it, as it re-applies every item of its
- * plan and looks `depends` up only inside that plan. */
+ * need ~510 items, in the same heap container as a pod's plan (struct plan,
+ * plan_free()). Applying is incremental (node_plan_delta: only added/changed
+ * items, removals first): apply_plan() with the delta's index list. */
 #ifndef AIQOS_NODE_H
 #define AIQOS_NODE_H
 
@@ -198,8 +193,6 @@
 #define NODE_INF_INTERVAL_US  10000
 #define NODE_INF_LIMIT_PKTS   1024
 #define NODE_HTB_R2Q          10
-#define NODE_HTB_QUANTUM_MAX  200000
-#define NODE_HTB_BURST_US     2000
 #define NODE_FIFO_MIN_BYTES   (2U * 65536)
 /* the inference FIFO (kernels without fq_codel) holds a response-sized
  * burst: NODE_INF_QUEUE_MS at the link rate, at least two 256 KiB responses */
@@ -331,12 +324,6 @@ struct node_mode_state {
 };
 #define NODE_MODE_STATE_INIT ((struct node_mode_state){.mode = MODE_IDLE, .mixed_last_needed_ms = 0})
 
-struct node_plan {
-	unsigned n;              /* items in use */
-	unsigned cap;            /* allocated */
-	struct plan_item *items; /* heap; tree items first, then pod filters in pod-UID order */
-};
-
 /* The download tree (DOWNLOAD in the top comment) */
 struct node_down_info {
 	bool planned;        /* the plan has the down.* items */
@@ -423,22 +410,8 @@ bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps 
  * UID, bad mode), -ENOTUNIQ (UID hash collision), -E2BIG (more than
  * NODE_FILTERS_MAX filters), -ENOMEM. */
 int node_plan(const struct node_pod *pods, unsigned n, const struct node_config *cfg, const struct uplink_facts *up,
-              const struct plan_caps *caps, enum node_mode mode, const struct node_plan *prev, struct node_plan *ret,
+              const struct plan_caps *caps, enum node_mode mode, const struct plan *prev, struct plan *ret,
               struct node_plan_info *ret_info, struct error *err);
-
-void node_plan_free(struct node_plan *p); /* frees the items; p becomes empty */
-static inline void node_plan_freep(struct node_plan *p)
-{
-	node_plan_free(p);
-}
-#define _cleanup_node_plan_ _cleanup_(node_plan_freep)
-
-struct plan_item *node_plan_find(struct node_plan *p, const char *id);
-const struct plan_item *node_plan_find_const(const struct node_plan *p, const char *id);
-
-/* Copy items [start, start + PLAN_ITEMS_MAX) into ret (for plan_render);
- * returns the number copied (0 at the end). */
-unsigned node_plan_slice(const struct node_plan *p, unsigned start, struct plan *ret);
 
 /* Desired equality of two items: type, dev, id, depends and every
  * alternative (effective fields ignored). */
@@ -458,11 +431,11 @@ struct node_plan_delta {
 	unsigned *added;
 	unsigned *changed;
 };
-int node_plan_delta(const struct node_plan *old, const struct node_plan *new_, struct node_plan_delta *ret);
+int node_plan_delta(const struct plan *old, const struct plan *new_, struct node_plan_delta *ret);
 void node_plan_delta_free(struct node_plan_delta *d);
 /* Copy the effective state (status, chosen, err) of the items node_plan_delta
  * calls same from old into new (they need no re-apply). Returns -ENOMEM or
  * the number of items carried over. */
-int node_plan_carry_effective(struct node_plan *new_, const struct node_plan *old);
+int node_plan_carry_effective(struct plan *new_, const struct plan *old);
 
 #endif

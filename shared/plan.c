@@ -1,7 +1,8 @@
 /* plan.c — the pure per-pod planner: (workload, profile, interfaces, kernel
  * capabilities) -> ordered plan items (sysctls, pod egress qdiscs or shaper,
  * DSCP marking, host-side ingress shaper), each with ordered alternatives.
- * Also the small accessors on plans and capabilities. No I/O. */
+ * Also the names of devices and statuses and the capability helpers; the
+ * container and the builders are plan_items.c. No I/O. */
 #include <linux/if_ether.h>
 #include <sys/socket.h>
 
@@ -34,20 +35,25 @@ const char *plan_dev_name(enum plan_dev d)
 	return names[d];
 }
 
-const char *plan_dev_ifname(const struct attach_ifaces *ifs, enum plan_dev d)
+struct plan_names plan_names_attach(const struct attach_ifaces *ifs)
 {
-	switch (d) {
-	case DEV_POD:
-		return ifs && ifs->pod_ifname[0] ? ifs->pod_ifname : "pod";
-	case DEV_HOST:
-		return ifs && ifs->host_ifname[0] ? ifs->host_ifname : "host";
-	case DEV_UPLINK:
-		return "uplink";
-	case DEV_IFB:
-		return PLAN_IFB_NAME;
-	default:
-		return "?";
+	struct plan_names n = {0};
+
+	if (ifs) {
+		n.dev[DEV_POD] = ifs->pod_ifname;
+		n.dev[DEV_HOST] = ifs->host_ifname;
 	}
+	return n;
+}
+
+const char *plan_dev_ifname(const struct plan_names *names, enum plan_dev d)
+{
+	static const char *const defaults[_DEV_MAX] = {
+	        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = PLAN_IFB_NAME};
+
+	if (d < 0 || d >= _DEV_MAX)
+		return "?";
+	return names && names->dev[d] && names->dev[d][0] ? names->dev[d] : defaults[d];
 }
 
 const char *item_status_name(enum item_status s)
@@ -62,56 +68,6 @@ const char *item_status_name(enum item_status s)
 	if (s < 0 || s >= _ITEM_STATUS_MAX)
 		return NULL;
 	return names[s];
-}
-
-struct plan_item *plan_find(struct plan *p, const char *id)
-{
-	if (!p || !id)
-		return NULL;
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++)
-		if (streq(p->items[i].id, id))
-			return &p->items[i];
-	return NULL;
-}
-
-const struct plan_item *plan_find_const(const struct plan *p, const char *id)
-{
-	if (!p || !id)
-		return NULL;
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++)
-		if (streq(p->items[i].id, id))
-			return &p->items[i];
-	return NULL;
-}
-
-static bool item_has_effective(const struct plan_item *it)
-{
-	return (it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED) && it->chosen >= 0 &&
-	       (unsigned)it->chosen < it->n_alt && it->n_alt <= PLAN_ALT_MAX;
-}
-
-const struct tc_spec *plan_item_effective_tc(const struct plan_item *it)
-{
-	if (!it || it->type != ITEM_TC || !item_has_effective(it))
-		return NULL;
-	return &it->tc[it->chosen];
-}
-
-const char *plan_item_effective_val(const struct plan_item *it)
-{
-	if (!it || it->type != ITEM_SYSCTL || !item_has_effective(it))
-		return NULL;
-	return it->val[it->chosen];
-}
-
-unsigned plan_count(const struct plan *p, enum item_status s)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; p && i < p->n && i < PLAN_ITEMS_MAX; i++)
-		if (p->items[i].status == s)
-			n++;
-	return n;
 }
 
 void plan_caps_mark_missing(struct plan_caps *caps, enum tc_kind_id k)
@@ -129,67 +85,12 @@ bool plan_caps_has(const struct plan_caps *caps, enum tc_kind_id k)
 
 /* ---- building ---- */
 
-static struct plan_item *item_add(struct plan *p, enum plan_item_type type, enum plan_dev dev, const char *id,
-                                  const char *depends)
-{
-	struct plan_item *it;
-
-	if (p->n >= PLAN_ITEMS_MAX)
-		return NULL;
-	it = &p->items[p->n++];
-	memset(it, 0, sizeof(*it));
-	it->type = type;
-	it->dev = dev;
-	str_copy(it->id, sizeof(it->id), id);
-	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
-	it->status = ITEM_PENDING;
-	it->chosen = -1;
-	it->err = 0;
-	return it;
-}
-
-/* A tc item with exactly one alternative; NULL only when the plan is full. */
-static struct tc_spec *item_add_one(struct plan *p, enum plan_dev dev, const char *id, const char *depends)
-{
-	struct plan_item *it = item_add(p, ITEM_TC, dev, id, depends);
-
-	if (!it)
-		return NULL;
-	it->n_alt = 1;
-	return &it->tc[0];
-}
-
-static struct tc_spec *alt_add(struct plan_item *it)
-{
-	struct tc_spec *s;
-
-	if (it->n_alt >= PLAN_ALT_MAX)
-		return NULL;
-	s = &it->tc[it->n_alt++];
-	memset(s, 0, sizeof(*s));
-	return s;
-}
-
-/* Copy the object identity (type, parent, handle, prio, protocol) of the
- * first alternative to every alternative: they are one object, different
- * kinds. */
-static void alts_same_identity(struct plan_item *it)
-{
-	for (unsigned i = 1; i < it->n_alt; i++) {
-		it->tc[i].type = it->tc[0].type;
-		it->tc[i].parent = it->tc[0].parent;
-		it->tc[i].handle = it->tc[0].handle;
-		it->tc[i].prio = it->tc[0].prio;
-		it->tc[i].protocol = it->tc[0].protocol;
-	}
-}
-
 static int sysctl_add(struct plan *p, const char *id, const char *key, const char *val)
 {
-	struct plan_item *it = item_add(p, ITEM_SYSCTL, DEV_POD, id, NULL);
+	struct plan_item *it = plan_item_add(p, ITEM_SYSCTL, DEV_POD, id, NULL);
 
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	str_copy(it->key, sizeof(it->key), key);
 	str_copy(it->val[0], sizeof(it->val[0]), val);
 	it->n_alt = 1;
@@ -208,11 +109,11 @@ static int plan_sysctls(struct plan *p, const struct profile *pr, const struct p
 			return r;
 	}
 	if (pr->n_cc > 0) {
-		struct plan_item *it = item_add(p, ITEM_SYSCTL, DEV_POD, "sysctl.cc", NULL);
+		struct plan_item *it = plan_item_add(p, ITEM_SYSCTL, DEV_POD, "sysctl.cc", NULL);
 		unsigned n_cc = pr->n_cc < PROFILE_CC_MAX ? pr->n_cc : PROFILE_CC_MAX;
 
 		if (!it)
-			return -E2BIG;
+			return -ENOMEM;
 		str_copy(it->key, sizeof(it->key), "net/ipv4/tcp_congestion_control");
 		for (unsigned i = 0; i < n_cc && it->n_alt < PLAN_ALT_MAX; i++)
 			str_copy(it->val[it->n_alt++], SYSCTL_VAL_MAX, pr->cc[i]);
@@ -273,24 +174,20 @@ static void codel_times(const struct profile *pr, uint64_t rate_bps, uint32_t fr
 
 static void alt_fq(struct plan_item *it, const struct profile *pr)
 {
-	struct tc_spec *s = alt_add(it);
+	struct tc_spec *s = plan_alt_add(it, TC_KIND_FQ);
 
 	if (!s)
 		return;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_FQ;
 	s->u.fq.limit_pkts = pr->limit_pkts;
 	s->u.fq.ce_threshold_us = pr->ce_threshold_us;
 }
 
 static void alt_fq_codel(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
 {
-	struct tc_spec *s = alt_add(it);
+	struct tc_spec *s = plan_alt_add(it, TC_KIND_FQ_CODEL);
 
 	if (!s)
 		return;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_FQ_CODEL;
 	codel_times(pr, rate_bps, frame, &s->u.fq_codel.target_us, &s->u.fq_codel.interval_us);
 	s->u.fq_codel.limit_pkts = pr->limit_pkts;
 	s->u.fq_codel.ce_threshold_us = pr->ce_threshold_us;
@@ -315,42 +212,29 @@ static uint32_t fifo_limit_bytes(uint64_t rate_bps, uint32_t queue_ms, uint32_t 
 
 static void alt_bfifo(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
 {
-	struct tc_spec *s = alt_add(it);
+	struct tc_spec *s = plan_alt_add(it, TC_KIND_BFIFO);
 
 	if (!s)
 		return;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_BFIFO;
 	s->u.fifo.limit = fifo_limit_bytes(rate_bps, pr->queue_ms, frame);
 }
 
-/* The AQM alternatives of a class, best first: training prefers fq (pacing,
- * per-flow fairness for bulk flows), everything else fq_codel (low delay).
- * Under a shaper (rate_bps > 0) a byte FIFO is the last resort; without one
- * there is no FIFO fallback: an unshaped veth is noqueue, a FIFO would only
- * add a queue. */
-static void alts_aqm(struct plan_item *it, const struct profile *pr, uint64_t rate_bps, uint32_t frame)
+/* The AQM alternatives of a class, best first, for the root qdisc `handle`
+ * under `parent`: training prefers fq (pacing, per-flow fairness for bulk
+ * flows), everything else fq_codel (low delay). Under a shaper (rate_bps >
+ * 0) a byte FIFO is the last resort; without one there is no FIFO fallback:
+ * an unshaped veth is noqueue, a FIFO would only add a queue. */
+static void alts_aqm(struct plan_item *it, uint32_t parent, uint32_t handle, const struct profile *pr,
+                     uint64_t rate_bps, uint32_t frame)
 {
+	it->tc[0].type = TC_QDISC;
+	it->tc[0].parent = parent;
+	it->tc[0].handle = handle;
 	if (pr->class == CLASS_TRAINING)
 		alt_fq(it, pr);
 	alt_fq_codel(it, pr, rate_bps, frame);
 	if (rate_bps > 0)
 		alt_bfifo(it, pr, rate_bps, frame);
-}
-
-/* HTB burst: 2 ms at the rate (HTB's timer slack and a few packets of
- * jitter are absorbed without falling below the rate, and a pod can never
- * exceed its limit for long, unlike the runtime's 2^32-1 bit burst), at
- * least two full frames, at most 16 MiB. Quantum: 1 ms worth of bytes,
- * clamped to [frame, 200000] (HTB warns above 200000). */
-static uint32_t htb_burst_bytes(uint64_t rate_bps, uint32_t frame)
-{
-	return (uint32_t)clamp_u64(rate_bps / 8 * 2 / 1000, 2ull * frame, 16 * MiB);
-}
-
-static uint32_t htb_quantum_bytes(uint64_t rate_bps, uint32_t frame)
-{
-	return (uint32_t)clamp_u64(rate_bps / 8 / 1000, frame, 200000);
 }
 
 static int plan_shaper(struct plan *p, enum plan_dev dev, const char *prefix, uint64_t rate_bps,
@@ -364,37 +248,29 @@ static int plan_shaper(struct plan *p, enum plan_dev dev, const char *prefix, ui
 	snprintf(id_class, sizeof(id_class), "%s.class", prefix);
 	snprintf(id_leaf, sizeof(id_leaf), "%s.leaf", prefix);
 
-	s = item_add_one(p, dev, id_root, NULL);
-	if (!s)
-		return -E2BIG;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_HTB;
-	s->parent = TC_H_ROOT;
-	s->handle = H_SHAPER_ROOT;
+	it = plan_item_add(p, ITEM_TC, dev, id_root, NULL);
+	if (!it)
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_SHAPER_ROOT);
 	s->u.htb.defcls = SHAPER_DEFCLS;
 	s->u.htb.r2q = SHAPER_R2Q;
 
-	s = item_add_one(p, dev, id_class, id_root);
-	if (!s)
-		return -E2BIG;
-	s->type = TC_CLASS;
-	s->kind = TC_KIND_HTB_CLASS;
-	s->parent = H_SHAPER_ROOT;
-	s->handle = H_SHAPER_CLASS;
+	it = plan_item_add(p, ITEM_TC, dev, id_class, id_root);
+	if (!it)
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_SHAPER_ROOT, H_SHAPER_CLASS);
 	s->u.htb_class.rate_bps = rate_bps;
 	s->u.htb_class.ceil_bps = rate_bps;
-	s->u.htb_class.burst_bytes = htb_burst_bytes(rate_bps, frame);
+	/* the floor: two full frames (plan_htb_burst_bytes) */
+	s->u.htb_class.burst_bytes = plan_htb_burst_bytes(rate_bps, 2 * frame);
 	s->u.htb_class.cburst_bytes = s->u.htb_class.burst_bytes;
-	s->u.htb_class.quantum_bytes = htb_quantum_bytes(rate_bps, frame);
+	s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(rate_bps, frame);
 	s->u.htb_class.prio = 0;
 
-	it = item_add(p, ITEM_TC, dev, id_leaf, id_class);
+	it = plan_item_add(p, ITEM_TC, dev, id_leaf, id_class);
 	if (!it)
-		return -E2BIG;
-	alts_aqm(it, pr, rate_bps, frame);
-	it->tc[0].parent = H_SHAPER_CLASS;
-	it->tc[0].handle = H_SHAPER_LEAF;
-	alts_same_identity(it);
+		return -ENOMEM;
+	alts_aqm(it, H_SHAPER_CLASS, H_SHAPER_LEAF, pr, rate_bps, frame);
 	return 0;
 }
 
@@ -408,24 +284,19 @@ static int plan_dscp(struct plan *p, const struct profile *pr)
 	        {"dscp.v4", 1, ETH_P_IP, AF_INET},
 	        {"dscp.v6", 2, ETH_P_IPV6, AF_INET6},
 	};
+	struct plan_item *it;
 	struct tc_spec *s;
 
-	s = item_add_one(p, DEV_POD, "dscp.clsact", NULL);
-	if (!s)
-		return -E2BIG;
-	s->type = TC_QDISC;
-	s->kind = TC_KIND_CLSACT;
-	s->parent = TC_H_CLSACT;
-	s->handle = TC_H_MAKE(TC_H_CLSACT, 0);
+	it = plan_item_add(p, ITEM_TC, DEV_POD, "dscp.clsact", NULL);
+	if (!it)
+		return -ENOMEM;
+	plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 
 	for (size_t i = 0; i < ARRAY_SIZE(fams); i++) {
-		s = item_add_one(p, DEV_POD, fams[i].id, "dscp.clsact");
-		if (!s)
-			return -E2BIG;
-		s->type = TC_FILTER;
-		s->kind = TC_KIND_U32;
-		s->parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
-		s->handle = 0;
+		it = plan_item_add(p, ITEM_TC, DEV_POD, fams[i].id, "dscp.clsact");
+		if (!it)
+			return -ENOMEM;
+		s = plan_alt_first(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), 0);
 		s->prio = fams[i].prio;
 		s->protocol = fams[i].protocol;
 		s->u.u32.match = U32_MATCH_ALL;
@@ -436,38 +307,36 @@ static int plan_dscp(struct plan *p, const struct profile *pr)
 	return 0;
 }
 
-int plan_pod(const struct workload *w, const struct profile *pr, const struct attach_ifaces *ifs,
-             const struct plan_caps *caps, struct plan *ret)
+/* The most items a pod plan has: 5 sysctls, the egress shaper (3), DSCP
+ * marking (3), the ingress shaper (3). Reserved up front: one allocation. */
+#define POD_ITEMS_MAX 14u
+
+static int plan_pod_build(const struct workload *w, const struct profile *pr, uint32_t frame,
+                          const struct plan_caps *caps, struct plan *p)
 {
-	uint32_t mtu = ifs && ifs->mtu ? ifs->mtu : MTU_DEFAULT;
-	uint32_t frame = mtu + ETH_HLEN_BYTES;
 	int r;
 
-	memset(ret, 0, sizeof(*ret));
-	if (!w || !pr)
-		return -EINVAL;
-
-	r = plan_sysctls(ret, pr, caps);
+	r = plan_reserve(p, POD_ITEMS_MAX);
+	if (r < 0)
+		return r;
+	r = plan_sysctls(p, pr, caps);
 	if (r < 0)
 		return r;
 
 	if (w->egress_bps > 0) {
-		r = plan_shaper(ret, DEV_POD, "egress", w->egress_bps, pr, frame, caps);
+		r = plan_shaper(p, DEV_POD, "egress", w->egress_bps, pr, frame, caps);
 		if (r < 0)
 			return r;
 	} else if (pr->pod_qdisc) {
-		struct plan_item *it = item_add(ret, ITEM_TC, DEV_POD, "egress.root", NULL);
+		struct plan_item *it = plan_item_add(p, ITEM_TC, DEV_POD, "egress.root", NULL);
 
 		if (!it)
-			return -E2BIG;
-		alts_aqm(it, pr, 0, frame);
-		it->tc[0].parent = TC_H_ROOT;
-		it->tc[0].handle = H_SHAPER_ROOT;
-		alts_same_identity(it);
+			return -ENOMEM;
+		alts_aqm(it, TC_H_ROOT, H_SHAPER_ROOT, pr, 0, frame);
 	}
 
 	if (pr->dscp >= 0 && pr->dscp <= 63) {
-		r = plan_dscp(ret, pr);
+		r = plan_dscp(p, pr);
 		if (r < 0)
 			return r;
 	}
@@ -476,9 +345,24 @@ int plan_pod(const struct workload *w, const struct profile *pr, const struct at
 	 * applier then records the shaper as skipped with its reason, never
 	 * drops the limit silently. */
 	if (w->ingress_bps > 0) {
-		r = plan_shaper(ret, DEV_HOST, "ingress", w->ingress_bps, pr, frame, caps);
+		r = plan_shaper(p, DEV_HOST, "ingress", w->ingress_bps, pr, frame, caps);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+int plan_pod(const struct workload *w, const struct profile *pr, const struct attach_ifaces *ifs,
+             const struct plan_caps *caps, struct plan *ret)
+{
+	uint32_t mtu = ifs && ifs->mtu ? ifs->mtu : MTU_DEFAULT;
+	int r;
+
+	plan_free(ret);
+	if (!w || !pr)
+		return -EINVAL;
+	r = plan_pod_build(w, pr, mtu + ETH_HLEN_BYTES, caps, ret);
+	if (r < 0)
+		plan_free(ret);
+	return r;
 }

@@ -183,10 +183,10 @@ static void wanted_note(const struct plan_item *it, char *buf, size_t size)
 
 /* ---- text ---- */
 
-static void render_text_item(struct sbuf *b, const struct plan_item *it, const struct attach_ifaces *ifs,
+static void render_text_item(struct sbuf *b, const struct plan_item *it, const struct plan_names *names,
                              bool effective_only)
 {
-	const char *dev = plan_dev_ifname(ifs, it->dev);
+	const char *dev = plan_dev_ifname(names, it->dev);
 	bool eff = it->chosen >= 0 && (unsigned)it->chosen < n_alt_of(it) &&
 	           (it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED);
 	char note[256], first[TC_FORMAT_MAX + 64];
@@ -231,7 +231,7 @@ static void render_prefix(struct sbuf *b, const struct plan_item *it, const char
 	sbuf_printf(b, " ");
 }
 
-static void render_tc_item(struct sbuf *b, const struct plan_item *it, const struct attach_ifaces *ifs,
+static void render_tc_item(struct sbuf *b, const struct plan_item *it, const struct plan_names *names,
                            const char *netns, bool effective_only)
 {
 	char dev[DEV_QUOTED_MAX], note[256];
@@ -250,7 +250,7 @@ static void render_tc_item(struct sbuf *b, const struct plan_item *it, const str
 		from = (unsigned)it->chosen;
 		to = from + 1;
 	}
-	dev_quote(plan_dev_ifname(ifs, it->dev), dev, sizeof(dev));
+	dev_quote(plan_dev_ifname(names, it->dev), dev, sizeof(dev));
 	for (unsigned i = from; i < to; i++) {
 		if (i > from)
 			sbuf_printf(b, " || ");
@@ -273,15 +273,15 @@ static void render_tc_item(struct sbuf *b, const struct plan_item *it, const str
 
 /* ---- JSON ---- */
 
-static cJSON *render_json(const struct plan *p, const struct attach_ifaces *ifs, bool effective_only)
+cJSON *plan_to_json(const struct plan *p, const struct plan_names *names, bool effective_only)
 {
 	_cleanup_(cjson_deletep) cJSON *arr = cJSON_CreateArray();
 
-	if (!arr)
+	if (!arr || !p)
 		return NULL;
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
-		const char *dev = plan_dev_ifname(ifs, it->dev);
+		const char *dev = plan_dev_ifname(names, it->dev);
 		bool eff = it->chosen >= 0 && (unsigned)it->chosen < n_alt_of(it) &&
 		           (it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED);
 		char alt[TC_FORMAT_MAX + 64];
@@ -334,7 +334,7 @@ static cJSON *render_json(const struct plan *p, const struct attach_ifaces *ifs,
 	return TAKE_PTR(arr);
 }
 
-int plan_render(const struct plan *p, const struct attach_ifaces *ifs, const char *netns, enum plan_format fmt,
+int plan_render(const struct plan *p, const struct plan_names *names, const char *netns, enum plan_format fmt,
                 bool effective_only, char **ret)
 {
 	struct sbuf b = {0};
@@ -343,18 +343,18 @@ int plan_render(const struct plan *p, const struct attach_ifaces *ifs, const cha
 		return -EINVAL;
 	switch (fmt) {
 	case PLAN_FMT_TEXT:
-		for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+		for (unsigned i = 0; i < p->n; i++) {
 			if (effective_only && p->items[i].status == ITEM_PENDING)
 				continue;
-			render_text_item(&b, &p->items[i], ifs, effective_only);
+			render_text_item(&b, &p->items[i], names, effective_only);
 		}
 		break;
 	case PLAN_FMT_TC:
-		for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++)
-			render_tc_item(&b, &p->items[i], ifs, netns, effective_only);
+		for (unsigned i = 0; i < p->n; i++)
+			render_tc_item(&b, &p->items[i], names, netns, effective_only);
 		break;
 	case PLAN_FMT_JSON: {
-		_cleanup_(cjson_deletep) cJSON *j = render_json(p, ifs, effective_only);
+		_cleanup_(cjson_deletep) cJSON *j = plan_to_json(p, names, effective_only);
 		_cleanup_free_ char *s = NULL;
 
 		if (!j)
@@ -386,7 +386,7 @@ cJSON *plan_choices_to_json(const struct plan *p)
 
 	if (!arr || !p)
 		return NULL;
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		bool eff = it->chosen >= 0 && (unsigned)it->chosen < n_alt_of(it);
 		cJSON *o = cJSON_CreateObject();
@@ -436,12 +436,13 @@ static bool json_whole(const cJSON *v, double min, double max, int *ret)
 
 int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct error *err)
 {
-	struct {
+	struct choice {
 		enum item_status status;
 		int chosen, err;
 		bool set;
 		char prev[SYSCTL_VAL_MAX];
-	} next[PLAN_ITEMS_MAX] = {0};
+	};
+	_cleanup_free_ struct choice *next = NULL;
 	const cJSON *c;
 	unsigned idx = 0;
 
@@ -451,6 +452,9 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		return 0;
 	if (!cJSON_IsArray(choices))
 		return error_set(err, CNI_ERR_STATE, EINVAL, "choices: expected an array");
+	next = calloc(p->n ? p->n : 1, sizeof(*next));
+	if (!next)
+		return error_set(err, CNI_ERR_STATE, ENOMEM, "choices: out of memory for %u items", p->n);
 
 	cJSON_ArrayForEach(c, choices)
 	{
@@ -468,7 +472,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		if (!cJSON_IsObject(c) || !cJSON_IsString(id) || !id->valuestring)
 			return error_set(err, CNI_ERR_STATE, EINVAL,
 			                 "choices[%u]: expected an object with a string \"id\"", idx);
-		for (k = 0; k < p->n && k < PLAN_ITEMS_MAX; k++)
+		for (k = 0; k < p->n; k++)
 			if (streq(p->items[k].id, id->valuestring)) {
 				it = &p->items[k];
 				break;
@@ -535,7 +539,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		idx++;
 	}
 
-	for (unsigned k = 0; k < p->n && k < PLAN_ITEMS_MAX; k++) {
+	for (unsigned k = 0; k < p->n; k++) {
 		if (!next[k].set)
 			continue;
 		p->items[k].status = next[k].status;

@@ -345,42 +345,6 @@ int node_down_pod_item_id(const char *uid, unsigned n, char *buf, size_t size)
 
 /* ---- the plan ---- */
 
-void node_plan_free(struct node_plan *p)
-{
-	if (!p)
-		return;
-	free(p->items);
-	p->items = NULL;
-	p->n = p->cap = 0;
-}
-
-struct plan_item *node_plan_find(struct node_plan *p, const char *id)
-{
-	for (unsigned i = 0; p && id && i < p->n; i++)
-		if (streq(p->items[i].id, id))
-			return &p->items[i];
-	return NULL;
-}
-
-const struct plan_item *node_plan_find_const(const struct node_plan *p, const char *id)
-{
-	for (unsigned i = 0; p && id && i < p->n; i++)
-		if (streq(p->items[i].id, id))
-			return &p->items[i];
-	return NULL;
-}
-
-unsigned node_plan_slice(const struct node_plan *p, unsigned start, struct plan *ret)
-{
-	unsigned k = 0;
-
-	ret->n = 0;
-	for (unsigned i = start; p && i < p->n && k < PLAN_ITEMS_MAX; i++)
-		ret->items[k++] = p->items[i];
-	ret->n = k;
-	return k;
-}
-
 static void builder_tree(struct builder *b, enum plan_dev dev, const char *pfx, enum u32_match m)
 {
 	b->dev = dev;
@@ -392,40 +356,7 @@ static void builder_tree(struct builder *b, enum plan_dev dev, const char *pfx, 
 
 struct plan_item *item_add(struct builder *b, const char *id, const char *depends)
 {
-	struct plan_item *it;
-
-	if (b->p->n >= b->p->cap)
-		return NULL; /* capacity is computed up front: a programming error */
-	it = &b->p->items[b->p->n++];
-	memset(it, 0, sizeof(*it));
-	it->type = ITEM_TC;
-	it->dev = b->dev;
-	str_copy(it->id, sizeof(it->id), id);
-	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
-	it->status = ITEM_PENDING;
-	it->chosen = -1;
-	return it;
-}
-
-/* A zeroed alternative of `kind` with the object identity (type, parent,
- * handle, prio, protocol) of it->tc[0]: all alternatives of an item are one
- * kernel object. Set the identity on tc[0] before adding the first one. */
-struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind)
-{
-	struct tc_spec ident = it->tc[0];
-	struct tc_spec *s;
-
-	if (it->n_alt >= PLAN_ALT_MAX)
-		return NULL;
-	s = &it->tc[it->n_alt++];
-	memset(s, 0, sizeof(*s));
-	s->type = ident.type;
-	s->parent = ident.parent;
-	s->handle = ident.handle;
-	s->prio = ident.prio;
-	s->protocol = ident.protocol;
-	s->kind = kind;
-	return s;
+	return plan_item_add(b->p, ITEM_TC, b->dev, id, depends);
 }
 
 static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
@@ -436,17 +367,6 @@ static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
 static uint32_t fifo_bytes(uint64_t rate_bps, unsigned ms, uint32_t min_bytes)
 {
 	return (uint32_t)clamp_u64(rate_bps / 8 * ms / 1000, min_bytes, NODE_FIFO_MAX_BYTES);
-}
-
-static uint32_t htb_burst(uint64_t rate_bps)
-{
-	return (uint32_t)clamp_u64(rate_bps / 8 * NODE_HTB_BURST_US / 1000000, NODE_FIFO_MIN_BYTES,
-	                           NODE_FIFO_MAX_BYTES);
-}
-
-static uint32_t htb_quantum(uint64_t rate_bps, uint32_t frame)
-{
-	return (uint32_t)clamp_u64(rate_bps / 8 / 1000, frame, NODE_HTB_QUANTUM_MAX);
 }
 
 static void spec_fq_codel_inference(struct tc_spec *s)
@@ -467,44 +387,30 @@ void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uin
 
 	switch (c) {
 	case CLASS_INFERENCE:
-		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
+		if ((s = plan_alt_add(it, TC_KIND_FQ_CODEL)))
 			spec_fq_codel_inference(s);
-		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
 			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, NODE_INF_QUEUE_MS, NODE_FIFO_MIN_INFERENCE_BYTES);
 		break;
 	case CLASS_TRAINING:
-		if (!ingress && (s = alt_add(it, TC_KIND_FQ)))
+		if (!ingress && (s = plan_alt_add(it, TC_KIND_FQ)))
 			s->u.fq.ce_threshold_us = ce_us;
-		if ((s = alt_add(it, TC_KIND_FQ_CODEL))) {
+		if ((s = plan_alt_add(it, TC_KIND_FQ_CODEL))) {
 			s->u.fq_codel.ce_threshold_us = ce_us;
 			s->u.fq_codel.ecn = TRI_ON;
 		}
-		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
 			s->u.fifo.limit =
 			        fifo_bytes(fifo_rate_bps, ingress ? NODE_DOWN_TRAINING_QUEUE_MS : QUEUE_MS_TRAINING,
 			                   NODE_FIFO_MIN_TRAINING_BYTES);
 		break;
 	default:
-		if ((s = alt_add(it, TC_KIND_FQ_CODEL)))
+		if ((s = plan_alt_add(it, TC_KIND_FQ_CODEL)))
 			s->u.fq_codel.ecn = TRI_ON;
-		if (fifo_rate_bps && (s = alt_add(it, TC_KIND_BFIFO)))
+		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
 			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_DEFAULT, NODE_FIFO_MIN_BYTES);
 		break;
 	}
-}
-
-/* The first alternative of a new item, identity set. */
-struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
-                          uint32_t handle)
-{
-	struct tc_spec *s = alt_add(it, kind);
-
-	if (!s)
-		s = &it->tc[0]; /* not reached: a new item has no alternative yet */
-	s->type = type;
-	s->parent = parent;
-	s->handle = handle;
-	return s;
 }
 
 static int leaf_add(struct builder *b, enum workload_class c, const char *depends, uint32_t parent, uint32_t handle,
@@ -516,7 +422,7 @@ static int leaf_add(struct builder *b, enum workload_class c, const char *depend
 	snprintf(id, sizeof(id), "%s.leaf.%s", b->pfx, class_tag[c]);
 	it = item_add(b, id, depends);
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	it->tc[0].type = TC_QDISC;
 	it->tc[0].parent = parent;
 	it->tc[0].handle = handle;
@@ -550,20 +456,20 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 
 	it = item_add(b, b->id_root, NULL);
 	if (!it)
-		return -E2BIG;
-	s = first_alt(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_ROOT);
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H_ROOT);
 	s->u.htb.defcls = MINOR_DEFAULT;
 	s->u.htb.r2q = NODE_HTB_R2Q;
 
 	it = item_add(b, b->id_parent, b->id_root);
 	if (!it)
-		return -E2BIG;
-	s = first_alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H_ROOT, H_PARENT);
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_ROOT, H_PARENT);
 	s->u.htb_class.rate_bps = rp;
 	s->u.htb_class.ceil_bps = rp;
-	s->u.htb_class.burst_bytes = htb_burst(rp);
-	s->u.htb_class.cburst_bytes = htb_burst(rp);
-	s->u.htb_class.quantum_bytes = htb_quantum(rp, b->frame);
+	s->u.htb_class.burst_bytes = plan_htb_burst_bytes(rp, NODE_FIFO_MIN_BYTES);
+	s->u.htb_class.cburst_bytes = plan_htb_burst_bytes(rp, NODE_FIFO_MIN_BYTES);
+	s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(rp, b->frame);
 	s->u.htb_class.prio = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
@@ -575,13 +481,13 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 		snprintf(id, sizeof(id), "%s.class.%s", b->pfx, class_tag[c]);
 		it = item_add(b, id, b->id_parent);
 		if (!it)
-			return -E2BIG;
-		s = first_alt(it, TC_CLASS, TC_KIND_HTB_CLASS, H_PARENT, TC_H_MAKE(H_ROOT, class_minor(c)));
+			return -ENOMEM;
+		s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_PARENT, TC_H_MAKE(H_ROOT, class_minor(c)));
 		s->u.htb_class.rate_bps = class_rate[c];
 		s->u.htb_class.ceil_bps = rp;
-		s->u.htb_class.burst_bytes = htb_burst(class_rate[c]);
-		s->u.htb_class.cburst_bytes = htb_burst(rp);
-		s->u.htb_class.quantum_bytes = htb_quantum(class_rate[c], b->frame);
+		s->u.htb_class.burst_bytes = plan_htb_burst_bytes(class_rate[c], NODE_FIFO_MIN_BYTES);
+		s->u.htb_class.cburst_bytes = plan_htb_burst_bytes(rp, NODE_FIFO_MIN_BYTES);
+		s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(class_rate[c], b->frame);
 		s->u.htb_class.prio = class_htb_prio(c);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
@@ -612,8 +518,8 @@ static int tree_prio(struct builder *b, uint64_t fifo_rate_bps, uint32_t ce_us)
 
 	it = item_add(b, b->id_root, NULL);
 	if (!it)
-		return -E2BIG;
-	s = first_alt(it, TC_QDISC, TC_KIND_PRIO, TC_H_ROOT, H_ROOT);
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_QDISC, TC_KIND_PRIO, TC_H_ROOT, H_ROOT);
 	s->u.prio.bands = PRIO_BANDS;
 	for (size_t i = 0; i < ARRAY_SIZE(s->u.prio.priomap); i++)
 		s->u.prio.priomap[i] = PRIO_BAND_DEFAULT;
@@ -634,7 +540,7 @@ static int tree_root_aqm(struct builder *b, enum workload_class c, uint32_t ce_u
 	struct plan_item *it = item_add(b, b->id_root, NULL);
 
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	it->tc[0].type = TC_QDISC;
 	it->tc[0].parent = TC_H_ROOT;
 	it->tc[0].handle = H_ROOT;
@@ -672,7 +578,7 @@ static void bit_set(uint64_t *bits, uint32_t i)
 
 /* Node ids: from prev first (same id, still free), then hash + linear probe,
  * both in request order (pods sorted by UID, addresses in order). */
-static int handles_assign(struct filter_req *reqs, unsigned n_reqs, const struct node_plan *prev)
+static int handles_assign(struct filter_req *reqs, unsigned n_reqs, const struct plan *prev)
 {
 	uint64_t taken[(NODE_FILTERS_MAX + 1 + 63) / 64] = {0};
 	_cleanup_free_ struct prev_ref *refs = NULL;
@@ -827,8 +733,8 @@ static int filters_dscp(struct builder *b, const struct node_config *cfg, const 
 		snprintf(id, sizeof(id), "%s.dscp.%s.%s", b->pfx, class_tag[fs[i].c], fs[i].fam);
 		it = item_add(b, id, b->id_root);
 		if (!it)
-			return -E2BIG;
-		s = alt_add(it, TC_KIND_U32);
+			return -ENOMEM;
+		s = plan_alt_add(it, TC_KIND_U32);
 		filter_spec(s, fs[i].family, NODE_FILTER_PRIO_DSCP_V4, NODE_FILTER_PRIO_DSCP_V6, fs[i].handle,
 		            classid[fs[i].c]);
 		s->u.u32.match = U32_MATCH_DSFIELD;
@@ -860,7 +766,7 @@ static unsigned filters_count_sorted(const struct node_pod *const *sorted, unsig
 }
 
 static int filters_src(struct builder *b, const struct node_pod *const *sorted, unsigned n,
-                       const uint32_t classid[_CLASS_MAX], unsigned n_reqs, const struct node_plan *prev)
+                       const uint32_t classid[_CLASS_MAX], unsigned n_reqs, const struct plan *prev)
 {
 	_cleanup_free_ struct filter_req *reqs = NULL;
 	unsigned k = 0;
@@ -892,8 +798,8 @@ static int filters_src(struct builder *b, const struct node_pod *const *sorted, 
 		struct tc_spec *s;
 
 		if (!it)
-			return -E2BIG;
-		s = alt_add(it, TC_KIND_U32);
+			return -ENOMEM;
+		s = plan_alt_add(it, TC_KIND_U32);
 		filter_spec(s, ip->family, NODE_FILTER_PRIO_SRC_V4, NODE_FILTER_PRIO_SRC_V6, reqs[i].handle,
 		            reqs[i].classid);
 		s->u.u32.match = b->addr_match;
@@ -965,7 +871,7 @@ bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps 
 /* The download direction (node.h "DOWNLOAD"): the ingress hook and redirect
  * on the uplink, then the same HTB tree on the ifb, filters on destination. */
 static int downlink_build(struct builder *b, const struct node_pod *const *sorted, unsigned n,
-                          const struct node_config *cfg, const struct uplink_facts *up, const struct node_plan *prev,
+                          const struct node_config *cfg, const struct uplink_facts *up, const struct plan *prev,
                           struct node_plan_info *info)
 {
 	struct node_down_info *d = &info->down;
@@ -980,17 +886,17 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 
 	builder_tree(b, DEV_UPLINK, PFX_DOWN, U32_MATCH_DST);
 	/* one clsact on the uplink: the mq layout's classifier may have planned it */
-	hook = node_plan_find_const(b->p, "uplink.clsact") ? "uplink.clsact" : "down.hook";
+	hook = plan_find_const(b->p, "uplink.clsact") ? "uplink.clsact" : "down.hook";
 	if (streq(hook, "down.hook")) {
 		it = item_add(b, "down.hook", NULL);
 		if (!it)
-			return -E2BIG;
-		first_alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
+			return -ENOMEM;
+		plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 	}
 	it = item_add(b, "down.redirect", hook);
 	if (!it)
-		return -E2BIG;
-	s = first_alt(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), NODE_REDIRECT_HANDLE);
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), NODE_REDIRECT_HANDLE);
 	s->prio = NODE_FILTER_PRIO_REDIRECT;
 	s->protocol = ETH_P_ALL;
 	s->u.u32.match = U32_MATCH_ALL;
@@ -1018,11 +924,11 @@ static enum workload_class mode_class(enum node_mode m)
 }
 
 int node_plan(const struct node_pod *pods, unsigned n, const struct node_config *cfg, const struct uplink_facts *up,
-              const struct plan_caps *caps, enum node_mode mode, const struct node_plan *prev, struct node_plan *ret,
+              const struct plan_caps *caps, enum node_mode mode, const struct plan *prev, struct plan *ret,
               struct node_plan_info *ret_info, struct error *err)
 {
 	_cleanup_free_ const struct node_pod **sorted = NULL;
-	struct node_plan np = {0};
+	struct plan np = {0};
 	struct node_plan_info info = {0};
 	uint32_t classid[_CLASS_MAX] = {0};
 	const char *ifname;
@@ -1156,10 +1062,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 
 	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 2 + filters_count(pods, n, NULL) : 0) +
 	      (info.shape == SHAPE_MQ ? node_mq_items(mode, up, caps) : 0);
-	np.items = calloc(cap, sizeof(*np.items));
-	if (!np.items)
+	if (plan_reserve(&np, cap) < 0)
 		return error_set(err, 0, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
-	np.cap = cap;
 
 	struct builder b = {
 	        .p = &np,
@@ -1194,7 +1098,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	if (r >= 0 && info.down.planned)
 		r = downlink_build(&b, sorted, n, cfg, up, prev, &info);
 	if (r < 0) {
-		node_plan_free(&np);
+		plan_free(&np);
 		return error_set(err, 0, -r, "uplink %s: building the %s plan failed", ifname, node_mode_name(mode));
 	}
 	info.n_filters = n_filters;
@@ -1204,7 +1108,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 			if (np.items[i].tc[a].kind == TC_KIND_HTB_CLASS)
 				np.items[i].tc[a].u.htb_class.overhead_bytes = cfg->overhead_bytes;
 
-	node_plan_free(ret);
+	plan_free(ret);
 	*ret = np;
 	if (ret_info)
 		*ret_info = info;
@@ -1247,7 +1151,7 @@ static int id_ref_cmp(const void *a, const void *b)
 	return strcmp(((const struct id_ref *)a)->id, ((const struct id_ref *)b)->id);
 }
 
-static struct id_ref *id_index(const struct node_plan *p)
+static struct id_ref *id_index(const struct plan *p)
 {
 	struct id_ref *refs = calloc(p && p->n ? p->n : 1, sizeof(*refs));
 
@@ -1296,7 +1200,7 @@ static bool item_recreates(const struct plan_item *o, const struct plan_item *n)
 	return false;
 }
 
-int node_plan_delta(const struct node_plan *old, const struct node_plan *new_, struct node_plan_delta *ret)
+int node_plan_delta(const struct plan *old, const struct plan *new_, struct node_plan_delta *ret)
 {
 	_cleanup_free_ struct id_ref *io = NULL, *in = NULL;
 	_cleanup_free_ int *old_of = NULL;    /* per new item: index in old, -1 = added */
@@ -1363,7 +1267,7 @@ int node_plan_delta(const struct node_plan *old, const struct node_plan *new_, s
 	return 0;
 }
 
-int node_plan_carry_effective(struct node_plan *new_, const struct node_plan *old)
+int node_plan_carry_effective(struct plan *new_, const struct plan *old)
 {
 	struct node_plan_delta d;
 	_cleanup_free_ bool *redo = NULL;

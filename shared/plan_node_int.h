@@ -10,7 +10,7 @@
 /* Building context: one tree (the uplink's, or the download tree on the
  * ifb) with its device, id prefix and the address its filters match. */
 struct builder {
-	struct node_plan *p;
+	struct plan *p;
 	const struct plan_caps *caps;
 	uint32_t frame; /* MTU + Ethernet header */
 	enum plan_dev dev;
@@ -19,13 +19,8 @@ struct builder {
 	char id_root[PLAN_ID_MAX], id_parent[PLAN_ID_MAX];
 };
 
-/* A new item (NULL when the capacity computed up front is exceeded). */
+/* A new tc item on the builder's device (NULL when out of memory). */
 struct plan_item *item_add(struct builder *b, const char *id, const char *depends);
-/* The first alternative of a new item, identity set. */
-struct tc_spec *first_alt(struct plan_item *it, enum tc_type type, enum tc_kind_id kind, uint32_t parent,
-                          uint32_t handle);
-/* Another alternative with the identity of it->tc[0]. */
-struct tc_spec *alt_add(struct plan_item *it, enum tc_kind_id kind);
 /* The AQM alternatives of a class queue, best first (byte FIFO last when
  * fifo_rate_bps is not 0). */
 void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uint64_t fifo_rate_bps, bool ingress);

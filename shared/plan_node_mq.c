@@ -74,7 +74,7 @@ static int child_add(struct builder *b, enum node_mode mode, unsigned q, uint32_
 	snprintf(id, sizeof(id), "uplink.q.%u", q);
 	it = item_add(b, id, "uplink.root");
 	if (!it)
-		return -E2BIG;
+		return -ENOMEM;
 	it->tc[0].type = TC_QDISC;
 	it->tc[0].parent = parent;
 	it->tc[0].handle = handle;
@@ -86,11 +86,11 @@ static int child_add(struct builder *b, enum node_mode mode, unsigned q, uint32_
 		alts_queue(it, CLASS_INFERENCE, ce_us, 0, false);
 		break;
 	default:
-		if (plan_caps_has(b->caps, TC_KIND_PRIO) && (s = alt_add(it, TC_KIND_PRIO))) {
+		if (plan_caps_has(b->caps, TC_KIND_PRIO) && (s = plan_alt_add(it, TC_KIND_PRIO))) {
 			s->u.prio.bands = MQ_BANDS;
 			memcpy(s->u.prio.priomap, pfifo_fast_priomap, sizeof(s->u.prio.priomap));
 		}
-		alt_add(it, TC_KIND_PFIFO_FAST);
+		plan_alt_add(it, TC_KIND_PFIFO_FAST);
 		break;
 	}
 	return 0;
@@ -108,7 +108,7 @@ static int leaves_add(struct builder *b, unsigned q, uint32_t ce_us, uint64_t fi
 		snprintf(id, sizeof(id), "uplink.q.%u.%s", q, bands[band].tag);
 		it = item_add(b, id, dep);
 		if (!it)
-			return -E2BIG;
+			return -ENOMEM;
 		it->tc[0].type = TC_QDISC;
 		it->tc[0].parent = TC_H_MAKE((MQ_CHILD_MAJOR + q) << 16, band + 1);
 		it->tc[0].handle = (MQ_LEAF_MAJOR + 4 * q + band + 1) << 16;
@@ -124,12 +124,12 @@ static int classifier_add(struct builder *b)
 
 	it = item_add(b, "uplink.clsact", NULL);
 	if (!it)
-		return -E2BIG;
-	first_alt(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, H_CLSACT);
+		return -ENOMEM;
+	plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, H_CLSACT);
 	it = item_add(b, "uplink.classifier", "uplink.clsact");
 	if (!it)
-		return -E2BIG;
-	s = first_alt(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), CLS_HANDLE);
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), CLS_HANDLE);
 	s->prio = NODE_FILTER_PRIO_CLS;
 	s->protocol = ETH_P_ALL;
 	str_copy(s->u.bpf.name, sizeof(s->u.bpf.name), BPF_CLS_NAME);
@@ -148,8 +148,8 @@ int node_tree_mq(struct builder *b, enum node_mode mode, const struct uplink_fac
 
 	it = item_add(b, "uplink.root", NULL);
 	if (!it)
-		return -E2BIG;
-	first_alt(it, TC_QDISC, TC_KIND_MQ, TC_H_ROOT, H_ROOT);
+		return -ENOMEM;
+	plan_alt_first(it, TC_QDISC, TC_KIND_MQ, TC_H_ROOT, H_ROOT);
 	for (unsigned q = 0; q < queues; q++) {
 		r = child_add(b, mode, q, ce_us);
 		if (r < 0)

@@ -220,7 +220,7 @@ static cJSON *degraded_to_json(const struct plan *p)
 
 	if (!arr)
 		return NULL;
-	for (unsigned i = 0; i < p->n && i < PLAN_ITEMS_MAX; i++) {
+	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		char wanted[TC_FORMAT_MAX + 32], got[TC_FORMAT_MAX + 32], reason[REASON_MAX];
 		cJSON *o;
@@ -258,7 +258,9 @@ static cJSON *effective_to_json(const struct attach_state *s)
 	cJSON *arr;
 	char *line, *save = NULL;
 
-	if (plan_render(&s->plan, &s->ifs, s->netns, PLAN_FMT_TEXT, true, &text) < 0 || !text)
+	const struct plan_names names = plan_names_attach(&s->ifs);
+
+	if (plan_render(&s->plan, &names, s->netns, PLAN_FMT_TEXT, true, &text) < 0 || !text)
 		text = NULL;
 	arr = cJSON_CreateArray();
 	if (!arr || !text)
@@ -441,6 +443,14 @@ static int get_obj(const cJSON *obj, const char *name, const cJSON **ret, struct
 	return 0;
 }
 
+void attach_state_free(struct attach_state *s)
+{
+	if (!s)
+		return;
+	plan_free(&s->plan);
+	free(s);
+}
+
 /* "intent" of a pending record; absent (older writers: only ADD wrote
  * intent records) is an ADD's. Errors name the field. */
 static int intent_from_json(const cJSON *j, struct attach_state *s, struct error *err)
@@ -512,7 +522,7 @@ static int intent_from_json(const cJSON *j, struct attach_state *s, struct error
 
 int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSON **ret_choices, struct error *err)
 {
-	_cleanup_free_ struct attach_state *s = NULL;
+	_cleanup_attach_state_ struct attach_state *s = NULL;
 	const cJSON *o, *a, *choices;
 	char cls[32];
 	int64_t v;
@@ -642,7 +652,9 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 		if (!*ret_choices)
 			return error_set(err, CNI_ERR_STATE, ENOMEM, "copy field 'choices': out of memory");
 	}
+	plan_free(&ret->plan); /* ret's earlier plan, if any */
 	*ret = *s;
+	s->plan = (struct plan){0}; /* empty: nothing moves with the copy */
 	return 0;
 }
 

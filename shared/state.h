@@ -77,6 +77,14 @@ struct attach_state {
 	struct attach_intent intent; /* op ATTACH_OP_NONE unless pending */
 };
 
+/* A record on the heap: frees its plan's items and the record (NULL: nothing). */
+void attach_state_free(struct attach_state *s);
+static inline void attach_state_freep(struct attach_state **s)
+{
+	attach_state_free(*s);
+}
+#define _cleanup_attach_state_ _cleanup_(attach_state_freep)
+
 /* Validate a container ID and an interface name: the ID non-empty, at most
  * STATE_ID_MAX-1 characters of [A-Za-z0-9_.-], not starting with '.' or '-';
  * the name by Linux's and libcni's rules (ifname_valid()).
@@ -137,8 +145,9 @@ void state_unlock(int fd);
 int state_sweep_tmp(const char *dir, const char *container_id, const char *ifname);
 /* -ENOENT when there is no state for the attachment. The desired plan is not
  * stored (the planner recomputes it from workload + profile + ifaces): load
- * leaves ret->plan empty and hands the stored effective choices back as JSON
- * in *ret_choices (caller frees; may be NULL) for plan_choices_from_json().
+ * leaves ret->plan empty (ret: zeroed or a record; a plan it held is freed)
+ * and hands the stored effective choices back as JSON in *ret_choices
+ * (caller frees; may be NULL) for plan_choices_from_json().
  * The file also carries a rendered effective plan and a "degraded" list for
  * humans; those are not read back. Errors (unreadable, larger than
  * STATE_FILE_MAX, invalid or truncated JSON, a field of the wrong type/size,
@@ -157,7 +166,8 @@ int state_list(const char *dir, int (*cb)(const char *container_id, const char *
 
 /* NULL on out-of-memory. */
 struct cJSON *state_to_json(const struct attach_state *s);
-/* Validates like state_load (errors name the field); ret untouched on failure. */
+/* Validates like state_load (errors name the field); ret untouched on failure
+ * (ret: zeroed or a record, as for state_load). */
 int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSON **ret_choices, struct error *err);
 
 #endif

@@ -74,13 +74,15 @@ struct plan_run {
 	struct pod_result *res; /* one per planned pod */
 	size_t n_res;
 	struct node_pod *node_pods;
-	struct node_plan np;
+	struct plan np;
 	struct node_plan_info info;
 };
 
 static void plan_run_done(struct plan_run *r)
 {
-	node_plan_free(&r->np);
+	plan_free(&r->np);
+	for (size_t i = 0; r->res && i < r->n_res; i++)
+		plan_free(&r->res[i].plan);
 	free(r->node_pods);
 	free(r->res);
 	ctl_pods_done(&r->pods);
@@ -193,86 +195,22 @@ static int plan_compute(struct plan_run *r)
 
 /* ---- plan: output ---- */
 
-/* The renderer names the uplink "uplink"; print the interface's name instead.
- * Replaces every "dev uplink" word in text (malloc'd result, NULL on ENOMEM). */
-static char *uplink_dev_rename(const char *text, const char *ifname)
+/* The node plan prints the uplink's interface name. */
+static struct plan_names node_names(const struct plan_run *r)
 {
-	static const char pat[] = "dev uplink";
-	size_t n = 0, plen = strlen(pat), ilen = strlen(ifname);
-	const char *p;
-	char *out, *o;
-
-	for (p = text; (p = strstr(p, pat)); p += plen)
-		n++;
-	out = malloc(strlen(text) + n * (ilen + 4) + 1);
-	if (!out)
-		return NULL;
-	for (o = out, p = text; *p;) {
-		const char *m = strstr(p, pat);
-		bool word = m && (m[plen] == ' ' || m[plen] == '\n' || m[plen] == '\0' || m[plen] == '"');
-
-		if (!m) {
-			size_t rest = strlen(p);
-			memcpy(o, p, rest);
-			o += rest;
-			break;
-		}
-		memcpy(o, p, (size_t)(m - p));
-		o += m - p;
-		if (word) {
-			memcpy(o, "dev ", 4);
-			memcpy(o + 4, ifname, ilen);
-			o += 4 + ilen;
-		} else {
-			memcpy(o, pat, plen);
-			o += plen;
-		}
-		p = m + plen;
-	}
-	*o = '\0';
-	return out;
+	return (struct plan_names){.dev = {[DEV_UPLINK] = r->up.ifname}};
 }
 
-/* Render the node plan in fmt, in PLAN_ITEMS_MAX windows. Text and tc:
- * appended to stdout; JSON: items appended to arr. */
-static int node_render(const struct plan_run *r, enum plan_format fmt, const char *indent, cJSON *arr)
+/* Render the node plan (text or tc) to stdout. */
+static int node_render(const struct plan_run *r, enum plan_format fmt, const char *indent)
 {
-	_cleanup_free_ struct plan *win = malloc(sizeof(*win));
-	unsigned start = 0, k;
+	const struct plan_names dev_names = node_names(r);
+	_cleanup_free_ char *text = NULL;
+	int q = plan_render(&r->np, &dev_names, NULL, fmt, false, &text);
 
-	if (!win)
-		return -ENOMEM;
-	while ((k = node_plan_slice(&r->np, start, win)) > 0) {
-		_cleanup_free_ char *text = NULL, *renamed = NULL;
-		int q = plan_render(win, NULL, NULL, fmt, false, &text);
-
-		if (q < 0)
-			return q;
-		renamed = uplink_dev_rename(text, r->up.ifname);
-		if (!renamed)
-			return -ENOMEM;
-		if (fmt == PLAN_FMT_JSON) {
-			_cleanup_json_ cJSON *items = cJSON_Parse(renamed);
-			cJSON *it;
-
-			if (!items)
-				return -ENOMEM;
-			while ((it = cJSON_DetachItemFromArray(items, 0))) {
-				const cJSON *dev = cJSON_GetObjectItemCaseSensitive(it, "dev");
-
-				if (!cJSON_IsString(dev) || !streq(dev->valuestring, "ifb"))
-					cJSON_ReplaceItemInObjectCaseSensitive(it, "ifname",
-					                                       cJSON_CreateString(r->up.ifname));
-				if (!cJSON_AddItemToArray(arr, it)) {
-					cJSON_Delete(it);
-					return -ENOMEM;
-				}
-			}
-		} else {
-			print_indented(renamed, indent);
-		}
-		start += k;
-	}
+	if (q < 0)
+		return q;
+	print_indented(text, indent);
 	return 0;
 }
 
@@ -329,6 +267,7 @@ static int plan_print_text(const struct plan_run *r)
 	plan_header_text(r);
 	for (size_t i = 0; i < r->n_res; i++) {
 		const struct pod_result *pr = &r->res[i];
+		const struct plan_names dev_names = plan_names_attach(&pr->ifs);
 		const struct ctl_pod *p = pr->pod;
 		_cleanup_free_ char *text = NULL;
 
@@ -352,7 +291,7 @@ static int plan_print_text(const struct plan_run *r)
 		if (pr->profile_warn[0])
 			printf("  warning: %s\n", pr->profile_warn);
 		printf("  interfaces: %s in the pod, %s on the host\n", pr->ifs.pod_ifname, pr->ifs.host_ifname);
-		if (plan_render(&pr->plan, &pr->ifs, NULL, PLAN_FMT_TEXT, false, &text) < 0)
+		if (plan_render(&pr->plan, &dev_names, NULL, PLAN_FMT_TEXT, false, &text) < 0)
 			return fail("out of memory");
 		if (pr->plan.n == 0)
 			printf("  plan: nothing to do (class default, no limits)\n");
@@ -403,7 +342,7 @@ static int plan_print_text(const struct plan_run *r)
 		printf("  warning: %s\n", in->warn[k]);
 	if (r->np.n == 0)
 		printf("  plan: nothing on the uplink (the original qdisc stays)\n");
-	else if (node_render(r, PLAN_FMT_TEXT, "  ", NULL) < 0)
+	else if (node_render(r, PLAN_FMT_TEXT, "  ") < 0)
 		return fail("out of memory");
 	return EXIT_OK;
 }
@@ -419,11 +358,12 @@ static int plan_print_tc(const struct plan_run *r)
 	printf("# Pod-side commands run in the pod's network namespace, here named after the pod.\n");
 	for (size_t i = 0; i < r->n_res; i++) {
 		const struct pod_result *pr = &r->res[i];
+		const struct plan_names dev_names = plan_names_attach(&pr->ifs);
 		_cleanup_free_ char *text = NULL;
 
 		printf("\n# pod %s/%s: class %s, profile %s\n", pr->pod->namespace_, pr->pod->name,
 		       workload_class_name(pr->w.class), pr->profile->name);
-		if (plan_render(&pr->plan, &pr->ifs, pr->pod->name, PLAN_FMT_TC, false, &text) < 0)
+		if (plan_render(&pr->plan, &dev_names, pr->pod->name, PLAN_FMT_TC, false, &text) < 0)
 			return fail("out of memory");
 		fputs(text, stdout);
 	}
@@ -437,7 +377,7 @@ static int plan_print_tc(const struct plan_run *r)
 		printf("# warning: %s\n", in->warn[k]);
 	if (r->np.n == 0)
 		printf("# nothing on the uplink (the original qdisc stays)\n");
-	else if (node_render(r, PLAN_FMT_TC, "", NULL) < 0)
+	else if (node_render(r, PLAN_FMT_TC, "") < 0)
 		return fail("out of memory");
 	return EXIT_OK;
 }
@@ -470,6 +410,7 @@ static int plan_print_json(const struct plan_run *r)
 	ok = ok && pods;
 	for (size_t i = 0; ok && i < r->n_res; i++) {
 		const struct pod_result *pr = &r->res[i];
+		const struct plan_names dev_names = plan_names_attach(&pr->ifs);
 		const struct ctl_pod *p = pr->pod;
 		const char *ips[NODE_POD_IPS_MAX], *warn[WORKLOAD_WARN_MAX + 1];
 		_cleanup_free_ char *text = NULL;
@@ -500,8 +441,7 @@ static int plan_print_json(const struct plan_run *r)
 		ifs = ok ? cJSON_AddObjectToObject(o, "interfaces") : NULL;
 		ok = ifs && cJSON_AddStringToObject(ifs, "pod", pr->ifs.pod_ifname) &&
 		     cJSON_AddStringToObject(ifs, "host", pr->ifs.host_ifname);
-		ok = ok && plan_render(&pr->plan, &pr->ifs, NULL, PLAN_FMT_JSON, false, &text) >= 0;
-		plan = ok ? cJSON_Parse(text) : NULL;
+		plan = ok ? plan_to_json(&pr->plan, &dev_names, false) : NULL;
 		ok = plan && cJSON_AddItemToObject(o, "plan", plan);
 		if (!ok && plan)
 			cJSON_Delete(plan);
@@ -573,8 +513,14 @@ static int plan_print_json(const struct plan_run *r)
 			warn[n++] = in->warn[k];
 		ok = cJSON_AddItemToObject(up, "warnings", json_strings(warn, n));
 	}
-	items = ok ? cJSON_AddArrayToObject(node, "plan") : NULL;
-	ok = ok && items && node_render(r, PLAN_FMT_JSON, NULL, items) >= 0;
+	if (ok) {
+		const struct plan_names dev_names = node_names(r);
+
+		items = plan_to_json(&r->np, &dev_names, false);
+		ok = items && cJSON_AddItemToObject(node, "plan", items);
+		if (!ok)
+			cJSON_Delete(items);
+	}
 	out = ok ? cJSON_Print(root) : NULL;
 	if (!out)
 		return fail("out of memory");

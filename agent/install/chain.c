@@ -974,8 +974,7 @@ int chain_ensure_report(const struct chain_options *o, struct chain_report *ret,
 	str_copy(rep.primary, sizeof(rep.primary), pri->name);
 	if (pri->load_r < 0) {
 		/* the runtime would use (or choke on) this file: write nothing */
-		if (err)
-			*err = pri->load_err;
+		error_propagate(err, &pri->load_err);
 		error_prefix(err, "primary CNI network config");
 		r = pri->load_r;
 		goto out;

@@ -195,7 +195,7 @@ static int hook_delete(struct nl_sock *sk, const char *uplink, struct error *err
 
 /* ---- the agent's side ---- */
 
-static void plan_drop_down(struct node_plan *p)
+static void plan_drop_down(struct plan *p)
 {
 	unsigned k = 0;
 
@@ -322,11 +322,11 @@ int downlink_cleanup(struct nl_sock *sk, const char *state_dir, struct error *er
 
 /* ---- adoption per device ---- */
 
-int downlink_adopt_match_dev(struct node_plan *plan, enum plan_dev dev, const struct tc_dump_list *dump,
-                             bool root_is_ours, unsigned **ret_orphans, unsigned *ret_n_orphans)
+int downlink_adopt_match_dev(struct plan *plan, enum plan_dev dev, const struct tc_dump_list *dump, bool root_is_ours,
+                             unsigned **ret_orphans, unsigned *ret_n_orphans)
 {
 	_cleanup_free_ unsigned *map = calloc(plan->n ? plan->n : 1, sizeof(*map));
-	struct node_plan sub = {0};
+	struct plan sub = {0};
 	int r;
 
 	if (!map)
@@ -349,11 +349,11 @@ int downlink_adopt_match_dev(struct node_plan *plan, enum plan_dev dev, const st
 			it->chosen = sub.items[k].chosen;
 			it->err = sub.items[k].err;
 		}
-	node_plan_free(&sub);
+	plan_free(&sub);
 	return r;
 }
 
-int downlink_observe(struct agent *ag, struct node_plan *plan, struct error *err)
+int downlink_observe(struct agent *ag, struct plan *plan, struct error *err)
 {
 	_cleanup_free_ unsigned *orph = NULL;
 	struct tc_dump_list dump = {0};

@@ -15,7 +15,7 @@
 
 struct agent;
 struct nl_sock;
-struct node_plan;
+struct plan;
 struct tc_dump_list;
 
 #define AGENT_DOWNLINK_RECORD "downlink.json" /* in the state dir */
@@ -46,11 +46,11 @@ int downlink_cleanup(struct nl_sock *sk, const char *state_dir, struct error *er
 /* Adoption of one device's items of the node plan: uplink_adopt_match() on
  * the items of `dev` only (the node plan holds the uplink's and the ifb's
  * items; their tc handles overlap). Same outputs. */
-int downlink_adopt_match_dev(struct node_plan *plan, enum plan_dev dev, const struct tc_dump_list *dump,
-                             bool root_is_ours, unsigned **ret_orphans, unsigned *ret_n_orphans);
+int downlink_adopt_match_dev(struct plan *plan, enum plan_dev dev, const struct tc_dump_list *dump, bool root_is_ours,
+                             unsigned **ret_orphans, unsigned *ret_n_orphans);
 
 /* Read the ifb (restart, drift repair): which down.* items on it are in
  * force; delete our orphans there. Returns objects deleted or -errno. */
-int downlink_observe(struct agent *ag, struct node_plan *plan, struct error *err);
+int downlink_observe(struct agent *ag, struct plan *plan, struct error *err);
 
 #endif

@@ -650,8 +650,8 @@ static int item_match_alt(const struct plan_item *it, const struct tc_spec *o)
 	return -1;
 }
 
-int uplink_adopt_match(struct node_plan *plan, const struct tc_dump_list *dump, bool root_is_ours,
-                       unsigned **ret_orphans, unsigned *ret_n_orphans)
+int uplink_adopt_match(struct plan *plan, const struct tc_dump_list *dump, bool root_is_ours, unsigned **ret_orphans,
+                       unsigned *ret_n_orphans)
 {
 	_cleanup_free_ bool *used = calloc(dump->n ? dump->n : 1, sizeof(bool));
 	_cleanup_free_ bool *present = calloc(plan->n ? plan->n : 1, sizeof(bool));
@@ -701,7 +701,7 @@ int uplink_adopt_match(struct node_plan *plan, const struct tc_dump_list *dump, 
 
 		if (!it->depends[0])
 			continue;
-		dep = node_plan_find_const(plan, it->depends);
+		dep = plan_find_const(plan, it->depends);
 		d = dep ? (unsigned)(dep - plan->items) : 0;
 		if (dep && present[d])
 			continue;
@@ -734,13 +734,12 @@ int uplink_adopt_match(struct node_plan *plan, const struct tc_dump_list *dump, 
 	return found;
 }
 
-int uplink_prev_from_dump(const struct tc_dump_list *dump, const struct node_pod *pods, unsigned n,
-                          struct node_plan *ret)
+int uplink_prev_from_dump(const struct tc_dump_list *dump, const struct node_pod *pods, unsigned n, struct plan *ret)
 {
 	struct plan_item *items;
 	unsigned k = 0;
 
-	node_plan_free(ret);
+	plan_free(ret);
 	items = calloc(dump->n ? dump->n : 1, sizeof(*items));
 	if (!items)
 		return -ENOMEM;

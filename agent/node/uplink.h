@@ -98,12 +98,11 @@ int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *
  * (root_is_ours) are classes and filters considered. Returns the number of
  * items found in force, or -ENOMEM. */
 struct tc_dump_list;
-int uplink_adopt_match(struct node_plan *plan, const struct tc_dump_list *dump, bool root_is_ours,
-                       unsigned **ret_orphans, unsigned *ret_n_orphans);
+int uplink_adopt_match(struct plan *plan, const struct tc_dump_list *dump, bool root_is_ours, unsigned **ret_orphans,
+                       unsigned *ret_n_orphans);
 /* From the kernel's src-ip filters, a plan holding the ids and node ids
  * they have for the current pods (node_plan's prev: an adopted filter keeps
  * its handle). */
-int uplink_prev_from_dump(const struct tc_dump_list *dump, const struct node_pod *pods, unsigned n,
-                          struct node_plan *ret);
+int uplink_prev_from_dump(const struct tc_dump_list *dump, const struct node_pod *pods, unsigned n, struct plan *ret);
 
 #endif

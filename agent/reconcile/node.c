@@ -58,7 +58,7 @@ static void up_ok(struct agent *ag)
 
 static const struct tc_spec *in_force_root(const struct agent *ag)
 {
-	const struct plan_item *it = node_plan_find_const(&ag->in_force, ID_UPLINK_ROOT);
+	const struct plan_item *it = plan_find_const(&ag->in_force, ID_UPLINK_ROOT);
 	return it ? plan_item_effective_tc(it) : NULL;
 }
 
@@ -70,7 +70,7 @@ static int uplink_give_back(struct agent *ag, struct error *err)
 
 	record_path(ag, path, sizeof(path));
 	if (!ag->up.have_record) {
-		node_plan_free(&ag->in_force);
+		plan_free(&ag->in_force);
 		return 0;
 	}
 	r = uplink_restore(ag->sk, ag->up.ifindex, &ag->up.record, in_force_root(ag), err);
@@ -80,7 +80,7 @@ static int uplink_give_back(struct agent *ag, struct error *err)
 		return r;
 	log_msg(LOG_LVL_INFO, "uplink restored", "uplink", ag->up.ifname, "qdisc", ag->up.record.rendered,
 	        (char *)NULL);
-	node_plan_free(&ag->in_force);
+	plan_free(&ag->in_force);
 	if (ag->up_cls_map_fd >= 0)
 		close(ag->up_cls_map_fd);
 	ag->up_cls_map_fd = -1;
@@ -105,7 +105,7 @@ static int uplink_refresh(struct agent *ag)
 		snprintf(ag->up_failure, sizeof(ag->up_failure), "%s", e.msg);
 		if (ag->up.ifname[0]) {
 			/* the device went away with everything on it */
-			node_plan_free(&ag->in_force);
+			plan_free(&ag->in_force);
 			ag->up.ifname[0] = '\0';
 			ag->up.ifindex = 0;
 			ag->up_adopted = false;
@@ -130,7 +130,7 @@ static int uplink_refresh(struct agent *ag)
 	ag->up = up;
 	ag->up_adopted = false;
 	ag->up_failure[0] = '\0';
-	node_plan_free(&ag->in_force);
+	plan_free(&ag->in_force);
 	record_path(ag, path, sizeof(path));
 	error_clear(&e);
 	r = uplink_record_load(path, &rec, &e);
@@ -216,8 +216,8 @@ static void warnings_update(struct agent *ag, const struct node_plan_info *info)
 /* The classifier of the mq layout: its map (created, or found again from
  * the attached program), and a freshly loaded program for the items about
  * to be applied (prog fds returned in *fds, closed by the caller). */
-static int classifier_prepare(struct agent *ag, struct node_plan *np, const unsigned *idx, unsigned n_idx,
-                              int *ret_prog_fd, struct error *err)
+static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned *idx, unsigned n_idx, int *ret_prog_fd,
+                              struct error *err)
 {
 	int r;
 
@@ -288,7 +288,7 @@ static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsign
 
 /* Drop the items that are not in the kernel (failed, never applied): the
  * delta then lists them as added and they are tried again. */
-static void in_force_prune(struct node_plan *p)
+static void in_force_prune(struct plan *p)
 {
 	unsigned k = 0;
 
@@ -298,25 +298,10 @@ static void in_force_prune(struct node_plan *p)
 	p->n = k;
 }
 
-static int plan_copy(const struct node_plan *src, struct node_plan *dst)
-{
-	struct plan_item *items = calloc(src->n ? src->n : 1, sizeof(*items));
-
-	if (!items)
-		return -ENOMEM;
-	if (src->n)
-		memcpy(items, src->items, src->n * sizeof(*items));
-	node_plan_free(dst);
-	dst->items = items;
-	dst->n = src->n;
-	dst->cap = src->n ? src->n : 1;
-	return 0;
-}
-
 /* Read the uplink: which planned items are already there (in force), and
  * delete our duplicates and orphans. Returns the number of objects deleted
  * or a negative errno. */
-static int uplink_observe(struct agent *ag, struct node_plan *plan, const struct tc_dump_list *dump, struct error *err)
+static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_dump_list *dump, struct error *err)
 {
 	_cleanup_free_ unsigned *orph = NULL;
 	unsigned n_orph = 0;
@@ -365,8 +350,8 @@ struct node_pass {
 	struct node_config ncfg;     /* the config, as this pass may plan it */
 	bool need_observe;           /* the kernel is read this pass */
 	struct tc_dump_list dump;    /* what the kernel has on the uplink */
-	struct node_plan prev;       /* at adoption: the ids and handles of the kernel's filters */
-	struct node_plan np;         /* the plan */
+	struct plan prev;            /* at adoption: the ids and handles of the kernel's filters */
+	struct plan np;              /* the plan */
 	struct node_plan_info info;
 	bool changed_kernel;
 };
@@ -375,8 +360,8 @@ static void node_pass_done(struct node_pass *ps)
 {
 	free(ps->pods);
 	tc_dump_list_free(&ps->dump);
-	node_plan_free(&ps->prev);
-	node_plan_free(&ps->np);
+	plan_free(&ps->prev);
+	plan_free(&ps->np);
 }
 
 /* The mode decided is the mode in force from now. */
@@ -561,7 +546,7 @@ static int node_record(struct agent *ag, struct node_pass *ps)
 			uplink_event(ag, "UplinkForeignTree", e.msg);
 			str_copy(ag->up_foreign, sizeof(ag->up_foreign), e.msg);
 		}
-		node_plan_free(&ag->in_force);
+		plan_free(&ag->in_force);
 		up_ok(ag);
 		ag->info = ps->info;
 		ag->have_info = true;
@@ -643,7 +628,8 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 		        (char *)NULL);
 	caps_before = ag->up_caps.missing_kinds;
 	error_clear(&e);
-	r = n_idx ? apply_items_absent(ps->np.items, ps->np.n, idx, absent, n_idx, &t, &ag->up_caps, NULL, NULL, &e)
+	r = n_idx ? apply_plan(&ps->np, &(struct apply_only){.idx = idx, .absent = absent, .n = n_idx}, &t,
+	                       &ag->up_caps, &e)
 	          : 0;
 	ps->changed_kernel |= n_idx > 0;
 	if (prog_fd >= 0)
@@ -663,9 +649,9 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	}
 
 	/* the plan in force is what we just reached */
-	node_plan_free(&ag->in_force);
+	plan_free(&ag->in_force);
 	ag->in_force = ps->np;
-	ps->np = (struct node_plan){0};
+	ps->np = (struct plan){0};
 	ag->info = ps->info;
 	ag->have_info = true;
 

@@ -20,7 +20,7 @@
 
 int agent_attach_load(struct agent *ag, const char *container_id, const char *ifname, struct error *err)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	struct agent_attach at;
 	struct agent_pod *p;
 	cJSON *choices = NULL;
@@ -157,7 +157,7 @@ static void out_summary(const struct plan *p, struct retune_out *out)
 /* Describe an attachment from its record (the plugin's ADD). */
 static int attach_describe(struct agent *ag, struct agent_attach *at, struct retune_out *out)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	cJSON *choices = NULL;
 	struct error e = {0};
 	int r;
@@ -226,8 +226,9 @@ static void retune_lock_release(struct retune_lock *l)
  * already says so — drift repair). */
 static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_attach *at, struct retune_out *out)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
-	_cleanup_free_ struct plan *np = calloc(1, sizeof(*np));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_plan_ struct plan new_plan = {0};
+	struct plan *np = &new_plan;
 	const struct profile *prof;
 	struct agent_attach updated;
 	struct attach a;
@@ -240,7 +241,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	if (!s || !np)
+	if (!s)
 		return -ENOMEM;
 	/* the plugin's ADD/DEL/CHECK of this attachment waits until the record
 	 * is written again (and we for them): no interleaving on its
@@ -279,7 +280,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 		/* what is in the kernel is unknown: plan anew, replace what we can */
 		log_msg(LOG_LVL_WARN, "attachment record without a usable plan", "container", s->container_id, "error",
 		        e.msg, (char *)NULL);
-		memset(&s->plan, 0, sizeof(s->plan));
+		plan_free(&s->plan);
 	}
 
 	attach_init(&a);
@@ -461,7 +462,7 @@ void pods_reconcile(struct agent *ag, int64_t now_ms, bool retry_due)
 /* Does the kernel differ from the attachment's record? */
 static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 {
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	_cleanup_free_ struct observed *obs = calloc(1, sizeof(*obs));
 	cJSON *choices = NULL;
 	struct attach a;

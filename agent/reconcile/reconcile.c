@@ -83,7 +83,7 @@ void agent_done(struct agent *ag)
 {
 	agent_records_free(&ag->records);
 	pod_cache_done(&ag->pods);
-	node_plan_free(&ag->in_force);
+	plan_free(&ag->in_force);
 	if (ag->up_cls_map_fd >= 0)
 		close(ag->up_cls_map_fd);
 	ag->up_cls_map_fd = -1;

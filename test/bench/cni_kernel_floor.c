@@ -20,7 +20,6 @@
 #include <netlink/msg.h>
 
 #include "plan.h"
-#include "util.h"
 #include "profile.h"
 #include "tc/tc_int.h"
 
@@ -139,10 +138,11 @@ static int ifindex_of(int fd, const char *ifname)
 	struct nl_msg *m = link_msg(ifname);
 	char buf[16384];
 	struct nlmsghdr *h = nlmsg_hdr(m);
+	ssize_t n;
 
 	h->nlmsg_flags |= NLM_F_REQUEST;
 	h->nlmsg_seq = 0;
-	if (send(fd, h, h->nlmsg_len, 0) < 0 || recv(fd, buf, sizeof(buf), 0) <= 0)
+	if (send(fd, h, h->nlmsg_len, 0) < 0 || (n = recv(fd, buf, sizeof(buf), 0)) <= 0)
 		exit(2);
 	nlmsg_free(m);
 	h = (struct nlmsghdr *)buf;
@@ -176,19 +176,22 @@ static double p50_us(double *v)
 	return v[n_rounds / 2] / 1000.0;
 }
 
+#define BENCH_ITEMS_MAX 64 /* a pod plan has at most 14 */
+
 int main(int argc, char **argv)
 {
 	struct profile_set ps;
 	struct workload w = {0};
 	struct attach_ifaces ifs = {.mtu = 1500};
-	_cleanup_free_ struct plan *p = calloc(1, sizeof(*p));
-	struct nl_msg *add_msg[PLAN_ITEMS_MAX], *del_msg[PLAN_ITEMS_MAX];
-	int add_fd[PLAN_ITEMS_MAX], del_fd[PLAN_ITEMS_MAX];
-	const char *add_name[PLAN_ITEMS_MAX], *del_name[PLAN_ITEMS_MAX];
+	_cleanup_plan_ struct plan plan = {0};
+	struct plan *p = &plan;
+	struct nl_msg *add_msg[BENCH_ITEMS_MAX], *del_msg[BENCH_ITEMS_MAX];
+	int add_fd[BENCH_ITEMS_MAX], del_fd[BENCH_ITEMS_MAX];
+	const char *add_name[BENCH_ITEMS_MAX], *del_name[BENCH_ITEMS_MAX];
 	unsigned n_add = 0, n_del = 0;
 	int self, pod_ns, pod_fd, host_fd, pod_ifindex, host_ifindex;
 
-	if (argc < 4 || !p) {
+	if (argc < 4) {
 		fprintf(stderr, "usage: %s NETNS_PATH POD_IFNAME HOST_IFNAME [N]\n", argv[0]);
 		return 2;
 	}
@@ -214,7 +217,7 @@ int main(int argc, char **argv)
 	w.egress_bps = w.ingress_bps = 10000000;
 	str_copy(ifs.pod_ifname, sizeof(ifs.pod_ifname), argv[2]);
 	str_copy(ifs.host_ifname, sizeof(ifs.host_ifname), argv[3]);
-	if (plan_pod(&w, profile_resolve(&ps, &w, NULL, 0), &ifs, NULL, p) < 0)
+	if (plan_pod(&w, profile_resolve(&ps, &w, NULL, 0), &ifs, NULL, p) < 0 || p->n > BENCH_ITEMS_MAX)
 		return 2;
 	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];

@@ -44,7 +44,7 @@ static void plan_with(const struct agent_config *c)
 	struct error err = {0};
 
 	for (int mode = 0; mode < _MODE_MAX; mode++) {
-		_cleanup_node_plan_ struct node_plan plan = {0};
+		_cleanup_plan_ struct plan plan = {0};
 		struct node_plan_info info;
 		int r = node_plan(pods, ARRAY_SIZE(pods), &c->node, &up, NULL, (enum node_mode)mode, NULL, &plan, &info,
 		                  &err);

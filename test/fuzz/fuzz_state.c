@@ -61,7 +61,7 @@ static void round_trip(struct attach_state *s, cJSON *choices)
 	profile_set_builtin(&set);
 	if (attach_plan_restore(&set, s, choices, NULL, &err) < 0) {
 		FUZZ_ASSERT(err.msg[0], "restore refused without a message");
-		free(back);
+		attach_state_free(back);
 		return;
 	}
 	t1 = to_text(s);
@@ -74,7 +74,7 @@ static void round_trip(struct attach_state *s, cJSON *choices)
 	            err.msg);
 	t2 = to_text(back);
 	FUZZ_ASSERT(t2 && streq(t1, t2), "state changed on a round trip:\n%.600s\n%.600s", t1, t2 ? t2 : "");
-	free(back);
+	attach_state_free(back);
 }
 
 static void write_state_file(const uint8_t *data, size_t size)
@@ -131,6 +131,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(strstr(err.msg, FUZZ_CID), "error does not name the file: %s", err.msg);
 	}
 	FUZZ_ASSERT(state_list(dir, count_cb, &n, NULL) == 0 && n == 1, "listed %u state files", n);
-	free(s);
+	attach_state_free(s);
 	return 0;
 }

@@ -112,11 +112,10 @@ int main(void)
 	static const uint64_t rates_bps[][2] = {{0, 0}, {100000000, 0}, {0, 5000000}, {2000000, 10000000000ULL}};
 	struct profile_set set;
 	struct features f = {0};
-	_cleanup_free_ struct plan *p = calloc(1, sizeof(*p));
+	_cleanup_plan_ struct plan pod_plan = {0};
+	struct plan *p = &pod_plan;
 	int r = 0;
 
-	if (!p)
-		return 1;
 	/* the registry: every kind aiqos can create, plan or observe */
 	for (int k = 0; k < _TC_KIND_MAX && r == 0; k++) {
 		const struct tc_kind *kind = tc_kind_get((enum tc_kind_id)k);
@@ -143,7 +142,7 @@ int main(void)
 	for (int cl = 0; cl < _CLASSIFY_MAX && r == 0; cl++) {
 		struct node_pod pod = {.class = CLASS_INFERENCE, .n_ips = 1};
 		struct uplink_facts up = {.ifname = "eth0", .is_virtual = true, .mtu = 1500, .ifb_ifindex = 2};
-		struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_config cfg;
 
 		str_copy(pod.uid, sizeof(pod.uid), "features");
@@ -152,9 +151,8 @@ int main(void)
 		cfg.uplink_rate_bps = 100000000;
 		cfg.classify = (enum node_classify)cl;
 		r = node_plan(&pod, 1, &cfg, &up, NULL, MODE_MIXED, NULL, &np, NULL, NULL);
-		for (unsigned start = 0, k; r == 0 && (k = node_plan_slice(&np, start, p)) > 0; start += k)
-			r = plan_features(&f, p);
-		node_plan_free(&np);
+		if (r == 0)
+			r = plan_features(&f, &np);
 	}
 	if (r < 0) {
 		fprintf(stderr, "features: %s\n", strerror(-r));

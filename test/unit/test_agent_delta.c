@@ -79,7 +79,7 @@ TEST(a_new_pod_adds_its_filters_after_the_tree)
 	struct node_config cfg;
 	struct uplink_facts facts = {.speed_bps = 10000000000ull};
 	struct plan_caps caps = {0};
-	struct node_plan a = {0}, b = {0};
+	struct plan a = {0}, b = {0};
 	struct node_plan_info info;
 	struct node_plan_delta d = {0};
 	struct node_pod pods[3];
@@ -105,9 +105,9 @@ TEST(a_new_pod_adds_its_filters_after_the_tree)
 			CHECK(idx[k - 1] < idx[k]); /* plan order */
 		/* changed items are in the old plan; added ones are absent */
 		if (!absent[k])
-			CHECK(node_plan_find_const(&a, b.items[idx[k]].id) != NULL);
+			CHECK(plan_find_const(&a, b.items[idx[k]].id) != NULL);
 	}
 	node_plan_delta_free(&d);
-	node_plan_free(&a);
-	node_plan_free(&b);
+	plan_free(&a);
+	plan_free(&b);
 }

@@ -1070,7 +1070,7 @@ TEST(agent_degraded_record_counts_degraded)
 
 	agent_done(ag);
 	free(ag);
-	free(s);
+	attach_state_free(s);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	CHECK(system(cmd) == 0);
 }

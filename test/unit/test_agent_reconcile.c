@@ -460,7 +460,7 @@ static const char *kind_of(const struct tc_spec *s)
 
 /* What the kernel reports for a plan's effective (chosen) alternatives:
  * filters with the htid the kernel assigns (800:). */
-static void dump_of_plan(const struct node_plan *p, int chosen, struct tc_dump_list *d)
+static void dump_of_plan(const struct plan *p, int chosen, struct tc_dump_list *d)
 {
 	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
@@ -475,7 +475,7 @@ static void dump_of_plan(const struct node_plan *p, int chosen, struct tc_dump_l
 	}
 }
 
-static void plan_mixed(const struct node_pod *pods, unsigned n, const struct node_plan *prev, struct node_plan *ret)
+static void plan_mixed(const struct node_pod *pods, unsigned n, const struct plan *prev, struct plan *ret)
 {
 	struct node_config cfg;
 	struct uplink_facts up = {.ifname = "up0", .speed_bps = 0, .is_virtual = true, .mtu = 1500};
@@ -496,7 +496,7 @@ TEST(adopt_per_device_with_the_download_tree)
 {
 	struct node_pod pods[] = {npod("u1", CLASS_TRAINING, "10.0.0.1"), npod("u2", CLASS_INFERENCE, "10.0.0.2")};
 	struct uplink_facts up = {.ifname = "up0", .is_virtual = true, .mtu = 1500, .ifb_ifindex = 7};
-	struct node_plan plan = {0}, ifb_only = {0};
+	struct plan plan = {0}, ifb_only = {0};
 	struct tc_dump_list d = {0};
 	struct plan_caps caps = {0};
 	struct node_config cfg;
@@ -540,14 +540,14 @@ TEST(adopt_per_device_with_the_download_tree)
 	CHECK_INT(plan.items[0].dev, DEV_UPLINK);
 	free(orph);
 	tc_dump_list_free(&d);
-	node_plan_free(&ifb_only);
-	node_plan_free(&plan);
+	plan_free(&ifb_only);
+	plan_free(&plan);
 }
 
 TEST(adopt_kernel_that_matches)
 {
 	struct node_pod pods[] = {npod("u1", CLASS_TRAINING, "10.0.0.1"), npod("u2", CLASS_INFERENCE, "10.0.0.2")};
-	struct node_plan plan = {0};
+	struct plan plan = {0};
 	struct tc_dump_list d = {0};
 	unsigned *orph = NULL, n_orph = 9;
 
@@ -558,14 +558,14 @@ TEST(adopt_kernel_that_matches)
 	for (unsigned i = 0; i < plan.n; i++)
 		CHECK(plan.items[i].status == ITEM_APPLIED);
 	free(orph);
-	node_plan_free(&plan);
+	plan_free(&plan);
 	tc_dump_list_free(&d);
 }
 
 TEST(adopt_orphans_duplicates_and_differences)
 {
 	struct node_pod pods[] = {npod("u1", CLASS_TRAINING, "10.0.0.1"), npod("u2", CLASS_INFERENCE, "10.0.0.2")};
-	struct node_plan plan = {0};
+	struct plan plan = {0};
 	struct tc_dump_list d = {0};
 	struct tc_spec s;
 	unsigned *orph = NULL, n_orph = 0;
@@ -575,7 +575,7 @@ TEST(adopt_orphans_duplicates_and_differences)
 	plan_mixed(pods, 2, NULL, &plan);
 	dump_of_plan(&plan, 0, &d);
 	/* a filter of a pod that left, at our prio (crash before its removal) */
-	it = node_plan_find_const(&plan, "uplink.class.training");
+	it = plan_find_const(&plan, "uplink.class.training");
 	s = (struct tc_spec){.type = TC_FILTER,
 	                     .kind = TC_KIND_U32,
 	                     .parent = 0x10000u,
@@ -607,8 +607,8 @@ TEST(adopt_orphans_duplicates_and_differences)
 
 	found = uplink_adopt_match(&plan, &d, true, &orph, &n_orph);
 	CHECK_INT(found, (int)plan.n - 1);
-	CHECK(node_plan_find_const(&plan, "uplink.class.training")->status == ITEM_PENDING);
-	CHECK(node_plan_find_const(&plan, "uplink.leaf.training")->status == ITEM_APPLIED);
+	CHECK(plan_find_const(&plan, "uplink.class.training")->status == ITEM_PENDING);
+	CHECK(plan_find_const(&plan, "uplink.leaf.training")->status == ITEM_APPLIED);
 	CHECK_INT(n_orph, 3); /* 2 filters, then the class */
 	CHECK_INT(d.tc[orph[0]].handle, 0x80000123u);
 	CHECK_INT(d.tc[orph[1]].handle, 0x80000124u);
@@ -619,14 +619,14 @@ TEST(adopt_orphans_duplicates_and_differences)
 	CHECK(uplink_adopt_match(&plan, &d, false, &orph, &n_orph) >= 0);
 	CHECK_INT(n_orph, 0);
 	free(orph);
-	node_plan_free(&plan);
+	plan_free(&plan);
 	tc_dump_list_free(&d);
 }
 
 TEST(adopt_children_of_a_missing_parent_are_not_in_force)
 {
 	struct node_pod pods[] = {npod("u1", CLASS_TRAINING, "10.0.0.1"), npod("u2", CLASS_INFERENCE, "10.0.0.2")};
-	struct node_plan plan = {0};
+	struct plan plan = {0};
 	struct tc_dump_list d = {0};
 	unsigned *orph = NULL, n_orph;
 
@@ -640,14 +640,14 @@ TEST(adopt_children_of_a_missing_parent_are_not_in_force)
 	for (unsigned i = 0; i < plan.n; i++)
 		CHECK(plan.items[i].status == ITEM_PENDING);
 	free(orph);
-	node_plan_free(&plan);
+	plan_free(&plan);
 	tc_dump_list_free(&d);
 }
 
 TEST(adopt_keeps_kernel_filter_handles)
 {
 	struct node_pod pods[] = {npod("u1", CLASS_TRAINING, "10.0.0.1"), npod("u2", CLASS_INFERENCE, "10.0.0.2")};
-	struct node_plan plan = {0}, prev = {0}, again = {0};
+	struct plan plan = {0}, prev = {0}, again = {0};
 	struct tc_dump_list d = {0};
 	unsigned *orph = NULL, n_orph;
 	char id[PLAN_ID_MAX];
@@ -662,15 +662,15 @@ TEST(adopt_keeps_kernel_filter_handles)
 			d.tc[i].handle = 0x80000777u;
 	CHECK_INT(uplink_prev_from_dump(&d, pods, 2, &prev), 0);
 	CHECK_INT(prev.n, 2);
-	CHECK_INT(node_plan_find_const(&prev, id)->tc[0].handle, 0x777);
+	CHECK_INT(plan_find_const(&prev, id)->tc[0].handle, 0x777);
 	plan_mixed(pods, 2, &prev, &again);
-	CHECK_INT(node_plan_find_const(&again, id)->tc[0].handle, 0x777);
+	CHECK_INT(plan_find_const(&again, id)->tc[0].handle, 0x777);
 	CHECK_INT(uplink_adopt_match(&again, &d, true, &orph, &n_orph), (int)again.n);
 	CHECK_INT(n_orph, 0);
 	free(orph);
-	node_plan_free(&plan);
-	node_plan_free(&prev);
-	node_plan_free(&again);
+	plan_free(&plan);
+	plan_free(&prev);
+	plan_free(&again);
 	tc_dump_list_free(&d);
 }
 

@@ -37,9 +37,8 @@ static cJSON *record(const char *cid, const char *netns)
 	s->pod_ifindex = 1;
 	s->workload.class = CLASS_INFERENCE;
 	str_copy(s->profile, sizeof(s->profile), "inference");
-	s->plan.n = 1;
-	s->plan.items[0].type = ITEM_SYSCTL;
-	str_copy(s->plan.items[0].id, sizeof(s->plan.items[0].id), "sysctl.tcp_ecn");
+	if (!plan_item_add(&s->plan, ITEM_SYSCTL, DEV_POD, "sysctl.tcp_ecn", NULL))
+		abort(); /* out of memory in a test */
 	str_copy(s->plan.items[0].key, sizeof(s->plan.items[0].key), "net/ipv4/tcp_ecn");
 	s->plan.items[0].n_alt = 1;
 	str_copy(s->plan.items[0].val[0], sizeof(s->plan.items[0].val[0]), "1");
@@ -48,7 +47,7 @@ static cJSON *record(const char *cid, const char *netns)
 	str_copy(s->plan.items[0].prev, sizeof(s->plan.items[0].prev), "2");
 	s->updated_unix = 1;
 	j = state_to_json(s);
-	free(s);
+	attach_state_free(s);
 	return j;
 }
 
@@ -146,7 +145,7 @@ TEST(written_once_the_directory_takes_it)
 	CHECK_INT(rs.n, 0);
 	cJSON_Delete(j);
 	agent_records_free(&rs);
-	free(s);
+	attach_state_free(s);
 	snprintf(path, sizeof(path), "rm -rf '%s'", tmpl);
 	CHECK_INT(system(path), 0);
 }

@@ -222,13 +222,10 @@ static char *netns_self(void)
 static struct plan_item *add(struct plan *p, enum plan_item_type type, enum plan_dev dev, const char *id,
                              const char *depends)
 {
-	struct plan_item *it = &p->items[p->n++];
-	memset(it, 0, sizeof(*it));
-	it->type = type;
-	it->dev = dev;
-	str_copy(it->id, sizeof(it->id), id);
-	str_copy(it->depends, sizeof(it->depends), depends ? depends : "");
-	it->chosen = -1;
+	struct plan_item *it = plan_item_add(p, type, dev, id, depends);
+
+	if (!it)
+		abort(); /* out of memory in a test */
 	return it;
 }
 
@@ -260,7 +257,7 @@ static void build_plan(struct plan *p)
 	struct plan_item *it;
 	struct tc_spec *s;
 
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	it = add(p, ITEM_TC, DEV_POD, "egress.root", NULL);
 	s = alt(it, TC_QDISC, TC_KIND_HTB, TC_H_ROOT, H(1, 0));
 	s->u.htb.defcls = 0x10;
@@ -402,6 +399,52 @@ TEST(errno_classification)
 		CHECK_INT(apply_errno_is_missing_feature(cases[i].errnum), cases[i].missing);
 }
 
+/* The one applier's two stop rules, without a kernel: items whose
+ * dependency is absent are skipped (no syscall), an item without
+ * alternatives is a hard failure. The whole plan stops at it (the rest stays
+ * PENDING for the caller to undo); an index list (the node's delta) goes on
+ * with the others and reports the first failure. */
+TEST(apply_whole_plan_stops_index_list_goes_on)
+{
+	struct apply_target t = {.pod_nsfd = -1};
+	struct plan p = {0};
+	struct error e = {0};
+	const unsigned idx[] = {2, 1, 0, 7};
+
+	for (int k = 0; k < 3; k++) {
+		struct plan_item *it = add(&p, ITEM_TC, DEV_UPLINK, k == 0 ? "a" : k == 1 ? "b" : "c", "gone");
+
+		if (k != 1)
+			alt(it, TC_QDISC, TC_KIND_FQ_CODEL, TC_H_ROOT, H(1, 0));
+	}
+	CHECK_INT(apply_plan(&p, NULL, &t, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "plan item b has 0 alternatives");
+	CHECK_INT(p.items[0].status, ITEM_SKIPPED);
+	CHECK_INT(p.items[0].err, ESRCH);
+	CHECK_INT(p.items[1].status, ITEM_PENDING);
+	CHECK_INT(p.items[1].err, EINVAL);
+	CHECK_INT(p.items[2].status, ITEM_PENDING);
+	CHECK_INT(p.items[2].err, 0);
+
+	/* in the list's order, the others still tried, the bad index reported after the failure */
+	error_clear(&e);
+	p.items[0].status = ITEM_APPLIED; /* reset by the applier: it is listed */
+	CHECK_INT(apply_plan(&p, &(struct apply_only){.idx = idx, .n = ARRAY_SIZE(idx)}, &t, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "plan item b has 0 alternatives");
+	CHECK_INT(p.items[2].status, ITEM_SKIPPED);
+	CHECK_INT(p.items[1].status, ITEM_PENDING);
+	CHECK_INT(p.items[0].status, ITEM_SKIPPED);
+
+	/* only what is listed is touched */
+	p.items[1].status = ITEM_DEGRADED;
+	error_clear(&e);
+	CHECK_INT(apply_plan(&p, &(struct apply_only){.idx = &idx[2], .n = 1}, &t, NULL, &e), 0);
+	CHECK_INT(p.items[1].status, ITEM_DEGRADED);
+	CHECK_INT(apply_plan(&p, &(struct apply_only){.idx = &idx[3], .n = 1}, &t, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "item index 7 out of range (3 items)");
+	plan_free(&p);
+}
+
 static void check_statuses(const struct plan *p, const char *when)
 {
 	bool before = t_failed_now;
@@ -522,7 +565,7 @@ TEST(apply_observe_diff_remove)
 	str_copy(ifs.host_ifname, sizeof(ifs.host_ifname), fx.host_if);
 	ns_before = netns_self();
 	build_plan(p);
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	if (r < 0)
 		fprintf(stderr, "  apply: %s\n", e.msg);
 	CHECK_INT(r, 0);
@@ -540,7 +583,7 @@ TEST(apply_observe_diff_remove)
 	CHECK(plan_caps_has(&caps, TC_KIND_BFIFO));
 
 	/* re-apply (with the learned caps): same result, no duplicate filter */
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK_INT(r, 0);
 	check_statuses(p, "second apply");
 	check_kernel();
@@ -548,7 +591,7 @@ TEST(apply_observe_diff_remove)
 	/* and with fresh caps again (everything tried once more) */
 	{
 		struct plan_caps fresh = {0};
-		CHECK_INT(apply_plan(p, &t, &fresh, &e), 0);
+		CHECK_INT(apply_plan(p, NULL, &t, &fresh, &e), 0);
 		check_statuses(p, "third apply");
 		CHECK_INT(count_u32_filters(fx.ns_pod, "eth0", "1:", 10), 1);
 	}
@@ -586,7 +629,7 @@ TEST(apply_observe_diff_remove)
 	CHECK_CONTAINS(diff, "tcp_ecn");
 
 	/* re-applying repairs it (the foreign pfifo 10: is replaced by our leaf) */
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	if (r < 0)
 		fprintf(stderr, "  repair: %s\n", e.msg);
 	CHECK_INT(r, 0);
@@ -621,6 +664,7 @@ TEST(apply_observe_diff_remove)
 	}
 	free(ns_before);
 out:
+	plan_free(p);
 	free(p);
 	free(obs);
 }
@@ -659,7 +703,7 @@ TEST(clsact_filter_idempotent)
 	s->u.u32.dscp = -1;
 
 	for (int round = 0; round < 2; round++) {
-		int r = apply_plan(p, &t, &caps, &e);
+		int r = apply_plan(p, NULL, &t, &caps, &e);
 		if (r < 0)
 			fprintf(stderr, "  apply: %s\n", e.msg);
 		CHECK_INT(r, 0);
@@ -684,6 +728,7 @@ TEST(clsact_filter_idempotent)
 		cJSON_Delete(q);
 	}
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -725,7 +770,7 @@ static void send_udp_from_pod(const char *dst, int n)
 }
 
 /* The node's download tree (node.h DOWNLOAD) planned by node_plan() and
- * applied with apply_items(): the "uplink" is the fixture's host veth, whose
+ * applied with apply_plan() and an index list: the "uplink" is the fixture's host veth, whose
  * ingress (traffic from the pod netns) is redirected to an ifb shaped with
  * the class tree; packets toward the address an inference pod would have
  * (here the host side's) land in class 1:10 on the ifb. On a full kernel the
@@ -737,7 +782,7 @@ TEST(node_download_tree_on_an_ifb)
 	struct node_config cfg;
 	struct uplink_facts up = {.mtu = 1500, .is_virtual = true};
 	struct plan_caps caps = {0};
-	struct node_plan np = {0};
+	struct plan np = {0};
 	struct node_plan_info info;
 	struct apply_target t;
 	struct error e = {0};
@@ -783,7 +828,7 @@ TEST(node_download_tree_on_an_ifb)
 	t = target();
 	t.uplink_ifindex = fx.host_ifindex;
 	t.ifb_ifindex = li.ifindex;
-	r = idx ? apply_items(np.items, np.n, idx, np.n, &t, &caps, NULL, NULL, &e) : -ENOMEM;
+	r = idx ? apply_plan(&np, &(struct apply_only){.idx = idx, .n = np.n}, &t, &caps, &e) : -ENOMEM;
 	if (r < 0)
 		fprintf(stderr, "  apply: %s\n", e.msg);
 	CHECK_INT(r, 0);
@@ -794,8 +839,8 @@ TEST(node_download_tree_on_an_ifb)
 			fprintf(stderr, "  %s: %s (%s)\n", it->id, item_status_name(it->status), strerror(it->err));
 		CHECK(it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED);
 	}
-	CHECK_INT(node_plan_find_const(&np, "down.redirect")->status, ITEM_APPLIED);
-	CHECK_INT(node_plan_find_const(&np, "down.root")->status, ITEM_APPLIED);
+	CHECK_INT(plan_find_const(&np, "down.redirect")->status, ITEM_APPLIED);
+	CHECK_INT(plan_find_const(&np, "down.root")->status, ITEM_APPLIED);
 	/* the ifb's leaves: fq_codel with ECN where the kernel has it */
 	q = tc_json(fx.ns_host, "qdisc", PLAN_IFB_NAME, "");
 	{
@@ -808,7 +853,7 @@ TEST(node_download_tree_on_an_ifb)
 
 			CHECK_STR(str_of(leaf, "kind"), "fq_codel");
 			CHECK(cJSON_IsTrue(cJSON_GetObjectItem(opts, "ecn")));
-			CHECK_INT(node_plan_find_const(&np, "down.leaf.inference")->chosen, 0);
+			CHECK_INT(plan_find_const(&np, "down.leaf.inference")->chosen, 0);
 			/* training's leaf on the ifb too: fq_codel with ECN (no fq) */
 			CHECK_STR(str_of(tl, "kind"), "fq_codel");
 			CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(tl, "options"), "ecn")));
@@ -833,13 +878,13 @@ TEST(node_download_tree_on_an_ifb)
 		CHECK_INT(nl_tc_dump_alloc(fx.host_sk, fx.host_ifindex, 0, &d, &e), 0);
 		for (unsigned i = 0; i < d.n; i++)
 			if (d.tc[i].type == TC_FILTER && d.tc[i].kind == TC_KIND_U32 &&
-			    tc_spec_match(&node_plan_find_const(&np, "down.redirect")->tc[0], &d.tc[i]))
+			    tc_spec_match(&plan_find_const(&np, "down.redirect")->tc[0], &d.tc[i]))
 				found = true;
 		CHECK(found);
 		tc_dump_list_free(&d);
 	}
 	sh("ip -n %s link del %s", fx.ns_host, PLAN_IFB_NAME);
-	node_plan_free(&np);
+	plan_free(&np);
 }
 
 /* Things that must fail hard (not degrade): a vanished device, a missing
@@ -863,7 +908,7 @@ TEST(hard_errors)
 	build_plan(p);
 	t = target();
 	t.pod_ifindex = 0x7ffff0;
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK_INT(r, -ENODEV);
 	CHECK_CONTAINS(e.msg, "egress.root");
 	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
@@ -873,7 +918,7 @@ TEST(hard_errors)
 	/* no socket for the pod */
 	t = target();
 	t.pod_sk = NULL;
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK(r < 0);
 	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
 
@@ -883,17 +928,18 @@ TEST(hard_errors)
 		sysctl_item(q, "sysctl.ecn", "net/ipv4/tcp_ecn", (const char *const[]){"1"}, 1);
 		t = target();
 		t.pod_nsfd = -1;
-		r = apply_plan(q, &t, &caps, &e);
+		r = apply_plan(q, NULL, &t, &caps, &e);
 		CHECK_INT(r, -EBADF);
 		CHECK_CONTAINS(e.msg, "sysctl.ecn");
 		CHECK(q->items[0].status != ITEM_APPLIED && q->items[0].status != ITEM_SKIPPED);
+		plan_free(q);
 		free(q);
 	}
 
 	/* the pod's device vanishes (the pod went away) between open and apply */
 	CHECK_INT(sh("ip -n %s link del eth0", fx.ns_pod), 0);
 	t = target();
-	r = apply_plan(p, &t, &caps, &e);
+	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK_INT(r, -ENODEV);
 	CHECK_CONTAINS(e.msg, "apply egress.root on pod");
 	CHECK_INT(plan_find_const(p, "egress.root")->status, ITEM_PENDING);
@@ -913,6 +959,7 @@ TEST(hard_errors)
 	free(ns_after);
 	free(ns_before);
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -1012,7 +1059,7 @@ TEST(known_missing_skipped_with_learned_errno)
 
 	plan_caps_mark_missing(&caps, TC_KIND_PFIFO);
 	caps.missing_errno[TC_KIND_PFIFO] = ENOENT;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_DEGRADED);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, ENOENT);
@@ -1022,7 +1069,7 @@ TEST(known_missing_skipped_with_learned_errno)
 
 	/* caps that only know "missing" (plan_caps_mark_missing alone) */
 	caps.missing_errno[TC_KIND_PFIFO] = 0;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, EOPNOTSUPP);
 
@@ -1031,7 +1078,7 @@ TEST(known_missing_skipped_with_learned_errno)
 	caps.missing_errno[TC_KIND_BFIFO] = EOPNOTSUPP;
 	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
 	it->status = ITEM_PENDING;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_SKIPPED);
 	CHECK_INT(it->chosen, -1);
 	CHECK_INT(it->err, EOPNOTSUPP);
@@ -1040,7 +1087,7 @@ TEST(known_missing_skipped_with_learned_errno)
 	free(k);
 
 	/* a DSCP rewrite known to lack pedit: the plain filter, no flush or try */
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	memset(&caps, 0, sizeof(caps));
 	caps.missing_pedit = true;
 	caps.missing_pedit_errno = EINVAL;
@@ -1056,7 +1103,7 @@ TEST(known_missing_skipped_with_learned_errno)
 	it->tc[1] = *s;
 	it->tc[1].u.u32.dscp = -1;
 	it->n_alt = 2;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_DEGRADED);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, EINVAL);
@@ -1066,7 +1113,7 @@ TEST(known_missing_skipped_with_learned_errno)
 	/* only the rewrite (the pod plan's DSCP items) and pedit known
 	 * missing: no clsact is left on the pod, both skipped with pedit's errno */
 	it->n_alt = 1;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(p->items[0].status, ITEM_SKIPPED);
 	CHECK_INT(p->items[0].err, EINVAL);
 	CHECK_INT(it->status, ITEM_SKIPPED);
@@ -1076,13 +1123,14 @@ TEST(known_missing_skipped_with_learned_errno)
 	free(k);
 	/* pedit not known missing: the clsact is made (the filter is tried) */
 	caps.missing_pedit = false;
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK(p->items[0].status == ITEM_APPLIED);
 	k = sh_out("tc -n %s qdisc show dev eth0", fx.ns_pod);
 	CHECK(strstr(k, "clsact") != NULL);
 	free(k);
 	CHECK_INT(apply_remove(p, DEV_POD, &t, &e), 0);
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -1103,7 +1151,7 @@ TEST(learned_errno_recorded_and_reused)
 		goto out;
 	t = target();
 	build_plan(p);
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	it = plan_find_const(p, "egress.leaf");
 	first_err = it->err;
 	if (!fx.has_fq_codel) {
@@ -1123,11 +1171,12 @@ TEST(learned_errno_recorded_and_reused)
 		CHECK_INT(caps.missing_errno[TC_KIND_FQ], plan_find_const(p, "ingress.root")->err);
 	}
 	/* the refusals recorded by the second run are the learned ones */
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	check_statuses(p, "re-apply with learned caps");
 	CHECK_INT(plan_find_const(p, "egress.leaf")->err, first_err);
 	check_kernel();
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -1151,7 +1200,7 @@ TEST(cc_missing_learned_and_skipped)
 	before = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
 	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"aiqos-nocc", "reno"}, 2);
 	it = &p->items[0];
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_DEGRADED);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, ENOENT);
@@ -1162,39 +1211,43 @@ TEST(cc_missing_learned_and_skipped)
 	free(now);
 
 	/* again: same outcome, nothing new learned */
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, ENOENT);
 	CHECK_STR(it->prev, "reno");
 	CHECK_STR(caps.cc_missing, "aiqos-nocc");
 
 	/* a cc the caps call missing is not tried, even one the kernel has */
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	str_copy(caps.cc_missing, sizeof(caps.cc_missing), "cubic");
 	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"cubic", "reno"}, 2);
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	it = &p->items[0]; /* the items moved */
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->chosen, 1);
 	CHECK_INT(it->err, ENOENT);
 	CHECK_STR(it->prev, "reno"); /* read although the first write was skipped */
 
 	/* all skipped: still the previous value, nothing written */
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){"cubic"}, 1);
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	it = &p->items[0]; /* the items moved */
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_SKIPPED);
 	CHECK_STR(it->prev, "reno");
 
 	/* a missing key is not a missing congestion control */
-	memset(p, 0, sizeof(*p));
+	plan_free(p);
 	memset(&caps, 0, sizeof(caps));
 	sysctl_item(p, "sysctl.missing", "net/ipv4/aiqos_no_such_key", (const char *const[]){"1", "2"}, 2);
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	it = &p->items[0]; /* the items moved */
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_SKIPPED);
 	CHECK_INT(it->err, ENOENT);
 	CHECK_STR(it->prev, "");
 	CHECK_STR(caps.cc_missing, "");
 	free(before);
 out:
+	plan_free(p);
 	free(p);
 }
 
@@ -1234,7 +1287,7 @@ TEST(cc_not_allowed_is_set_and_the_host_list_left_as_found)
 	t = target();
 	sysctl_item(p, "sysctl.cc", "net/ipv4/tcp_congestion_control", (const char *const[]){cc, "reno"}, 2);
 	it = &p->items[0];
-	CHECK_INT(apply_plan(p, &t, &caps, &e), 0);
+	CHECK_INT(apply_plan(p, NULL, &t, &caps, &e), 0);
 	CHECK_INT(it->status, ITEM_APPLIED);
 	now = proc_sys(fx.ns_pod, "net/ipv4/tcp_congestion_control");
 	CHECK_STR(now, cc);
@@ -1250,6 +1303,7 @@ TEST(cc_not_allowed_is_set_and_the_host_list_left_as_found)
 out:
 	if (fx.cc_allowed[0])
 		CHECK_INT(sh("echo '%s' > /proc/sys/net/ipv4/tcp_allowed_congestion_control", fx.cc_allowed), 0);
+	plan_free(p);
 	free(p);
 }
 
@@ -1378,13 +1432,13 @@ struct mq_setup {
 	struct plan_caps caps;
 	struct node_config cfg;
 	struct node_plan_info info;
-	struct node_plan np;
+	struct plan np;
 	int map_fd, prog_fd;
 };
 
 static void mq_setup_free(struct mq_setup *m)
 {
-	node_plan_free(&m->np);
+	plan_free(&m->np);
 	if (m->prog_fd >= 0)
 		close(m->prog_fd);
 	if (m->map_fd >= 0)
@@ -1409,7 +1463,7 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	for (int round = 0; round < 2; round++) {
 		uint32_t before = m->caps.missing_kinds;
 
-		node_plan_free(&m->np);
+		plan_free(&m->np);
 		CHECK_INT(node_plan(pods, n, &m->cfg, up, &m->caps, MODE_MIXED, NULL, &m->np, &m->info, &e), 0);
 		CHECK_INT(m->info.shape, SHAPE_MQ);
 		CHECK(m->info.classifier);
@@ -1424,8 +1478,10 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 				m->np.items[i].tc[0].u.bpf.prog_fd = m->prog_fd;
 		}
 		sh("ip netns exec %s tc qdisc del dev %s root 2>/dev/null", ns, up->ifname);
-		r = apply_items(m->np.items, m->np.n, idx, m->np.n < ARRAY_SIZE(idx) ? m->np.n : ARRAY_SIZE(idx), &t,
-		                &m->caps, NULL, NULL, &e);
+		r = apply_plan(
+		        &m->np,
+		        &(struct apply_only){.idx = idx, .n = m->np.n < ARRAY_SIZE(idx) ? m->np.n : ARRAY_SIZE(idx)},
+		        &t, &m->caps, &e);
 		CHECK_INT(r, 0);
 		if (r < 0)
 			fprintf(stderr, "  apply: %s\n", e.msg);

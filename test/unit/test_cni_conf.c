@@ -1064,7 +1064,7 @@ static void state_make(struct attach_state *s, const char *cid, const char *ifna
 TEST(run_del_removes_state_and_corrupt_state)
 {
 	_cleanup_free_ char *dir = make_tmpdir();
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	struct cni_env env = {.command = "DEL", .container_id = "c1", .ifname = "eth0"};
 	char conf[1024], path[STATE_PATH_MAX];
 	struct error err = {0};
@@ -1126,7 +1126,7 @@ TEST(run_check_without_state)
 TEST(run_gc)
 {
 	_cleanup_free_ char *dir = make_tmpdir();
-	_cleanup_free_ struct attach_state *s = calloc(1, sizeof(*s));
+	_cleanup_attach_state_ struct attach_state *s = calloc(1, sizeof(*s));
 	struct cni_env env = {.command = "GC"};
 	char conf[2048], p_valid[STATE_PATH_MAX], p_stale[STATE_PATH_MAX], p_other[STATE_PATH_MAX],
 	        p_stale2[STATE_PATH_MAX];

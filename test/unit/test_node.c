@@ -8,8 +8,16 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "node.h"
 #include "t.h"
+
+static void cjson_deletep(cJSON **j)
+{
+	cJSON_Delete(*j);
+}
+#define _cleanup_json_ _cleanup_(cjson_deletep)
 
 /* ---- fixtures ---- */
 
@@ -149,7 +157,7 @@ static const struct scenario scenarios[] = {
 };
 
 static int plan_for(const struct scenario *sc, enum node_classify cl, enum node_mode mode, const struct node_pod *pods,
-                    unsigned n, struct node_plan *np, struct node_plan_info *info)
+                    unsigned n, struct plan *np, struct node_plan_info *info)
 {
 	struct plan_caps caps = sc->ci ? caps_ci() : caps_full();
 	struct node_config cfg;
@@ -165,17 +173,15 @@ static int plan_for(const struct scenario *sc, enum node_classify cl, enum node_
 	return r;
 }
 
-/* Rendering: an info header, then the plan through plan_render() in
- * windows of PLAN_ITEMS_MAX items. */
-static char *render(const struct node_plan *np, const struct node_plan_info *info)
+/* Rendering: an info header, then the plan through plan_render(). */
+static char *render(const struct plan *np, const struct node_plan_info *info)
 {
-	struct plan *chunk = calloc(1, sizeof(*chunk));
+	_cleanup_free_ char *txt = NULL;
 	char *out = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
 
-	if (!chunk || !f) {
-		free(chunk);
+	if (!f) {
 		if (f)
 			fclose(f);
 		free(out);
@@ -210,19 +216,10 @@ static char *render(const struct node_plan *np, const struct node_plan_info *inf
 		        info->down.class_ceil_bps[CLASS_TRAINING], info->down.n_filters);
 	for (unsigned i = 0; i < info->n_warn; i++)
 		fprintf(f, "# warning: %s\n", info->warn[i]);
-	for (unsigned start = 0;; start += PLAN_ITEMS_MAX) {
-		char *txt = NULL;
-		unsigned k = node_plan_slice(np, start, chunk);
-
-		if (k == 0)
-			break;
-		CHECK_INT(plan_render(chunk, NULL, NULL, PLAN_FMT_TEXT, false, &txt), 0);
-		if (txt)
-			fputs(txt, f);
-		free(txt);
-	}
+	CHECK_INT(plan_render(np, NULL, NULL, PLAN_FMT_TEXT, false, &txt), 0);
+	if (txt)
+		fputs(txt, f);
 	fclose(f);
-	free(chunk);
 	return out;
 }
 
@@ -298,12 +295,12 @@ static void golden_check(const char *name, const char *text)
 	free(want);
 }
 
-static const struct plan_item *find(const struct node_plan *np, const char *id)
+static const struct plan_item *find(const struct plan *np, const char *id)
 {
-	return node_plan_find_const(np, id);
+	return plan_find_const(np, id);
 }
 
-static unsigned count_filters(const struct node_plan *np)
+static unsigned count_filters(const struct plan *np)
 {
 	unsigned k = 0;
 
@@ -313,7 +310,7 @@ static unsigned count_filters(const struct node_plan *np)
 	return k;
 }
 
-static unsigned plan_count_pending(const struct node_plan *np)
+static unsigned plan_count_pending(const struct plan *np)
 {
 	unsigned k = 0;
 
@@ -595,7 +592,7 @@ TEST(node_plan_shape_per_scenario)
 {
 	for (size_t k = 0; k < ARRAY_SIZE(scenarios); k++)
 		for (int m = 0; m < _MODE_MAX; m++) {
-			_cleanup_node_plan_ struct node_plan np = {0};
+			_cleanup_plan_ struct plan np = {0};
 			struct node_plan_info info;
 			struct node_pod pods[8];
 			unsigned n = m == MODE_IDLE ? 0 : fixture_pods((enum node_mode)m, pods);
@@ -644,7 +641,7 @@ TEST(node_plan_shape_per_scenario)
 /* The P4 lab numbers: uplinkRate 500mbit -> HTB at 485 Mbit/s. */
 TEST(node_plan_htb_numbers)
 {
-	_cleanup_node_plan_ struct node_plan np = {0};
+	_cleanup_plan_ struct plan np = {0};
 	struct node_plan_info info;
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods);
@@ -724,7 +721,7 @@ TEST(node_plan_htb_numbers)
  * HTB made that its limit under load; its byte FIFO was 128 KiB. */
 TEST(node_plan_inference_not_capped_by_its_share)
 {
-	_cleanup_node_plan_ struct node_plan np = {0};
+	_cleanup_plan_ struct plan np = {0};
 	struct node_plan_info info;
 	struct node_pod pods[3];
 	const struct plan_item *it;
@@ -756,7 +753,7 @@ TEST(node_plan_inference_not_capped_by_its_share)
 
 TEST(node_plan_leaves_full_kernel)
 {
-	_cleanup_node_plan_ struct node_plan np = {0};
+	_cleanup_plan_ struct plan np = {0};
 	struct node_plan_info info;
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods);
@@ -796,7 +793,7 @@ TEST(node_plan_unshaped_roots)
 
 	/* training on a real NIC: root fq | fq_codel, no FIFO, no classes */
 	{
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		n = fixture_pods(MODE_TRAINING, pods);
@@ -809,7 +806,7 @@ TEST(node_plan_unshaped_roots)
 	/* training on the CI kernel: both known missing -> nothing planned, the
 	 * original qdisc stays (shape none, a warning) */
 	{
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		n = fixture_pods(MODE_TRAINING, pods);
@@ -820,7 +817,7 @@ TEST(node_plan_unshaped_roots)
 	}
 	/* inference on a veth of unknown rate: root fq_codel, warning */
 	{
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		n = fixture_pods(MODE_INFERENCE, pods);
@@ -837,7 +834,7 @@ TEST(node_plan_unshaped_roots)
 	 * two warnings */
 	{
 		static const struct scenario virt_ci = {"virtual-ci", 0, &VETH, true, {0}};
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		n = fixture_pods(MODE_MIXED, pods);
@@ -852,7 +849,7 @@ TEST(node_plan_unshaped_roots)
 	 * queue, the BPF classifier; no shaping although the veth says 10gbit */
 	{
 		static const struct scenario vmq = {"veth-mq-ci", 0, &VETH_MQ, true, {0}};
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		n = fixture_pods(MODE_MIXED, pods);
@@ -875,7 +872,7 @@ TEST(node_plan_unshaped_roots)
 	}
 	/* htb known missing with uplinkRate: unshaped layout + warning */
 	{
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 		struct plan_caps caps = {0};
 		struct node_config cfg;
@@ -892,7 +889,7 @@ TEST(node_plan_unshaped_roots)
 
 TEST(node_plan_prio)
 {
-	_cleanup_node_plan_ struct node_plan np = {0};
+	_cleanup_plan_ struct plan np = {0};
 	struct node_plan_info info;
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods);
@@ -931,7 +928,7 @@ TEST(node_plan_prio)
 
 TEST(node_plan_src_filters_dual_stack)
 {
-	_cleanup_node_plan_ struct node_plan np = {0};
+	_cleanup_plan_ struct plan np = {0};
 	struct node_plan_info info;
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods), v4 = 0, v6 = 0;
@@ -999,7 +996,7 @@ TEST(node_plan_filters_only_for_existing_classes)
 	/* mode training (e.g. decided before the inference pods arrived):
 	 * inference pods have no class and get no filter */
 	{
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		CHECK_INT(plan_for(&scenarios[0], CLASSIFY_SRC_IP, MODE_TRAINING, pods, n, &np, &info), 0);
@@ -1010,7 +1007,7 @@ TEST(node_plan_filters_only_for_existing_classes)
 				CHECK_INT(np.items[i].tc[0].u.u32.classid, 0x10030);
 	}
 	{
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		CHECK_INT(plan_for(&scenarios[0], CLASSIFY_SRC_IP, MODE_INFERENCE, pods, n, &np, &info), 0);
@@ -1038,7 +1035,7 @@ TEST(node_plan_dscp_filters)
 	};
 
 	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 		struct node_pod pods[8];
 		unsigned n = fixture_pods(cases[c].mode, pods);
@@ -1071,7 +1068,7 @@ TEST(node_plan_errors)
 {
 	struct node_pod pods[8];
 	struct node_config cfg;
-	struct node_plan np = {0};
+	struct plan np = {0};
 	struct error e = {0};
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 
@@ -1120,9 +1117,9 @@ TEST(node_plan_errors)
 	cfg.inference_share = -1;
 	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), -EINVAL);
 	CHECK(np.n > 0);
-	node_plan_free(&np);
+	plan_free(&np);
 	CHECK(np.items == NULL && np.n == 0);
-	node_plan_free(&np); /* twice is fine */
+	plan_free(&np); /* twice is fine */
 }
 
 TEST(node_plan_too_many_filters)
@@ -1130,7 +1127,7 @@ TEST(node_plan_too_many_filters)
 	unsigned n = 1024;
 	struct node_pod *pods = calloc(n, sizeof(*pods));
 	struct node_config cfg;
-	struct node_plan np = {0};
+	struct plan np = {0};
 	struct error e = {0};
 
 	CHECK(pods != NULL);
@@ -1173,7 +1170,7 @@ TEST(node_plan_too_many_filters)
 	cfg.classify = CLASSIFY_DSCP;
 	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, NULL, &np, NULL, &e), 0);
 	CHECK_INT(count_filters(&np), 4);
-	node_plan_free(&np);
+	plan_free(&np);
 	free(pods);
 }
 
@@ -1201,7 +1198,7 @@ TEST(node_pod_item_id_format)
 
 /* ---- determinism, handles, incrementality ---- */
 
-static bool plans_identical(const struct node_plan *a, const struct node_plan *b)
+static bool plans_identical(const struct plan *a, const struct plan *b)
 {
 	if (a->n != b->n)
 		return false;
@@ -1215,7 +1212,7 @@ TEST(node_plan_order_independent)
 {
 	unsigned n = 60;
 	struct node_pod *pods = calloc(n, sizeof(*pods)), *rev = calloc(n, sizeof(*rev));
-	_cleanup_node_plan_ struct node_plan a = {0}, b = {0};
+	_cleanup_plan_ struct plan a = {0}, b = {0};
 	struct node_plan_info info;
 
 	CHECK(pods && rev);
@@ -1270,7 +1267,7 @@ static bool find_colliding_uid(const char *uid, char *ret, size_t size)
 {
 	struct node_config cfg;
 	struct node_pod a = mkpod("a", uid, CLASS_TRAINING, "10.0.0.1", NULL);
-	_cleanup_node_plan_ struct node_plan pa = {0}, pb = {0};
+	_cleanup_plan_ struct plan pa = {0}, pb = {0};
 	uint32_t ha;
 
 	uplink_only_config(&cfg);
@@ -1301,7 +1298,7 @@ TEST(node_plan_handle_collisions)
 	char uid_b[64];
 	struct node_config cfg;
 	struct node_pod pods[2];
-	_cleanup_node_plan_ struct node_plan p1 = {0}, p2 = {0}, p3 = {0}, p4 = {0};
+	_cleanup_plan_ struct plan p1 = {0}, p2 = {0}, p3 = {0}, p4 = {0};
 	char id_a[PLAN_ID_MAX], id_b[PLAN_ID_MAX];
 	const struct plan_item *ia, *ib;
 	uint32_t ha;
@@ -1348,7 +1345,7 @@ TEST(node_plan_handle_collisions)
 	CHECK(plans_identical(&p3, &p4));
 }
 
-static void check_only(const struct node_plan *old, const struct node_plan *new_, unsigned n_added, unsigned n_removed,
+static void check_only(const struct plan *old, const struct plan *new_, unsigned n_added, unsigned n_removed,
                        const char *added_uid, const char *removed_uid)
 {
 	struct node_plan_delta d;
@@ -1372,7 +1369,7 @@ static void check_only(const struct node_plan *old, const struct node_plan *new_
 	}
 	/* every other item, handle included, is identical */
 	for (unsigned i = 0; i < old->n; i++) {
-		const struct plan_item *o = &old->items[i], *nw = node_plan_find_const(new_, o->id);
+		const struct plan_item *o = &old->items[i], *nw = plan_find_const(new_, o->id);
 
 		if (!nw)
 			continue;
@@ -1388,7 +1385,7 @@ TEST(node_plan_incremental)
 	struct node_pod *pods = calloc(n + 1, sizeof(*pods));
 	struct node_config cfg;
 	struct node_plan_info info;
-	_cleanup_node_plan_ struct node_plan p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0};
+	_cleanup_plan_ struct plan p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0};
 	struct plan_caps caps = caps_ci();
 
 	CHECK(pods != NULL);
@@ -1430,7 +1427,7 @@ TEST(node_plan_incremental_shares)
 	struct node_pod pods[12];
 	struct node_config cfg;
 	struct node_plan_delta d;
-	_cleanup_node_plan_ struct node_plan p0 = {0}, p1 = {0};
+	_cleanup_plan_ struct plan p0 = {0}, p1 = {0};
 
 	many_pods(pods, 12, 0);
 	for (unsigned i = 0; i < 11; i++)
@@ -1460,7 +1457,7 @@ TEST(node_plan_delta_recreate)
 {
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods);
-	_cleanup_node_plan_ struct node_plan full = {0}, ci = {0}, old = {0};
+	_cleanup_plan_ struct plan full = {0}, ci = {0}, old = {0};
 	struct node_plan_info info;
 	struct node_plan_delta d;
 
@@ -1499,7 +1496,7 @@ TEST(node_plan_delta_recreate)
 	/* prio (full kernel NIC) -> HTB (prio learned missing): all redone,
 	 * the old leaves' and filters' ids survive but not their objects */
 	{
-		_cleanup_node_plan_ struct node_plan prio = {0}, htb = {0};
+		_cleanup_plan_ struct plan prio = {0}, htb = {0};
 		struct plan_caps caps = {0};
 		struct node_config cfg;
 
@@ -1516,21 +1513,19 @@ TEST(node_plan_delta_recreate)
 	}
 }
 
-TEST(node_plan_carry_and_slice)
+TEST(node_plan_carry_and_render)
 {
 	unsigned n = 120;
 	struct node_pod *pods = calloc(n, sizeof(*pods));
-	struct plan *chunk = calloc(1, sizeof(*chunk));
 	struct node_config cfg;
-	_cleanup_node_plan_ struct node_plan p0 = {0}, p1 = {0};
+	_cleanup_plan_ struct plan p0 = {0}, p1 = {0};
+	_cleanup_free_ char *txt = NULL;
+	_cleanup_json_ cJSON *j = NULL;
 	unsigned total = 0;
 
-	CHECK(pods && chunk);
-	if (!pods || !chunk) {
-		free(pods);
-		free(chunk);
+	CHECK(pods != NULL);
+	if (!pods)
 		return;
-	}
 	many_pods(pods, n, 3);
 	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = 1000000000ULL;
@@ -1554,7 +1549,7 @@ TEST(node_plan_carry_and_slice)
 		node_plan_delta_free(&d);
 	}
 	for (unsigned i = 0; i < p1.n; i++) {
-		const struct plan_item *o = node_plan_find_const(&p0, p1.items[i].id);
+		const struct plan_item *o = plan_find_const(&p0, p1.items[i].id);
 		bool same = o && node_item_same_desired(o, &p1.items[i]);
 
 		CHECK_INT(p1.items[i].status, same ? ITEM_APPLIED : ITEM_PENDING);
@@ -1562,21 +1557,24 @@ TEST(node_plan_carry_and_slice)
 		if (o && !same)
 			CHECK(strncmp(p1.items[i].id, "uplink.class.", 13) == 0);
 	}
-	CHECK(p1.n > PLAN_ITEMS_MAX);
-	for (unsigned start = 0;; start += PLAN_ITEMS_MAX) {
-		unsigned k = node_plan_slice(&p1, start, chunk);
+	/* a plan of more than a hundred items renders whole, one line per item in
+	 * plan order, and as one JSON array */
+	CHECK(p1.n > 100);
+	CHECK_INT(plan_render(&p1, NULL, NULL, PLAN_FMT_TEXT, false, &txt), 0);
+	for (const char *l = txt; l && *l; total++) {
+		const char *nl = strchr(l, '\n');
 
-		if (k == 0)
-			break;
-		CHECK(k <= PLAN_ITEMS_MAX);
-		CHECK_INT(chunk->n, k);
-		for (unsigned i = 0; i < k; i++)
-			CHECK_STR(chunk->items[i].id, p1.items[start + i].id);
-		total += k;
+		if (total < p1.n)
+			CHECK(strncmp(l, p1.items[total].id, strlen(p1.items[total].id)) == 0 &&
+			      l[strlen(p1.items[total].id)] == ' ');
+		l = nl ? nl + 1 : l + strlen(l);
 	}
 	CHECK_INT(total, p1.n);
+	j = plan_to_json(&p1, NULL, false);
+	CHECK_INT(cJSON_GetArraySize(j), p1.n);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(j, (int)p1.n - 1), "id")),
+	          p1.items[p1.n - 1].id);
 	free(pods);
-	free(chunk);
 }
 
 /* Shaped classes count the Ethernet framing the kernel does not see
@@ -1592,7 +1590,7 @@ TEST(node_plan_htb_link_overhead)
 	CHECK_INT(cfg.overhead_bytes, 24);
 	cfg.uplink_rate_bps = 500000000ULL;
 	for (int k = 0; k < 2; k++) {
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 
 		if (k == 1)
 			cfg.overhead_bytes = 0;
@@ -1617,7 +1615,7 @@ TEST(node_plan_golden)
 	for (size_t k = 0; k < ARRAY_SIZE(scenarios); k++)
 		for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
 			for (int cl = 0; cl < _CLASSIFY_MAX; cl++) {
-				_cleanup_node_plan_ struct node_plan np = {0};
+				_cleanup_plan_ struct plan np = {0};
 				struct node_plan_info info;
 				struct node_pod pods[8];
 				unsigned n = fixture_pods(modes[m], pods);
@@ -1667,7 +1665,7 @@ TEST(node_plan_golden)
 				free(text);
 			}
 	{
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 		struct node_pod pods[8];
 		unsigned n = fixture_pods(MODE_IDLE, pods); /* only a default pod */
@@ -1686,7 +1684,7 @@ TEST(node_plan_golden)
 /* ---- the download direction ---- */
 
 static int plan_down(const struct node_config *cfg, const struct uplink_facts *up, bool ci, enum node_mode mode,
-                     const struct node_pod *pods, unsigned n, const struct node_plan *prev, struct node_plan *np,
+                     const struct node_pod *pods, unsigned n, const struct plan *prev, struct plan *np,
                      struct node_plan_info *info)
 {
 	struct plan_caps caps = ci ? caps_ci() : caps_full();
@@ -1698,7 +1696,7 @@ static int plan_down(const struct node_config *cfg, const struct uplink_facts *u
 	return r;
 }
 
-static unsigned count_prefix(const struct node_plan *np, const char *pfx, enum plan_dev dev)
+static unsigned count_prefix(const struct plan *np, const char *pfx, enum plan_dev dev)
 {
 	unsigned k = 0;
 
@@ -1718,7 +1716,7 @@ static const struct uplink_facts VETH_IFB = {.ifname = "uplink",
 
 TEST(node_plan_downlink_items)
 {
-	_cleanup_node_plan_ struct node_plan np = {0};
+	_cleanup_plan_ struct plan np = {0};
 	struct node_plan_info info;
 	struct node_config cfg;
 	struct node_pod pods[8];
@@ -1798,7 +1796,7 @@ TEST(node_plan_downlink_when_not)
 	cfg.uplink_rate_bps = 500000000ULL;
 	{
 		/* "downlink": false */
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 		struct node_config off = cfg;
 
@@ -1810,7 +1808,7 @@ TEST(node_plan_downlink_when_not)
 	}
 	{
 		/* no rate configured: a veth's 10000 Mb/s is fiction: warn with the key to set */
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 		struct node_config norate = cfg;
 
@@ -1825,7 +1823,7 @@ TEST(node_plan_downlink_when_not)
 	}
 	{
 		/* a foreign ingress qdisc on the uplink: left alone, not shaped */
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		CHECK_INT(plan_down(&cfg, &foreign, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
@@ -1836,7 +1834,7 @@ TEST(node_plan_downlink_when_not)
 	}
 	{
 		/* idle: nothing at all; htb known missing: not wanted */
-		_cleanup_node_plan_ struct node_plan np = {0};
+		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 		struct plan_caps nohtb = caps_ci();
 
@@ -1852,7 +1850,7 @@ TEST(node_plan_downlink_when_not)
 /* One pod more adds exactly its uplink and download filters. */
 TEST(node_plan_downlink_incremental)
 {
-	_cleanup_node_plan_ struct node_plan p0 = {0}, p1 = {0};
+	_cleanup_plan_ struct plan p0 = {0}, p1 = {0};
 	struct node_plan_info info;
 	struct node_config cfg;
 	struct node_pod pods[9];
@@ -1885,7 +1883,7 @@ TEST(node_plan_downlink_golden)
 
 	for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
 		for (int cl = 0; cl < _CLASSIFY_MAX; cl++) {
-			_cleanup_node_plan_ struct node_plan np = {0};
+			_cleanup_plan_ struct plan np = {0};
 			struct node_plan_info info;
 			struct node_config cfg;
 			struct node_pod pods[8];
@@ -1925,7 +1923,7 @@ TEST(node_plan_250_pods)
 	struct node_config cfg;
 	struct plan_caps caps = caps_ci();
 	struct node_plan_info info;
-	_cleanup_node_plan_ struct node_plan np = {0}, prev = {0};
+	_cleanup_plan_ struct plan np = {0}, prev = {0};
 	struct node_plan_delta d;
 	int64_t t0, t_fresh, t_prev, t_delta;
 

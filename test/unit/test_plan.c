@@ -159,7 +159,8 @@ static void make_plan(const char *profile, uint64_t egress_bps, uint64_t ingress
 static char *render(const struct plan *p, const char *netns, enum plan_format fmt, bool effective_only)
 {
 	char *s = NULL;
-	int r = plan_render(p, &ifs_veth, netns, fmt, effective_only, &s);
+	const struct plan_names names = plan_names_attach(&ifs_veth);
+	int r = plan_render(p, &names, netns, fmt, effective_only, &s);
 
 	CHECK_INT(r, 0);
 	return s;
@@ -196,7 +197,7 @@ static void golden_profile(const char *profile)
 		fprintf(f, "# profile %s, %s kernel (cc available: %s; missing: %s)\n", profile, kernels[k],
 		        caps.cc_available, k == 0 ? "nothing" : "fq, fq_codel, prio, pedit");
 		for (size_t i = 0; i < ARRAY_SIZE(shapes); i++) {
-			struct plan p;
+			_cleanup_plan_ struct plan p = {0};
 			_cleanup_free_ char *txt = NULL;
 
 			make_plan(profile, shapes[i].egress_bps, shapes[i].ingress_bps, &caps, &p);
@@ -253,7 +254,7 @@ TEST(plan_inference_shaped_both_ways)
 	        "dscp.v6",        "ingress.root", "ingress.class",        "ingress.leaf",
 	};
 	struct plan_caps caps = caps_full();
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	const struct plan_item *it;
 
 	make_plan("inference", 100000000, 20000000, &caps, &p);
@@ -353,7 +354,7 @@ TEST(plan_training_unshaped_and_dctcp)
 	        "egress.root",    "dscp.clsact", "dscp.v4",     "dscp.v6",
 	};
 	struct plan_caps caps = caps_full();
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	const struct plan_item *it;
 
 	make_plan("training-dctcp", 0, 0, &caps, &p);
@@ -398,7 +399,7 @@ TEST(plan_training_unshaped_and_dctcp)
 TEST(plan_training_shaped_leaf)
 {
 	struct plan_caps caps = caps_full();
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	const struct plan_item *it;
 
 	make_plan("training", 1000000000, 0, &caps, &p);
@@ -428,7 +429,7 @@ TEST(plan_training_shaped_leaf)
 TEST(plan_shaper_limits)
 {
 	struct plan_caps caps = caps_full();
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	const struct plan_item *it;
 
 	/* 1 kbit/s: one 1.5-frame takes 18.168 s -> codel target raised,
@@ -471,6 +472,48 @@ TEST(plan_shaper_limits)
 	CHECK_INT(it->tc[2].u.fifo.limit, 64 * 1024 * 1024);
 }
 
+/* The HTB burst and quantum rule is one function for the pod's shaper and
+ * the node's classes; each caller keeps its floor. Checked against the two
+ * formulas it replaced (a pod: clamp(rate/8*2/1000, 2 frames, 16 MiB); the
+ * node: clamp(rate/8*2000/1e6, 128 KiB, 16 MiB); quantum for both
+ * clamp(rate/8/1000, frame, 200000)) over rates from 1 kbit/s to 1 Tbit/s
+ * and frames from 1280 to 9000 bytes MTU. */
+static uint32_t clamp_ref(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return (uint32_t)(v < lo ? lo : v > hi ? hi : v);
+}
+
+TEST(htb_burst_one_rule_both_floors)
+{
+	static const uint64_t rates[] = {
+	        1000,           64000,          1000000,         2000000,         10000000,
+	        33333333,       100000000,      523999999,       1000000000,      9700000000ULL,
+	        67108864000ULL, 67108872000ULL, 100000000000ULL, 1000000000000ULL};
+	static const uint32_t frames[] = {1294, 1514, 9014};
+	unsigned n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(rates); i++) {
+		uint64_t r = rates[i];
+
+		for (size_t f = 0; f < ARRAY_SIZE(frames); f++) {
+			uint32_t fr = frames[f];
+
+			CHECK_INT(plan_htb_burst_bytes(r, 2 * fr), clamp_ref(r / 8 * 2 / 1000, 2ull * fr, 16u << 20));
+			CHECK_INT(plan_htb_quantum_bytes(r, fr), clamp_ref(r / 8 / 1000, fr, 200000));
+			n++;
+		}
+		CHECK_INT(plan_htb_burst_bytes(r, 2U * 65536),
+		          clamp_ref(r / 8 * 2000 / 1000000, 2U * 65536, 16u << 20));
+	}
+	CHECK_INT(n, ARRAY_SIZE(rates) * ARRAY_SIZE(frames));
+	/* the floors bind at low rates, differently: 2 frames vs 128 KiB */
+	CHECK_INT(plan_htb_burst_bytes(10000000, 2 * 1514), 3028);
+	CHECK_INT(plan_htb_burst_bytes(10000000, 2U * 65536), 131072);
+	/* above them both give 2 ms at the rate */
+	CHECK_INT(plan_htb_burst_bytes(1000000000, 2 * 1514), 250000);
+	CHECK_INT(plan_htb_burst_bytes(1000000000, 2U * 65536), 250000);
+}
+
 /* Issue 13 item 11: the FIFO of last resort is sized by time at the shaped
  * rate, never deeper than the 25 ms token-bucket queue aiqos replaces (a
  * 128 KiB floor was 52 ms at 20 Mbit/s), on both the egress and the ingress
@@ -481,7 +524,7 @@ TEST(plan_fifo_sized_by_time)
 	                                       "default"};
 	static const uint64_t rates[] = {20000000ull, 10000000ull, 100000000ull, 1000000000ull};
 	struct plan_caps caps = caps_full();
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 
 	for (size_t i = 0; i < ARRAY_SIZE(profiles); i++) {
 		struct profile pr;
@@ -519,7 +562,7 @@ TEST(plan_mtu)
 	struct profile pr;
 	struct workload w = {.class = CLASS_INFERENCE, .egress_bps = 1000000};
 	struct attach_ifaces ifs = {.pod_ifname = "eth0", .mtu = 9000};
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 
 	builtin_profile("inference", &pr);
 	CHECK_INT(plan_pod(&w, &pr, &ifs, NULL, &p), 0);
@@ -536,7 +579,7 @@ TEST(plan_mtu)
 TEST(plan_default_class)
 {
 	struct plan_caps caps = caps_full();
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 
 	/* nothing per pod without a limit */
 	make_plan("default", 0, 0, &caps, &p);
@@ -558,7 +601,7 @@ TEST(plan_ingress_without_host_side_is_planned)
 	struct profile pr;
 	struct workload w = {.class = CLASS_DEFAULT, .ingress_bps = 5000000};
 	struct attach_ifaces ifs = {.pod_ifname = "eth0"};
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 
 	builtin_profile("default", &pr);
 	CHECK_INT(plan_pod(&w, &pr, &ifs, NULL, &p), 0);
@@ -572,13 +615,19 @@ TEST(plan_ingress_without_host_side_is_planned)
 TEST(plan_deterministic)
 {
 	struct plan_caps caps = caps_ci();
-	struct plan a, b;
+	_cleanup_plan_ struct plan a = {0}, b = {0};
 
-	memset(&a, 0x55, sizeof(a));
-	memset(&b, 0xaa, sizeof(b));
+	/* items built over memory of other content are equal bytewise
+	 * (padding included): the heap chunk b's garbage items were in is
+	 * the one the planner is likely to get back */
+	CHECK_INT(plan_reserve(&a, 32), 0);
+	CHECK_INT(plan_reserve(&b, 32), 0);
+	memset(a.items, 0x55, 32 * sizeof(*a.items));
+	memset(b.items, 0xaa, 32 * sizeof(*b.items));
 	make_plan("training-dctcp", 3000000, 7000000, &caps, &a);
 	make_plan("training-dctcp", 3000000, 7000000, &caps, &b);
-	CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+	CHECK(a.n > 0 && a.n == b.n && a.choices_unknown == b.choices_unknown);
+	CHECK(memcmp(a.items, b.items, a.n * sizeof(*a.items)) == 0);
 }
 
 TEST(plan_cc_filter)
@@ -586,7 +635,7 @@ TEST(plan_cc_filter)
 	struct profile pr;
 	struct workload w = {.class = CLASS_TRAINING};
 	struct plan_caps caps = {0};
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	const struct plan_item *it;
 
 	builtin_profile("training", &pr);
@@ -634,7 +683,7 @@ TEST(caps_helpers)
 TEST(item_helpers)
 {
 	struct plan_caps caps = caps_full();
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	struct plan_item *it;
 
 	CHECK_STR(plan_dev_name(DEV_POD), "pod");
@@ -713,7 +762,7 @@ static void applied_plan(struct plan *p)
 
 TEST(golden_render_formats)
 {
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	char *out = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
@@ -747,7 +796,7 @@ TEST(golden_render_formats)
 
 TEST(render_json_is_valid)
 {
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	_cleanup_free_ char *s = NULL;
 	_cleanup_json_ cJSON *j = NULL;
 	const cJSON *e;
@@ -787,7 +836,7 @@ TEST(render_empty_and_errors)
 
 TEST(choices_round_trip)
 {
-	struct plan a, b;
+	_cleanup_plan_ struct plan a = {0}, b = {0};
 	_cleanup_json_ cJSON *j = NULL;
 	_cleanup_free_ char *s = NULL;
 	struct error e = {0};
@@ -806,7 +855,8 @@ TEST(choices_round_trip)
 	make_plan("inference", 100000000, 5000000, &caps, &b);
 	CHECK_INT(plan_choices_from_json(&b, j, &e), 0);
 	CHECK_STR(e.msg, "");
-	CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+	CHECK(a.n == b.n && a.choices_unknown == b.choices_unknown);
+	CHECK(memcmp(a.items, b.items, a.n * sizeof(*a.items)) == 0);
 }
 
 TEST(choices_follow_moved_alternatives)
@@ -814,7 +864,7 @@ TEST(choices_follow_moved_alternatives)
 	/* Applied on a kernel whose caps were unknown (fq_codel tried, bfifo
 	 * chosen at index 1); reloaded by a process that knows fq_codel is
 	 * missing: the plan is the same, the choice is found by kind. */
-	struct plan a, b;
+	_cleanup_plan_ struct plan a = {0}, b = {0};
 	_cleanup_json_ cJSON *j = NULL;
 	struct error e = {0};
 	struct plan_caps caps = caps_ci();
@@ -877,27 +927,27 @@ TEST(choices_invalid_exact_and_atomic)
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad_choices); i++) {
 		_cleanup_json_ cJSON *j = cJSON_Parse(bad_choices[i].json);
-		struct plan p, before;
+		_cleanup_plan_ struct plan p = {0}, before = {0};
 		struct error e = {0};
 		int r;
 
 		CHECK(j != NULL);
 		make_plan("inference", 100000000, 0, &caps, &p);
-		before = p;
+		CHECK_INT(plan_copy(&p, &before), 0);
 		r = plan_choices_from_json(&p, j, &e);
 		if (r != bad_choices[i].r)
 			fprintf(stderr, "  case %zu: %s -> %s\n", i, bad_choices[i].json, e.msg);
 		CHECK_INT(r, bad_choices[i].r);
 		CHECK_STR(e.msg, bad_choices[i].msg);
 		CHECK_INT(e.code, CNI_ERR_STATE);
-		CHECK(memcmp(&p, &before, sizeof(p)) == 0);
+		CHECK(p.n == before.n && memcmp(p.items, before.items, p.n * sizeof(*p.items)) == 0);
 	}
 }
 
 TEST(choices_partial_and_null)
 {
 	struct plan_caps caps = caps_full();
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	_cleanup_json_ cJSON *j =
 	        cJSON_Parse("[{\"id\":\"egress.root\",\"status\":\"applied\",\"chosen\":0,\"err\":null}]");
 	struct error e = {0};
@@ -933,7 +983,7 @@ static void observe_effective(const struct plan *p, struct observed *obs)
 
 TEST(diff_clean)
 {
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	struct observed obs;
 	char buf[4096] = "junk";
 
@@ -945,7 +995,7 @@ TEST(diff_clean)
 	/* the kernel prints tcp_rmem with tabs and a newline */
 	{
 		struct plan_caps caps = caps_full();
-		struct plan t;
+		_cleanup_plan_ struct plan t = {0};
 		make_plan("training", 0, 0, &caps, &t);
 		for (unsigned i = 0; i < t.n; i++) {
 			t.items[i].status = ITEM_APPLIED;
@@ -961,7 +1011,7 @@ TEST(diff_clean)
 	/* pending plans have nothing in force: nothing to compare */
 	{
 		struct plan_caps caps = caps_full();
-		struct plan t;
+		_cleanup_plan_ struct plan t = {0};
 		make_plan("training", 0, 0, &caps, &t);
 		memset(&obs, 0, sizeof(obs));
 		CHECK_INT(plan_diff(&t, &ifs_veth, &obs, buf, sizeof(buf)), 0);
@@ -970,7 +1020,7 @@ TEST(diff_clean)
 
 TEST(diff_differences)
 {
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	struct observed obs;
 	char buf[4096];
 	unsigned i;
@@ -1013,7 +1063,7 @@ TEST(diff_differences)
 
 TEST(diff_kind_and_dev)
 {
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	struct observed obs;
 	char buf[4096];
 
@@ -1042,7 +1092,7 @@ TEST(diff_kind_and_dev)
 
 TEST(diff_unknown_kind)
 {
-	struct plan p;
+	_cleanup_plan_ struct plan p = {0};
 	struct observed obs;
 	char buf[4096];
 

@@ -71,19 +71,28 @@ static struct tc_spec qdisc(enum tc_kind_id k, uint32_t parent, uint32_t handle)
 
 /* A plan with every status: applied, degraded (tc and sysctl), skipped for a
  * missing feature and for a parent that was not applied. */
+static struct plan_item *next_item(struct plan *p)
+{
+	struct plan_item *it = plan_item_add(p, ITEM_TC, DEV_POD, "", NULL);
+
+	if (!it)
+		abort(); /* out of memory in a test */
+	return it;
+}
+
 static void sample_plan(struct plan *p)
 {
 	struct plan_item *it;
 
-	memset(p, 0, sizeof(*p));
-	it = &p->items[p->n++];
+	plan_free(p);
+	it = next_item(p);
 	*it = (struct plan_item){.type = ITEM_TC, .dev = DEV_POD, .id = "egress.root", .n_alt = 1};
 	it->tc[0] = qdisc(TC_KIND_HTB, TC_H_ROOT, TC_H_MAKE(1 << 16, 0));
 	it->tc[0].u.htb.defcls = 0x10;
 	it->status = ITEM_APPLIED;
 	it->chosen = 0;
 
-	it = &p->items[p->n++];
+	it = next_item(p);
 	*it = (struct plan_item){
 	        .type = ITEM_TC, .dev = DEV_POD, .id = "egress.leaf", .depends = "egress.root", .n_alt = 2};
 	it->tc[0] = qdisc(TC_KIND_FQ_CODEL, TC_H_MAKE(1 << 16, 0x10), TC_H_MAKE(0x10 << 16, 0));
@@ -94,7 +103,7 @@ static void sample_plan(struct plan *p)
 	it->chosen = 1;
 	it->err = ENOENT;
 
-	it = &p->items[p->n++];
+	it = next_item(p);
 	*it = (struct plan_item){.type = ITEM_SYSCTL, .dev = DEV_POD, .id = "sysctl.cc", .n_alt = 2};
 	str_copy(it->key, sizeof(it->key), "net/ipv4/tcp_congestion_control");
 	str_copy(it->val[0], sizeof(it->val[0]), "dctcp");
@@ -103,21 +112,21 @@ static void sample_plan(struct plan *p)
 	it->chosen = 1;
 	it->err = ENOENT;
 
-	it = &p->items[p->n++];
+	it = next_item(p);
 	*it = (struct plan_item){.type = ITEM_SYSCTL, .dev = DEV_POD, .id = "sysctl.ecn", .n_alt = 1};
 	str_copy(it->key, sizeof(it->key), "net/ipv4/tcp_ecn");
 	str_copy(it->val[0], sizeof(it->val[0]), "1");
 	it->status = ITEM_APPLIED;
 	it->chosen = 0;
 
-	it = &p->items[p->n++];
+	it = next_item(p);
 	*it = (struct plan_item){.type = ITEM_TC, .dev = DEV_HOST, .id = "ingress.root", .n_alt = 1};
 	it->tc[0] = qdisc(TC_KIND_FQ, TC_H_ROOT, TC_H_MAKE(2 << 16, 0));
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;
 	it->err = ENOENT;
 
-	it = &p->items[p->n++];
+	it = next_item(p);
 	*it = (struct plan_item){
 	        .type = ITEM_TC, .dev = DEV_HOST, .id = "ingress.child", .depends = "ingress.root", .n_alt = 1};
 	it->tc[0] = qdisc(TC_KIND_PFIFO, TC_H_MAKE(2 << 16, 1), TC_H_MAKE(0x20 << 16, 0));
@@ -318,11 +327,12 @@ TEST(save_load_round_trip)
 			CHECK_INT(p->items[i].chosen, s->plan.items[i].chosen);
 			CHECK_INT(p->items[i].err, s->plan.items[i].err);
 		}
+		plan_free(p);
 		free(p);
 	}
 	cJSON_Delete(choices);
-	free(s);
-	free(l);
+	attach_state_free(s);
+	attach_state_free(l);
 }
 
 /* Issue 13 item 4: the record keeps the content of the profile it was
@@ -361,8 +371,8 @@ TEST(profile_spec_round_trip)
 	CHECK(!profile_content_equal(&l->profile_spec, profile_find(&set, "inference-strict")));
 	CHECK(profile_content_hash(&l->profile_spec) != profile_content_hash(profile_find(&set, "inference-strict")));
 	cJSON_Delete(choices);
-	free(s);
-	free(l);
+	attach_state_free(s);
+	attach_state_free(l);
 }
 
 TEST(file_contents)
@@ -377,7 +387,7 @@ TEST(file_contents)
 	j = read_json_file(path);
 	CHECK(j != NULL);
 	if (!j) {
-		free(s);
+		attach_state_free(s);
 		return;
 	}
 	CHECK_INT(cJSON_GetObjectItem(j, "version")->valuedouble, 1);
@@ -432,7 +442,7 @@ TEST(file_contents)
 	}
 	CHECK_INT(cJSON_GetObjectItem(j, "updated")->valuedouble, 1795975831);
 	cJSON_Delete(j);
-	free(s);
+	attach_state_free(s);
 }
 
 TEST(load_missing)
@@ -447,7 +457,7 @@ TEST(load_missing)
 	CHECK(choices == NULL);
 	CHECK_CONTAINS(e.msg, "nope@eth0.json");
 	CHECK_INT(state_load(dir, "../etc", "eth0", l, NULL, &e), -EINVAL);
-	free(l);
+	attach_state_free(l);
 }
 
 /* Save a good state, then replace the file with damaged content and check
@@ -530,8 +540,8 @@ TEST(load_corrupted)
 		free(c);
 	}
 	free(good);
-	free(s);
-	free(l);
+	attach_state_free(s);
+	attach_state_free(l);
 }
 
 /* A writer saving two versions in turn while a reader loads: every load must
@@ -547,7 +557,7 @@ TEST(atomic_no_partial_file)
 	{
 		struct attach_state *s = sample_state("race", "eth0");
 		CHECK_INT(state_save(dir, s, NULL), 0);
-		free(s);
+		attach_state_free(s);
 	}
 	pid = fork();
 	if (pid == 0) {
@@ -581,7 +591,7 @@ TEST(atomic_no_partial_file)
 	CHECK_INT(bad, 0);
 	CHECK(loads > 10);
 	CHECK_INT(count_tmp_files(dir), 0);
-	free(l);
+	attach_state_free(l);
 }
 
 TEST(stale_tmp_file_of_same_pid)
@@ -598,7 +608,7 @@ TEST(stale_tmp_file_of_same_pid)
 	CHECK_INT(count_tmp_files(dir), 0);
 	/* an existing directory keeps its mode */
 	CHECK(stat(dir, &st) == 0 && (st.st_mode & 07777) == 0755);
-	free(s);
+	attach_state_free(s);
 }
 
 TEST(save_errors)
@@ -619,7 +629,7 @@ TEST(save_errors)
 	str_copy(s->container_id, sizeof(s->container_id), "../../etc/passwd");
 	CHECK_INT(state_save(base, s, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "container ID");
-	free(s);
+	attach_state_free(s);
 }
 
 /* Read-only and full filesystems need a mount: a child enters a new user
@@ -698,7 +708,7 @@ static void fs_child(struct fs_result *res, const char *dir)
 		memcpy(res->full_msg, e.msg, sizeof(e.msg));
 		res->full_tmp_left = (int)count_tmp_files(full);
 	}
-	free(s);
+	attach_state_free(s);
 }
 
 TEST(save_readonly_and_full_fs)
@@ -789,7 +799,7 @@ TEST(list_and_remove)
 	for (size_t i = 0; i < ARRAY_SIZE(ids); i++) {
 		struct attach_state *s = sample_state(ids[i][0], ids[i][1]);
 		CHECK_INT(state_save(dir, s, &e), 0);
-		free(s);
+		attach_state_free(s);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(junk_names); i++) {
 		snprintf(junk, sizeof(junk), "%s/%s", dir, junk_names[i]);
@@ -815,7 +825,7 @@ TEST(list_and_remove)
 			CHECK_INT(state_load(dir, "enc", "x@y", r, &ch, &e), 0);
 			CHECK_STR(r->ifname, "x@y");
 			cJSON_Delete(ch);
-			free(r);
+			attach_state_free(r);
 		}
 	}
 
@@ -872,8 +882,8 @@ TEST(pending_round_trip)
 	}
 	CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "pending");
-	free(s);
-	free(r);
+	attach_state_free(s);
+	attach_state_free(r);
 }
 
 /* A child takes the lock and holds it until killed. */
@@ -948,7 +958,7 @@ TEST(attachment_locks_are_per_attachment_and_bounded)
 	{
 		struct attach_state *st = sample_state("kept", "eth0");
 		CHECK_INT(state_save(dir, st, &e), 0);
-		free(st);
+		attach_state_free(st);
 		fd = state_lock_attachment(dir, "kept", "eth0", 100, &e);
 		CHECK(fd >= 0);
 		state_unlock_attachment(fd, dir, "kept", "eth0");
