@@ -41,11 +41,27 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 		/* its writer holds the lock (its commit rescans), or died: then
 		 * recover (attach.h): a crashed ADD or teardown is torn down, a
 		 * crashed re-tune rolled forward by the next re-tune (its record
-		 * says it failed) */
-		int fd = state_lock_attachment(ag->state_dir, container_id, ifname, 0, NULL);
+		 * says it failed). Judged on the record as it is under the lock:
+		 * the one read before may be an intent its writer has committed
+		 * (and unlocked) since — undoing that would tear down a live
+		 * pod's tuning and record. */
+		int fd;
 
+		failpoint("agent-recover-before-lock");
+		fd = state_lock_attachment(ag->state_dir, container_id, ifname, 0, NULL);
 		if (fd < 0) {
 			cJSON_Delete(choices);
+			return 0;
+		}
+		cJSON_Delete(choices);
+		choices = NULL;
+		r = state_load(ag->state_dir, container_id, ifname, s, &choices, err);
+		if (r < 0) {
+			state_unlock_attachment(fd, ag->state_dir, container_id, ifname);
+			if (r != -ENOENT)
+				return r;
+			error_clear(err); /* removed meanwhile (DEL) */
+			pod_cache_attach_remove(&ag->pods, container_id, ifname, &found);
 			return 0;
 		}
 		if (attach_recover_action(s) == ATTACH_RECOVER_TEARDOWN) {

@@ -295,11 +295,12 @@ class NodeLab:
                       "--cleanup", "--state-dir", self.state_dir, check=False)
 
     # -- pods
-    def add_pod(self, annotations=None, name=None, runtime_annotations=None, api=True, bandwidth=None):
+    def add_pod(self, annotations=None, name=None, runtime_annotations=None, api=True, bandwidth=None,
+                aiqos_env=None):
         """A pod: created in the API (no IPs yet), attached through the CNI
         chain in the node netns (the plugin asks the agent for annotations
         unless runtime_annotations are given), then its podIPs set in the API
-        as the kubelet would."""
+        as the kubelet would. aiqos_env: extra environment for aiqos's ADD."""
         self._n += 1
         name = name or f"pod{self._n}-{secrets.token_hex(2)}"
         uid = f"uid-{secrets.token_hex(8)}"
@@ -317,7 +318,7 @@ class NodeLab:
         args = (f"IgnoreUnknown=1;K8S_POD_NAMESPACE=aqt;K8S_POD_NAME={name};"
                 f"K8S_POD_INFRA_CONTAINER_ID={cid};K8S_POD_UID={uid}")
         att = NodeAttachment(self, self.lab, self.lab.netns(), conflist, cid, "eth0", rc, args)
-        run = att.add(check=True)
+        run = att.add(check=True, aiqos_env=aiqos_env)
         run.assert_ok()
         pod = Pod(self, name, "aqt", uid, att)
         if api:

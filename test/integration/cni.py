@@ -544,8 +544,9 @@ class Attachment:
         return run_plugin(self.binary(p["type"]), command, conf, **kw)
 
     # -- verbs, like libcni
-    def add(self, check=True):
-        """Run the chain's ADD. Returns the aiqos PluginRun (or the failing one)."""
+    def add(self, check=True, aiqos_env=None):
+        """Run the chain's ADD (aiqos_env: extra environment for aiqos's run,
+        e.g. test failpoints). Returns the aiqos PluginRun (or the failing one)."""
         if self not in self.lab.attachments:
             self.lab.attachments.append(self)
         self.results = []
@@ -553,7 +554,8 @@ class Attachment:
         last = None
         for i, p in enumerate(self.conflist["plugins"]):
             conf = self.config_for(i, prev)
-            run = self.exec(i, "ADD", conf)
+            kw = {"env_extra": aiqos_env} if aiqos_env and p["type"] == "aiqos" else {}
+            run = self.exec(i, "ADD", conf, **kw)
             last = run
             if p["type"] == "aiqos":
                 self.aiqos_add_run = run

@@ -6,7 +6,8 @@ failure policies, a 20-pod ADD/DEL storm, the agent down at pod creation then
 correcting the pod, CHECK and DEL racing an agent re-tune of the same pod,
 the agent killed between a pod's apply and its record, the agent recovering
 a plugin killed inside DEL or ADD, and an ADD with the state dir full whose
-record the agent writes once space is back. The kernel and the
+record the agent writes once space is back, and the agent never undoing an
+ADD that committed while it waited for the lock. The kernel and the
 state directory are read back independently of the plugin. (Drift — a qdisc
 replaced behind our back — is in test_plugin_check.py and test_agent_lab.py.)"""
 
@@ -575,6 +576,33 @@ def _agent_metrics(node):
         c.request("GET", "/metrics")
         return c.getresponse().read().decode()
     return agentlab.in_netns_call(node.node.name, call)
+
+
+def test_agent_never_recovers_an_add_that_committed_meanwhile(node):
+    """The agent reads a pod's record while its ADD is in flight (the intent,
+    pending, on disk: the ADD stalls before its apply) and is slow to try
+    the attachment lock (failpoint); meanwhile the ADD applies, commits and
+    releases the lock. The agent, finding the lock free, must judge the
+    record it finds under the lock — committed — not the pending one it read
+    before: no "crashed" ADD is undone, the record and the tuning stay, CHECK
+    passes. (The soak's late pod that failed CHECK with "no aiqos state".)"""
+    stall_ms = 1500
+    config = {"uplinkRate": "500mbit", "debounceMs": 0, "mixedHoldSeconds": 0}
+    node.start_agent(config, env={"AIQOS_TEST_FAILPOINTS": f"agent-recover-before-lock=sleep:{stall_ms}"})
+    pod = node.add_pod(ANN, aiqos_env={"AIQOS_TEST_FAILPOINTS": "add-before-apply=sleep:500"})
+    assert "agent-recover-before-lock" in node.agent_log_tail(200000), \
+        f"the agent did not read the pending record during the ADD\n{node.agent_log_tail()}"
+    s = pod.state()
+    assert s and not s.get("pending") and s["class"] == "inference", s
+    time.sleep(stall_ms / 1000 + 0.5)  # the agent has tried the lock and moved on
+    s = pod.state()
+    assert s and not s.get("pending") and s["class"] == "inference", \
+        f"the agent undid a committed ADD: {s}\n{node.agent_log_tail()}"
+    assert "crashed attachment" not in node.agent_log_tail(200000), node.agent_log_tail()
+    assert cni.read_sysctl(pod.ns, "net.ipv4.tcp_notsent_lowat") == "16384"
+    pod.att.check().assert_ok(output=False)
+    pod.cni_del()
+    assert pod.state() is None
 
 
 @pytest.mark.parametrize("point", ["teardown-before-remove", "add-after-apply"])

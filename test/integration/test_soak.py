@@ -23,7 +23,12 @@ Every fault on a schedule, on both nodes unless said:
     apiserver`: a fresh watch cache), every other time etcd first and then
     the apiserver, KUBE_RESTARTS times over the run (at least 2, one per ~5
     minutes); the kube node's pods are not touched while its API is down;
-  - the state dir (a tmpfs) full for a minute (duration/9 in short runs);
+  - the state dir (a tmpfs) full for a minute (duration/9 in short runs):
+    a pod ADDed meanwhile keeps its network and tuning, its record goes to
+    the agent, which writes it once space is back; from then on it is
+    re-tuned and CHECKed like any other. Only one ADDed while full with
+    its agent down has no record (lost by design): it is deleted when
+    space is back (counted as deleted_recordless);
   - the uplink's root qdisc replaced by hand (twice).
 
 Then, with the churn stopped and the last pools still running, on each node:
@@ -224,7 +229,7 @@ class Soak:
         self.rng = random.Random(seed)
         self.n = {"created": 0, "deleted": 0, "add_failed": 0, "del_failed": 0, "flips": 0, "agent_kills": 0,
                   "api_restarts": 0, "state_full_s": 0.0, "uplink_by_hand": 0, "adds_without_agent": 0,
-                  "adds_state_full": 0, "deleted_recordless": 0}
+                  "adds_state_full": 0, "deleted_recordless": 0, "records_by_agent": 0}
         self.failures = []
         self.agent_up = True
         self.state_full = False
@@ -245,6 +250,8 @@ class Soak:
         self.n["adds_without_agent"] += not self.agent_up
         self.n["adds_state_full"] += self.state_full
         pod.full_at_add = self.state_full
+        # nobody could keep its record: the plugin found no space, no agent took it
+        pod.recordless = self.state_full and not self.agent_up
         self.live.append(pod)
 
     def delete(self, pod):
@@ -304,13 +311,15 @@ class Soak:
         os.unlink(os.path.join(self.node.state_dir, ".soak-filler"))
         self.state_full = False
         self.n["state_full_s"] += round(time.monotonic() - self.full_t0, 1)
-        # A pod ADDed while no record could be written is tuned as ADD left
-        # it but unknown to the agent (nothing tells it where its netns is):
-        # not re-tuned, no CHECK. Its DEL must still succeed; the runtime
-        # would recreate it. (Reported in the soak report.)
-        for pod in [p for p in self.live if p.full_at_add]:
+        # A pod ADDed while full handed its record to the agent (records.h),
+        # which writes it now: checked at the end like any other. One ADDed
+        # while full with the agent down has no record and is unknown to the
+        # agent (nothing tells it where its netns is): not re-tuned, no CHECK.
+        # Its DEL must still succeed; the runtime would recreate it.
+        for pod in [p for p in self.live if p.recordless]:
             self.n["deleted_recordless"] += 1
             self.delete(pod)
+        self.n["records_by_agent"] += sum(1 for p in self.live if p.full_at_add)
 
     def uplink_by_hand(self):
         self.node.sh("tc", "qdisc", "replace", "dev", "up0", "root", "handle", "7:", "bfifo", "limit", "99999")
@@ -334,6 +343,8 @@ class Soak:
             st = node.status(check=False)
             if not st or not st["apiConnected"] or st["uplink"].get("failure"):
                 return None
+            if st.get("unsavedRecords"):  # the agent still writing a record the plugin could not
+                return None
             by_name = {p["name"]: p for p in st["pods"]}
             for p in self.live:
                 sp = by_name.get(p.name)
@@ -354,7 +365,8 @@ class Soak:
         checks = 0
         for p in self.live:
             r = p.att.check()
-            assert r.rc == 0, f"{self.name}: CHECK {p.name} ({p.annotations_now}): {r.describe()}\n{p.state()}"
+            assert r.rc == 0, (f"{self.name}: CHECK {p.name} ({p.annotations_now}, ADDed with the state dir "
+                               f"{'full' if p.full_at_add else 'free'}): {r.describe()}\n{p.state()}")
             checks += 1
         self.n["check_ok"] = checks
         self.after = footprint(node)
