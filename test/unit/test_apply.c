@@ -1656,9 +1656,11 @@ TEST(node_mq_mixed_backlog)
 		CHECK(kv(ours, "inf_seen") >= 50 && kv(ours, "train_seen") >= 50);
 		CHECK_INT(kv(base, "capture_drops"), 0);
 		CHECK_INT(kv(ours, "capture_drops"), 0);
-		/* inference first: it passes the training backlog, and leaves in
-		 * long runs (served whenever it has packets) */
-		CHECK(kv(ours, "first_jumped") >= 10);
+		/* inference first: it passes the training backlog (or, when the
+		 * training sender happened to stall as inference joined and left no
+		 * backlog to pass, no training packet left while inference had
+		 * packets), and leaves in long runs (served whenever it has packets) */
+		CHECK(kv(ours, "first_jumped") >= 10 || kv(ours, "span_train") == 0);
 		CHECK(kv(ours, "inf_run_median") >= 20);
 		/* the same load on the device's own layout: the queue alternates */
 		CHECK(kv(base, "inf_run_median") >= 1 && kv(base, "inf_run_median") <= 4);
