@@ -433,7 +433,7 @@ static void ev_done(struct kube_req *r, CURLcode res)
 	struct kube_evq_item *it = c->ev_inflight;
 	bool patch = it && it->patch_name[0];
 	char why[ERROR_MSG_MAX];
-	long status = 0;
+	long status = 0, ra;
 
 	c->ev_req = NULL;
 	c->ev_inflight = NULL;
@@ -471,7 +471,7 @@ static void ev_done(struct kube_req *r, CURLcode res)
 		return;
 	}
 	if (res != CURLE_OK && status == 0) {
-		snprintf(why, sizeof(why), "%s", r->errbuf[0] ? r->errbuf : curl_easy_strerror(res));
+		snprintf(why, sizeof(why), "%s", kube_req_error_text(r, res));
 		kube_scrub(c, why, sizeof(why));
 		kube_req_free(r);
 		ev_retry(c, it, why, 0);
@@ -489,10 +489,8 @@ static void ev_done(struct kube_req *r, CURLcode res)
 		ev_kick(c);
 		return;
 	}
-	if (status == 401)
-		c->stats.unauthorized++;
+	ra = kube_req_error_wait_s(c, r);
 	if (status == 401 || status == 408 || status == 409 || status == 429 || status >= 500 || res != CURLE_OK) {
-		long ra = (status == 429 || status >= 500) ? kube_req_retry_after_s(r) : 0;
 		kube_req_free(r);
 		ev_retry(c, it, why, ra);
 		return;

@@ -133,13 +133,20 @@ static void sanitize(char *s)
 			*p = ' ';
 }
 
-long kube_req_retry_after_s(const struct kube_req *r)
+static long req_retry_after_s(const struct kube_req *r)
 {
 	curl_off_t ra = 0;
 
 	if (curl_easy_getinfo(r->easy, CURLINFO_RETRY_AFTER, &ra) != CURLE_OK || ra <= 0)
 		return 0;
 	return ra > 86400 ? 86400 : (long)ra;
+}
+
+long kube_req_error_wait_s(struct kube_client *c, const struct kube_req *r)
+{
+	if (r->status == 401)
+		c->stats.unauthorized++;
+	return r->status == 429 || r->status >= 500 ? req_retry_after_s(r) : 0;
 }
 
 void kube_describe_http_error(struct kube_client *c, const struct kube_req *r, const char *what, char *buf, size_t size)
@@ -376,6 +383,81 @@ static void relist_soon(struct kube_client *c, const char *why)
 	retry_in(c, delay);
 }
 
+/* fail() with "what: msg" (what: "list pods", "watch pods"). */
+static void fail_on(struct kube_client *c, const char *what, const char *msg)
+{
+	char why[ERROR_MSG_MAX];
+
+	snprintf(why, sizeof(why), "%s: %.960s", what, msg);
+	fail(c, why, 0);
+}
+
+/* The request of an attempt is over and the attempt failed (why): release
+ * it and fail, waiting as long as an HTTP error answer asks. */
+static void req_failed(struct kube_client *c, struct kube_req *r, const char *why)
+{
+	long ra = kube_req_error_wait_s(c, r);
+
+	kube_req_free(r);
+	fail(c, why, ra);
+}
+
+/* The first steps of a LIST or a WATCH: a fresh token and the node's name
+ * escaped for the URL (node, size bytes). false when either failed (and
+ * the attempt with it). */
+static bool stream_prepare(struct kube_client *c, const char *what, char *node, size_t size)
+{
+	struct error e = {0};
+
+	if (kube_token_refresh(c, &e) < 0) {
+		fail_on(c, what, e.msg);
+		return false;
+	}
+	if (!kube_url_escape(node, size, c->node)) {
+		fail_on(c, what, "node name too long");
+		return false;
+	}
+	return true;
+}
+
+/* A LIST or WATCH request of this client, done calls back; NULL (and the
+ * attempt failed) when out of memory. */
+static struct kube_req *stream_new(struct kube_client *c, const char *what, enum kube_req_kind kind, size_t body_max,
+                                   kube_req_done_fn done)
+{
+	struct kube_req *r = kube_req_new(kind, body_max);
+
+	if (!r) {
+		fail_on(c, what, "out of memory");
+		return NULL;
+	}
+	r->owner = c;
+	r->done = done;
+	return r;
+}
+
+/* Send r to url as the stream in flight: the common options, the body
+ * callback, the transfer's timeout and an optional Accept-Encoding. false
+ * (r released, the attempt failed) when it could not be set up. */
+static bool stream_send(struct kube_client *c, struct kube_req *r, const char *what, const char *url,
+                        curl_write_callback body_cb, long timeout_ms, const char *encoding)
+{
+	struct error e = {0};
+
+	if (kube_req_setup(c, r, url, &e) < 0 ||
+	    curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, body_cb) != CURLE_OK ||
+	    curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r) != CURLE_OK ||
+	    curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK ||
+	    (encoding && curl_easy_setopt(r->easy, CURLOPT_ACCEPT_ENCODING, encoding) != CURLE_OK) ||
+	    kube_http_add(c->http, r, &e) < 0) {
+		kube_req_free(r);
+		fail_on(c, what, e.msg[0] ? e.msg : "request setup failed");
+		return false;
+	}
+	c->stream = r;
+	return true;
+}
+
 static int on_retry(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct kube_client *c = userdata;
@@ -486,6 +568,13 @@ static int list_add_page(struct kube_client *c, struct kube_pod_list *page, stru
 	return 0;
 }
 
+/* The pages read so far are dropped: the next LIST starts over. */
+static void list_abandon(struct kube_client *c)
+{
+	list_items_clear(c);
+	c->list_continue[0] = '\0';
+}
+
 static void list_done(struct kube_req *r, CURLcode res)
 {
 	struct kube_client *c = r->owner;
@@ -497,8 +586,7 @@ static void list_done(struct kube_req *r, CURLcode res)
 		/* a page over max_page_bytes: fewer pods per page (from the start,
 		 * consistently), and served by etcd, which honours limit */
 		kube_req_free(r);
-		c->list_continue[0] = '\0';
-		list_items_clear(c);
+		list_abandon(c);
 		c->list_consistent = true;
 		if (c->page_limit > 1) {
 			c->page_limit /= 2;
@@ -510,10 +598,9 @@ static void list_done(struct kube_req *r, CURLcode res)
 		return;
 	}
 	if (res != CURLE_OK) {
-		snprintf(why, sizeof(why), "list pods: %s", r->errbuf[0] ? r->errbuf : curl_easy_strerror(res));
+		snprintf(why, sizeof(why), "list pods: %s", kube_req_error_text(r, res));
 		kube_req_free(r);
-		list_items_clear(c);
-		c->list_continue[0] = '\0';
+		list_abandon(c);
 		fail(c, why, 0);
 		return;
 	}
@@ -538,10 +625,8 @@ static void list_done(struct kube_req *r, CURLcode res)
 		}
 		kube_pod_list_done(&page);
 		if (k < 0) {
-			snprintf(why, sizeof(why), "list pods: %.960s", e.msg);
-			list_items_clear(c);
-			c->list_continue[0] = '\0';
-			fail(c, why, 0);
+			list_abandon(c);
+			fail_on(c, "list pods", e.msg);
 			return;
 		}
 		if (c->list_continue[0]) {
@@ -555,8 +640,7 @@ static void list_done(struct kube_req *r, CURLcode res)
 	}
 	c->stats.http_errors++;
 	kube_describe_http_error(c, r, "list pods", why, sizeof(why));
-	list_items_clear(c);
-	c->list_continue[0] = '\0';
+	list_abandon(c);
 	if (r->status == 410) {
 		/* the continue token's snapshot was compacted: start over from etcd */
 		kube_req_free(r);
@@ -564,37 +648,23 @@ static void list_done(struct kube_req *r, CURLcode res)
 		relist_soon(c, why);
 		return;
 	}
-	if (r->status == 401)
-		c->stats.unauthorized++;
-	{
-		long ra = (r->status == 429 || r->status >= 500) ? kube_req_retry_after_s(r) : 0;
-		kube_req_free(r);
-		fail(c, why, ra);
-	}
+	req_failed(c, r, why);
 }
 
 static void list_start(struct kube_client *c)
 {
-	char url[KUBE_URL_MAX], node[KUBE_NAME_MAX * 3], cont[KUBE_CONTINUE_MAX * 3], why[ERROR_MSG_MAX];
-	struct error e = {0};
+	char url[KUBE_URL_MAX], node[KUBE_NAME_MAX * 3], cont[KUBE_CONTINUE_MAX * 3];
 	struct kube_req *r;
 	int n;
 
 	c->need_list = true;
 	if (!c->list_continue[0])
 		list_items_clear(c);
-	if (kube_token_refresh(c, &e) < 0) {
-		snprintf(why, sizeof(why), "list pods: %.960s", e.msg);
-		fail(c, why, 0);
+	if (!stream_prepare(c, "list pods", node, sizeof(node)))
 		return;
-	}
-	if (!kube_url_escape(node, sizeof(node), c->node)) {
-		fail(c, "list pods: node name too long", 0);
-		return;
-	}
 	if (c->list_continue[0]) {
 		if (!kube_url_escape(cont, sizeof(cont), c->list_continue)) {
-			fail(c, "list pods: continue token too long", 0);
+			fail_on(c, "list pods", "continue token too long");
 			return;
 		}
 		n = snprintf(url, sizeof(url), "%s/api/v1/pods?fieldSelector=spec.nodeName%%3D%s&limit=%u&continue=%s",
@@ -607,28 +677,12 @@ static void list_start(struct kube_client *c)
 		             c->base_url, node, c->page_limit, c->list_consistent ? "" : "&resourceVersion=0");
 	}
 	if (n < 0 || (size_t)n >= sizeof(url)) {
-		fail(c, "list pods: URL too long", 0);
+		fail_on(c, "list pods", "URL too long");
 		return;
 	}
-	r = kube_req_new(KUBE_REQ_LIST, c->opts.max_page_bytes);
-	if (!r) {
-		fail(c, "list pods: out of memory", 0);
-		return;
-	}
-	r->owner = c;
-	r->done = list_done;
-	if (kube_req_setup(c, r, url, &e) < 0 ||
-	    curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, kube_req_body_cb) != CURLE_OK ||
-	    curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r) != CURLE_OK ||
-	    curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long)c->opts.request_timeout_ms) != CURLE_OK ||
-	    curl_easy_setopt(r->easy, CURLOPT_ACCEPT_ENCODING, "gzip") != CURLE_OK ||
-	    kube_http_add(c->http, r, &e) < 0) {
-		snprintf(why, sizeof(why), "list pods: %.960s", e.msg[0] ? e.msg : "request setup failed");
-		kube_req_free(r);
-		fail(c, why, 0);
-		return;
-	}
-	c->stream = r;
+	r = stream_new(c, "list pods", KUBE_REQ_LIST, c->opts.max_page_bytes, list_done);
+	if (r)
+		(void)stream_send(c, r, "list pods", url, kube_req_body_cb, (long)c->opts.request_timeout_ms, "gzip");
 }
 
 /* ---- WATCH ---- */
@@ -768,8 +822,7 @@ static void watch_done(struct kube_req *r, CURLcode res)
 		}
 		if (c->stream_stop == STREAM_ERROR) {
 			stream_status_text(c, "watch pods", why, sizeof(why));
-			kube_req_free(r);
-			fail(c, why, 0);
+			req_failed(c, r, why);
 			return;
 		}
 		if (res == CURLE_OK) {
@@ -784,16 +837,13 @@ static void watch_done(struct kube_req *r, CURLcode res)
 			watch_start(c);
 			return;
 		}
-		snprintf(why, sizeof(why), "watch pods: stream broken: %s",
-		         r->errbuf[0] ? r->errbuf : curl_easy_strerror(res));
-		kube_req_free(r);
-		fail(c, why, 0);
+		snprintf(why, sizeof(why), "watch pods: stream broken: %s", kube_req_error_text(r, res));
+		req_failed(c, r, why);
 		return;
 	}
 	if (res != CURLE_OK && r->status == 0) {
-		snprintf(why, sizeof(why), "watch pods: %s", r->errbuf[0] ? r->errbuf : curl_easy_strerror(res));
-		kube_req_free(r);
-		fail(c, why, 0);
+		snprintf(why, sizeof(why), "watch pods: %s", kube_req_error_text(r, res));
+		req_failed(c, r, why);
 		return;
 	}
 	c->stats.http_errors++;
@@ -806,13 +856,7 @@ static void watch_done(struct kube_req *r, CURLcode res)
 		relist_soon(c, why);
 		return;
 	}
-	if (r->status == 401)
-		c->stats.unauthorized++;
-	{
-		long ra = (r->status == 429 || r->status >= 500) ? kube_req_retry_after_s(r) : 0;
-		kube_req_free(r);
-		fail(c, why, ra);
-	}
+	req_failed(c, r, why);
 }
 
 static int on_stall(sd_event_source *s, uint64_t usec, void *userdata)
@@ -856,38 +900,26 @@ static void stall_arm(struct kube_client *c)
 
 static void watch_start(struct kube_client *c)
 {
-	char url[KUBE_URL_MAX], node[KUBE_NAME_MAX * 3], why[ERROR_MSG_MAX];
+	char url[KUBE_URL_MAX], node[KUBE_NAME_MAX * 3];
 	uint32_t span = c->opts.watch_timeout_max_s - c->opts.watch_timeout_min_s;
 	uint32_t timeout_s = c->opts.watch_timeout_min_s + (uint32_t)(kube_rand(c) % ((uint64_t)span + 1));
-	struct error e = {0};
 	struct kube_req *r;
 	int n;
 
-	if (kube_token_refresh(c, &e) < 0) {
-		snprintf(why, sizeof(why), "watch pods: %.960s", e.msg);
-		fail(c, why, 0);
+	if (!stream_prepare(c, "watch pods", node, sizeof(node)))
 		return;
-	}
-	if (!kube_url_escape(node, sizeof(node), c->node)) {
-		fail(c, "watch pods: node name too long", 0);
-		return;
-	}
 	/* c->rv comes from the decoder, which accepts URL-safe characters only */
 	n = snprintf(url, sizeof(url),
 	             "%s/api/v1/pods?watch=1&fieldSelector=spec.nodeName%%3D%s&resourceVersion=%s"
 	             "&allowWatchBookmarks=true&timeoutSeconds=%u",
 	             c->base_url, node, c->rv, timeout_s);
 	if (n < 0 || (size_t)n >= sizeof(url)) {
-		fail(c, "watch pods: URL too long", 0);
+		fail_on(c, "watch pods", "URL too long");
 		return;
 	}
-	r = kube_req_new(KUBE_REQ_WATCH, KUBE_ERROR_BODY_MAX);
-	if (!r) {
-		fail(c, "watch pods: out of memory", 0);
+	r = stream_new(c, "watch pods", KUBE_REQ_WATCH, KUBE_ERROR_BODY_MAX, watch_done);
+	if (!r)
 		return;
-	}
-	r->owner = c;
-	r->done = watch_done;
 	watch_framer_reset(c->framer);
 	c->stream_items = 0;
 	c->stream_bad = 0;
@@ -895,18 +927,9 @@ static void watch_start(struct kube_client *c)
 	c->stream_stop = STREAM_GO;
 	memset(&c->stream_status, 0, sizeof(c->stream_status));
 	c->stream_start_usec = c->last_byte_usec = now_usec(c);
-	if (kube_req_setup(c, r, url, &e) < 0 ||
-	    curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, watch_body_cb) != CURLE_OK ||
-	    curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r) != CURLE_OK ||
-	    /* a belt to the server's timeoutSeconds */
-	    curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long)(timeout_s + 60) * 1000L) != CURLE_OK ||
-	    kube_http_add(c->http, r, &e) < 0) {
-		snprintf(why, sizeof(why), "watch pods: %.960s", e.msg[0] ? e.msg : "request setup failed");
-		kube_req_free(r);
-		fail(c, why, 0);
+	/* the transfer's timeout: a belt to the server's timeoutSeconds */
+	if (!stream_send(c, r, "watch pods", url, watch_body_cb, (long)(timeout_s + 60) * 1000L, NULL))
 		return;
-	}
-	c->stream = r;
 	c->stats.watches++;
 	if (!c->watch_after_list)
 		c->stats.reconnects++;

@@ -279,6 +279,11 @@ static void slist_wipe_free(struct curl_slist *l)
 	curl_slist_free_all(l);
 }
 
+const char *kube_req_error_text(const struct kube_req *r, CURLcode res)
+{
+	return r->errbuf[0] ? r->errbuf : curl_easy_strerror(res);
+}
+
 void kube_req_free(struct kube_req *r)
 {
 	if (!r)

@@ -58,6 +58,8 @@ void kube_req_free(struct kube_req *r);
 bool kube_req_body_append(struct kube_req *r, const void *data, size_t len);
 /* CURLOPT_WRITEFUNCTION collecting into r->body (userdata r); aborts over body_max. */
 size_t kube_req_body_cb(char *data, size_t size, size_t n, void *userdata);
+/* Why the transfer of r failed with res: curl's message for it. */
+const char *kube_req_error_text(const struct kube_req *r, CURLcode res);
 
 /* ---- kube.c internals used by events.c ---- */
 
@@ -147,8 +149,10 @@ uint64_t kube_rand(struct kube_client *c);
 /* "HTTP 503 ServiceUnavailable: message" from a Status body, token-free */
 void kube_describe_http_error(struct kube_client *c, const struct kube_req *r, const char *what, char *buf,
                               size_t size);
-/* Retry-After in seconds (0 = none) */
-long kube_req_retry_after_s(const struct kube_req *r);
+/* What an HTTP error answer asks of the next attempt: a 401 is counted
+ * (stats.unauthorized); a 429 or 5xx returns its Retry-After in seconds
+ * (0 = none: back off). */
+long kube_req_error_wait_s(struct kube_client *c, const struct kube_req *r);
 /* Percent-encode src (RFC 3986 unreserved kept). false if it does not fit. */
 bool kube_url_escape(char *dst, size_t size, const char *src);
 
