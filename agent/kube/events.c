@@ -17,14 +17,20 @@
 #define KUBE_EVENT_NAME_BASE 200 /* generateName base: pod name cut so the generated name stays valid */
 #define KUBE_COMPONENT       "aiqos-agent"
 
-struct kube_evq_item {
-	TAILQ_ENTRY(kube_evq_item) link;
+/* What makes two Events the same (client-go's correlator key): the pod,
+ * the kind, the reason and the message (owned). */
+struct kube_evkey {
 	char ns[KUBE_NAMESPACE_MAX];
 	char pod[KUBE_NAME_MAX];
 	char uid[KUBE_UID_MAX];
 	char reason[KUBE_EVENT_REASON_MAX + 1];
 	char *message;
 	enum kube_event_kind kind;
+};
+
+struct kube_evq_item {
+	TAILQ_ENTRY(kube_evq_item) link;
+	struct kube_evkey key;
 	uint32_t count; /* occurrences carried by this item */
 	time_t first_ts, last_ts;
 	unsigned attempts;
@@ -33,12 +39,7 @@ struct kube_evq_item {
 
 struct kube_evrec {
 	bool used;
-	char ns[KUBE_NAMESPACE_MAX];
-	char pod[KUBE_NAME_MAX];
-	char uid[KUBE_UID_MAX];
-	char reason[KUBE_EVENT_REASON_MAX + 1];
-	char *message;
-	enum kube_event_kind kind;
+	struct kube_evkey key;
 	char name[KUBE_NAME_MAX]; /* the Event object created */
 	uint32_t count;           /* its count on the server */
 	uint64_t last_usec;       /* last occurrence (monotonic) */
@@ -57,7 +58,7 @@ static void item_free(struct kube_evq_item *it)
 {
 	if (!it)
 		return;
-	free(it->message);
+	free(it->key.message);
 	free(it);
 }
 
@@ -68,12 +69,10 @@ static void item_remove(struct kube_client *c, struct kube_evq_item *it)
 	item_free(it);
 }
 
-static bool same_key(const char *ns, const char *pod, const char *uid, enum kube_event_kind kind, const char *reason,
-                     const char *message, const char *ns2, const char *pod2, const char *uid2,
-                     enum kube_event_kind kind2, const char *reason2, const char *message2)
+static bool key_same(const struct kube_evkey *a, const struct kube_evkey *b)
 {
-	return kind == kind2 && streq(uid, uid2) && streq(ns, ns2) && streq(pod, pod2) && streq(reason, reason2) &&
-	       streq(message, message2);
+	return a->kind == b->kind && streq(a->uid, b->uid) && streq(a->ns, b->ns) && streq(a->pod, b->pod) &&
+	       streq(a->reason, b->reason) && streq(a->message, b->message);
 }
 
 static struct kube_evrec *rec_find(struct kube_client *c, const struct kube_evq_item *it, bool live_only)
@@ -84,8 +83,7 @@ static struct kube_evrec *rec_find(struct kube_client *c, const struct kube_evq_
 		return NULL;
 	for (unsigned i = 0; i < KUBE_EVREC_MAX; i++) {
 		struct kube_evrec *r = &c->ev_recs[i];
-		if (!r->used || !same_key(r->ns, r->pod, r->uid, r->kind, r->reason, r->message, it->ns, it->pod,
-		                          it->uid, it->kind, it->reason, it->message))
+		if (!r->used || !key_same(&r->key, &it->key))
 			continue;
 		if (live_only && now - r->last_usec > window)
 			return NULL;
@@ -96,7 +94,7 @@ static struct kube_evrec *rec_find(struct kube_client *c, const struct kube_evq_
 
 static void rec_drop(struct kube_evrec *r)
 {
-	free(r->message);
+	free(r->key.message);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -121,17 +119,13 @@ static void rec_put(struct kube_client *c, const struct kube_evq_item *it, const
 				victim = x; /* least recently seen */
 		}
 		r = victim;
-		msg = strdup(it->message);
+		msg = strdup(it->key.message);
 		if (!msg)
 			return;
 		rec_drop(r);
 		r->used = true;
-		r->message = msg;
-		str_copy(r->ns, sizeof(r->ns), it->ns);
-		str_copy(r->pod, sizeof(r->pod), it->pod);
-		str_copy(r->uid, sizeof(r->uid), it->uid);
-		str_copy(r->reason, sizeof(r->reason), it->reason);
-		r->kind = it->kind;
+		r->key = it->key;
+		r->key.message = msg;
 		r->count = 0;
 	}
 	str_copy(r->name, sizeof(r->name), name);
@@ -215,6 +209,7 @@ static size_t utf8_cut(const char *s, size_t max)
 int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, const char *uid,
                         enum kube_event_kind kind, const char *reason, const char *message)
 {
+	struct kube_evkey key = {.kind = kind};
 	struct kube_evq_item *it;
 	size_t mlen;
 	time_t now = time(NULL);
@@ -230,6 +225,13 @@ int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, 
 	    strlen(reason) > KUBE_EVENT_REASON_MAX)
 		return -EINVAL;
 	mlen = utf8_cut(message, KUBE_EVENT_MESSAGE_MAX);
+	str_copy(key.ns, sizeof(key.ns), ns);
+	str_copy(key.pod, sizeof(key.pod), pod);
+	str_copy(key.uid, sizeof(key.uid), uid);
+	str_copy(key.reason, sizeof(key.reason), reason);
+	key.message = strndup(message, mlen);
+	if (!key.message)
+		return -ENOMEM;
 	if (!c->events_free) {
 		/* the first Event: the queue, and its cleanup for kube_client_free */
 		TAILQ_INIT(&c->evq);
@@ -240,9 +242,8 @@ int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, 
 	{
 		if (it == c->ev_inflight)
 			continue;
-		if (strlen(it->message) == mlen && strncmp(it->message, message, mlen) == 0 &&
-		    same_key(it->ns, it->pod, it->uid, it->kind, it->reason, it->message, ns, pod, uid, kind, reason,
-		             it->message)) {
+		if (key_same(&it->key, &key)) {
+			free(key.message);
 			it->count++;
 			it->last_ts = now;
 			c->stats.events_post_deduped++;
@@ -259,18 +260,11 @@ int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, 
 		c->stats.events_post_dropped++;
 	}
 	it = calloc(1, sizeof(*it));
-	if (!it)
-		return -ENOMEM;
-	it->message = strndup(message, mlen);
-	if (!it->message) {
-		free(it);
+	if (!it) {
+		free(key.message);
 		return -ENOMEM;
 	}
-	str_copy(it->ns, sizeof(it->ns), ns);
-	str_copy(it->pod, sizeof(it->pod), pod);
-	str_copy(it->uid, sizeof(it->uid), uid);
-	str_copy(it->reason, sizeof(it->reason), reason);
-	it->kind = kind;
+	it->key = key;
 	it->count = 1;
 	it->first_ts = it->last_ts = now;
 	TAILQ_INSERT_TAIL(&c->evq, it, link);
@@ -295,18 +289,20 @@ static char *event_body(const struct kube_client *c, const struct kube_evq_item 
 
 	if (!o)
 		return NULL;
-	snprintf(gen, sizeof(gen), "%.*s.aiqos-", KUBE_EVENT_NAME_BASE, it->pod);
+	snprintf(gen, sizeof(gen), "%.*s.aiqos-", KUBE_EVENT_NAME_BASE, it->key.pod);
 	fmt_time(first, sizeof(first), it->first_ts);
 	fmt_time(last, sizeof(last), it->last_ts);
 	if (!cJSON_AddStringToObject(o, "apiVersion", "v1") || !cJSON_AddStringToObject(o, "kind", "Event") ||
 	    !(md = cJSON_AddObjectToObject(o, "metadata")) || !cJSON_AddStringToObject(md, "generateName", gen) ||
-	    !cJSON_AddStringToObject(md, "namespace", it->ns) ||
+	    !cJSON_AddStringToObject(md, "namespace", it->key.ns) ||
 	    !(inv = cJSON_AddObjectToObject(o, "involvedObject")) ||
 	    !cJSON_AddStringToObject(inv, "apiVersion", "v1") || !cJSON_AddStringToObject(inv, "kind", "Pod") ||
-	    !cJSON_AddStringToObject(inv, "name", it->pod) || !cJSON_AddStringToObject(inv, "namespace", it->ns) ||
-	    (it->uid[0] && !cJSON_AddStringToObject(inv, "uid", it->uid)) ||
-	    !cJSON_AddStringToObject(o, "reason", it->reason) || !cJSON_AddStringToObject(o, "message", it->message) ||
-	    !cJSON_AddStringToObject(o, "type", it->kind == KUBE_EV_WARNING ? "Warning" : "Normal") ||
+	    !cJSON_AddStringToObject(inv, "name", it->key.pod) ||
+	    !cJSON_AddStringToObject(inv, "namespace", it->key.ns) ||
+	    (it->key.uid[0] && !cJSON_AddStringToObject(inv, "uid", it->key.uid)) ||
+	    !cJSON_AddStringToObject(o, "reason", it->key.reason) ||
+	    !cJSON_AddStringToObject(o, "message", it->key.message) ||
+	    !cJSON_AddStringToObject(o, "type", it->key.kind == KUBE_EV_WARNING ? "Warning" : "Normal") ||
 	    !(src = cJSON_AddObjectToObject(o, "source")) ||
 	    !cJSON_AddStringToObject(src, "component", KUBE_COMPONENT) ||
 	    !cJSON_AddStringToObject(src, "host", c->node) || !cJSON_AddStringToObject(o, "firstTimestamp", first) ||
@@ -346,8 +342,8 @@ static void ev_retry(struct kube_client *c, struct kube_evq_item *it, const char
 	it->patch_name[0] = '\0';
 	if (it->attempts >= c->opts.event_attempts_max) {
 		c->stats.events_post_failed++;
-		log_msg(LOG_LVL_WARN, "kube: giving up on an Event", "pod", it->pod, "namespace", it->ns, "reason",
-		        it->reason, "error", why, NULL);
+		log_msg(LOG_LVL_WARN, "kube: giving up on an Event", "pod", it->key.pod, "namespace", it->key.ns,
+		        "reason", it->key.reason, "error", why, NULL);
 		item_remove(c, it);
 		c->ev_backoff_attempt = 0;
 		ev_kick(c);
@@ -366,8 +362,8 @@ static void ev_retry(struct kube_client *c, struct kube_evq_item *it, const char
 	if (c->ev_backoff_attempt < 64)
 		c->ev_backoff_attempt++;
 	snprintf(ms, sizeof(ms), "%" PRIu64, delay);
-	log_msg(LOG_LVL_INFO, "kube: Event not sent; retrying", "pod", it->pod, "reason", it->reason, "error", why,
-	        "retry_in_ms", ms, NULL);
+	log_msg(LOG_LVL_INFO, "kube: Event not sent; retrying", "pod", it->key.pod, "reason", it->key.reason, "error",
+	        why, "retry_in_ms", ms, NULL);
 	ev_arm(c, delay);
 }
 
@@ -388,7 +384,7 @@ static void ev_send_next(struct kube_client *c)
 		return;
 	}
 	rec = rec_find(c, it, true);
-	if (!kube_url_escape(ns, sizeof(ns), it->ns) || (rec && !kube_url_escape(name, sizeof(name), rec->name))) {
+	if (!kube_url_escape(ns, sizeof(ns), it->key.ns) || (rec && !kube_url_escape(name, sizeof(name), rec->name))) {
 		ev_retry(c, it, "name too long", 0);
 		return;
 	}
@@ -497,8 +493,8 @@ static void ev_done(struct kube_req *r, CURLcode res)
 	}
 	/* 400, 403, 422...: the request itself is wrong; retrying will not help */
 	c->stats.events_post_failed++;
-	log_msg(LOG_LVL_WARN, "kube: Event rejected", "pod", it->pod, "namespace", it->ns, "reason", it->reason,
-	        "error", why, NULL);
+	log_msg(LOG_LVL_WARN, "kube: Event rejected", "pod", it->key.pod, "namespace", it->key.ns, "reason",
+	        it->key.reason, "error", why, NULL);
 	kube_req_free(r);
 	item_remove(c, it);
 	ev_kick(c);

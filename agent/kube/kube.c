@@ -122,8 +122,8 @@ static void replace_all(char *s, size_t size, const char *needle, const char *wi
 
 void kube_scrub(const struct kube_client *c, char *s, size_t size)
 {
-	if (c->token && c->token[0])
-		replace_all(s, size, c->token, "<redacted>");
+	if (c->cfg.token && c->cfg.token[0])
+		replace_all(s, size, c->cfg.token, "<redacted>");
 }
 
 static void sanitize(char *s)
@@ -181,11 +181,11 @@ int kube_token_refresh(struct kube_client *c, struct error *err)
 	char *t = NULL;
 	int r;
 
-	if (!c->token_file[0])
+	if (!c->cfg.token_file[0])
 		return 0;
-	r = kube_token_read(c->token_file, &t, err);
+	r = kube_token_read(c->cfg.token_file, &t, err);
 	if (r < 0) {
-		if (c->token) {
+		if (c->cfg.token) {
 			/* a rotation in progress or a transient error: the cached
 			 * token may still be valid (as client-go does) */
 			log_msg(LOG_LVL_WARN, "kube: cannot re-read the token file; using the cached token", "error",
@@ -194,18 +194,19 @@ int kube_token_refresh(struct kube_client *c, struct error *err)
 		}
 		return r;
 	}
-	if (c->token && streq(c->token, t)) {
+	if (c->cfg.token && streq(c->cfg.token, t)) {
 		explicit_bzero(t, strlen(t));
 		free(t);
 		return 0;
 	}
-	if (c->token) {
+	if (c->cfg.token) {
 		c->stats.token_reloads++;
-		log_msg(LOG_LVL_INFO, "kube: bearer token rotated (token file re-read)", "file", c->token_file, NULL);
-		explicit_bzero(c->token, strlen(c->token));
-		free(c->token);
+		log_msg(LOG_LVL_INFO, "kube: bearer token rotated (token file re-read)", "file", c->cfg.token_file,
+		        NULL);
+		explicit_bzero(c->cfg.token, strlen(c->cfg.token));
+		free(c->cfg.token);
 	}
-	c->token = t;
+	c->cfg.token = t;
 	return 0;
 }
 
@@ -232,38 +233,38 @@ int kube_req_setup(struct kube_client *c, struct kube_req *r, const char *url, s
 	 * its own (no HTTP/2 multiplexing onto a dead connection) */
 	SET(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	SET(CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-	SET(CURLOPT_SSL_VERIFYPEER, c->insecure ? 0L : 1L);
-	SET(CURLOPT_SSL_VERIFYHOST, c->insecure ? 0L : 2L);
-	if (c->ca_file[0]) {
+	SET(CURLOPT_SSL_VERIFYPEER, c->cfg.insecure_skip_tls_verify ? 0L : 1L);
+	SET(CURLOPT_SSL_VERIFYHOST, c->cfg.insecure_skip_tls_verify ? 0L : 2L);
+	if (c->cfg.ca_file[0]) {
 		/* trust exactly this CA, as client-go does */
-		SET(CURLOPT_CAINFO, c->ca_file);
+		SET(CURLOPT_CAINFO, c->cfg.ca_file);
 		SET(CURLOPT_CAPATH, NULL);
-	} else if (c->ca_pem) {
-		struct curl_blob blob = {.data = c->ca_pem, .len = c->ca_pem_len, .flags = CURL_BLOB_COPY};
+	} else if (c->cfg.ca_pem) {
+		struct curl_blob blob = {.data = c->cfg.ca_pem, .len = c->cfg.ca_pem_len, .flags = CURL_BLOB_COPY};
 		SET(CURLOPT_CAINFO, NULL);
 		SET(CURLOPT_CAPATH, NULL);
 		SET(CURLOPT_CAINFO_BLOB, &blob);
 	}
-	if (c->cert_file[0]) {
-		SET(CURLOPT_SSLCERT, c->cert_file);
+	if (c->cfg.cert_file[0]) {
+		SET(CURLOPT_SSLCERT, c->cfg.cert_file);
 		SET(CURLOPT_SSLCERTTYPE, "PEM");
-	} else if (c->cert_pem) {
-		struct curl_blob blob = {.data = c->cert_pem, .len = c->cert_pem_len, .flags = CURL_BLOB_COPY};
+	} else if (c->cfg.cert_pem) {
+		struct curl_blob blob = {.data = c->cfg.cert_pem, .len = c->cfg.cert_pem_len, .flags = CURL_BLOB_COPY};
 		SET(CURLOPT_SSLCERT_BLOB, &blob);
 		SET(CURLOPT_SSLCERTTYPE, "PEM");
 	}
-	if (c->key_file[0]) {
-		SET(CURLOPT_SSLKEY, c->key_file);
+	if (c->cfg.key_file[0]) {
+		SET(CURLOPT_SSLKEY, c->cfg.key_file);
 		SET(CURLOPT_SSLKEYTYPE, "PEM");
-	} else if (c->key_pem) {
-		struct curl_blob blob = {.data = c->key_pem, .len = c->key_pem_len, .flags = CURL_BLOB_COPY};
+	} else if (c->cfg.key_pem) {
+		struct curl_blob blob = {.data = c->cfg.key_pem, .len = c->cfg.key_pem_len, .flags = CURL_BLOB_COPY};
 		SET(CURLOPT_SSLKEY_BLOB, &blob);
 		SET(CURLOPT_SSLKEYTYPE, "PEM");
 	}
 	if (c->connect_to)
 		SET(CURLOPT_CONNECT_TO, c->connect_to);
-	if (c->proxy_url[0])
-		SET(CURLOPT_PROXY, c->proxy_url);
+	if (c->cfg.proxy_url[0])
+		SET(CURLOPT_PROXY, c->cfg.proxy_url);
 	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)c->opts.connect_timeout_ms);
 	SET(CURLOPT_TCP_KEEPALIVE, 1L);
 	SET(CURLOPT_TCP_KEEPIDLE, 30L);
@@ -279,13 +280,13 @@ int kube_req_setup(struct kube_client *c, struct kube_req *r, const char *url, s
 	r->headers = curl_slist_append(NULL, "Accept: application/json");
 	if (!r->headers)
 		return error_set(err, 0, ENOMEM, "out of memory");
-	if (c->token && c->token[0]) {
-		size_t len = strlen(c->token) + sizeof("Authorization: Bearer ");
+	if (c->cfg.token && c->cfg.token[0]) {
+		size_t len = strlen(c->cfg.token) + sizeof("Authorization: Bearer ");
 		char *h = malloc(len);
 		struct curl_slist *n;
 		if (!h)
 			return error_set(err, 0, ENOMEM, "out of memory");
-		snprintf(h, len, "Authorization: Bearer %s", c->token);
+		snprintf(h, len, "Authorization: Bearer %s", c->cfg.token);
 		n = curl_slist_append(r->headers, h);
 		explicit_bzero(h, len);
 		free(h);
@@ -940,28 +941,6 @@ static void watch_start(struct kube_client *c)
 
 /* ---- public API ---- */
 
-static char *memdup_secret(const char *p, size_t len)
-{
-	char *d;
-
-	if (!p)
-		return NULL;
-	d = malloc(len + 1);
-	if (!d)
-		return NULL;
-	memcpy(d, p, len);
-	d[len] = '\0';
-	return d;
-}
-
-static void wipe_free(char *p, size_t len)
-{
-	if (!p)
-		return;
-	explicit_bzero(p, len);
-	free(p);
-}
-
 /* "https://host[:port][/path]" with tls-server-name: connect to host:port,
  * but ask for (SNI) and verify the certificate against name. */
 static int setup_server(struct kube_client *c, const struct kube_client_config *cfg, struct error *err)
@@ -1081,23 +1060,11 @@ int kube_client_new_with_options(sd_event *loop, const struct kube_client_config
 	r = setup_server(c, cfg, err);
 	if (r < 0)
 		goto fail;
-	str_copy(c->ca_file, sizeof(c->ca_file), cfg->ca_file);
-	str_copy(c->cert_file, sizeof(c->cert_file), cfg->cert_file);
-	str_copy(c->key_file, sizeof(c->key_file), cfg->key_file);
-	str_copy(c->proxy_url, sizeof(c->proxy_url), cfg->proxy_url);
-	str_copy(c->token_file, sizeof(c->token_file), cfg->token_file);
-	c->insecure = cfg->insecure_skip_tls_verify;
-	if ((cfg->ca_pem && !(c->ca_pem = memdup_secret(cfg->ca_pem, cfg->ca_pem_len))) ||
-	    (cfg->cert_pem && !(c->cert_pem = memdup_secret(cfg->cert_pem, cfg->cert_pem_len))) ||
-	    (cfg->key_pem && !(c->key_pem = memdup_secret(cfg->key_pem, cfg->key_pem_len))) ||
-	    (cfg->token && !(c->token = strdup(cfg->token)))) {
+	if (kube_client_config_copy(&c->cfg, cfg) < 0) {
 		r = error_set(err, 0, ENOMEM, "kube client: out of memory");
 		goto fail;
 	}
-	c->ca_pem_len = cfg->ca_pem_len;
-	c->cert_pem_len = cfg->cert_pem_len;
-	c->key_pem_len = cfg->key_pem_len;
-	if (c->insecure)
+	if (c->cfg.insecure_skip_tls_verify)
 		log_msg(LOG_LVL_WARN,
 		        "kube: INSECURE: the API server's certificate is NOT verified (insecure-skip-tls-verify, "
 		        "allowed by configuration); anyone on the path can impersonate it",
@@ -1150,11 +1117,7 @@ void kube_client_free(struct kube_client *c)
 		watch_framer_free(c->framer);
 	list_items_clear(c);
 	curl_slist_free_all(c->connect_to);
-	wipe_free(c->ca_pem, c->ca_pem_len);
-	wipe_free(c->cert_pem, c->cert_pem_len);
-	wipe_free(c->key_pem, c->key_pem_len);
-	if (c->token)
-		wipe_free(c->token, strlen(c->token));
+	kube_client_config_done(&c->cfg);
 	sd_event_unref(c->loop);
 	free(c);
 }

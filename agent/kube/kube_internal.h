@@ -78,19 +78,9 @@ struct kube_client {
 	/* connection */
 	char base_url[KUBE_SERVER_MAX + KUBE_CONFIG_NAME_MAX + 16]; /* no trailing '/' */
 	struct curl_slist *connect_to;                              /* tls-server-name: connect here instead */
-	char ca_file[KUBE_PATH_MAX];
-	char *ca_pem;
-	size_t ca_pem_len;
-	char cert_file[KUBE_PATH_MAX];
-	char *cert_pem;
-	size_t cert_pem_len;
-	char key_file[KUBE_PATH_MAX];
-	char *key_pem; /* secret */
-	size_t key_pem_len;
-	bool insecure;
-	char proxy_url[KUBE_SERVER_MAX];
-	char *token; /* secret, NULL = none */
-	char token_file[KUBE_PATH_MAX];
+	/* the caller's config, copied: TLS trust and client certificate, proxy,
+	 * the bearer token (secret, NULL = none; replaced when its file rotates) */
+	struct kube_client_config cfg;
 
 	struct kube_client_stats stats;
 	uint64_t rng;

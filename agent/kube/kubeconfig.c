@@ -838,6 +838,31 @@ fail:
 	return r;
 }
 
+static char *memdup0(const char *p, size_t len)
+{
+	char *d = malloc(len + 1);
+
+	if (!d)
+		return NULL;
+	memcpy(d, p, len);
+	d[len] = '\0';
+	return d;
+}
+
+int kube_client_config_copy(struct kube_client_config *dst, const struct kube_client_config *src)
+{
+	*dst = *src;
+	dst->ca_pem = dst->cert_pem = dst->key_pem = dst->token = NULL;
+	if ((src->ca_pem && !(dst->ca_pem = memdup0(src->ca_pem, src->ca_pem_len))) ||
+	    (src->cert_pem && !(dst->cert_pem = memdup0(src->cert_pem, src->cert_pem_len))) ||
+	    (src->key_pem && !(dst->key_pem = memdup0(src->key_pem, src->key_pem_len))) ||
+	    (src->token && !(dst->token = strdup(src->token)))) {
+		kube_client_config_done(dst);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 void kube_client_config_done(struct kube_client_config *c)
 {
 	if (!c)

@@ -61,6 +61,9 @@ int kube_config_load_in_cluster(const char *host, const char *port, const char *
                                 struct error *err);
 
 void kube_client_config_done(struct kube_client_config *c);
+/* A deep copy of src into dst (its data and token duplicated), -ENOMEM
+ * with dst empty. Free with kube_client_config_done. */
+int kube_client_config_copy(struct kube_client_config *dst, const struct kube_client_config *src);
 
 /* Read a bearer token file (bounded, surrounding whitespace trimmed, must be
  * non-empty printable ASCII: it goes into an HTTP header). */
