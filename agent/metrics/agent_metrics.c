@@ -69,6 +69,72 @@ static const char *class_of_handle(uint32_t h)
 	}
 }
 
+/* The counters of a tc object written as queue families: one family per
+ * row, in the order of the rows. */
+enum queue_stat { Q_BACKLOG, Q_DROPS, Q_ECN_MARKS, Q_OVERLIMITS, Q_REQUEUES, Q_SENT };
+
+struct queue_family {
+	const char *name, *help, *type;
+	enum queue_stat stat;
+};
+
+static const struct queue_family uplink_queue_families[] = {
+        {"aiqos_uplink_queue_backlog_bytes", "Bytes queued in an aiqos-managed uplink queue", G, Q_BACKLOG},
+        {"aiqos_uplink_queue_drops_total", "Packets dropped by an aiqos-managed uplink queue", C, Q_DROPS},
+        {"aiqos_uplink_queue_ecn_marks_total", "Packets ECN/CE-marked by an aiqos-managed uplink queue", C,
+         Q_ECN_MARKS},
+        {"aiqos_uplink_queue_overlimits_total", "Overlimit events of an aiqos-managed uplink queue or shaper class", C,
+         Q_OVERLIMITS},
+        {"aiqos_uplink_queue_requeues_total", "Requeues of an aiqos-managed uplink queue", C, Q_REQUEUES},
+        {"aiqos_uplink_queue_sent_bytes_total", "Bytes sent through an aiqos-managed uplink queue", C, Q_SENT},
+        {NULL, NULL, NULL, 0},
+};
+
+static const struct queue_family pod_queue_families[] = {
+        {"aiqos_pod_queue_backlog_bytes", "Bytes queued in the root queue of a pod's interface", G, Q_BACKLOG},
+        {"aiqos_pod_queue_drops_total", "Packets dropped by the root queue of a pod's interface", C, Q_DROPS},
+        {"aiqos_pod_queue_overlimits_total", "Overlimit events of the root queue or shaper of a pod's interface", C,
+         Q_OVERLIMITS},
+        {"aiqos_pod_queue_ecn_marks_total", "Packets ECN/CE-marked by the root queue of a pod's interface", C,
+         Q_ECN_MARKS},
+        {"aiqos_pod_queue_sent_bytes_total",
+         "Bytes sent through the root queue of a pod's interface (side pod: the pod's upload)", C, Q_SENT},
+        {NULL, NULL, NULL, 0},
+};
+
+static double queue_stat_value(const struct tc_obj_stats *st, enum queue_stat s)
+{
+	switch (s) {
+	case Q_BACKLOG:
+		return (double)st->backlog_bytes;
+	case Q_DROPS:
+		return (double)st->drops;
+	case Q_ECN_MARKS:
+		return (double)st->ecn_marks;
+	case Q_OVERLIMITS:
+		return (double)st->overlimits;
+	case Q_REQUEUES:
+		return (double)st->requeues;
+	case Q_SENT:
+		return (double)st->bytes;
+	}
+	return 0;
+}
+
+/* One sample of st in each family of fams, with the labels that follow
+ * (name/value pairs, then NULL). */
+__attribute__((sentinel)) static void queue_write(struct metrics_writer *w, const struct queue_family *fams,
+                                                  const struct tc_obj_stats *st, ...)
+{
+	for (const struct queue_family *f = fams; f->name; f++) {
+		va_list ap;
+
+		va_start(ap, st);
+		metrics_writev(w, f->name, f->help, f->type, queue_stat_value(st, f->stat), ap);
+		va_end(ap);
+	}
+}
+
 struct uplink_stats_ctx {
 	struct metrics_writer *w;
 	const char *dev;
@@ -78,22 +144,8 @@ struct uplink_stats_ctx {
 static void uplink_queue_write(const struct uplink_stats_ctx *c, const struct tc_obj_stats *st, const char *cls,
                                const char *object)
 {
-#define UPLINK_LABELS "dev", c->dev, "direction", c->direction, "class", cls, "object", object, (char *)NULL
-	metrics_write(c->w, "aiqos_uplink_queue_backlog_bytes", "Bytes queued in an aiqos-managed uplink queue", G,
-	              (double)st->backlog_bytes, UPLINK_LABELS);
-	metrics_write(c->w, "aiqos_uplink_queue_drops_total", "Packets dropped by an aiqos-managed uplink queue", C,
-	              (double)st->drops, UPLINK_LABELS);
-	metrics_write(c->w, "aiqos_uplink_queue_ecn_marks_total",
-	              "Packets ECN/CE-marked by an aiqos-managed uplink queue", C, (double)st->ecn_marks,
-	              UPLINK_LABELS);
-	metrics_write(c->w, "aiqos_uplink_queue_overlimits_total",
-	              "Overlimit events of an aiqos-managed uplink queue or shaper class", C, (double)st->overlimits,
-	              UPLINK_LABELS);
-	metrics_write(c->w, "aiqos_uplink_queue_requeues_total", "Requeues of an aiqos-managed uplink queue", C,
-	              (double)st->requeues, UPLINK_LABELS);
-	metrics_write(c->w, "aiqos_uplink_queue_sent_bytes_total", "Bytes sent through an aiqos-managed uplink queue",
-	              C, (double)st->bytes, UPLINK_LABELS);
-#undef UPLINK_LABELS
+	queue_write(c->w, uplink_queue_families, st, "dev", c->dev, "direction", c->direction, "class", cls, "object",
+	            object, (char *)NULL);
 }
 
 /* The root (class "all"), the HTB classes 1:10 1:20 1:30 (object "class":
@@ -127,23 +179,8 @@ static int pod_stats_visit(const struct tc_obj_stats *st, void *ud)
 	/* the root queue of the interface (the shaper or the AQM) */
 	if (st->type != TC_QDISC || st->parent != TC_H_ROOT || streq(st->kind, "noqueue"))
 		return 0;
-#define POD_LABELS                                                                                              \
-	"pod_namespace", c->p->namespace_, "pod_name", c->p->name, "class", class_name(c->at->class), "ifname", \
-	        c->at->ifname, "side", c->side, (char *)NULL
-	metrics_write(c->w, "aiqos_pod_queue_backlog_bytes", "Bytes queued in the root queue of a pod's interface", G,
-	              (double)st->backlog_bytes, POD_LABELS);
-	metrics_write(c->w, "aiqos_pod_queue_drops_total", "Packets dropped by the root queue of a pod's interface", C,
-	              (double)st->drops, POD_LABELS);
-	metrics_write(c->w, "aiqos_pod_queue_overlimits_total",
-	              "Overlimit events of the root queue or shaper of a pod's interface", C, (double)st->overlimits,
-	              POD_LABELS);
-	metrics_write(c->w, "aiqos_pod_queue_ecn_marks_total",
-	              "Packets ECN/CE-marked by the root queue of a pod's interface", C, (double)st->ecn_marks,
-	              POD_LABELS);
-	metrics_write(c->w, "aiqos_pod_queue_sent_bytes_total",
-	              "Bytes sent through the root queue of a pod's interface (side pod: the pod's upload)", C,
-	              (double)st->bytes, POD_LABELS);
-#undef POD_LABELS
+	queue_write(c->w, pod_queue_families, st, "pod_namespace", c->p->namespace_, "pod_name", c->p->name, "class",
+	            class_name(c->at->class), "ifname", c->at->ifname, "side", c->side, (char *)NULL);
 	return 0;
 }
 

@@ -278,10 +278,10 @@ static void sample(struct metrics_writer *w, struct family *f, const char *suffi
 		w->oom = true;
 }
 
-void metrics_write(struct metrics_writer *w, const char *name, const char *help, const char *type, double value, ...)
+void metrics_writev(struct metrics_writer *w, const char *name, const char *help, const char *type, double value,
+                    va_list labels)
 {
 	struct family *f;
-	va_list ap;
 
 	if (type && (streq(type, "summary") || streq(type, "histogram"))) {
 		if (w)
@@ -289,10 +289,16 @@ void metrics_write(struct metrics_writer *w, const char *name, const char *help,
 		return;
 	}
 	f = family_for(w, name, help, type);
-	if (!f)
-		return;
+	if (f)
+		sample(w, f, "", labels, NULL, NULL, value);
+}
+
+void metrics_write(struct metrics_writer *w, const char *name, const char *help, const char *type, double value, ...)
+{
+	va_list ap;
+
 	va_start(ap, value);
-	sample(w, f, "", ap, NULL, NULL, value);
+	metrics_writev(w, name, help, type, value, ap);
 	va_end(ap);
 }
 

@@ -5,6 +5,7 @@
 #ifndef AIQOS_AGENT_METRICS_H
 #define AIQOS_AGENT_METRICS_H
 
+#include <stdarg.h>
 #include <sys/socket.h>
 #include <systemd/sd-event.h>
 
@@ -27,6 +28,9 @@ struct metrics_writer; /* appends Prometheus text exposition format 0.0.4 */
  * metrics_writer_dropped). Label values are escaped. */
 void metrics_write(struct metrics_writer *w, const char *name, const char *help, const char *type, double value, ...)
         __attribute__((sentinel));
+/* metrics_write() with the labels as a va_list. */
+void metrics_writev(struct metrics_writer *w, const char *name, const char *help, const char *type, double value,
+                    va_list labels);
 /* A summary without quantiles: name_sum and name_count (family type "summary"). */
 void metrics_write_summary(struct metrics_writer *w, const char *name, const char *help, double sum, uint64_t count,
                            ...) __attribute__((sentinel));
