@@ -13,13 +13,19 @@
 #include "proto.h"
 #include "tc/tc.h"
 
+/* "aiqosctl: <message>" on stderr, without the newline */
+_printf_(1, 0) static void say(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", PROG);
+	vfprintf(stderr, fmt, ap);
+}
+
 _printf_(1, 2) int fail(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", PROG);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 	return EXIT_ERR;
@@ -29,19 +35,72 @@ int usage_error(const char *usage, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", PROG);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\n\n%s", usage);
 	return EXIT_USAGE;
 }
 
-int bad_option(const char *usage, const char *cmd, int c, const char *arg)
+/* ---- the command line ---- */
+
+const struct option ctl_common_options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+};
+
+int ctl_getopt(struct ctl_cmd *cmd, int argc, char **argv)
 {
-	if (c == ':')
-		return usage_error(usage, "%soption '%s' needs a value", cmd, arg);
-	return usage_error(usage, "%sunknown option '%s'", cmd, arg);
+	const char *pre = cmd->name ? cmd->name : "", *sep = cmd->name ? ": " : "";
+	int c;
+
+	if (!cmd->started) {
+		optind = 0; /* glibc: re-initialise (the top level parsed with "+") */
+		opterr = 0; /* the messages are ours */
+		cmd->started = true;
+	}
+	c = getopt_long(argc, argv, cmd->name ? ":h" : "+:h", cmd->opts ? cmd->opts : ctl_common_options, NULL);
+	switch (c) {
+	case 'h':
+		fputs(cmd->usage, stdout);
+		cmd->exit = EXIT_OK;
+		return CTL_OPT_EXIT;
+	case 'j':
+		cmd->json = true;
+		return ctl_getopt(cmd, argc, argv);
+	case ':':
+		cmd->exit = usage_error(cmd->usage, "%s%soption '%s' needs a value", pre, sep, argv[optind - 1]);
+		return CTL_OPT_EXIT;
+	case '?':
+		cmd->exit = usage_error(cmd->usage, "%s%sunknown option '%s'", pre, sep, argv[optind - 1]);
+		return CTL_OPT_EXIT;
+	default:
+		return c;
+	}
+}
+
+int ctl_parse_common(struct ctl_cmd *cmd, int argc, char **argv)
+{
+	int c = ctl_getopt(cmd, argc, argv); /* takes every --json itself: anything else ends the parse */
+
+	if (c == -1)
+		return -1;
+	if (c != CTL_OPT_EXIT) /* an option of cmd->opts nobody handles */
+		cmd->exit = usage_error(cmd->usage, "%s: unknown option '%s'", cmd->name, argv[optind - 1]);
+	return cmd->exit;
+}
+
+int ctl_args_max(const struct ctl_cmd *cmd, int argc, char **argv, int max)
+{
+	if (argc - optind <= max)
+		return EXIT_OK;
+	return usage_error(cmd->usage, "%s: unexpected argument '%s'", cmd->name, argv[optind + max]);
+}
+
+int ctl_output(const struct ctl_cmd *cmd, cJSON *resp, int (*print)(const cJSON *resp))
+{
+	return cmd->json ? print_json(resp) : print(resp);
 }
 
 /* ---- talking to the agent ---- */

@@ -6,6 +6,7 @@
 #define AIQOS_AGENT_CTL_CTL_H
 
 #include <cjson/cJSON.h>
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -28,12 +29,46 @@ static inline cJSON *json_first(const cJSON *a)
 
 struct proto_request;
 
+/* The command line of one command (crun's CLI: a file per command, the
+ * option handling shared): the name that prefixes its messages ("status";
+ * NULL for aiqosctl's own options before the command), its usage, its long
+ * options (NULL = ctl_common_options). -h/--help and, where the table has
+ * it, --json ('j') are handled here, as are unknown options and missing
+ * values. */
+struct ctl_cmd {
+	const char *name;
+	const char *usage;
+	const struct option *opts;
+	bool json; /* --json was given */
+	int exit;  /* the exit status when ctl_getopt() returned CTL_OPT_EXIT */
+	bool started;
+};
+
+#define CTL_OPT_EXIT (-2)
+
+/* --json and --help, the options of a command that has no others. */
+extern const struct option ctl_common_options[];
+
+/* The next option of cmd's command line: its value for the command to
+ * handle, -1 at the end of the options (the arguments from optind), or
+ * CTL_OPT_EXIT with cmd->exit set: --help printed the usage (EXIT_OK), or
+ * an option was unknown or lacked its value (EXIT_USAGE). A command takes
+ * options and arguments in any order; the top level (name NULL) stops at
+ * the command. */
+int ctl_getopt(struct ctl_cmd *cmd, int argc, char **argv);
+/* The whole command line of a command with the common options only: -1 to
+ * go on (the arguments from optind), else the exit status. */
+int ctl_parse_common(struct ctl_cmd *cmd, int argc, char **argv);
+/* EXIT_OK when at most max arguments follow the options, else the usage
+ * error naming the first one too many. */
+int ctl_args_max(const struct ctl_cmd *cmd, int argc, char **argv, int max);
+/* A command's answer: resp as JSON with --json, else printed by print. */
+int ctl_output(const struct ctl_cmd *cmd, cJSON *resp, int (*print)(const cJSON *resp));
+
 /* Print "aiqosctl: <message>" on stderr; returns EXIT_ERR. */
 _printf_(1, 2) int fail(const char *fmt, ...);
 /* Print the message and the command's usage on stderr; returns EXIT_USAGE. */
 int usage_error(const char *usage, const char *fmt, ...) _printf_(2, 3);
-/* getopt returned '?' (unknown) or ':' (missing value) for arg. */
-int bad_option(const char *usage, const char *cmd, int c, const char *arg);
 
 /* One exchange; prints the error and returns EXIT_ERR on failure. */
 int agent_call(const char *sock, const struct proto_request *r, cJSON **ret);

@@ -49,11 +49,10 @@ int ctl_doctor(int argc, char **argv)
 	struct agent_config cfg;
 	struct doctor_report *r;
 	struct error e = {0};
-	bool json = false;
+	struct ctl_cmd cmd = {.name = "doctor", .usage = usage, .opts = opts};
 	int c, code;
 
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = ctl_getopt(&cmd, argc, argv)) != -1) {
 		switch (c) {
 		case 'c':
 			o.cni_conf_dir = optarg;
@@ -76,21 +75,13 @@ int ctl_doctor(int argc, char **argv)
 		case 'n':
 			o.probe_kernel = false;
 			break;
-		case 'j':
-			json = true;
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
 		default:
-			fputs(usage, stderr);
-			return 2;
+			return cmd.exit; /* CTL_OPT_EXIT */
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "aiqosctl doctor: unexpected argument '%s'\n%s", argv[optind], usage);
-		return 2;
-	}
+	code = ctl_args_max(&cmd, argc, argv, 0);
+	if (code != EXIT_OK)
+		return code;
 	if (!config && access(AGENT_CONFIG_DEFAULT_PATH, F_OK) == 0)
 		config = AGENT_CONFIG_DEFAULT_PATH;
 	if (config) {
@@ -111,7 +102,7 @@ int ctl_doctor(int argc, char **argv)
 	}
 	doctor_run(&o, r);
 	code = doctor_exit_code(r);
-	if (json) {
+	if (cmd.json) {
 		char *s = doctor_json(r);
 		if (!s) {
 			code = 2;

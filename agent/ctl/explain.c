@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -91,34 +90,20 @@ static int explain_print(const cJSON *e)
 
 int cmd_explain(int argc, char **argv, const char *sock)
 {
-	static const struct option opts[] = {
-	        {"json", no_argument, NULL, 'j'},
-	        {"help", no_argument, NULL, 'h'},
-	        {0},
-	};
+	struct ctl_cmd cmd = {.name = "explain", .usage = usage_explain};
 	struct proto_request r = {.op = PROTO_OP_EXPLAIN};
 	_cleanup_json_ cJSON *resp = NULL;
 	const char *arg, *slash;
-	bool json = false;
-	int c, q;
+	int q;
 
-	optind = 0; /* glibc: re-initialise (main parsed with "+") */
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = true;
-			break;
-		case 'h':
-			fputs(usage_explain, stdout);
-			return EXIT_OK;
-		default:
-			return bad_option(usage_explain, "explain: ", c, argv[optind - 1]);
-		}
-	}
+	q = ctl_parse_common(&cmd, argc, argv);
+	if (q >= 0)
+		return q;
 	if (optind >= argc)
 		return usage_error(usage_explain, "explain: which pod? (NAMESPACE/POD)");
-	if (optind + 1 < argc)
-		return usage_error(usage_explain, "explain: unexpected argument '%s'", argv[optind + 1]);
+	q = ctl_args_max(&cmd, argc, argv, 1);
+	if (q != EXIT_OK)
+		return q;
 	arg = argv[optind];
 	slash = strchr(arg, '/');
 	if (slash) {
@@ -140,5 +125,5 @@ int cmd_explain(int argc, char **argv, const char *sock)
 		return fail("pod %s/%s is not known to the agent (not on this node, or not seen yet)", r.namespace_,
 		            r.name);
 	cJSON_DeleteItemFromObjectCaseSensitive(resp, "found");
-	return json ? print_json(resp) : explain_print(resp);
+	return ctl_output(&cmd, resp, explain_print);
 }

@@ -42,25 +42,22 @@ int main(int argc, char **argv)
 	        {"version", no_argument, NULL, 'V'},
 	        {0},
 	};
+	struct ctl_cmd top = {.usage = usage_main, .opts = opts};
 	const char *sock = PROTO_DEFAULT_SOCKET, *cmd;
 	int c, q;
 
-	opterr = 0; /* bad_option() says it */
-	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+	while ((c = ctl_getopt(&top, argc, argv)) != -1) {
 		switch (c) {
 		case 's':
 			if (!optarg[0])
 				return usage_error(usage_main, "--socket: empty path");
 			sock = optarg;
 			break;
-		case 'h':
-			fputs(usage_main, stdout);
-			return EXIT_OK;
 		case 'V':
 			printf("%s %s\n", PROG, AIQOS_VERSION);
 			return EXIT_OK;
 		default:
-			return bad_option(usage_main, "", c, argv[optind - 1]);
+			return top.exit; /* CTL_OPT_EXIT */
 		}
 	}
 	if (optind >= argc)

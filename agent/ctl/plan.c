@@ -541,14 +541,14 @@ int cmd_plan(int argc, char **argv)
 	        {"help", no_argument, NULL, 'h'},
 	        {0},
 	};
+	struct ctl_cmd cmd = {.name = "plan", .usage = usage_plan, .opts = opts};
 	struct plan_run r;
 	struct error err = {0};
 	int c, q;
 
 	memset(&r, 0, sizeof(r));
 	r.o.fmt = PLAN_FMT_TEXT;
-	optind = 0; /* glibc: re-initialise (main parsed with "+") */
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+	while ((c = ctl_getopt(&cmd, argc, argv)) != -1) {
 		switch (c) {
 		case 'p':
 			r.o.pods_path = optarg;
@@ -593,15 +593,13 @@ int cmd_plan(int argc, char **argv)
 			else
 				return usage_error(usage_plan, "plan: --kernel '%s': expected full or ci", optarg);
 			break;
-		case 'h':
-			fputs(usage_plan, stdout);
-			return EXIT_OK;
 		default:
-			return bad_option(usage_plan, "plan: ", c, argv[optind - 1]);
+			return cmd.exit; /* CTL_OPT_EXIT */
 		}
 	}
-	if (optind < argc)
-		return usage_error(usage_plan, "plan: unexpected argument '%s'", argv[optind]);
+	q = ctl_args_max(&cmd, argc, argv, 0);
+	if (q != EXIT_OK)
+		return q;
 	if (!r.o.pods_path)
 		return usage_error(usage_plan, "plan: --pods FILE is required");
 	q = plan_compute(&r);

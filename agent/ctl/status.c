@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -247,33 +246,16 @@ static int status_print(const cJSON *st)
 
 int cmd_status(int argc, char **argv, const char *sock)
 {
-	static const struct option opts[] = {
-	        {"json", no_argument, NULL, 'j'},
-	        {"help", no_argument, NULL, 'h'},
-	        {0},
-	};
+	struct ctl_cmd cmd = {.name = "status", .usage = usage_status};
 	struct proto_request r = {.op = PROTO_OP_STATUS};
 	_cleanup_json_ cJSON *resp = NULL;
-	bool json = false;
-	int c, q;
+	int q;
 
-	optind = 0; /* glibc: re-initialise (main parsed with "+") */
-	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = true;
-			break;
-		case 'h':
-			fputs(usage_status, stdout);
-			return EXIT_OK;
-		default:
-			return bad_option(usage_status, "status: ", c, argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return usage_error(usage_status, "status: unexpected argument '%s'", argv[optind]);
-	q = agent_call(sock, &r, &resp);
-	if (q != EXIT_OK)
+	q = ctl_parse_common(&cmd, argc, argv);
+	if (q >= 0)
 		return q;
-	return json ? print_json(resp) : status_print(resp);
+	q = ctl_args_max(&cmd, argc, argv, 0);
+	if (q == EXIT_OK)
+		q = agent_call(sock, &r, &resp);
+	return q != EXIT_OK ? q : ctl_output(&cmd, resp, status_print);
 }
