@@ -147,47 +147,16 @@ static void pod_remove_at(struct pod_cache *c, unsigned i)
 static void want_compute(const struct cJSON *annotations, const struct profile_set *set, struct pod_want *ret)
 {
 	struct workload w;
-	const struct profile *pr;
 
-	memset(ret, 0, sizeof(*ret));
 	if (workload_from_annotations(annotations, &w, NULL) < 0)
 		workload_from_annotations(NULL, &w, NULL);
-	ret->class = w.class;
-	str_copy(ret->profile_requested, sizeof(ret->profile_requested), w.profile);
-	ret->egress_bps = w.egress_bps;
-	ret->ingress_bps = w.ingress_bps;
-	pr = profile_resolve(set, &w, NULL, 0);
-	str_copy(ret->profile, sizeof(ret->profile), pr->name);
-	ret->profile_hash = profile_content_hash(pr);
-	ret->ce_marking = pr->ce_threshold_us > 0;
-	if (w.n_warn > 0)
-		str_copy(ret->invalid, sizeof(ret->invalid), w.warn[0]);
+	pod_want_from(&w, profile_resolve(set, &w, NULL, 0), ret);
 }
 
 static bool want_tuning_equal(const struct pod_want *a, const struct pod_want *b)
 {
 	return a->class == b->class && streq(a->profile, b->profile) && a->profile_hash == b->profile_hash &&
 	       a->egress_bps == b->egress_bps && a->ingress_bps == b->ingress_bps;
-}
-
-static void ips_from_kube(const struct kube_pod *kp, unsigned *ret_n, struct node_ip *ret)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < kp->n_ips && n < NODE_POD_IPS_MAX; i++) {
-		struct node_ip *ip = &ret[n];
-
-		memset(ip, 0, sizeof(*ip));
-		ip->family = kp->ips[i].family;
-		if (ip->family == AF_INET)
-			memcpy(ip->addr, &kp->ips[i].addr.v4, 4);
-		else if (ip->family == AF_INET6)
-			memcpy(ip->addr, &kp->ips[i].addr.v6, 16);
-		else
-			continue;
-		n++;
-	}
-	*ret_n = n;
 }
 
 static bool ips_equal(unsigned na, const struct node_ip *a, unsigned nb, const struct node_ip *b)
@@ -267,7 +236,7 @@ struct agent_pod *pod_cache_api_upsert(struct pod_cache *c, const struct kube_po
 		changed |= POD_CHANGED_NODE | POD_CHANGED_TUNING;
 	}
 	want_compute(ann, set, &want);
-	ips_from_kube(kp, &n_ips, ips);
+	n_ips = pod_ips_from_kube(kp, ips);
 
 	if (!want_tuning_equal(&want, &p->want))
 		changed |= POD_CHANGED_TUNING | POD_CHANGED_NODE;
@@ -654,24 +623,20 @@ static void node_ips(const struct agent_pod *p, struct node_pod *np)
 
 void pod_node_pod(const struct agent_pod *p, struct node_pod *np)
 {
-	memset(np, 0, sizeof(*np));
+	struct pod_want recorded = {.class = pod_node_class(p)};
+	char uid[sizeof(np->uid)];
+
 	/* the planner needs a UID; plugin-only pods without one use a hash of their key */
 	if (p->uid[0])
-		str_copy(np->uid, sizeof(np->uid), p->uid);
+		str_copy(uid, sizeof(uid), p->uid);
 	else
-		snprintf(np->uid, sizeof(np->uid), "plugin-%016llx", (unsigned long long)key_hash(p->key));
-	str_copy(np->namespace_, sizeof(np->namespace_), p->namespace_);
-	str_copy(np->name, sizeof(np->name), p->name);
-	np->class = pod_node_class(p);
-	if (p->in_api) {
-		str_copy(np->profile, sizeof(np->profile), p->want.profile);
-		np->ce_marking = p->want.ce_marking;
-		np->gpus = p->gpus;
-		np->egress_bps = p->want.egress_bps;
-	} else if (p->n_att > 0) {
-		str_copy(np->profile, sizeof(np->profile), p->att[0].profile);
-		np->egress_bps = p->att[0].egress_bps;
+		snprintf(uid, sizeof(uid), "plugin-%016llx", (unsigned long long)key_hash(p->key));
+	/* a pod the API does not show (yet): what its first attachment was tuned with */
+	if (!p->in_api && p->n_att > 0) {
+		str_copy(recorded.profile, sizeof(recorded.profile), p->att[0].profile);
+		recorded.egress_bps = p->att[0].egress_bps;
 	}
+	pod_want_node_pod(p->in_api ? &p->want : &recorded, p->namespace_, p->name, uid, p->in_api ? p->gpus : 0, np);
 	node_ips(p, np);
 }
 

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "kube/decode.h"
 #include "node.h"
+#include "pod_want.h"
 #include "state.h"
 
 struct cJSON;
@@ -48,18 +49,6 @@ struct agent_attach {
 	bool failed;   /* the record carries a failure */
 	bool degraded; /* some item fell back or was skipped */
 	bool seen;     /* mark for a state dir rescan */
-};
-
-/* What the pod's annotations ask for (resolved against the config's profiles). */
-struct pod_want {
-	enum workload_class class;
-	char profile_requested[PROFILE_NAME_MAX]; /* ai.workload/profile, "" = none */
-	char profile[PROFILE_NAME_MAX];           /* resolved */
-	uint64_t profile_hash;                    /* profile_content_hash of the resolved profile */
-	uint64_t egress_bps;
-	uint64_t ingress_bps;
-	bool ce_marking;                 /* the profile sets a CE threshold (training-dctcp) */
-	char invalid[WORKLOAD_WARN_LEN]; /* first annotation warning ("" = none) */
 };
 
 struct agent_pod {

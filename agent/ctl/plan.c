@@ -139,6 +139,7 @@ static int plan_compute(struct plan_run *r)
 		struct ctl_pod *p = &r->pods.v[i];
 		struct pod_result *pr;
 		struct node_pod *np;
+		struct pod_want want;
 
 		if (p->skip)
 			continue;
@@ -155,17 +156,12 @@ static int plan_compute(struct plan_run *r)
 		if (q < 0) {
 			return fail("pod %s/%s: cannot plan: %s", p->namespace_, p->name, strerror(-q));
 		}
+		/* the node plan's view of it: the agent's mapping (pod_want.h) */
+		pod_want_from(&pr->w, pr->profile, &want);
 		np = &r->node_pods[n_node++];
-		str_copy(np->namespace_, sizeof(np->namespace_), p->namespace_);
-		str_copy(np->name, sizeof(np->name), p->name);
-		str_copy(np->uid, sizeof(np->uid), p->uid);
-		np->class = pr->w.class;
-		str_copy(np->profile, sizeof(np->profile), pr->profile->name);
-		np->ce_marking = pr->profile->ce_threshold_us > 0;
+		pod_want_node_pod(&want, p->namespace_, p->name, p->uid, p->gpus, np);
 		np->n_ips = p->n_ips;
 		memcpy(np->ips, p->ips, sizeof(np->ips));
-		np->gpus = p->gpus;
-		np->egress_bps = pr->w.egress_bps;
 	}
 
 	/* the uplink */

@@ -8,6 +8,7 @@
 
 #include "kube/decode.h"
 #include "node.h"
+#include "pod_want.h"
 
 struct ctl_pod {
 	char namespace_[KUBE_NAMESPACE_MAX];

@@ -162,17 +162,9 @@ static void pod_from_kube(const struct kube_pod *k, struct ctl_pod *p)
 	str_copy(p->name, sizeof(p->name), k->name);
 	str_copy(p->uid, sizeof(p->uid), k->uid);
 	p->annotations = k->annotations;
-	for (unsigned i = 0; i < k->n_ips && p->n_ips < NODE_POD_IPS_MAX; i++) {
-		struct node_ip *ip = &p->ips[p->n_ips];
-
-		memset(ip, 0, sizeof(*ip));
-		ip->family = k->ips[i].family;
-		if (ip->family == AF_INET)
-			memcpy(ip->addr, &k->ips[i].addr.v4, 4);
-		else
-			memcpy(ip->addr, &k->ips[i].addr.v6, 16);
-		ip_text(p, p->n_ips++);
-	}
+	p->n_ips = pod_ips_from_kube(k, p->ips);
+	for (unsigned i = 0; i < p->n_ips; i++)
+		ip_text(p, i);
 	p->gpus = k->gpus;
 	if (k->host_network)
 		p->skip = "hostNetwork";
