@@ -22,6 +22,18 @@ void str_append_sep(char *buf, size_t size, char sep, const char *fmt, ...)
 		memcpy(buf + size - 4, "...", 4);
 }
 
+size_t str_utf8_cut(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max + 1);
+
+	if (n <= max)
+		return n;
+	n = max;
+	while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n--;
+	return n;
+}
+
 const char *quote_value(const char *s, char *buf, size_t size)
 {
 	size_t o = 0;

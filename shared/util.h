@@ -77,6 +77,10 @@ static inline bool streq(const char *a, const char *b)
  * is empty); a text that does not fit ends in "...". */
 void str_append_sep(char *buf, size_t size, char sep, const char *fmt, ...) _printf_(4, 5);
 
+/* The length of at most max bytes of s, cut back to a UTF-8 character
+ * boundary (a Prometheus label value, an Event message). */
+size_t str_utf8_cut(const char *s, size_t max);
+
 /* Quote a value from untrusted input for a message: printable ASCII kept,
  * '"' and '\\' escaped, anything else as \xNN, at most QUOTE_MAX characters
  * of output before "...". Returns buf (size >= QUOTE_BUF for a full quote). */

@@ -194,18 +194,6 @@ static void ev_kick(struct kube_client *c)
 	ev_arm(c, 0);
 }
 
-static size_t utf8_cut(const char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (n <= max)
-		return n;
-	n = max;
-	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
-	return n;
-}
-
 int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, const char *uid,
                         enum kube_event_kind kind, const char *reason, const char *message)
 {
@@ -224,7 +212,7 @@ int kube_post_pod_event(struct kube_client *c, const char *ns, const char *pod, 
 	if (!k8s_namespace_valid(ns) || !k8s_pod_name_valid(pod) || (uid[0] && !k8s_uid_valid(uid)) || !reason[0] ||
 	    strlen(reason) > KUBE_EVENT_REASON_MAX)
 		return -EINVAL;
-	mlen = utf8_cut(message, KUBE_EVENT_MESSAGE_MAX);
+	mlen = str_utf8_cut(message, KUBE_EVENT_MESSAGE_MAX);
 	str_copy(key.ns, sizeof(key.ns), ns);
 	str_copy(key.pod, sizeof(key.pod), pod);
 	str_copy(key.uid, sizeof(key.uid), uid);

@@ -166,22 +166,9 @@ const char *metrics_format_value(double v, char *buf, size_t size)
 	return buf;
 }
 
-/* Length of at most max bytes of s, cut back to a UTF-8 character boundary. */
-static size_t utf8_cut(const char *s, size_t max)
-{
-	size_t n = strnlen(s, max + 1);
-
-	if (n <= max)
-		return n;
-	n = max;
-	while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-		n--;
-	return n;
-}
-
 static void label_value_escape(struct buf *b, const char *v)
 {
-	size_t n = utf8_cut(v, METRICS_LABEL_VALUE_MAX);
+	size_t n = str_utf8_cut(v, METRICS_LABEL_VALUE_MAX);
 
 	for (size_t i = 0; i < n; i++) {
 		switch (v[i]) {
@@ -198,6 +185,17 @@ static void label_value_escape(struct buf *b, const char *v)
 			buf_add(b, &v[i], 1);
 		}
 	}
+}
+
+/* Append k="v" to a sample line, opening the label set with the first. */
+static void label_append(struct buf *line, bool *any, const char *k, const char *v)
+{
+	buf_str(line, *any ? "," : "{");
+	buf_str(line, k);
+	buf_str(line, "=\"");
+	label_value_escape(line, v);
+	buf_str(line, "\"");
+	*any = true;
 }
 
 /* Append one sample line: name[suffix]{labels[,extra_key="extra_val"]} value.
@@ -223,22 +221,11 @@ static bool sample_append(struct buf *b, const char *name, const char *suffix, v
 			ok = false;
 			break;
 		}
-		buf_str(&line, any ? "," : "{");
-		buf_str(&line, k);
-		buf_str(&line, "=\"");
-		label_value_escape(&line, v);
-		buf_str(&line, "\"");
-		any = true;
+		label_append(&line, &any, k, v);
 	}
 	va_end(ap);
-	if (ok && extra_key) {
-		buf_str(&line, any ? "," : "{");
-		buf_str(&line, extra_key);
-		buf_str(&line, "=\"");
-		label_value_escape(&line, extra_val);
-		buf_str(&line, "\"");
-		any = true;
-	}
+	if (ok && extra_key)
+		label_append(&line, &any, extra_key, extra_val);
 	if (any)
 		buf_str(&line, "}");
 	buf_str(&line, " ");
