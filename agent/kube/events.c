@@ -168,18 +168,8 @@ static int on_ev_timer(sd_event_source *s, uint64_t usec, void *userdata)
 
 static void ev_arm(struct kube_client *c, uint64_t delay_ms)
 {
-	uint64_t when = mono_usec(c) + delay_ms * 1000;
-
-	if (!c->ev_timer) {
-		if (sd_event_add_time(c->loop, &c->ev_timer, CLOCK_MONOTONIC, when, 1000, on_ev_timer, c) < 0) {
-			log_msg(LOG_LVL_ERROR, "kube: cannot arm the event timer", NULL);
-			return;
-		}
-		(void)sd_event_source_set_description(c->ev_timer, "kube-events");
-	} else {
-		(void)sd_event_source_set_time(c->ev_timer, when);
-	}
-	(void)sd_event_source_set_enabled(c->ev_timer, SD_EVENT_ONESHOT);
+	if (kube_timer_arm(c, &c->ev_timer, mono_usec(c) + delay_ms * 1000, 1000, on_ev_timer, "kube-events") < 0)
+		log_msg(LOG_LVL_ERROR, "kube: cannot arm the event timer", NULL);
 }
 
 /* Send from the loop, never from inside a caller (which may be a curl callback). */

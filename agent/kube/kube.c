@@ -326,22 +326,29 @@ static void set_state(struct kube_client *c, bool connected, const char *why)
 		c->ops.state(c->ud, connected, buf);
 }
 
+int kube_timer_arm(struct kube_client *c, sd_event_source **s, uint64_t when, uint64_t accuracy_usec,
+                   sd_event_time_handler_t cb, const char *description)
+{
+	if (!*s) {
+		int r = sd_event_add_time(c->loop, s, CLOCK_MONOTONIC, when, accuracy_usec, cb, c);
+
+		if (r < 0)
+			return r;
+		(void)sd_event_source_set_description(*s, description);
+	} else {
+		(void)sd_event_source_set_time(*s, when);
+	}
+	(void)sd_event_source_set_enabled(*s, SD_EVENT_ONESHOT);
+	return 0;
+}
+
 static void retry_in(struct kube_client *c, uint64_t delay_ms)
 {
-	uint64_t when = now_usec(c) + delay_ms * USEC_PER_MSEC;
-	int r;
+	int r = kube_timer_arm(c, &c->retry_timer, now_usec(c) + delay_ms * USEC_PER_MSEC, 1000, on_retry,
+	                       "kube-retry");
 
-	if (!c->retry_timer) {
-		r = sd_event_add_time(c->loop, &c->retry_timer, CLOCK_MONOTONIC, when, 1000, on_retry, c);
-		if (r < 0) {
-			log_msg(LOG_LVL_ERROR, "kube: cannot arm the retry timer", "error", strerror(-r), NULL);
-			return;
-		}
-		(void)sd_event_source_set_description(c->retry_timer, "kube-retry");
-	} else {
-		(void)sd_event_source_set_time(c->retry_timer, when);
-	}
-	(void)sd_event_source_set_enabled(c->retry_timer, SD_EVENT_ONESHOT);
+	if (r < 0)
+		log_msg(LOG_LVL_ERROR, "kube: cannot arm the retry timer", "error", strerror(-r), NULL);
 }
 
 /* An attempt failed: wait (Retry-After or backoff), then resume (WATCH from
@@ -889,14 +896,7 @@ static void stall_arm(struct kube_client *c)
 	if (!c->opts.stall_timeout_ms)
 		return;
 	when = c->last_byte_usec + (uint64_t)c->opts.stall_timeout_ms * USEC_PER_MSEC;
-	if (!c->stall_timer) {
-		if (sd_event_add_time(c->loop, &c->stall_timer, CLOCK_MONOTONIC, when, 10000, on_stall, c) < 0)
-			return;
-		(void)sd_event_source_set_description(c->stall_timer, "kube-stall");
-	} else {
-		(void)sd_event_source_set_time(c->stall_timer, when);
-	}
-	(void)sd_event_source_set_enabled(c->stall_timer, SD_EVENT_ONESHOT);
+	(void)kube_timer_arm(c, &c->stall_timer, when, 10000, on_stall, "kube-stall");
 }
 
 static void watch_start(struct kube_client *c)

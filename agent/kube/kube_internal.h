@@ -131,6 +131,10 @@ struct kube_client {
 
 /* Set up the common easy options (TLS, auth, timeouts) for url. */
 int kube_req_setup(struct kube_client *c, struct kube_req *r, const char *url, struct error *err);
+/* Arm the one-shot timer *s (created on first use, on the client's loop,
+ * cb called with c) for when (CLOCK_MONOTONIC, usec). */
+int kube_timer_arm(struct kube_client *c, sd_event_source **s, uint64_t when, uint64_t accuracy_usec,
+                   sd_event_time_handler_t cb, const char *description);
 /* Re-read the token file if there is one (before each request). */
 int kube_token_refresh(struct kube_client *c, struct error *err);
 /* Replace the token (and other secrets) in s (NUL-terminated, size bytes) by "<redacted>". */
