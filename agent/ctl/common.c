@@ -98,6 +98,27 @@ int ctl_args_max(const struct ctl_cmd *cmd, int argc, char **argv, int max)
 	return usage_error(cmd->usage, "%s: unexpected argument '%s'", cmd->name, argv[optind + max]);
 }
 
+int ctl_choice(struct ctl_cmd *cmd, const char *opt, const char *value, const char *const *names)
+{
+	char expected[128] = "";
+	int n = 0;
+
+	for (; names[n]; n++)
+		if (streq(value, names[n]))
+			return n;
+	for (int i = 0; i < n; i++) {
+		size_t len = strlen(expected);
+
+		snprintf(expected + len, sizeof(expected) - len, "%s%s",
+		         i == 0      ? ""
+		         : i + 1 < n ? ", "
+		                     : " or ",
+		         names[i]);
+	}
+	cmd->exit = usage_error(cmd->usage, "%s: %s '%s': expected %s", cmd->name, opt, value, expected);
+	return -1;
+}
+
 int ctl_output(const struct ctl_cmd *cmd, cJSON *resp, int (*print)(const cJSON *resp))
 {
 	return cmd->json ? print_json(resp) : print(resp);
@@ -220,6 +241,28 @@ void print_strings(const cJSON *arr, const char *indent)
 		if (cJSON_IsString(s) && s->valuestring)
 			printf("%s%s\n", indent, s->valuestring);
 	}
+}
+
+void print_effective_degraded(const cJSON *o, const char *indent)
+{
+	char deeper[32];
+
+	snprintf(deeper, sizeof(deeper), "%s  ", indent);
+	if (jarr(o, "effective") && cJSON_GetArraySize(jarr(o, "effective")) > 0) {
+		printf("%seffective:\n", indent);
+		print_strings(jarr(o, "effective"), deeper);
+	}
+	if (jarr(o, "degraded") && cJSON_GetArraySize(jarr(o, "degraded")) > 0) {
+		printf("%sdegraded:\n", indent);
+		print_degraded(jarr(o, "degraded"), deeper);
+	}
+}
+
+void jrate(const cJSON *o, const char *k, char *buf, size_t size)
+{
+	double v = 0;
+
+	rate_format(jnum(o, k, &v) ? v : 0, buf, size);
 }
 
 /* Print multi-line text with every line indented. */

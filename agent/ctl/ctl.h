@@ -62,6 +62,9 @@ int ctl_parse_common(struct ctl_cmd *cmd, int argc, char **argv);
 /* EXIT_OK when at most max arguments follow the options, else the usage
  * error naming the first one too many. */
 int ctl_args_max(const struct ctl_cmd *cmd, int argc, char **argv, int max);
+/* The index of value among names (NULL-terminated), or -1 with cmd->exit
+ * the usage error "NAME: OPT 'value': expected a, b or c". */
+int ctl_choice(struct ctl_cmd *cmd, const char *opt, const char *value, const char *const *names);
 /* A command's answer: resp as JSON with --json, else printed by print. */
 int ctl_output(const struct ctl_cmd *cmd, cJSON *resp, int (*print)(const cJSON *resp));
 
@@ -87,6 +90,11 @@ void rate_format(double bps, char *buf, size_t size);
 void print_degraded(const cJSON *arr, const char *indent);
 void print_strings(const cJSON *arr, const char *indent);
 void print_indented(const char *text, const char *indent);
+/* The "effective:" lines and "degraded:" items of o (those present), the
+ * headings at indent, their lines two spaces deeper. */
+void print_effective_degraded(const cJSON *o, const char *indent);
+/* The rate (bits/s) in o's field k, formatted ("-" when absent or 0). */
+void jrate(const cJSON *o, const char *k, char *buf, size_t size);
 
 /* The commands: argv[0] is the command's name; the exit status. */
 int cmd_status(int argc, char **argv, const char *sock);

@@ -59,14 +59,7 @@ static int explain_print(const cJSON *e)
 
 		printf("  %s (host %s, container %.12s)\n", jstr_or(att, "ifname", "?"),
 		       jstr_or(att, "hostIfname", "-"), jstr_or(att, "containerId", "-"));
-		if (jarr(att, "effective") && cJSON_GetArraySize(jarr(att, "effective")) > 0) {
-			printf("    effective:\n");
-			print_strings(jarr(att, "effective"), "      ");
-		}
-		if (jarr(att, "degraded") && cJSON_GetArraySize(jarr(att, "degraded")) > 0) {
-			printf("    degraded:\n");
-			print_degraded(jarr(att, "degraded"), "      ");
-		}
+		print_effective_degraded(att, "    ");
 		if (failure)
 			printf("    failure: %s\n", failure);
 	}

@@ -540,7 +540,7 @@ int cmd_plan(int argc, char **argv)
 	struct ctl_cmd cmd = {.name = "plan", .usage = usage_plan, .opts = opts};
 	struct plan_run r;
 	struct error err = {0};
-	int c, q;
+	int c, k, q;
 
 	memset(&r, 0, sizeof(r));
 	r.o.fmt = PLAN_FMT_TEXT;
@@ -552,16 +552,11 @@ int cmd_plan(int argc, char **argv)
 		case 'c':
 			r.o.config_path = optarg;
 			break;
-		case 'f':
-			if (streq(optarg, "text"))
-				r.o.fmt = PLAN_FMT_TEXT;
-			else if (streq(optarg, "tc"))
-				r.o.fmt = PLAN_FMT_TC;
-			else if (streq(optarg, "json"))
-				r.o.fmt = PLAN_FMT_JSON;
-			else
-				return usage_error(usage_plan, "plan: --format '%s': expected text, tc or json",
-				                   optarg);
+		case 'f': /* in enum plan_format's order */
+			k = ctl_choice(&cmd, "--format", optarg, (const char *const[]){"text", "tc", "json", NULL});
+			if (k < 0)
+				return cmd.exit;
+			r.o.fmt = (enum plan_format)k;
 			break;
 		case 'r':
 			if (agent_rate_parse_bps(optarg, &r.o.uplink_rate_bps, &err) < 0)
@@ -573,21 +568,17 @@ int cmd_plan(int argc, char **argv)
 			r.o.uplink = optarg;
 			break;
 		}
-		case 'l':
-			if (streq(optarg, "virtual"))
-				r.o.link = LINK_VIRTUAL;
-			else if (streq(optarg, "nic"))
-				r.o.link = LINK_NIC;
-			else
-				return usage_error(usage_plan, "plan: --link '%s': expected virtual or nic", optarg);
+		case 'l': /* in enum link_kind's order */
+			k = ctl_choice(&cmd, "--link", optarg, (const char *const[]){"virtual", "nic", NULL});
+			if (k < 0)
+				return cmd.exit;
+			r.o.link = (enum link_kind)k;
 			break;
 		case 'k':
-			if (streq(optarg, "full"))
-				r.o.kernel_ci = false;
-			else if (streq(optarg, "ci"))
-				r.o.kernel_ci = true;
-			else
-				return usage_error(usage_plan, "plan: --kernel '%s': expected full or ci", optarg);
+			k = ctl_choice(&cmd, "--kernel", optarg, (const char *const[]){"full", "ci", NULL});
+			if (k < 0)
+				return cmd.exit;
+			r.o.kernel_ci = k == 1;
 			break;
 		default:
 			return cmd.exit; /* CTL_OPT_EXIT */

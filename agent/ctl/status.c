@@ -122,7 +122,7 @@ static void print_uplink(const cJSON *up)
 	char rate[32];
 	double v = 0;
 
-	rate_format(jnum(up, "rateBps", &v) ? v : 0, rate, sizeof(rate));
+	jrate(up, "rateBps", rate, sizeof(rate));
 	printf("uplink: %s  rate %s  shape %s", jstr_or(up, "ifname", "-"), rate, jstr_or(up, "shape", "-"));
 	if (shares && shares->child) {
 		bool first = true;
@@ -145,12 +145,9 @@ static void print_uplink(const cJSON *up)
 		json_for_each(k, jobj(up, "classes"))
 		{
 			char r1[32], r2[32];
-			double rb = 0, cb = 0;
 
-			jnum(k, "rateBps", &rb);
-			jnum(k, "ceilBps", &cb);
-			rate_format(rb, r1, sizeof(r1));
-			rate_format(cb, r2, sizeof(r2));
+			jrate(k, "rateBps", r1, sizeof(r1));
+			jrate(k, "ceilBps", r2, sizeof(r2));
 			printf(" %s rate %s ceil %s;", k->string, r1, r2);
 		}
 		printf("\n");
@@ -158,23 +155,13 @@ static void print_uplink(const cJSON *up)
 	if (jobj(up, "downlink") && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(jobj(up, "downlink"), "shaped"))) {
 		const cJSON *dl = jobj(up, "downlink");
 		char r1[32], r2[32];
-		double rb = 0, sb = 0;
 
-		jnum(dl, "rateBps", &rb);
-		jnum(dl, "shapedBps", &sb);
-		rate_format(rb, r1, sizeof(r1));
-		rate_format(sb, r2, sizeof(r2));
+		jrate(dl, "rateBps", r1, sizeof(r1));
+		jrate(dl, "shapedBps", r2, sizeof(r2));
 		printf("download: %s ingress -> %s  rate %s  shaped %s\n", jstr_or(up, "ifname", "-"),
 		       jstr_or(dl, "ifb", "-"), r1, r2);
 	}
-	if (jarr(up, "effective") && cJSON_GetArraySize(jarr(up, "effective")) > 0) {
-		printf("  effective:\n");
-		print_strings(jarr(up, "effective"), "    ");
-	}
-	if (jarr(up, "degraded") && cJSON_GetArraySize(jarr(up, "degraded")) > 0) {
-		printf("  degraded:\n");
-		print_degraded(jarr(up, "degraded"), "    ");
-	}
+	print_effective_degraded(up, "  ");
 	if (jstr(up, "classifyWhy"))
 		printf("  classify: %s, in effect %s: %s\n", jstr_or(up, "classify", "-"),
 		       jstr_or(up, "classifyEffective", "-"), jstr(up, "classifyWhy"));
