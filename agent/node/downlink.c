@@ -28,21 +28,16 @@ static void record_path(const char *state_dir, char *buf, size_t size)
 
 static int record_save(const char *state_dir, const char *uplink, struct error *err)
 {
-	_cleanup_free_ char *text = NULL;
 	char path[AGENT_PATH_MAX];
 	cJSON *j = cJSON_CreateObject();
 
 	record_path(state_dir, path, sizeof(path));
-	if (!j || !cJSON_AddNumberToObject(j, "version", 1) || !cJSON_AddStringToObject(j, "ifb", PLAN_IFB_NAME) ||
-	    !cJSON_AddStringToObject(j, "uplink", uplink) || !cJSON_AddStringToObject(j, "hook", "clsact")) {
+	if (j && (!cJSON_AddNumberToObject(j, "version", 1) || !cJSON_AddStringToObject(j, "ifb", PLAN_IFB_NAME) ||
+	          !cJSON_AddStringToObject(j, "uplink", uplink) || !cJSON_AddStringToObject(j, "hook", "clsact"))) {
 		cJSON_Delete(j);
-		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
+		j = NULL;
 	}
-	text = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	if (!text)
-		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
-	return state_write_atomic(NULL, path, "downlink record", text, true, err);
+	return uplink_record_write_json(path, "downlink record", j, err);
 }
 
 /* -ENOENT when there is none */
@@ -353,12 +348,37 @@ int downlink_adopt_match_dev(struct plan *plan, enum plan_dev dev, const struct 
 	return r;
 }
 
+int downlink_delete_orphans(struct nl_sock *sk, const struct tc_dump_list *dump, const unsigned *orph, unsigned n,
+                            const char *ifname, int ifindex, const char *what)
+{
+	char failed[64], deleted_msg[64];
+	int deleted = 0;
+
+	snprintf(failed, sizeof(failed), "cannot delete a stale %s object", what);
+	snprintf(deleted_msg, sizeof(deleted_msg), "stale %s object deleted", what);
+	for (unsigned i = 0; i < n; i++) {
+		struct error e = {0};
+		char line[TC_FORMAT_MAX];
+		int r;
+
+		tc_spec_format(&dump->tc[orph[i]], ifname, "delete", line, sizeof(line));
+		r = nl_tc_delete(sk, ifindex, &dump->tc[orph[i]], &e);
+		if (r < 0 && r != -ENOENT) {
+			log_msg(LOG_LVL_WARN, failed, "object", line, "error", e.msg, (char *)NULL);
+			continue;
+		}
+		log_msg(LOG_LVL_INFO, deleted_msg, "object", line, (char *)NULL);
+		deleted++;
+	}
+	return deleted;
+}
+
 int downlink_observe(struct agent *ag, struct plan *plan, struct error *err)
 {
 	_cleanup_free_ unsigned *orph = NULL;
 	struct tc_dump_list dump = {0};
 	unsigned n_orph = 0;
-	int r, deleted = 0;
+	int r, deleted;
 
 	if (!ag->down.ifb_ifindex)
 		return 0;
@@ -371,20 +391,7 @@ int downlink_observe(struct agent *ag, struct plan *plan, struct error *err)
 		tc_dump_list_free(&dump);
 		return error_set(err, 0, -r, "match %s: %s", PLAN_IFB_NAME, strerror(-r));
 	}
-	for (unsigned i = 0; i < n_orph; i++) {
-		struct error e = {0};
-		char line[TC_FORMAT_MAX];
-
-		tc_spec_format(&dump.tc[orph[i]], PLAN_IFB_NAME, "delete", line, sizeof(line));
-		r = nl_tc_delete(ag->sk, ag->down.ifb_ifindex, &dump.tc[orph[i]], &e);
-		if (r < 0 && r != -ENOENT) {
-			log_msg(LOG_LVL_WARN, "cannot delete a stale download object", "object", line, "error", e.msg,
-			        (char *)NULL);
-			continue;
-		}
-		log_msg(LOG_LVL_INFO, "stale download object deleted", "object", line, (char *)NULL);
-		deleted++;
-	}
+	deleted = downlink_delete_orphans(ag->sk, &dump, orph, n_orph, PLAN_IFB_NAME, ag->down.ifb_ifindex, "download");
 	tc_dump_list_free(&dump);
 	return deleted;
 }

@@ -49,6 +49,12 @@ int downlink_cleanup(struct nl_sock *sk, const char *state_dir, struct error *er
 int downlink_adopt_match_dev(struct plan *plan, enum plan_dev dev, const struct tc_dump_list *dump, bool root_is_ours,
                              unsigned **ret_orphans, unsigned *ret_n_orphans);
 
+/* Delete the objects orph[0..n) of dump from the device ifindex (named
+ * ifname in the log; what: "uplink", "download"): a failure is logged and
+ * the rest go on. Returns how many were deleted (or already gone). */
+int downlink_delete_orphans(struct nl_sock *sk, const struct tc_dump_list *dump, const unsigned *orph, unsigned n,
+                            const char *ifname, int ifindex, const char *what);
+
 /* Read the ifb (restart, drift repair): which down.* items on it are in
  * force; delete our orphans there. Returns objects deleted or -errno. */
 int downlink_observe(struct agent *ag, struct plan *plan, struct error *err);

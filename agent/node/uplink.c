@@ -339,10 +339,9 @@ int uplink_record_load(const char *path, struct uplink_record *ret, struct error
 	return r;
 }
 
-int uplink_record_save(const char *path, const struct uplink_record *rec, struct error *err)
+int uplink_record_write_json(const char *path, const char *what, cJSON *j, struct error *err)
 {
 	_cleanup_free_ char *text = NULL;
-	cJSON *j = uplink_record_to_json(rec);
 
 	if (!j)
 		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
@@ -351,7 +350,12 @@ int uplink_record_save(const char *path, const struct uplink_record *rec, struct
 	if (!text)
 		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
 	/* the record outlives crashes and reboots of the agent: durable */
-	return state_write_atomic(NULL, path, "uplink record", text, true, err);
+	return state_write_atomic(NULL, path, what, text, true, err);
+}
+
+int uplink_record_save(const char *path, const struct uplink_record *rec, struct error *err)
+{
+	return uplink_record_write_json(path, "uplink record", uplink_record_to_json(rec), err);
 }
 
 int uplink_record_remove(const char *path, struct error *err)

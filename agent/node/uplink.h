@@ -69,6 +69,10 @@ int uplink_record_path(const char *state_dir, char *buf, size_t size);
 /* -ENOENT when there is no record. */
 int uplink_record_load(const char *path, struct uplink_record *ret, struct error *err);
 int uplink_record_save(const char *path, const struct uplink_record *r, struct error *err);
+/* Write the record j (consumed; NULL = out of memory) to path, durably
+ * (it outlives crashes and reboots of the agent); what names it in errors
+ * ("uplink record", "downlink record"). */
+int uplink_record_write_json(const char *path, const char *what, struct cJSON *j, struct error *err);
 int uplink_record_remove(const char *path, struct error *err);
 struct cJSON *uplink_record_to_json(const struct uplink_record *r);
 int uplink_record_from_json(const struct cJSON *j, struct uplink_record *ret, struct error *err);

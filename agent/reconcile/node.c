@@ -306,7 +306,7 @@ static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_d
 	_cleanup_free_ unsigned *orph = NULL;
 	unsigned n_orph = 0;
 	bool root_ours = false;
-	int r, deleted = 0;
+	int r;
 
 	/* our root has classes and filters of ours to clean up (not mq: its
 	 * per-queue classes are the kernel's) */
@@ -317,21 +317,7 @@ static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_d
 	r = downlink_adopt_match_dev(plan, DEV_UPLINK, dump, root_ours, &orph, &n_orph);
 	if (r < 0)
 		return error_set(err, 0, -r, "match the uplink: %s", strerror(-r));
-	for (unsigned i = 0; i < n_orph; i++) {
-		struct error e = {0};
-		char line[TC_FORMAT_MAX];
-
-		tc_spec_format(&dump->tc[orph[i]], ag->up.ifname, "delete", line, sizeof(line));
-		r = nl_tc_delete(ag->sk, ag->up.ifindex, &dump->tc[orph[i]], &e);
-		if (r < 0 && r != -ENOENT) {
-			log_msg(LOG_LVL_WARN, "cannot delete a stale uplink object", "object", line, "error", e.msg,
-			        (char *)NULL);
-			continue;
-		}
-		log_msg(LOG_LVL_INFO, "stale uplink object deleted", "object", line, (char *)NULL);
-		deleted++;
-	}
-	return deleted;
+	return downlink_delete_orphans(ag->sk, dump, orph, n_orph, ag->up.ifname, ag->up.ifindex, "uplink");
 }
 
 /* One node pass, as named steps: decide (the mode; idle gives the uplink
