@@ -928,6 +928,17 @@ static int strategy_owned_copy(const char *dir, const struct conf_entry *pri, co
 
 /* ---- entry points ---- */
 
+/* What install and uninstall start with: an empty report, a config dir,
+ * aiqos' own entry parsed (validated for an install) into *entry. */
+static int chain_begin(const struct chain_options *o, bool validate, struct chain_report *rep, cJSON **entry,
+                       char *type, size_t type_size, struct error *err)
+{
+	report_init(rep);
+	if (!o || !o->conf_dir || !o->conf_dir[0])
+		return error_set(err, 0, EINVAL, "chain: no CNI config dir given");
+	return plugin_entry_parse(o, validate, entry, type, type_size, err);
+}
+
 int chain_ensure_report(const struct chain_options *o, struct chain_report *ret, struct error *err)
 {
 	_cleanup_json_ cJSON *entry = NULL, *view = NULL;
@@ -939,13 +950,10 @@ int chain_ensure_report(const struct chain_options *o, struct chain_report *ret,
 	bool dropin_ok = false;
 	int r;
 
-	report_init(&rep);
-	if (!o || !o->conf_dir || !o->conf_dir[0])
-		return error_set(err, 0, EINVAL, "chain: no CNI config dir given");
-	dir = o->conf_dir;
-	r = plugin_entry_parse(o, true, &entry, type, sizeof(type), err);
+	r = chain_begin(o, true, &rep, &entry, type, sizeof(type), err);
 	if (r < 0)
 		return r;
+	dir = o->conf_dir;
 
 	if (o->plugin_src && o->bin_dir) {
 		r = binary_install(o->plugin_src, o->bin_dir, type, &rep.binary_changed, err);
@@ -1114,13 +1122,10 @@ int chain_remove_report(const struct chain_options *o, bool remove_binary, struc
 	const char *dir;
 	int r;
 
-	report_init(&rep);
-	if (!o || !o->conf_dir || !o->conf_dir[0])
-		return error_set(err, 0, EINVAL, "chain: no CNI config dir given");
-	dir = o->conf_dir;
-	r = plugin_entry_parse(o, false, &entry, type, sizeof(type), err);
+	r = chain_begin(o, false, &rep, &entry, type, sizeof(type), err);
 	if (r < 0)
 		return r;
+	dir = o->conf_dir;
 	r = conf_scan(dir, &scan, err);
 	if (r < 0)
 		return r;
