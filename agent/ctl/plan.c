@@ -210,6 +210,21 @@ static int node_render(const struct plan_run *r, enum plan_format fmt, const cha
 	return 0;
 }
 
+/* The node's warnings and plan, ending the text (indented) or the tc script
+ * (as comments and commands). */
+static int node_print_plan(const struct plan_run *r, enum plan_format fmt)
+{
+	bool tc = fmt == PLAN_FMT_TC;
+
+	for (unsigned k = 0; k < r->info.n_warn && k < NODE_WARN_MAX; k++)
+		printf("%swarning: %s\n", tc ? "# " : "  ", r->info.warn[k]);
+	if (r->np.n == 0)
+		printf("%snothing on the uplink (the original qdisc stays)\n", tc ? "# " : "  plan: ");
+	else if (node_render(r, fmt, tc ? "" : "  ") < 0)
+		return fail("out of memory");
+	return EXIT_OK;
+}
+
 static const char *rate_source(const struct plan_run *r)
 {
 	if (r->info.rate_configured)
@@ -334,13 +349,7 @@ static int plan_print_text(const struct plan_run *r)
 		printf("  ce threshold on training queues: %s\n", t);
 	}
 	printf("  classify: %s, filters: %u\n", node_classify_name(r->cfg.node.classify), in->n_filters);
-	for (unsigned k = 0; k < in->n_warn && k < NODE_WARN_MAX; k++)
-		printf("  warning: %s\n", in->warn[k]);
-	if (r->np.n == 0)
-		printf("  plan: nothing on the uplink (the original qdisc stays)\n");
-	else if (node_render(r, PLAN_FMT_TEXT, "  ") < 0)
-		return fail("out of memory");
-	return EXIT_OK;
+	return node_print_plan(r, PLAN_FMT_TEXT);
 }
 
 static int plan_print_tc(const struct plan_run *r)
@@ -369,13 +378,7 @@ static int plan_print_tc(const struct plan_run *r)
 			       r->pods.v[i].skip);
 	printf("\n# node: mode %s, uplink %s, shape %s\n", node_mode_name(in->mode), r->up.ifname,
 	       node_shape_name(in->shape));
-	for (unsigned k = 0; k < in->n_warn && k < NODE_WARN_MAX; k++)
-		printf("# warning: %s\n", in->warn[k]);
-	if (r->np.n == 0)
-		printf("# nothing on the uplink (the original qdisc stays)\n");
-	else if (node_render(r, PLAN_FMT_TC, "") < 0)
-		return fail("out of memory");
-	return EXIT_OK;
+	return node_print_plan(r, PLAN_FMT_TC);
 }
 
 static cJSON *json_strings(const char *const *v, unsigned n)
