@@ -201,6 +201,22 @@ static void pod_warn_type(struct kube_pod *pod, const char *path, const char *wa
 	pod_warn(pod, "%s: expected %s, got %s; ignored", path, want, describe_json(got, d, sizeof(d)));
 }
 
+/* An optional object of the pod's JSON (key of obj, path for the warning):
+ * NULL when absent or null, and when of another type (a warning on the
+ * pod: its other fields still count). */
+static const cJSON *pod_optional_object(struct kube_pod *pod, const cJSON *obj, const char *key, const char *path)
+{
+	const cJSON *v = field(obj, key);
+
+	if (!v || cJSON_IsNull(v))
+		return NULL;
+	if (!cJSON_IsObject(v)) {
+		pod_warn_type(pod, path, "an object", v);
+		return NULL;
+	}
+	return v;
+}
+
 /* Copy a string for a message: control bytes become '?', truncated to fit on
  * a UTF-8 character boundary. */
 static void copy_sanitized(char *dst, size_t size, const char *src)
@@ -511,13 +527,7 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 		else
 			pod_warn_type(pod, "metadata.deletionTimestamp", "a timestamp string", v);
 	}
-	v = field(meta, "annotations");
-	if (v && !cJSON_IsNull(v)) {
-		if (cJSON_IsObject(v))
-			annotations = v;
-		else
-			pod_warn_type(pod, "metadata.annotations", "an object", v);
-	}
+	annotations = pod_optional_object(pod, meta, "annotations", "metadata.annotations");
 	if (annotations) {
 		r = pod_decode_annotations(pod, annotations);
 		if (r < 0) {
@@ -526,13 +536,7 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 		}
 	}
 
-	v = field(obj, "spec");
-	if (v && !cJSON_IsNull(v)) {
-		if (cJSON_IsObject(v))
-			spec = v;
-		else
-			pod_warn_type(pod, "spec", "an object", v);
-	}
+	spec = pod_optional_object(pod, obj, "spec", "spec");
 	if (spec) {
 		char q[96];
 		v = field(spec, "nodeName");
@@ -556,13 +560,7 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 		pod_decode_gpus(pod, spec);
 	}
 
-	v = field(obj, "status");
-	if (v && !cJSON_IsNull(v)) {
-		if (cJSON_IsObject(v))
-			status = v;
-		else
-			pod_warn_type(pod, "status", "an object", v);
-	}
+	status = pod_optional_object(pod, obj, "status", "status");
 	if (status) {
 		char q[96];
 		v = field(status, "phase");

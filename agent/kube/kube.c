@@ -212,6 +212,23 @@ int kube_token_refresh(struct kube_client *c, struct error *err)
 
 static size_t header_cb(char *data, size_t size, size_t n, void *userdata);
 
+/* The client certificate or its key: from a file, else from PEM data (none
+ * when neither is set). */
+static CURLcode pem_setopt(CURL *e, const char *file, char *pem, size_t pem_len, CURLoption o_file, CURLoption o_blob,
+                           CURLoption o_type)
+{
+	struct curl_blob blob = {.data = pem, .len = pem_len, .flags = CURL_BLOB_COPY};
+	CURLcode cc;
+
+	if (file[0])
+		cc = curl_easy_setopt(e, o_file, file);
+	else if (pem)
+		cc = curl_easy_setopt(e, o_blob, &blob);
+	else
+		return CURLE_OK;
+	return cc == CURLE_OK ? curl_easy_setopt(e, o_type, "PEM") : cc;
+}
+
 int kube_req_setup(struct kube_client *c, struct kube_req *r, const char *url, struct error *err)
 {
 	CURL *e = r->easy;
@@ -245,22 +262,12 @@ int kube_req_setup(struct kube_client *c, struct kube_req *r, const char *url, s
 		SET(CURLOPT_CAPATH, NULL);
 		SET(CURLOPT_CAINFO_BLOB, &blob);
 	}
-	if (c->cfg.cert_file[0]) {
-		SET(CURLOPT_SSLCERT, c->cfg.cert_file);
-		SET(CURLOPT_SSLCERTTYPE, "PEM");
-	} else if (c->cfg.cert_pem) {
-		struct curl_blob blob = {.data = c->cfg.cert_pem, .len = c->cfg.cert_pem_len, .flags = CURL_BLOB_COPY};
-		SET(CURLOPT_SSLCERT_BLOB, &blob);
-		SET(CURLOPT_SSLCERTTYPE, "PEM");
-	}
-	if (c->cfg.key_file[0]) {
-		SET(CURLOPT_SSLKEY, c->cfg.key_file);
-		SET(CURLOPT_SSLKEYTYPE, "PEM");
-	} else if (c->cfg.key_pem) {
-		struct curl_blob blob = {.data = c->cfg.key_pem, .len = c->cfg.key_pem_len, .flags = CURL_BLOB_COPY};
-		SET(CURLOPT_SSLKEY_BLOB, &blob);
-		SET(CURLOPT_SSLKEYTYPE, "PEM");
-	}
+	if (cc == CURLE_OK)
+		cc = pem_setopt(e, c->cfg.cert_file, c->cfg.cert_pem, c->cfg.cert_pem_len, CURLOPT_SSLCERT,
+		                CURLOPT_SSLCERT_BLOB, CURLOPT_SSLCERTTYPE);
+	if (cc == CURLE_OK)
+		cc = pem_setopt(e, c->cfg.key_file, c->cfg.key_pem, c->cfg.key_pem_len, CURLOPT_SSLKEY,
+		                CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEYTYPE);
 	if (c->connect_to)
 		SET(CURLOPT_CONNECT_TO, c->connect_to);
 	if (c->cfg.proxy_url[0])
