@@ -393,6 +393,21 @@ static cJSON *json_strings(const char *const *v, unsigned n)
 	return a;
 }
 
+/* A new object {"namespace", "name"} for pod p at the end of arr; NULL when
+ * out of memory. */
+static cJSON *json_pod_add(cJSON *arr, const struct ctl_pod *p)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || !cJSON_AddItemToArray(arr, o)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	if (!cJSON_AddStringToObject(o, "namespace", p->namespace_) || !cJSON_AddStringToObject(o, "name", p->name))
+		return NULL; /* o is arr's */
+	return o;
+}
+
 static int plan_print_json(const struct plan_run *r)
 {
 	const struct node_plan_info *in = &r->info;
@@ -422,14 +437,8 @@ static int plan_print_json(const struct plan_run *r)
 			warn[n_warn++] = pr->w.warn[k];
 		if (pr->profile_warn[0])
 			warn[n_warn++] = pr->profile_warn;
-		o = cJSON_CreateObject();
-		ok = o && cJSON_AddItemToArray(pods, o);
-		if (!ok) {
-			cJSON_Delete(o);
-			break;
-		}
-		ok = cJSON_AddStringToObject(o, "namespace", p->namespace_) &&
-		     cJSON_AddStringToObject(o, "name", p->name) && cJSON_AddStringToObject(o, "uid", p->uid) &&
+		o = json_pod_add(pods, p);
+		ok = o && cJSON_AddStringToObject(o, "uid", p->uid) &&
 		     cJSON_AddStringToObject(o, "class", workload_class_name(pr->w.class)) &&
 		     cJSON_AddStringToObject(o, "profile", pr->profile->name) &&
 		     cJSON_AddItemToObject(o, "ips", json_strings(ips, p->n_ips)) &&
@@ -452,14 +461,8 @@ static int plan_print_json(const struct plan_run *r)
 
 		if (!p->skip)
 			continue;
-		o = cJSON_CreateObject();
-		ok = o && cJSON_AddItemToArray(skipped, o);
-		if (!ok) {
-			cJSON_Delete(o);
-			break;
-		}
-		ok = cJSON_AddStringToObject(o, "namespace", p->namespace_) &&
-		     cJSON_AddStringToObject(o, "name", p->name) && cJSON_AddStringToObject(o, "reason", p->skip);
+		o = json_pod_add(skipped, p);
+		ok = o && cJSON_AddStringToObject(o, "reason", p->skip);
 	}
 	node = ok ? cJSON_AddObjectToObject(root, "node") : NULL;
 	ok = ok && node && cJSON_AddStringToObject(node, "mode", node_mode_name(in->mode));
