@@ -35,12 +35,20 @@ const char *cni_command_name(enum cni_command c)
 	return c >= 0 && c < _CNI_CMD_MAX ? command_names[c] : NULL;
 }
 
+/* The index of s in names[0..n), -1 when it is not there (or NULL). */
+static int name_index(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; s && i < n; i++)
+		if (streq(s, names[i]))
+			return i;
+	return -1;
+}
+
 enum cni_command cni_command_from_name(const char *s)
 {
-	for (int i = 0; s && i < _CNI_CMD_MAX; i++)
-		if (streq(s, command_names[i]))
-			return (enum cni_command)i;
-	return _CNI_CMD_INVALID;
+	int i = name_index(command_names, _CNI_CMD_MAX, s);
+
+	return i < 0 ? _CNI_CMD_INVALID : (enum cni_command)i;
 }
 
 const char *cni_version_name(enum cni_version v)
@@ -50,10 +58,9 @@ const char *cni_version_name(enum cni_version v)
 
 enum cni_version cni_version_from_name(const char *s)
 {
-	for (int i = 0; s && i < _CNI_V_MAX; i++)
-		if (streq(s, version_names[i]))
-			return (enum cni_version)i;
-	return _CNI_V_INVALID;
+	int i = name_index(version_names, _CNI_V_MAX, s);
+
+	return i < 0 ? _CNI_V_INVALID : (enum cni_version)i;
 }
 
 const char *cni_failure_policy_name(enum cni_failure_policy p)
@@ -127,6 +134,15 @@ static int copy_string(const cJSON *j, const char *path, char *buf, size_t size,
 	return 0;
 }
 
+/* A string obj must have (path: for the message). */
+static int required_string(const cJSON *obj, const char *key, const char *path, char *buf, size_t size,
+                           struct error *err)
+{
+	if (!obj_get(obj, key))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
+	return copy_string(obj_get(obj, key), path, buf, size, err);
+}
+
 static int json_bool(const cJSON *j, const char *path, bool *ret, struct error *err)
 {
 	if (!j)
@@ -137,26 +153,28 @@ static int json_bool(const cJSON *j, const char *path, bool *ret, struct error *
 	return 0;
 }
 
-static int json_object(const cJSON *j, const char *path, const cJSON **ret, struct error *err)
+/* An optional object or array (is: cJSON_IsObject, cJSON_IsArray; want:
+ * its name in the message). */
+static int json_container(const cJSON *j, const char *path, cJSON_bool (*is)(const cJSON *), const char *want,
+                          const cJSON **ret, struct error *err)
 {
 	*ret = NULL;
 	if (!j)
 		return 0;
-	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
+	if (!is(j))
+		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected %s", path, want);
 	*ret = j;
 	return 0;
 }
 
+static int json_object(const cJSON *j, const char *path, const cJSON **ret, struct error *err)
+{
+	return json_container(j, path, cJSON_IsObject, "an object", ret, err);
+}
+
 static int json_array(const cJSON *j, const char *path, const cJSON **ret, struct error *err)
 {
-	*ret = NULL;
-	if (!j)
-		return 0;
-	if (!cJSON_IsArray(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an array", path);
-	*ret = j;
-	return 0;
+	return json_container(j, path, cJSON_IsArray, "an array", ret, err);
 }
 
 static int json_int(const cJSON *j, const char *path, long lo, long hi, long *ret, struct error *err)
@@ -201,9 +219,7 @@ static int prev_iface_parse(const cJSON *j, unsigned i, struct cni_prev_iface *r
 	if (!cJSON_IsObject(j))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
 	snprintf(path, sizeof(path), "prevResult.interfaces[%u].name", i);
-	if (!obj_get(j, "name"))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
-	r = copy_string(obj_get(j, "name"), path, ret->name, sizeof(ret->name), err);
+	r = required_string(j, "name", path, ret->name, sizeof(ret->name), err);
 	if (r < 0)
 		return r;
 	snprintf(path, sizeof(path), "prevResult.interfaces[%u].mac", i);
@@ -224,9 +240,7 @@ static int prev_ip_parse(const cJSON *j, unsigned i, struct cni_prev_ip *ret, st
 	if (!cJSON_IsObject(j))
 		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
 	snprintf(path, sizeof(path), "prevResult.ips[%u].address", i);
-	if (!obj_get(j, "address"))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
-	r = copy_string(obj_get(j, "address"), path, ret->address, sizeof(ret->address), err);
+	r = required_string(j, "address", path, ret->address, sizeof(ret->address), err);
 	if (r < 0)
 		return r;
 	snprintf(path, sizeof(path), "prevResult.ips[%u].interface", i);
