@@ -470,6 +470,33 @@ TEST(ctl_errors)
 	CHECK(system(cmd) == 0);
 }
 
+/* doctor's usage errors go through the commands' one option parser:
+ * the message names the option, then the usage; exit 2. */
+TEST(ctl_doctor_usage_errors)
+{
+	static const struct {
+		const char *args[4];
+		const char *err;
+	} cases[] = {
+	        {{"doctor", "--bogus"}, "aiqosctl: doctor: unknown option '--bogus'\n\nUsage: aiqosctl doctor"},
+	        {{"doctor", "--sysctl-dir"}, "aiqosctl: doctor: option '--sysctl-dir' needs a value\n\nUsage:"},
+	        {{"doctor", "extra"}, "aiqosctl: doctor: unexpected argument 'extra'\n\nUsage: aiqosctl doctor"},
+	        {{"doctor", "--no-kernel-probe", "extra", "--json"}, "doctor: unexpected argument 'extra'"},
+	};
+
+	if (!ctl_present())
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct run r;
+
+		run_ctl(NULL, NULL, &r, cases[i].args);
+		CHECK_INT(r.code, 2);
+		CHECK_CONTAINS(r.err, cases[i].err);
+		CHECK_STR(r.out, "");
+		run_done(&r);
+	}
+}
+
 TEST(ctl_help_version)
 {
 	static const struct {
