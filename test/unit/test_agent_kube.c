@@ -1427,6 +1427,39 @@ out:
 	env_done(&e);
 }
 
+/* Messages the same once cut to the Event's limit are the same Event: the
+ * queued repeat coalesces (client-go's key is the message as sent). */
+TEST(kube_event_dedupe_compares_the_cut_message)
+{
+	struct env e;
+	struct kube_client_stats st;
+	cJSON *items;
+	char a[1100], b[1100];
+
+	if (!env_init(&e, NULL))
+		goto out;
+	CHECK(env_client(&e));
+	memset(a, 'x', 1030);
+	a[1030] = '\0';
+	memcpy(b, a, sizeof(a));
+	b[1029] = 'y'; /* differs past the cut (1023 bytes) only */
+	CHECK_INT(kube_post_pod_event(e.c, "default", "web-1", "uid-1", KUBE_EV_WARNING, "InvalidWorkload", a), 0);
+	CHECK_INT(kube_post_pod_event(e.c, "default", "web-1", "uid-1", KUBE_EV_WARNING, "InvalidWorkload", b), 0);
+	/* a different reason is another Event */
+	CHECK_INT(kube_post_pod_event(e.c, "default", "web-1", "uid-1", KUBE_EV_WARNING, "Other", b), 0);
+	CHECK(RUN_UNTIL(&e, kube_client_events_pending(e.c) == 0, 5000));
+	st = stats(&e);
+	CHECK_INT(st.events_post_deduped, 1);
+	CHECK_INT(st.events_posted, 2);
+	items = server_events(&e.f);
+	CHECK_INT(cJSON_GetArraySize(items), 2);
+	CHECK_INT(jnum(cJSON_GetArrayItem(items, 0), "count"), 2);
+	CHECK_INT(jnum(cJSON_GetArrayItem(items, 1), "count"), 1);
+	cJSON_Delete(items);
+out:
+	env_done(&e);
+}
+
 TEST(kube_event_retry_reject_and_overflow)
 {
 	struct env e;
