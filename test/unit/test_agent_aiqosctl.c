@@ -475,7 +475,7 @@ TEST(ctl_errors)
 TEST(ctl_doctor_usage_errors)
 {
 	static const struct {
-		const char *args[4];
+		const char *args[6]; /* NULL-terminated */
 		const char *err;
 	} cases[] = {
 	        {{"doctor", "--bogus"}, "aiqosctl: doctor: unknown option '--bogus'\n\nUsage: aiqosctl doctor"},
