@@ -438,6 +438,27 @@ static int get_obj(const cJSON *obj, const char *name, const cJSON **ret, struct
 	return 0;
 }
 
+/* j["workload"] of a record or of its intent (ctx "" or "intent."): the
+ * limits and the requested profile; absent: w unchanged. */
+static int workload_from_json(const cJSON *j, const char *ctx, struct workload *w, struct error *err)
+{
+	const cJSON *o;
+	char path[32];
+	int64_t v;
+	int r;
+
+	if ((r = get_obj(j, "workload", &o, err)) < 0 || !o)
+		return r;
+	snprintf(path, sizeof(path), "%sworkload.", ctx);
+	if ((r = get_int(o, path, "egressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
+		return r;
+	w->egress_bps = (uint64_t)v;
+	if ((r = get_int(o, path, "ingressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
+		return r;
+	w->ingress_bps = (uint64_t)v;
+	return get_str(o, path, "profileRequested", false, w->profile, sizeof(w->profile), err);
+}
+
 void attach_state_free(struct attach_state *s)
 {
 	if (!s)
@@ -484,19 +505,8 @@ static int intent_from_json(const cJSON *j, struct attach_state *s, struct error
 		error_prefix(err, "field 'intent.profileSpec'");
 		return r;
 	}
-	if ((r = get_obj(j, "workload", &o, err)) < 0)
+	if ((r = workload_from_json(j, "intent.", &in->workload, err)) < 0)
 		return r;
-	if (o) {
-		if ((r = get_int(o, "intent.workload.", "egressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
-			return r;
-		in->workload.egress_bps = (uint64_t)v;
-		if ((r = get_int(o, "intent.workload.", "ingressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
-			return r;
-		in->workload.ingress_bps = (uint64_t)v;
-		if ((r = get_str(o, "intent.workload.", "profileRequested", false, in->workload.profile,
-		                 sizeof(in->workload.profile), err)) < 0)
-			return r;
-	}
 	if ((r = get_obj(j, "ifaces", &o, err)) < 0)
 		return r;
 	in->ifs = s->ifs;
@@ -577,19 +587,8 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 		s->has_profile_spec = true;
 	}
 
-	if ((r = get_obj(j, "workload", &o, err)) < 0)
+	if ((r = workload_from_json(j, "", &s->workload, err)) < 0)
 		return r;
-	if (o) {
-		if ((r = get_int(o, "workload.", "egressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
-			return r;
-		s->workload.egress_bps = (uint64_t)v;
-		if ((r = get_int(o, "workload.", "ingressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
-			return r;
-		s->workload.ingress_bps = (uint64_t)v;
-		if ((r = get_str(o, "workload.", "profileRequested", false, s->workload.profile,
-		                 sizeof(s->workload.profile), err)) < 0)
-			return r;
-	}
 
 	if ((r = get_obj(j, "ifaces", &o, err)) < 0)
 		return r;
