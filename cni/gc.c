@@ -96,8 +96,9 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 		log_msg(LOG_LVL_WARN, "gc: cannot rebuild the plan; tc objects left to the kernel", "container",
 		        g->container_id, "error", td.plan_err.msg, (char *)NULL);
 	if (r < 0) {
-		if (err)
-			*err = td.open_err.msg[0] ? td.open_err : td.remove_err.msg[0] ? td.remove_err : td.record_err;
+		error_propagate(err, td.open_err.msg[0]     ? &td.open_err
+		                     : td.remove_err.msg[0] ? &td.remove_err
+		                                            : &td.record_err);
 		error_prefix(err, "gc container %s ifname %s", g->container_id, g->ifname);
 		return r;
 	}

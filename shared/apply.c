@@ -322,12 +322,10 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 		}
 		if (!tc_refusal_is_missing_feature(s, -r)) {
 			it->err = -r;
-			if (err) {
-				*err = e;
-				if (!err->msg[0])
-					error_set(err, -r, "%s %s: %s", tc_type_name(s->type), spec_kind_name(s),
-					          strerror(-r));
-			}
+			if (e.msg[0])
+				error_propagate(err, &e);
+			else
+				error_set(err, -r, "%s %s: %s", tc_type_name(s->type), spec_kind_name(s), strerror(-r));
 			error_prefix(err, "apply %s on %s (ifindex %d)", it->id, dev_label(it->dev), ifindex);
 			return r;
 		}

@@ -220,10 +220,11 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 
 /* ---- tune and teardown: the crash protocol (attach.h) ---- */
 
+/* A step's first failure is the one its result reports. */
 static void error_keep(struct error *dst, const struct error *src)
 {
-	if (dst && !dst->msg[0] && src)
-		*dst = *src;
+	if (!dst->msg[0])
+		error_propagate(dst, src);
 }
 
 int attach_intent_plan(const struct attach_state *s, struct plan *ret, struct error *err)
