@@ -5,28 +5,31 @@
  * for two steps, the errno). The one place that prints it is cni/run.c: an
  * error nobody classified is reported as 100.
  *
- *   what failed                                          code
- *   CNI_COMMAND, CNI_CONTAINERID/IFNAME/NETNS syntax,       4
- *     CNI_ARGS (conf.c); CNI_NETNS not a netns
+ *   what failed                                        code
+ *   CNI_COMMAND (run.c); CNI_CONTAINERID/IFNAME/NETNS     4
+ *     syntax, CNI_ARGS (conf.c); CNI_NETNS not a netns
  *     (attach.c: netns_open, or nl_open_in_netns EINVAL)
- *   stdin unreadable (run.c: file_read_stream)              5
- *     (EFBIG: too large to decode, 6); out of memory;
- *     writing the result
- *   network config not JSON / not UTF-8 / NUL (conf.c)      6
- *   cniVersion not supported, verb too new for it           1
- *   any other network config key, prevResult (conf.c)      7
- *   the attachment's lock busy (run.c:                     11
- *     state_lock_attachment, but for errnos that say no
- *     lock file can exist)
- *   STATUS: agentRequired and the agent does not answer    50
- *   ADD (failurePolicy closed): plan, apply (kernel)      100
- *   CHECK: observing the kernel (observe_plan)            100
- *   CHECK: a difference, interfaces not found             101
- *   ADD (closed): the record not written (state_save);    102
+ *   stdin unreadable (run.c: file_read_stream, but EFBIG  5
+ *     is 6); out of memory; writing the result
+ *   network config too large, with a NUL, not JSON        6
+ *   cniVersion not supported, verb too new for it         1
+ *   any other network config key, prevResult (conf.c);    7
+ *     no prevResult at ADD/CHECK, GC without
+ *     cni.dev/valid-attachments
+ *   the attachment's lock busy (run.c:                   11
+ *     state_lock_attachment, but for the errnos that say
+ *     no lock file can exist)
+ *   STATUS: agentRequired and the agent does not answer  50
+ *   ADD (failurePolicy closed): interfaces not usable,  100
+ *     plan, apply (the kernel); CHECK: observing the
+ *     kernel (observe_plan); anything unclassified
+ *   CHECK: a difference, interfaces not found           101
+ *   ADD (closed): the record not written (state_save);  102
  *     CHECK: no record, unreadable or pending record,
  *     its plan not rebuilt (state_load,
  *     attach_plan_restore); GC: listing the state
- *     directory, cleaning a stale attachment */
+ *     directory, cleaning a stale attachment
+ */
 #ifndef AIQOS_CNI_ERRORS_H
 #define AIQOS_CNI_ERRORS_H
 
