@@ -201,6 +201,8 @@ def test_noqueue_multiqueue_uplink_is_left_as_it_is(mqnode):
         node.status(check=False)), "an uplink warning")
     assert st["uplink"]["shape"] == "none", st["uplink"]
     assert any("holds no queue" in w and "set uplinkRate" in w for w in st["uplink"]["warnings"]), st["uplink"]
+    wait_for(node, lambda: [e for e in node.events(reason="UplinkWarning") if "holds no queue" in e["message"]],
+             "an UplinkWarning Event saying the uplink holds no queue")
     time.sleep(0.3)
     assert (tc_text(node, "qdisc"), tc_text(node, "filter")) == before, node.tc_summary()
     # the operator asks for a shaper: HTB
