@@ -218,7 +218,7 @@ int bpf_cls_map_create(int *ret_fd, struct error *err)
 		fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
 	}
 	if (fd < 0)
-		return error_set(err, 0, errno, "create the classifier's BPF map: %s", strerror(errno));
+		return error_set(err, errno, "create the classifier's BPF map: %s", strerror(errno));
 	*ret_fd = fd;
 	return 0;
 }
@@ -232,10 +232,10 @@ int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
 
 	a = calloc(1, sizeof(*a));
 	if (!a)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	r = assemble(a, map_fd);
 	if (r < 0)
-		return error_set(err, 0, -r, "assemble the classifier: %s", strerror(-r));
+		return error_set(err, -r, "assemble the classifier: %s", strerror(-r));
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_type = BPF_PROG_TYPE_SCHED_CLS;
 	attr.insns = ptr_u64(a->insn);
@@ -261,7 +261,7 @@ int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
 		while (len > 0 && (vlog[len - 1] == '\n' || vlog[len - 1] == ' '))
 			vlog[--len] = '\0';
 		/* the last lines of the verifier's log say why */
-		return error_set(err, 0, e, "load the classifier program: %s%s%s", strerror(e), len ? ": " : "",
+		return error_set(err, e, "load the classifier program: %s%s%s", strerror(e), len ? ": " : "",
 		                 len > 300 ? vlog + len - 300
 		                 : len     ? vlog
 		                           : "");
@@ -282,7 +282,7 @@ int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 	attr.prog_id = prog_id;
 	prog_fd = (int)sys_bpf(BPF_PROG_GET_FD_BY_ID, &attr);
 	if (prog_fd < 0)
-		return error_set(err, 0, errno, "classifier program id %u: %s", prog_id, strerror(errno));
+		return error_set(err, errno, "classifier program id %u: %s", prog_id, strerror(errno));
 	memset(&info, 0, sizeof(info));
 	info.nr_map_ids = ARRAY_SIZE(map_ids);
 	info.map_ids = ptr_u64(map_ids);
@@ -291,15 +291,14 @@ int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 	attr.info.info_len = sizeof(info);
 	attr.info.info = ptr_u64(&info);
 	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
-		return error_set(err, 0, errno, "classifier program id %u: info: %s", prog_id, strerror(errno));
+		return error_set(err, errno, "classifier program id %u: info: %s", prog_id, strerror(errno));
 	if (info.nr_map_ids != 1)
-		return error_set(err, 0, ENOENT, "classifier program id %u uses %u maps, not 1", prog_id,
-		                 info.nr_map_ids);
+		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 1", prog_id, info.nr_map_ids);
 	memset(&attr, 0, sizeof(attr));
 	attr.map_id = map_ids[0];
 	fd = (int)sys_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
 	if (fd < 0)
-		return error_set(err, 0, errno, "classifier map id %u: %s", map_ids[0], strerror(errno));
+		return error_set(err, errno, "classifier map id %u: %s", map_ids[0], strerror(errno));
 	*ret_fd = fd;
 	return 0;
 }
@@ -325,11 +324,11 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 	bool first = true;
 
 	if (n > BPF_CLS_MAP_MAX)
-		return error_set(err, 0, E2BIG, "classifier: %u entries, at most %d", n, BPF_CLS_MAP_MAX);
+		return error_set(err, E2BIG, "classifier: %u entries, at most %d", n, BPF_CLS_MAP_MAX);
 	have = calloc(BPF_CLS_MAP_MAX, sizeof(*have));
 	sorted = calloc(n ? n : 1, sizeof(*sorted));
 	if (!have || !sorted)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	if (n)
 		memcpy(sorted, want, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), entry_cmp);
@@ -341,7 +340,7 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 		if (sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) < 0) {
 			if (errno == ENOENT)
 				break;
-			return error_set(err, 0, errno, "classifier map: iterate: %s", strerror(errno));
+			return error_set(err, errno, "classifier map: iterate: %s", strerror(errno));
 		}
 		if (n_have >= BPF_CLS_MAP_MAX)
 			break;
@@ -358,7 +357,7 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 		attr.map_fd = (uint32_t)map_fd;
 		attr.key = ptr_u64(&have[i]);
 		if (sys_bpf(BPF_MAP_DELETE_ELEM, &attr) < 0 && errno != ENOENT)
-			return error_set(err, 0, errno, "classifier map: delete: %s", strerror(errno));
+			return error_set(err, errno, "classifier map: delete: %s", strerror(errno));
 		changed++;
 	}
 	qsort(have, n_have, sizeof(*have), key_cmp);
@@ -381,7 +380,7 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 		attr.value = ptr_u64(&v);
 		attr.flags = BPF_ANY;
 		if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
-			return error_set(err, 0, errno, "classifier map: update: %s", strerror(errno));
+			return error_set(err, errno, "classifier map: update: %s", strerror(errno));
 		changed++;
 	}
 	if (ret_changed)

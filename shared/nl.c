@@ -100,19 +100,19 @@ int nl_open(struct nl_sock **ret, struct error *err)
 
 	sk = nl_socket_alloc();
 	if (!sk)
-		return error_set(err, 0, ENOMEM, "allocate netlink socket");
+		return error_set(err, ENOMEM, "allocate netlink socket");
 	r = nl_connect(sk, NETLINK_ROUTE);
 	if (r < 0) {
 		nl_socket_free(sk);
 		r = nl_to_errno(r);
-		return error_set(err, 0, -r, "connect rtnetlink socket: %s", strerror(-r));
+		return error_set(err, -r, "connect rtnetlink socket: %s", strerror(-r));
 	}
 	fd = nl_socket_get_fd(sk);
 	/* libnl opens with SOCK_CLOEXEC; make sure of it */
 	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
 		r = -errno;
 		nl_socket_free(sk);
-		return error_set(err, 0, -r, "set FD_CLOEXEC on rtnetlink socket: %s", strerror(-r));
+		return error_set(err, -r, "set FD_CLOEXEC on rtnetlink socket: %s", strerror(-r));
 	}
 	/* Optional on old kernels: error text from the kernel, and acks without
 	 * a copy of the request. */
@@ -126,7 +126,7 @@ int nl_open(struct nl_sock **ret, struct error *err)
 	if (r < 0) {
 		nl_socket_free(sk);
 		r = nl_to_errno(r);
-		return error_set(err, 0, -r, "set rtnetlink receive buffer: %s", strerror(-r));
+		return error_set(err, -r, "set rtnetlink receive buffer: %s", strerror(-r));
 	}
 	nl_socket_disable_msg_peek(sk);
 	*ret = sk;
@@ -141,15 +141,15 @@ int nl_open_in_netns(int nsfd, struct nl_sock **ret, struct error *err)
 
 	self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (self < 0)
-		return error_set(err, 0, errno, "open current netns: %s", strerror(errno));
+		return error_set(err, errno, "open current netns: %s", strerror(errno));
 	if (setns(nsfd, CLONE_NEWNET) < 0)
-		return error_set(err, 0, errno, "enter netns (fd %d): %s", nsfd, strerror(errno));
+		return error_set(err, errno, "enter netns (fd %d): %s", nsfd, strerror(errno));
 	r = nl_open(&sk, err);
 	if (setns(self, CLONE_NEWNET) < 0) {
 		int e = errno;
 		if (sk)
 			nl_close(sk);
-		return error_set(err, 0, e, "return to the original netns: %s", strerror(e));
+		return error_set(err, e, "return to the original netns: %s", strerror(e));
 	}
 	if (r < 0)
 		return r;
@@ -300,8 +300,8 @@ out:
 static int req_error(struct error *err, int r, const struct nl_req *req, const char *what)
 {
 	if (req && req->ext[0])
-		return error_set(err, 0, -r, "%s: %s (%s)", what, strerror(-r), req->ext);
-	return error_set(err, 0, -r, "%s: %s", what, strerror(-r));
+		return error_set(err, -r, "%s: %s (%s)", what, strerror(-r), req->ext);
+	return error_set(err, -r, "%s: %s", what, strerror(-r));
 }
 
 /* --- links --- */
@@ -358,23 +358,23 @@ int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link
 	else
 		snprintf(what, sizeof(what), "get link ifindex %d", ifindex);
 	if (ifname && (ifname[0] == '\0' || strlen(ifname) >= sizeof(ret->ifname)))
-		return error_set(err, 0, EINVAL, "%s: invalid interface name", what);
+		return error_set(err, EINVAL, "%s: invalid interface name", what);
 	if (!ifname && ifindex <= 0)
-		return error_set(err, 0, EINVAL, "%s: invalid interface index", what);
+		return error_set(err, EINVAL, "%s: invalid interface index", what);
 	ifi.ifi_index = ifname ? 0 : ifindex;
 
 	msg = nlmsg_alloc_simple(RTM_GETLINK, 0);
 	if (!msg)
-		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+		return error_set(err, ENOMEM, "%s: allocate message", what);
 	if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
 	    nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0 ||
 	    (ifname && nla_put_string(msg, IFLA_IFNAME, ifname) < 0))
-		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+		return error_set(err, EMSGSIZE, "%s: build message", what);
 	r = nl_transact(sk, msg, link_on_msg, &ctx, &req);
 	if (r < 0)
 		return req_error(err, r, &req, what);
 	if (!ctx.found)
-		return error_set(err, 0, ENODEV, "%s: no reply", what);
+		return error_set(err, ENODEV, "%s: no reply", what);
 	*ret = ctx.info;
 	return 0;
 }
@@ -642,7 +642,7 @@ int nl_tc_dump(struct nl_sock *sk, int ifindex, struct tc_dump *ret, struct erro
 	int r;
 
 	if (!d)
-		return error_set(err, 0, ENOMEM, "dump tc objects of ifindex %d: out of memory", ifindex);
+		return error_set(err, ENOMEM, "dump tc objects of ifindex %d: out of memory", ifindex);
 	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
 		bool overflow = false, intr = false;
 
@@ -652,7 +652,7 @@ int nl_tc_dump(struct nl_sock *sk, int ifindex, struct tc_dump *ret, struct erro
 		if (intr)
 			continue; /* the kernel's tables changed during the dump: redo all of it */
 		if (overflow)
-			return error_set(err, 0, E2BIG, "dump tc objects of ifindex %d: more than %zu objects", ifindex,
+			return error_set(err, E2BIG, "dump tc objects of ifindex %d: more than %zu objects", ifindex,
 			                 TC_DUMP_MAX);
 		if (d->n == 0) {
 			/* every device has a root qdisc entry; none: is the device there? */
@@ -664,7 +664,7 @@ int nl_tc_dump(struct nl_sock *sk, int ifindex, struct tc_dump *ret, struct erro
 		memcpy(ret, d, sizeof(*d));
 		return 0;
 	}
-	return error_set(err, 0, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
+	return error_set(err, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
 	                 ifindex, NL_DUMP_TRIES);
 }
 
@@ -787,7 +787,7 @@ static int tc_send(struct nl_sock *sk, int type, int flags, int ifindex, const s
 
 	r = tc_msg_build(&msg, type, flags, ifindex, s, handle, options);
 	if (r < 0)
-		return error_set(err, 0, -r, "%s: encode options: %s", tc_what_str(what), strerror(-r));
+		return error_set(err, -r, "%s: encode options: %s", tc_what_str(what), strerror(-r));
 	*req = (struct nl_req){0};
 	r = nl_transact(sk, msg, NULL, NULL, req);
 	if (r < 0)
@@ -810,7 +810,7 @@ int nl_tc_replace(struct nl_sock *sk, int ifindex, const struct tc_spec *s, stru
 	int r;
 
 	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
+		return error_set(err, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
 		                 tc_type_name(s->type));
 
 	if (s->type == TC_FILTER) {
@@ -875,7 +875,7 @@ int nl_tc_delete(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 	int r;
 
 	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
+		return error_set(err, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
 		                 tc_type_name(s->type));
 
 	if (s->type == TC_FILTER && s->kind == TC_KIND_U32 && handle) {
@@ -885,14 +885,14 @@ int nl_tc_delete(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 		if (r < 0)
 			return req_error(err, r, &req, tc_what_str(&what));
 		if (!f.found)
-			return error_set(err, 0, ENOENT, "%s: %s", tc_what_str(&what), strerror(ENOENT));
+			return error_set(err, ENOENT, "%s: %s", tc_what_str(&what), strerror(ENOENT));
 		handle = f.spec.handle;
 	}
 	r = tc_send(sk, msg_type[s->type], 0, ifindex, s, handle, false, &req, &what, err);
 	/* The kernel answers EINVAL ("Invalid handle", "Invalid qdisc name") when
 	 * another object holds the slot: for the caller ours is absent. */
 	if (r == -EINVAL && s->type != TC_CLASS && tc_object_present(sk, ifindex, s, &present) == 0 && !present)
-		return error_set(err, 0, ENOENT, "%s: %s (%s)", tc_what_str(&what), strerror(ENOENT),
+		return error_set(err, ENOENT, "%s: %s (%s)", tc_what_str(&what), strerror(ENOENT),
 		                 req.ext[0] ? req.ext : "not present");
 	return r;
 }
@@ -1011,14 +1011,14 @@ int nl_tc_dump_alloc(struct nl_sock *sk, int ifindex, unsigned max_objects, stru
 		if (r < 0 || g.nomem) {
 			tc_dump_list_free(&d);
 			if (g.nomem || r == -ENOMEM)
-				return error_set(err, 0, ENOMEM, "%s: out of memory", what);
+				return error_set(err, ENOMEM, "%s: out of memory", what);
 			return req_error(err, r, &req, what);
 		}
 		if (intr)
 			continue;
 		if (g.overflow) {
 			tc_dump_list_free(&d);
-			return error_set(err, 0, E2BIG, "dump tc objects of ifindex %d: more than %u objects", ifindex,
+			return error_set(err, E2BIG, "dump tc objects of ifindex %d: more than %u objects", ifindex,
 			                 max);
 		}
 		if (d.n == 0) {
@@ -1033,7 +1033,7 @@ int nl_tc_dump_alloc(struct nl_sock *sk, int ifindex, unsigned max_objects, stru
 		return 0;
 	}
 	tc_dump_list_free(&d);
-	return error_set(err, 0, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
+	return error_set(err, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
 	                 ifindex, NL_DUMP_TRIES);
 }
 
@@ -1127,12 +1127,12 @@ int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type,
 
 	snprintf(what, sizeof(what), "dump %s statistics of ifindex %d", tc_type_name(type), ifindex);
 	if (type != TC_QDISC && type != TC_CLASS)
-		return error_set(err, 0, EINVAL, "%s: only qdiscs and classes", what);
+		return error_set(err, EINVAL, "%s: only qdiscs and classes", what);
 	msg = nlmsg_alloc_simple(msg_type[type], NLM_F_DUMP);
 	if (!msg)
-		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+		return error_set(err, ENOMEM, "%s: allocate message", what);
 	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
-		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+		return error_set(err, EMSGSIZE, "%s: build message", what);
 	r = nl_transact(sk, msg, stats_on_msg, &ctx, &req);
 	if (r < 0)
 		return req_error(err, r, &req, what);
@@ -1189,16 +1189,16 @@ int nl_qdisc_root_get(struct nl_sock *sk, int ifindex, struct tc_qdisc_raw *ret,
 
 	snprintf(what, sizeof(what), "get the root qdisc of ifindex %d", ifindex);
 	if (!q)
-		return error_set(err, 0, ENOMEM, "%s: out of memory", what);
+		return error_set(err, ENOMEM, "%s: out of memory", what);
 	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
 		_cleanup_nlmsg_ struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETQDISC, NLM_F_DUMP);
 		struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex};
 		struct root_raw_ctx ctx = {.ifindex = ifindex, .q = q};
 
 		if (!msg)
-			return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+			return error_set(err, ENOMEM, "%s: allocate message", what);
 		if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
-			return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+			return error_set(err, EMSGSIZE, "%s: build message", what);
 		r = nl_transact(sk, msg, root_raw_on_msg, &ctx, &req);
 		if (r < 0)
 			return req_error(err, r, &req, what);
@@ -1209,12 +1209,12 @@ int nl_qdisc_root_get(struct nl_sock *sk, int ifindex, struct tc_qdisc_raw *ret,
 			r = nl_link_get(sk, NULL, ifindex, &li, err);
 			if (r < 0)
 				return r;
-			return error_set(err, 0, ENOENT, "%s: no root qdisc reported", what);
+			return error_set(err, ENOENT, "%s: no root qdisc reported", what);
 		}
 		memcpy(ret, q, sizeof(*q));
 		return 0;
 	}
-	return error_set(err, 0, EAGAIN, "%s: interrupted %d times by concurrent changes", what, NL_DUMP_TRIES);
+	return error_set(err, EAGAIN, "%s: interrupted %d times by concurrent changes", what, NL_DUMP_TRIES);
 }
 
 int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_raw *q, struct error *err)
@@ -1233,13 +1233,13 @@ int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_r
 	tc_handle_format(q->handle, h, sizeof(h));
 	snprintf(what, sizeof(what), "create qdisc %s root handle %s on ifindex %d", q->kind, h, ifindex);
 	if (!q->kind[0] || q->options_truncated)
-		return error_set(err, 0, EINVAL, "%s: %s", what, q->kind[0] ? "options were truncated" : "no kind");
+		return error_set(err, EINVAL, "%s: %s", what, q->kind[0] ? "options were truncated" : "no kind");
 	msg = nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE);
 	if (!msg)
-		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+		return error_set(err, ENOMEM, "%s: allocate message", what);
 	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0 || nla_put_string(msg, TCA_KIND, q->kind) < 0 ||
 	    (q->options_len && nla_put(msg, TCA_OPTIONS, (int)q->options_len, q->options) < 0))
-		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+		return error_set(err, EMSGSIZE, "%s: build message", what);
 	r = nl_transact(sk, msg, NULL, NULL, &req);
 	if (r < 0)
 		return req_error(err, r, &req, what);
@@ -1261,13 +1261,13 @@ int nl_tc_create(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 	int r;
 
 	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
+		return error_set(err, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
 		                 tc_type_name(s->type));
 	r = tc_send(sk, msg_type[s->type], NLM_F_CREATE | NLM_F_EXCL, ifindex, s, s->handle, true, &req, &what, err);
 	/* u32 answers a taken node id with ENOSPC */
 	if (r == -ENOSPC && s->type == TC_FILTER && s->kind == TC_KIND_U32) {
 		error_clear(err);
-		return error_set(err, 0, EEXIST, "%s: %s", tc_what_str(&what), strerror(EEXIST));
+		return error_set(err, EEXIST, "%s: %s", tc_what_str(&what), strerror(EEXIST));
 	}
 	return r;
 }

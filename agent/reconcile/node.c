@@ -277,7 +277,7 @@ static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsign
 		return 0; /* not attached (skipped): nothing to fill */
 	r = node_cls_entries(pods, n, &ag->cfg.node, info, &ents, &n_ents);
 	if (r < 0)
-		return error_set(err, 0, -r, "classifier entries: %s", strerror(-r));
+		return error_set(err, -r, "classifier entries: %s", strerror(-r));
 	r = bpf_cls_map_sync(ag->up_cls_map_fd, ents, n_ents, &changed, err);
 	if (r < 0)
 		return r;
@@ -316,7 +316,7 @@ static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_d
 	classifier_adopt(ag, dump);
 	r = downlink_adopt_match_dev(plan, DEV_UPLINK, dump, root_ours, &orph, &n_orph);
 	if (r < 0)
-		return error_set(err, 0, -r, "match the uplink: %s", strerror(-r));
+		return error_set(err, -r, "match the uplink: %s", strerror(-r));
 	return downlink_delete_orphans(ag->sk, dump, orph, n_orph, ag->up.ifname, ag->up.ifindex, "uplink");
 }
 
