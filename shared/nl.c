@@ -25,7 +25,6 @@
 #define NL_DUMP_TRIES    5
 #define NL_RECV_BYTES    (32 * 1024)
 #define NL_EXTACK_MAX    256
-#define NL_DESC_MAX      160
 #define TC_DUMP_MAX      ARRAY_SIZE(((struct tc_dump *)0)->tc)
 #define TC_KIND_NAME_MAX sizeof(((struct tc_dump *)0)->kind_name[0])
 
@@ -381,54 +380,6 @@ int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link
 
 /* --- tc messages --- */
 
-/* "qdisc fq_codel root handle 1:", "class htb 1:10 parent 1:",
- * "filter u32 parent 1: prio 10 protocol ip handle 800::123" */
-static void tc_describe(const struct tc_spec *s, char *buf, size_t size)
-{
-	const struct tc_kind *k = tc_kind_get(s->kind);
-	struct sbuf sb = sbuf_init(buf, size);
-	char h[32];
-
-	sbuf_printf(&sb, "%s %s", tc_type_name(s->type), k ? k->name : "(unknown kind)");
-	switch (s->type) {
-	case TC_QDISC:
-		if (s->parent == TC_H_ROOT) {
-			sbuf_word(&sb, "root");
-		} else if (s->kind == TC_KIND_CLSACT) {
-			sbuf_word(&sb, "clsact");
-		} else {
-			tc_handle_format(s->parent, h, sizeof(h));
-			sbuf_word(&sb, "parent %s", h);
-		}
-		if (s->handle && s->kind != TC_KIND_CLSACT) {
-			tc_handle_format(s->handle, h, sizeof(h));
-			sbuf_word(&sb, "handle %s", h);
-		}
-		break;
-	case TC_CLASS:
-		tc_handle_format(s->handle, h, sizeof(h));
-		sbuf_word(&sb, "%s", h);
-		tc_handle_format(s->parent, h, sizeof(h));
-		sbuf_word(&sb, "parent %s", h);
-		break;
-	case TC_FILTER:
-		tc_handle_format(s->parent, h, sizeof(h));
-		sbuf_word(&sb, "parent %s prio %u", h, s->prio);
-		tc_proto_format(s->protocol, h, sizeof(h));
-		sbuf_word(&sb, "protocol %s", h);
-		if (s->handle) {
-			if (s->kind == TC_KIND_U32)
-				tc_u32_handle_format(s->handle, h, sizeof(h));
-			else
-				snprintf(h, sizeof(h), "0x%x", s->handle);
-			sbuf_word(&sb, "handle %s", h);
-		}
-		break;
-	default:
-		break;
-	}
-}
-
 static uint32_t tc_filter_info(const struct tc_spec *s)
 {
 	return TC_H_MAKE((uint32_t)s->prio << 16, htons(s->protocol));
@@ -759,22 +710,23 @@ static bool qdisc_already_there(struct nl_sock *sk, int ifindex, const struct tc
 
 /* --- create/replace/delete --- */
 
-/* What a request is about ("replace qdisc htb root handle 1: on ifindex
- * 3"), put into words only when an error message needs it. */
+/* What a request is about in tc(8) words ("qdisc replace root handle 1:
+ * htb default 10 on ifindex 3", tc_spec_describe), put into words only when
+ * an error message needs it. */
 struct tc_what {
 	const char *verb;
 	const struct tc_spec *s;
 	int ifindex;
-	char text[NL_DESC_MAX + 48];
+	char text[TC_FORMAT_MAX + 32];
 };
 
 static const char *tc_what_str(struct tc_what *w)
 {
-	char desc[NL_DESC_MAX];
+	char desc[TC_FORMAT_MAX];
 
 	if (!w->text[0]) {
-		tc_describe(w->s, desc, sizeof(desc));
-		snprintf(w->text, sizeof(w->text), "%s %s on ifindex %d", w->verb, desc, w->ifindex);
+		tc_spec_describe(w->s, w->verb, desc, sizeof(desc));
+		snprintf(w->text, sizeof(w->text), "%s on ifindex %d", desc, w->ifindex);
 	}
 	return w->text;
 }
@@ -1256,7 +1208,7 @@ int nl_tc_create(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 	        [TC_FILTER] = RTM_NEWTFILTER,
 	};
 	const struct tc_kind *k = tc_kind_get(s->kind);
-	struct tc_what what = {.verb = "create", .s = s, .ifindex = ifindex};
+	struct tc_what what = {.verb = "add", .s = s, .ifindex = ifindex};
 	struct nl_req req = {0};
 	int r;
 

@@ -507,6 +507,66 @@ TEST(spec_format)
 	CHECK_INT(tc_spec_format(&bad, "eth0", "replace", buf, sizeof(buf)), -EINVAL);
 }
 
+/* The words errors name an object with (nl.c): tc_spec_format's, without
+ * "dev"; the kind also on delete; never a failure. */
+TEST(spec_describe)
+{
+	struct tc_spec htb = qdisc(TC_KIND_HTB, TC_H_ROOT, 0x10000);
+	struct tc_spec tbf = qdisc(TC_KIND_TBF, TC_H_ROOT, 0x10000);
+	struct tc_spec cls = {.type = TC_CLASS, .kind = TC_KIND_HTB_CLASS, .parent = 0x10000, .handle = 0x10010};
+	struct tc_spec clsact = qdisc(TC_KIND_CLSACT, TC_H_CLSACT, 0);
+	struct tc_spec src6 = u32_filter(0x10000, 11, ETH_P_IPV6);
+	struct tc_spec all = u32_filter(0x10000, 10, ETH_P_IP);
+	struct tc_spec bad_prefix = u32_filter(0x10000, 12, ETH_P_IP);
+	struct tc_spec wrong_type = cls, no_kind = htb;
+	char buf[TC_FORMAT_MAX], small[24];
+
+	htb.u.htb = (struct tc_htb){.defcls = 0x10, .r2q = 10};
+	tbf.u.tbf.rate_bps = 100000000;
+	cls.u.htb_class = (struct tc_htb_class){.rate_bps = 500000000, .quantum_bytes = 60000};
+	set_addr(&src6, U32_MATCH_SRC, "fd00::1:5", 128);
+	src6.u.u32.classid = 0x10030;
+	src6.handle = 0x123;
+	all.handle = 0x80000123;
+	set_addr(&bad_prefix, U32_MATCH_SRC, "10.1.0.5", 32);
+	bad_prefix.u.u32.prefix_len = 40; /* format refuses: the options are left out */
+	wrong_type.kind = TC_KIND_FQ;
+	no_kind.kind = _TC_KIND_INVALID;
+
+	const struct {
+		const struct tc_spec *s;
+		const char *verb;
+		const char *want;
+	} cases[] = {
+	        {&htb, "replace", "qdisc replace root handle 1: htb default 10 r2q 10"},
+	        {&tbf, "add", "qdisc add root handle 1: tbf rate 100mbit burst 14100b limit 26600b"},
+	        {&cls, "replace", "class replace parent 1: classid 1:10 htb rate 500mbit quantum 60000 prio 0"},
+	        {&clsact, "delete", "qdisc delete clsact"},
+	        {&src6, "replace",
+	         "filter replace parent 1: protocol ipv6 prio 11 handle ::123 u32 match ip6 src fd00::1:5/128 flowid "
+	         "1:30"},
+	        /* delete: the object and its kind, no options (what the request carries) */
+	        {&htb, "delete", "qdisc delete root handle 1: htb"},
+	        {&tbf, "delete", "qdisc delete root handle 1: tbf"},
+	        {&cls, "delete", "class delete parent 1: classid 1:10 htb"},
+	        {&all, "delete", "filter delete parent 1: protocol ip prio 10 handle 800::123 u32"},
+	        /* what tc_spec_format refuses is still named */
+	        {&bad_prefix, "replace", "filter replace parent 1: protocol ip prio 12 u32"},
+	        {&wrong_type, "replace", "class replace parent 1: classid 1:10 fq"},
+	        {&no_kind, "replace", "qdisc replace root handle 1:"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		tc_spec_describe(cases[i].s, cases[i].verb, buf, sizeof(buf));
+		CHECK_STR(buf, cases[i].want);
+	}
+	CHECK_INT(tc_spec_format(&bad_prefix, "eth0", "replace", buf, sizeof(buf)), -EINVAL);
+	CHECK_INT(tc_spec_format(&wrong_type, "eth0", "replace", buf, sizeof(buf)), -EINVAL);
+	/* too small a buffer: cut, terminated */
+	tc_spec_describe(&htb, "replace", small, sizeof(small));
+	CHECK_STR(small, "qdisc replace root hand");
+}
+
 /* --- fill() against tc's own encoding --- */
 
 TEST(fill_equals_tc_qdiscs)
