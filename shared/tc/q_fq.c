@@ -64,7 +64,6 @@ static int fq_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	const struct tc_fq *f = &s->u.fq;
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
 	if (f->limit_pkts)
 		sbuf_word(&sb, "limit %" PRIu32, f->limit_pkts);
@@ -72,16 +71,10 @@ static int fq_format(const struct tc_spec *s, char *buf, size_t size)
 		sbuf_word(&sb, "flow_limit %" PRIu32, f->flow_limit_pkts);
 	if (f->quantum_bytes)
 		sbuf_word(&sb, "quantum %" PRIu32, f->quantum_bytes);
-	if (f->maxrate_bps) {
-		if (tc_rate_format(f->maxrate_bps, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "maxrate %s", v);
-	}
-	if (f->ce_threshold_us) {
-		if (tc_time_format(f->ce_threshold_us, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "ce_threshold %s", v);
-	}
+	if (f->maxrate_bps)
+		sbuf_rate(&sb, "maxrate", f->maxrate_bps);
+	if (f->ce_threshold_us)
+		sbuf_time(&sb, "ce_threshold", f->ce_threshold_us);
 	if (f->pacing != TRI_UNSET)
 		sbuf_word(&sb, "%s", f->pacing == TRI_ON ? "pacing" : "nopacing");
 	return sbuf_result(&sb);
@@ -90,22 +83,14 @@ static int fq_format(const struct tc_spec *s, char *buf, size_t size)
 static bool fq_match(const struct tc_spec *d, const struct tc_spec *o)
 {
 	const struct tc_fq *df = &d->u.fq, *of = &o->u.fq;
-
-	if (df->limit_pkts && df->limit_pkts != of->limit_pkts)
-		return false;
-	if (df->flow_limit_pkts && df->flow_limit_pkts != of->flow_limit_pkts)
-		return false;
-	if (df->quantum_bytes && df->quantum_bytes != of->quantum_bytes)
-		return false;
-	if (df->pacing != TRI_UNSET && df->pacing != of->pacing)
-		return false;
 	/* observed 0 = unlimited (~0U bytes/s) */
-	if (df->maxrate_bps &&
-	    fq_maxrate_bytes(df->maxrate_bps) != (of->maxrate_bps ? fq_maxrate_bytes(of->maxrate_bps) : FQ_U32_NONE))
-		return false;
-	if (df->ce_threshold_us && df->ce_threshold_us != of->ce_threshold_us)
-		return false;
-	return true;
+	uint32_t of_maxrate = of->maxrate_bps ? fq_maxrate_bytes(of->maxrate_bps) : FQ_U32_NONE;
+
+	return tc_match_value(df->limit_pkts, of->limit_pkts) &&
+	       tc_match_value(df->flow_limit_pkts, of->flow_limit_pkts) &&
+	       tc_match_value(df->quantum_bytes, of->quantum_bytes) && tc_match_value(df->pacing, of->pacing) &&
+	       (!df->maxrate_bps || fq_maxrate_bytes(df->maxrate_bps) == of_maxrate) &&
+	       tc_match_value(df->ce_threshold_us, of->ce_threshold_us);
 }
 
 const struct tc_kind tc_kind_fq = {

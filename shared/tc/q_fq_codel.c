@@ -73,7 +73,6 @@ static int fq_codel_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	const struct tc_fq_codel *f = &s->u.fq_codel;
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
 	if (f->limit_pkts)
 		sbuf_word(&sb, "limit %" PRIu32, f->limit_pkts);
@@ -81,28 +80,16 @@ static int fq_codel_format(const struct tc_spec *s, char *buf, size_t size)
 		sbuf_word(&sb, "flows %" PRIu32, f->flows);
 	if (f->quantum_bytes)
 		sbuf_word(&sb, "quantum %" PRIu32, f->quantum_bytes);
-	if (f->target_us) {
-		if (tc_time_format(f->target_us, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "target %s", v);
-	}
-	if (f->interval_us) {
-		if (tc_time_format(f->interval_us, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "interval %s", v);
-	}
-	if (f->memory_limit_bytes) {
-		if (tc_size_format(f->memory_limit_bytes, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "memory_limit %s", v);
-	}
+	if (f->target_us)
+		sbuf_time(&sb, "target", f->target_us);
+	if (f->interval_us)
+		sbuf_time(&sb, "interval", f->interval_us);
+	if (f->memory_limit_bytes)
+		sbuf_size(&sb, "memory_limit", f->memory_limit_bytes);
 	if (f->ecn != TRI_UNSET)
 		sbuf_word(&sb, "%s", f->ecn == TRI_ON ? "ecn" : "noecn");
-	if (f->ce_threshold_us) {
-		if (tc_time_format(f->ce_threshold_us, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "ce_threshold %s", v);
-	}
+	if (f->ce_threshold_us)
+		sbuf_time(&sb, "ce_threshold", f->ce_threshold_us);
 	return sbuf_result(&sb);
 }
 
@@ -116,17 +103,9 @@ static bool fq_codel_match(const struct tc_spec *d, const struct tc_spec *o)
 		return false;
 	if (df->ce_threshold_us && !codel_time_close(df->ce_threshold_us, of->ce_threshold_us))
 		return false;
-	if (df->limit_pkts && df->limit_pkts != of->limit_pkts)
-		return false;
-	if (df->flows && df->flows != of->flows)
-		return false;
-	if (df->quantum_bytes && df->quantum_bytes != of->quantum_bytes)
-		return false;
-	if (df->memory_limit_bytes && df->memory_limit_bytes != of->memory_limit_bytes)
-		return false;
-	if (df->ecn != TRI_UNSET && df->ecn != of->ecn)
-		return false;
-	return true;
+	return tc_match_value(df->limit_pkts, of->limit_pkts) && tc_match_value(df->flows, of->flows) &&
+	       tc_match_value(df->quantum_bytes, of->quantum_bytes) &&
+	       tc_match_value(df->memory_limit_bytes, of->memory_limit_bytes) && tc_match_value(df->ecn, of->ecn);
 }
 
 const struct tc_kind tc_kind_fq_codel = {

@@ -60,11 +60,7 @@ static int htb_format(const struct tc_spec *s, char *buf, size_t size)
 
 static bool htb_match(const struct tc_spec *d, const struct tc_spec *o)
 {
-	if (d->u.htb.defcls && d->u.htb.defcls != o->u.htb.defcls)
-		return false;
-	if (d->u.htb.r2q && d->u.htb.r2q != o->u.htb.r2q)
-		return false;
-	return true;
+	return tc_match_value(d->u.htb.defcls, o->u.htb.defcls) && tc_match_value(d->u.htb.r2q, o->u.htb.r2q);
 }
 
 const struct tc_kind tc_kind_htb = {
@@ -153,26 +149,14 @@ static int htb_class_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	const struct tc_htb_class *c = &s->u.htb_class;
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
-	if (tc_rate_format(c->rate_bps, v, sizeof(v)) < 0)
-		return -ENOBUFS;
-	sbuf_word(&sb, "rate %s", v);
-	if (c->ceil_bps) {
-		if (tc_rate_format(c->ceil_bps, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "ceil %s", v);
-	}
-	if (c->burst_bytes) {
-		if (tc_size_format(c->burst_bytes, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "burst %s", v);
-	}
-	if (c->cburst_bytes) {
-		if (tc_size_format(c->cburst_bytes, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "cburst %s", v);
-	}
+	sbuf_rate(&sb, "rate", c->rate_bps);
+	if (c->ceil_bps)
+		sbuf_rate(&sb, "ceil", c->ceil_bps);
+	if (c->burst_bytes)
+		sbuf_size(&sb, "burst", c->burst_bytes);
+	if (c->cburst_bytes)
+		sbuf_size(&sb, "cburst", c->cburst_bytes);
 	if (c->quantum_bytes)
 		sbuf_word(&sb, "quantum %" PRIu32, c->quantum_bytes);
 	sbuf_word(&sb, "prio %" PRIu32, c->prio);
@@ -194,11 +178,8 @@ static bool htb_class_match(const struct tc_spec *d, const struct tc_spec *o)
 		return false;
 	if (dc->cburst_bytes && !tc_burst_close(oc->ceil_bps, dc->cburst_bytes, oc->cburst_bytes))
 		return false;
-	if (dc->quantum_bytes && dc->quantum_bytes != oc->quantum_bytes)
-		return false;
-	if (dc->overhead_bytes && dc->overhead_bytes != oc->overhead_bytes)
-		return false;
-	return dc->prio == oc->prio;
+	return tc_match_value(dc->quantum_bytes, oc->quantum_bytes) &&
+	       tc_match_value(dc->overhead_bytes, oc->overhead_bytes) && dc->prio == oc->prio;
 }
 
 const struct tc_kind tc_kind_htb_class = {

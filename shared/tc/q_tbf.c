@@ -3,8 +3,6 @@
  * bucket in bytes, which the kernel prefers). The kernel needs rate, burst and
  * a non-zero limit (limit 0 leaves tbf without a queue: every packet drops),
  * so unset burst/limit get defaults here and format() prints them. */
-#include <inttypes.h>
-
 #include "tc_int.h"
 
 static uint32_t tbf_burst(const struct tc_tbf *t)
@@ -77,17 +75,10 @@ static int tbf_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	const struct tc_tbf *t = &s->u.tbf;
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
-	if (tc_rate_format(t->rate_bps, v, sizeof(v)) < 0)
-		return -ENOBUFS;
-	sbuf_word(&sb, "rate %s", v);
-	if (tc_size_format(tbf_burst(t), v, sizeof(v)) < 0)
-		return -ENOBUFS;
-	sbuf_word(&sb, "burst %s", v);
-	if (tc_size_format(tbf_limit(t), v, sizeof(v)) < 0)
-		return -ENOBUFS;
-	sbuf_word(&sb, "limit %s", v);
+	sbuf_rate(&sb, "rate", t->rate_bps);
+	sbuf_size(&sb, "burst", tbf_burst(t));
+	sbuf_size(&sb, "limit", tbf_limit(t));
 	return sbuf_result(&sb);
 }
 
@@ -99,9 +90,7 @@ static bool tbf_match(const struct tc_spec *d, const struct tc_spec *o)
 		return false;
 	if (dt->burst_bytes && !tc_burst_close(ot->rate_bps, dt->burst_bytes, ot->burst_bytes))
 		return false;
-	if (dt->limit_bytes && dt->limit_bytes != ot->limit_bytes)
-		return false;
-	return true;
+	return tc_match_value(dt->limit_bytes, ot->limit_bytes);
 }
 
 const struct tc_kind tc_kind_tbf = {

@@ -21,6 +21,29 @@ static const struct tc_kind *const kinds[_TC_KIND_MAX] = {
         [TC_KIND_BPF] = &tc_kind_bpf,
 };
 
+int tc_none_fill(struct nl_msg *msg, const struct tc_spec *s)
+{
+	return 0;
+}
+
+int tc_none_parse(const struct nlattr *opts, struct tc_spec *s)
+{
+	return 0;
+}
+
+int tc_none_format(const struct tc_spec *s, char *buf, size_t size)
+{
+	if (size == 0)
+		return -ENOBUFS;
+	buf[0] = '\0';
+	return 0;
+}
+
+bool tc_none_match(const struct tc_spec *desired, const struct tc_spec *observed)
+{
+	return true;
+}
+
 const struct tc_kind *tc_kind_get(enum tc_kind_id id)
 {
 	if ((int)id < 0 || id >= _TC_KIND_MAX)

@@ -28,6 +28,16 @@ extern const struct tc_kind tc_kind_mq;
 extern const struct tc_kind tc_kind_pfifo_fast;
 extern const struct tc_kind tc_kind_bpf;
 
+/* The vtable of a kind without options (clsact, mq, pfifo_fast): fill sends
+ * no TCA_OPTIONS, parse keeps none, format prints none, match is identity
+ * alone. In tc.c. */
+int tc_none_fill(struct nl_msg *msg, const struct tc_spec *s);
+int tc_none_parse(const struct nlattr *opts, struct tc_spec *s);
+int tc_none_format(const struct tc_spec *s, char *buf, size_t size);
+bool tc_none_match(const struct tc_spec *desired, const struct tc_spec *observed);
+#define TC_KIND_NO_OPTIONS \
+	.fill = tc_none_fill, .parse = tc_none_parse, .format = tc_none_format, .match = tc_none_match
+
 /* Bounded append-only string: every write is truncated to the buffer and
  * remembered, so callers check once at the end (-ENOBUFS). */
 struct sbuf {
@@ -83,6 +93,12 @@ static inline int sbuf_result(const struct sbuf *sb)
 {
 	return sb->truncated ? -ENOBUFS : 0;
 }
+
+/* Append "<name> <value>" in tc(8) units: rates "500mbit", sizes "64kb",
+ * times (microseconds) "1ms" (rate.c). */
+void sbuf_rate(struct sbuf *sb, const char *name, uint64_t bps);
+void sbuf_size(struct sbuf *sb, const char *name, uint32_t bytes);
+void sbuf_time(struct sbuf *sb, const char *name, uint32_t us);
 
 /* libnl returns negative NLE_* codes from nla_put*; fill() functions return
  * -EMSGSIZE for all of them (the only way they fail is a full message). */
@@ -154,6 +170,13 @@ static inline uint64_t tc_rate_bytes(uint64_t rate_bps)
 
 /* Bytes that fit in `ticks` psched ticks at rate_bps (rounded to nearest). */
 uint32_t tc_ticks_to_bytes(uint64_t rate_bps, uint32_t ticks);
+
+/* match(): a desired value left unset (0, TRI_UNSET) matches any observed
+ * value; a set one only the same. */
+static inline bool tc_match_value(uint64_t want, uint64_t have)
+{
+	return !want || want == have;
+}
 
 /* Is a burst the kernel reports (derived from its buffer time) the same as
  * the desired one? The kernel keeps buckets as time; a round trip through
