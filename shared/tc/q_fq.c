@@ -21,18 +21,14 @@ static int fq_fill(struct nl_msg *msg, const struct tc_spec *s)
 
 	if (!opts)
 		return -EMSGSIZE;
-	if (f->limit_pkts)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_PLIMIT, f->limit_pkts));
-	if (f->flow_limit_pkts)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_FLOW_PLIMIT, f->flow_limit_pkts));
-	if (f->quantum_bytes)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_QUANTUM, f->quantum_bytes));
+	TC_PUT_U32_SET(msg, TCA_FQ_PLIMIT, f->limit_pkts);
+	TC_PUT_U32_SET(msg, TCA_FQ_FLOW_PLIMIT, f->flow_limit_pkts);
+	TC_PUT_U32_SET(msg, TCA_FQ_QUANTUM, f->quantum_bytes);
 	if (f->pacing != TRI_UNSET)
 		TC_PUT(nla_put_u32(msg, TCA_FQ_RATE_ENABLE, f->pacing == TRI_ON));
 	if (f->maxrate_bps)
 		TC_PUT(nla_put_u32(msg, TCA_FQ_FLOW_MAX_RATE, fq_maxrate_bytes(f->maxrate_bps)));
-	if (f->ce_threshold_us)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CE_THRESHOLD, f->ce_threshold_us));
+	TC_PUT_U32_SET(msg, TCA_FQ_CE_THRESHOLD, f->ce_threshold_us);
 	nla_nest_end(msg, opts);
 	return 0;
 }
@@ -42,12 +38,12 @@ static int fq_parse(const struct nlattr *opts, struct tc_spec *s)
 	struct nlattr *tb[TCA_FQ_MAX + 1];
 	struct tc_fq *f = &s->u.fq;
 	uint32_t v;
+	int r;
 
 	*f = (struct tc_fq){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_FQ_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_FQ_MAX, opts);
+	if (r <= 0)
+		return r;
 	tc_nla_u32(tb[TCA_FQ_PLIMIT], &f->limit_pkts);
 	tc_nla_u32(tb[TCA_FQ_FLOW_PLIMIT], &f->flow_limit_pkts);
 	tc_nla_u32(tb[TCA_FQ_QUANTUM], &f->quantum_bytes);

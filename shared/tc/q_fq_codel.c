@@ -25,22 +25,15 @@ static int fq_codel_fill(struct nl_msg *msg, const struct tc_spec *s)
 
 	if (!opts)
 		return -EMSGSIZE;
-	if (f->limit_pkts)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_LIMIT, f->limit_pkts));
-	if (f->flows)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_FLOWS, f->flows));
-	if (f->quantum_bytes)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_QUANTUM, f->quantum_bytes));
-	if (f->interval_us)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_INTERVAL, f->interval_us));
-	if (f->target_us)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_TARGET, f->target_us));
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_LIMIT, f->limit_pkts);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_FLOWS, f->flows);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_QUANTUM, f->quantum_bytes);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_INTERVAL, f->interval_us);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_TARGET, f->target_us);
 	if (f->ecn != TRI_UNSET)
 		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_ECN, f->ecn == TRI_ON));
-	if (f->ce_threshold_us)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_CE_THRESHOLD, f->ce_threshold_us));
-	if (f->memory_limit_bytes)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_MEMORY_LIMIT, f->memory_limit_bytes));
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_CE_THRESHOLD, f->ce_threshold_us);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_MEMORY_LIMIT, f->memory_limit_bytes);
 	nla_nest_end(msg, opts);
 	return 0;
 }
@@ -50,12 +43,12 @@ static int fq_codel_parse(const struct nlattr *opts, struct tc_spec *s)
 	struct nlattr *tb[TCA_FQ_CODEL_MAX + 1];
 	struct tc_fq_codel *f = &s->u.fq_codel;
 	uint32_t v;
+	int r;
 
 	*f = (struct tc_fq_codel){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_FQ_CODEL_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_FQ_CODEL_MAX, opts);
+	if (r <= 0)
+		return r;
 	tc_nla_u32(tb[TCA_FQ_CODEL_TARGET], &f->target_us);
 	tc_nla_u32(tb[TCA_FQ_CODEL_INTERVAL], &f->interval_us);
 	tc_nla_u32(tb[TCA_FQ_CODEL_LIMIT], &f->limit_pkts);

@@ -32,12 +32,12 @@ static int htb_parse(const struct nlattr *opts, struct tc_spec *s)
 {
 	struct nlattr *tb[TCA_HTB_MAX + 1];
 	const struct tc_htb_glob *g;
+	int r;
 
 	s->u.htb = (struct tc_htb){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_HTB_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_HTB_MAX, opts);
+	if (r <= 0)
+		return r;
 	g = tc_nla_data_min(tb[TCA_HTB_INIT], sizeof(*g));
 	if (g) {
 		s->u.htb.defcls = g->defcls;
@@ -122,12 +122,12 @@ static int htb_class_parse(const struct nlattr *opts, struct tc_spec *s)
 	struct tc_htb_class *c = &s->u.htb_class;
 	const struct tc_htb_opt *opt;
 	uint64_t rate, ceil;
+	int r;
 
 	*c = (struct tc_htb_class){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_HTB_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_HTB_MAX, opts);
+	if (r <= 0)
+		return r;
 	opt = tc_nla_data_min(tb[TCA_HTB_PARMS], sizeof(*opt));
 	if (!opt)
 		return 0;

@@ -54,12 +54,12 @@ static int tbf_parse(const struct nlattr *opts, struct tc_spec *s)
 	struct nlattr *tb[TCA_TBF_MAX + 1];
 	const struct tc_tbf_qopt *opt;
 	uint64_t rate;
+	int r;
 
 	s->u.tbf = (struct tc_tbf){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_TBF_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_TBF_MAX, opts);
+	if (r <= 0)
+		return r;
 	opt = tc_nla_data_min(tb[TCA_TBF_PARMS], sizeof(*opt));
 	if (!opt)
 		return 0;

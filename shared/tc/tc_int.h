@@ -128,23 +128,24 @@ static inline const void *tc_nla_data_min(const struct nlattr *a, size_t size)
 	return nla_data(a);
 }
 
-/* u32 attribute value; false when absent or short. */
-static inline bool tc_nla_u32(const struct nlattr *a, uint32_t *ret)
+/* Copy a fixed-size attribute's payload to ret; false when absent or short. */
+static inline bool tc_nla_get(const struct nlattr *a, void *ret, size_t size)
 {
-	const uint32_t *p = tc_nla_data_min(a, sizeof(uint32_t));
+	const void *p = tc_nla_data_min(a, size);
 	if (!p)
 		return false;
-	memcpy(ret, p, sizeof(*ret));
+	memcpy(ret, p, size);
 	return true;
+}
+
+static inline bool tc_nla_u32(const struct nlattr *a, uint32_t *ret)
+{
+	return tc_nla_get(a, ret, sizeof(*ret));
 }
 
 static inline bool tc_nla_u64(const struct nlattr *a, uint64_t *ret)
 {
-	const void *p = tc_nla_data_min(a, sizeof(uint64_t));
-	if (!p)
-		return false;
-	memcpy(ret, p, sizeof(*ret));
-	return true;
+	return tc_nla_get(a, ret, sizeof(*ret));
 }
 
 /* Parse a nested attribute into tb[0..max]; opts may carry NLA_F_NESTED. */
@@ -153,6 +154,24 @@ static inline int tc_nla_parse_nested(struct nlattr **tb, int max, const struct 
 	int r = nla_parse_nested(tb, max, (struct nlattr *)(uintptr_t)nest, NULL);
 	return r < 0 ? -EBADMSG : 0;
 }
+
+/* parse() of a kind whose TCA_OPTIONS is a nest: 1 with tb[0..max] filled,
+ * 0 when the kernel sent no options (the caller's reset spec stands: kernel
+ * defaults), -EBADMSG. */
+static inline int tc_nla_parse_options(struct nlattr **tb, int max, const struct nlattr *opts)
+{
+	if (!opts)
+		return 0;
+	return tc_nla_parse_nested(tb, max, opts) < 0 ? -EBADMSG : 1;
+}
+
+/* fill(): a u32 option only when set (unset: no attribute, the kernel's
+ * default). */
+#define TC_PUT_U32_SET(msg, attr, v)                             \
+	do {                                                     \
+		if (v)                                           \
+			TC_PUT(nla_put_u32((msg), (attr), (v))); \
+	} while (0)
 
 /* The default HTB/TBF bucket when none is given: like tc, one timer tick
  * (HZ=1000) of traffic at the rate plus an MTU-sized safeguard (1600). */
