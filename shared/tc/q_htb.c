@@ -79,7 +79,7 @@ static void htb_ratespec(struct tc_ratespec *r, uint64_t rate_bytes, uint32_t ov
 	*r = (struct tc_ratespec){
 	        .linklayer = TC_LINKLAYER_ETHERNET,
 	        .overhead = (unsigned short)overhead,
-	        .rate = rate_bytes >= (1ULL << 32) ? ~0U : (uint32_t)rate_bytes,
+	        .rate = tc_rate32(rate_bytes),
 	};
 }
 
@@ -107,10 +107,8 @@ static int htb_class_fill(struct nl_msg *msg, const struct tc_spec *s)
 	opts = tc_nest_start(msg, TCA_OPTIONS);
 	if (!opts)
 		return -EMSGSIZE;
-	if (rate_bytes >= (1ULL << 32))
-		TC_PUT(nla_put_u64(msg, TCA_HTB_RATE64, rate_bytes));
-	if (ceil_bytes >= (1ULL << 32))
-		TC_PUT(nla_put_u64(msg, TCA_HTB_CEIL64, ceil_bytes));
+	TC_PUT_RATE64(msg, TCA_HTB_RATE64, rate_bytes);
+	TC_PUT_RATE64(msg, TCA_HTB_CEIL64, ceil_bytes);
 	TC_PUT(nla_put(msg, TCA_HTB_PARMS, sizeof(opt), &opt));
 	nla_nest_end(msg, opts);
 	return 0;
@@ -121,7 +119,6 @@ static int htb_class_parse(const struct nlattr *opts, struct tc_spec *s)
 	struct nlattr *tb[TCA_HTB_MAX + 1];
 	struct tc_htb_class *c = &s->u.htb_class;
 	const struct tc_htb_opt *opt;
-	uint64_t rate, ceil;
 	int r;
 
 	*c = (struct tc_htb_class){0};
@@ -131,12 +128,8 @@ static int htb_class_parse(const struct nlattr *opts, struct tc_spec *s)
 	opt = tc_nla_data_min(tb[TCA_HTB_PARMS], sizeof(*opt));
 	if (!opt)
 		return 0;
-	rate = opt->rate.rate;
-	ceil = opt->ceil.rate;
-	tc_nla_u64(tb[TCA_HTB_RATE64], &rate);
-	tc_nla_u64(tb[TCA_HTB_CEIL64], &ceil);
-	c->rate_bps = rate * 8;
-	c->ceil_bps = ceil * 8;
+	c->rate_bps = tc_rate_parse(&opt->rate, tb[TCA_HTB_RATE64]) * 8;
+	c->ceil_bps = tc_rate_parse(&opt->ceil, tb[TCA_HTB_CEIL64]) * 8;
 	c->burst_bytes = tc_ticks_to_bytes(c->rate_bps, opt->buffer);
 	c->cburst_bytes = tc_ticks_to_bytes(c->ceil_bps, opt->cbuffer);
 	c->quantum_bytes = opt->quantum;

@@ -34,7 +34,7 @@ static int tbf_fill(struct nl_msg *msg, const struct tc_spec *s)
 	if (rate_bytes == 0)
 		return -EINVAL;
 	opt.rate.linklayer = TC_LINKLAYER_ETHERNET;
-	opt.rate.rate = rate_bytes >= (1ULL << 32) ? ~0U : (uint32_t)rate_bytes;
+	opt.rate.rate = tc_rate32(rate_bytes);
 	opt.limit = tbf_limit(t);
 	opt.buffer = tc_xmit_ticks(t->rate_bps, burst);
 
@@ -43,8 +43,7 @@ static int tbf_fill(struct nl_msg *msg, const struct tc_spec *s)
 		return -EMSGSIZE;
 	TC_PUT(nla_put(msg, TCA_TBF_PARMS, sizeof(opt), &opt));
 	TC_PUT(nla_put_u32(msg, TCA_TBF_BURST, burst));
-	if (rate_bytes >= (1ULL << 32))
-		TC_PUT(nla_put_u64(msg, TCA_TBF_RATE64, rate_bytes));
+	TC_PUT_RATE64(msg, TCA_TBF_RATE64, rate_bytes);
 	nla_nest_end(msg, opts);
 	return 0;
 }
@@ -53,7 +52,6 @@ static int tbf_parse(const struct nlattr *opts, struct tc_spec *s)
 {
 	struct nlattr *tb[TCA_TBF_MAX + 1];
 	const struct tc_tbf_qopt *opt;
-	uint64_t rate;
 	int r;
 
 	s->u.tbf = (struct tc_tbf){0};
@@ -63,9 +61,7 @@ static int tbf_parse(const struct nlattr *opts, struct tc_spec *s)
 	opt = tc_nla_data_min(tb[TCA_TBF_PARMS], sizeof(*opt));
 	if (!opt)
 		return 0;
-	rate = opt->rate.rate;
-	tc_nla_u64(tb[TCA_TBF_RATE64], &rate);
-	s->u.tbf.rate_bps = rate * 8;
+	s->u.tbf.rate_bps = tc_rate_parse(&opt->rate, tb[TCA_TBF_RATE64]) * 8;
 	s->u.tbf.limit_bytes = opt->limit;
 	s->u.tbf.burst_bytes = tc_ticks_to_bytes(s->u.tbf.rate_bps, opt->buffer);
 	return 0;

@@ -187,6 +187,27 @@ static inline uint64_t tc_rate_bytes(uint64_t rate_bps)
 	return rate_bps / 8;
 }
 
+/* Rates of 2^32 bytes/s and more (htb, tbf): the 32-bit field of struct
+ * tc_ratespec saturates and a 64-bit attribute (TCA_HTB_RATE64, ...) carries
+ * the rate; parse takes the attribute when the kernel sends it. */
+#define TC_RATE32_MAX (1ULL << 32)
+static inline uint32_t tc_rate32(uint64_t rate_bytes)
+{
+	return rate_bytes >= TC_RATE32_MAX ? ~0U : (uint32_t)rate_bytes;
+}
+#define TC_PUT_RATE64(msg, attr, rate_bytes)                              \
+	do {                                                              \
+		if ((rate_bytes) >= TC_RATE32_MAX)                        \
+			TC_PUT(nla_put_u64((msg), (attr), (rate_bytes))); \
+	} while (0)
+static inline uint64_t tc_rate_parse(const struct tc_ratespec *r, const struct nlattr *rate64)
+{
+	uint64_t rate = r->rate;
+
+	tc_nla_u64(rate64, &rate);
+	return rate;
+}
+
 /* Bytes that fit in `ticks` psched ticks at rate_bps (rounded to nearest). */
 uint32_t tc_ticks_to_bytes(uint64_t rate_bps, uint32_t ticks);
 
