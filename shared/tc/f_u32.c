@@ -499,7 +499,7 @@ static int u32_format(const struct tc_spec *s, char *buf, size_t size)
 	struct sbuf sb = sbuf_init(buf, size);
 	int family = u32_family(s);
 	const char *ip = family == AF_INET6 ? "ip6" : "ip";
-	char a[INET6_ADDRSTRLEN], h[32];
+	char a[INET6_ADDRSTRLEN];
 	uint8_t addr[16];
 
 	switch (u32_match_norm(u)) {
@@ -524,10 +524,8 @@ static int u32_format(const struct tc_spec *s, char *buf, size_t size)
 	default:
 		return -EINVAL;
 	}
-	if (u->classid) {
-		tc_handle_format(u->classid, h, sizeof(h));
-		sbuf_word(&sb, "flowid %s", h);
-	}
+	if (u->classid)
+		sbuf_handle(&sb, "flowid", u->classid);
 	if (u->dscp >= 0) {
 		if (family == AF_INET6)
 			sbuf_word(&sb, "action pedit ex munge ip6 traffic_class set 0x%02x retain 0x%02x",

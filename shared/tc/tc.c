@@ -130,6 +130,14 @@ static bool verb_is_delete(const char *verb)
 	return streq(verb, "del") || streq(verb, "delete");
 }
 
+void sbuf_handle(struct sbuf *sb, const char *name, uint32_t handle)
+{
+	char h[32];
+
+	tc_handle_format(handle, h, sizeof(h));
+	sbuf_word(sb, "%s %s", name, h);
+}
+
 /* Where the object sits, in tc(8) words: "root handle 1:", "parent 1:
  * classid 1:10", "parent 1: protocol ip prio 10 handle ::123". -EINVAL for
  * an unknown type. */
@@ -139,26 +147,19 @@ static int spec_where(struct sbuf *sb, const struct tc_spec *s)
 
 	switch (s->type) {
 	case TC_QDISC:
-		if (s->parent == TC_H_ROOT) {
+		if (s->parent == TC_H_ROOT)
 			sbuf_word(sb, "root");
-		} else if (s->parent) {
-			tc_handle_format(s->parent, h, sizeof(h));
-			sbuf_word(sb, "parent %s", h);
-		}
-		if (s->handle) {
-			tc_handle_format(s->handle, h, sizeof(h));
-			sbuf_word(sb, "handle %s", h);
-		}
+		else if (s->parent)
+			sbuf_handle(sb, "parent", s->parent);
+		if (s->handle)
+			sbuf_handle(sb, "handle", s->handle);
 		return 0;
 	case TC_CLASS:
-		tc_handle_format(s->parent, h, sizeof(h));
-		sbuf_word(sb, "parent %s", h);
-		tc_handle_format(s->handle, h, sizeof(h));
-		sbuf_word(sb, "classid %s", h);
+		sbuf_handle(sb, "parent", s->parent);
+		sbuf_handle(sb, "classid", s->handle);
 		return 0;
 	case TC_FILTER:
-		tc_handle_format(s->parent, h, sizeof(h));
-		sbuf_word(sb, "parent %s", h);
+		sbuf_handle(sb, "parent", s->parent);
 		tc_proto_format(s->protocol, h, sizeof(h));
 		sbuf_word(sb, "protocol %s", h);
 		if (s->prio)

@@ -99,6 +99,8 @@ static inline int sbuf_result(const struct sbuf *sb)
 void sbuf_rate(struct sbuf *sb, const char *name, uint64_t bps);
 void sbuf_size(struct sbuf *sb, const char *name, uint32_t bytes);
 void sbuf_time(struct sbuf *sb, const char *name, uint32_t us);
+/* ... and a handle in tc syntax, "parent 1:10" (tc.c). */
+void sbuf_handle(struct sbuf *sb, const char *name, uint32_t handle);
 
 /* libnl returns negative NLE_* codes from nla_put*; fill() functions return
  * -EMSGSIZE for all of them (the only way they fail is a full message). */
