@@ -933,6 +933,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		info.shape = SHAPE_NONE;
 	else if (info.rate_configured && has_htb)
 		info.shape = SHAPE_HTB;
+	else if (up->no_queue)
+		info.shape = SHAPE_NONE; /* nothing queues there to order (node.h) */
 	else if (node_mq_usable(mode, up, caps))
 		info.shape = SHAPE_MQ;
 	else if (mode != MODE_MIXED)
@@ -953,7 +955,13 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	}
 
 	if (mode != MODE_IDLE) {
-		if (up->is_virtual && !info.rate_configured)
+		if (up->no_queue && !info.rate_configured)
+			info_warn(&info,
+			          "uplink %s holds no queue (noqueue: a veth, bond or VLAN hands packets straight on): "
+			          "left as it is; to prioritise and shape here, set uplinkRate in the agent config to "
+			          "the rate of the link behind it, e.g. \"uplinkRate\": \"9500mbit\"",
+			          ifname);
+		else if (up->is_virtual && !info.rate_configured)
 			info_warn(&info,
 			          "uplink %s is virtual: its reported speed is not the bottleneck, so it is not "
 			          "shaped; to shape below a slower link behind it, set uplinkRate in the agent "

@@ -521,6 +521,18 @@ int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, s
 	return 0;
 }
 
+bool uplink_no_queue(struct nl_sock *sk, const struct uplink *up)
+{
+	_cleanup_free_ struct tc_qdisc_raw *q = NULL;
+
+	if (up->have_record)
+		return streq(up->record.kind, "noqueue");
+	q = calloc(1, sizeof(*q));
+	if (!q || nl_qdisc_root_get(sk, up->ifindex, q, NULL) < 0)
+		return false;
+	return streq(q->kind, "noqueue");
+}
+
 /* Our classifier at the clsact egress hook, and the clsact itself when
  * none was there before aiqos. Absent objects are fine. */
 static int classifier_remove(struct nl_sock *sk, int ifindex, bool keep_clsact, struct error *err)

@@ -464,6 +464,7 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 			return NODE_STEP_DONE;
 		}
 	}
+	ag->up.facts.no_queue = uplink_no_queue(ag->sk, &ag->up);
 	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
 	if (!agent_dscp_trusted(ag))
 		ps->ncfg.classify = CLASSIFY_SRC_IP;
@@ -475,8 +476,8 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 	}
 	warnings_update(ag, &ps->info);
 
-	if (ps->info.shape == SHAPE_NONE) {
-		/* nothing to plan on this kernel: the original stays (as at idle) */
+	if (ps->info.shape == SHAPE_NONE && !ps->info.down.planned) {
+		/* nothing to plan on this kernel or this device: the original stays (as at idle) */
 		tc_dump_list_free(&ps->dump);
 		if (ag->up.have_record || ag->in_force.n) {
 			if (uplink_give_back(ag, &e) < 0) {

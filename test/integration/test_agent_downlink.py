@@ -212,6 +212,23 @@ def test_download_off_and_unknown_rate(node):
     assert IFB not in links(node) and not redirect_filters(node)
 
 
+def test_download_without_uplink_rate_on_a_noqueue_uplink(node):
+    # downlinkRate alone: the uplink (a veth: noqueue) keeps its root, the download tree is there
+    assert node.root()["kind"] == "noqueue", node.tc_summary()
+    node.start_agent({"downlinkRate": "400mbit", "debounceMs": 50, "mixedHoldSeconds": 0})
+    pods = [node.add_api_pod(TRAIN, "10.77.0.1"), node.add_api_pod(INF, "10.77.1.1")]
+    wait_down(node, lambda: down_tree_ready(node), "the download tree without an uplink tree")
+    st = node.status()
+    assert st["mode"] == "mixed" and st["uplink"]["shape"] == "none", st["uplink"]
+    assert st["uplink"]["downlink"]["shaped"] is True, st["uplink"]
+    assert any("holds no queue" in w for w in st["uplink"]["warnings"]), st["uplink"]
+    assert node.root()["kind"] == "noqueue", node.tc_summary()
+    for p in pods:
+        p.delete_api()
+    wait_down(node, lambda: IFB not in links(node) and not ingress_qdiscs(node), "no ifb, no ingress hook")
+    assert node.root()["kind"] == "noqueue", node.tc_summary()
+
+
 def test_download_foreign_ingress_qdisc_is_left_alone(node):
     node.sh("tc", "qdisc", "add", "dev", "up0", "ingress")
     node.start_agent(CONFIG)

@@ -29,9 +29,8 @@ static const struct {
 } want[] = {
         {"inference", CLASS_INFERENCE, 2, "bbr", "cubic", 1, 16384, 0, 0, 46, 1000, 10000, 1024, 0, 2, true},
         {"inference-strict", CLASS_INFERENCE, 2, "bbr", "cubic", 1, 8192, 0, 0, 46, 500, 5000, 256, 0, 1, true},
-        {"training", CLASS_TRAINING, 2, "bbr", "cubic", 1, 0, 67108864, 67108864, 10, 0, 0, 10000, 0, 20, true},
-        {"training-dctcp", CLASS_TRAINING, 2, "dctcp", "cubic", 1, 0, 67108864, 67108864, 10, 0, 0, 10000, 1000, 20,
-         true},
+        {"training", CLASS_TRAINING, 2, "bbr", "cubic", 1, 0, 0, 0, 10, 0, 0, 10000, 0, 20, true},
+        {"training-dctcp", CLASS_TRAINING, 2, "dctcp", "cubic", 1, 0, 0, 0, 10, 0, 0, 10000, 1000, 20, true},
         {"default", CLASS_DEFAULT, 0, "", "", -1, 0, 0, 0, -1, 0, 0, 0, 0, 5, false},
 };
 
