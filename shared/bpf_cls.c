@@ -139,6 +139,16 @@ static void load_bytes(struct asm_buf *a, int off, int to, int len, unsigned fai
 	JNE(a, R0, 0, fail);
 }
 
+/* The key {type, source address at off of len bytes}; a map hit -> LBL_SET,
+ * an unreadable packet -> LBL_DEF. */
+static void lookup_source(struct asm_buf *a, int map_fd, int type, int off, int len)
+{
+	ST(a, BPF_B, R10, KEY_OFF, type);
+	load_bytes(a, off, KEY_OFF + 4, len, LBL_DEF);
+	lookup(a, map_fd);
+	JNE(a, R0, 0, LBL_SET);
+}
+
 static int assemble(struct asm_buf *a, int map_fd)
 {
 	memset(a, 0, sizeof(*a));
@@ -154,21 +164,15 @@ static int assemble(struct asm_buf *a, int map_fd)
 	JA(a, LBL_OUT);
 
 	label(a, LBL_V4);
-	ST(a, BPF_B, R10, KEY_OFF, BPF_CLS_KEY_SRC4);
-	load_bytes(a, ETH_HDR + 12, KEY_OFF + 4, 4, LBL_DEF); /* saddr */
-	lookup(a, map_fd);
-	JNE(a, R0, 0, LBL_SET);
-	load_bytes(a, ETH_HDR + 1, SCRATCH_OFF, 1, LBL_DEF); /* TOS */
+	lookup_source(a, map_fd, BPF_CLS_KEY_SRC4, ETH_HDR + 12, 4); /* saddr */
+	load_bytes(a, ETH_HDR + 1, SCRATCH_OFF, 1, LBL_DEF);         /* TOS */
 	LDX(a, BPF_B, R8, R10, SCRATCH_OFF);
 	ALU_IMM(a, BPF_RSH, R8, 2);
 	JA(a, LBL_DSCP);
 
 	label(a, LBL_V6);
-	ST(a, BPF_B, R10, KEY_OFF, BPF_CLS_KEY_SRC6);
-	load_bytes(a, ETH_HDR + 8, KEY_OFF + 4, 16, LBL_DEF); /* saddr */
-	lookup(a, map_fd);
-	JNE(a, R0, 0, LBL_SET);
-	load_bytes(a, ETH_HDR, SCRATCH_OFF, 2, LBL_DEF); /* version | traffic class | flow */
+	lookup_source(a, map_fd, BPF_CLS_KEY_SRC6, ETH_HDR + 8, 16); /* saddr */
+	load_bytes(a, ETH_HDR, SCRATCH_OFF, 2, LBL_DEF);             /* version | traffic class | flow */
 	/* dscp = (b0 & 0x0f) << 2 | b1 >> 6 */
 	LDX(a, BPF_B, R8, R10, SCRATCH_OFF);
 	ALU_IMM(a, BPF_AND, R8, 0x0f);

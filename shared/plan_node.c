@@ -28,77 +28,36 @@
 #define PFX_UPLINK "uplink"
 #define PFX_DOWN   "down"
 
-static const char *const class_tag[_CLASS_MAX] = {
-        [CLASS_DEFAULT] = "default",
-        [CLASS_INFERENCE] = "inference",
-        [CLASS_TRAINING] = "training",
-};
-
 /* ---- names ---- */
 
-const char *node_mode_name(enum node_mode m)
-{
-	static const char *const names[_MODE_MAX] = {
-	        [MODE_IDLE] = "idle",
-	        [MODE_TRAINING] = "training",
-	        [MODE_INFERENCE] = "inference",
-	        [MODE_MIXED] = "mixed",
-	};
+static const char *const mode_names[_MODE_MAX] = {
+        [MODE_IDLE] = "idle",
+        [MODE_TRAINING] = "training",
+        [MODE_INFERENCE] = "inference",
+        [MODE_MIXED] = "mixed",
+};
+DEFINE_STRING_TABLE_NAME(node_mode_name, enum node_mode, mode_names)
+DEFINE_STRING_TABLE_FROM_NAME(node_mode_from_name, enum node_mode, mode_names, _MODE_INVALID)
 
-	if (m < 0 || m >= _MODE_MAX)
-		return NULL;
-	return names[m];
-}
+static const char *const classify_names[_CLASSIFY_MAX] = {
+        [CLASSIFY_SRC_IP] = "src-ip",
+        [CLASSIFY_DSCP] = "dscp",
+};
+DEFINE_STRING_TABLE_NAME(node_classify_name, enum node_classify, classify_names)
+DEFINE_STRING_TABLE_FROM_NAME(node_classify_from_name, enum node_classify, classify_names, _CLASSIFY_INVALID)
 
-enum node_mode node_mode_from_name(const char *s)
-{
-	for (int m = 0; s && m < _MODE_MAX; m++)
-		if (streq(s, node_mode_name(m)))
-			return m;
-	return _MODE_INVALID;
-}
+static const char *const shape_names[_SHAPE_MAX] = {
+        [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio", [SHAPE_HTB] = "htb",
+        [SHAPE_MQ] = "mq",
+};
+DEFINE_STRING_TABLE_NAME(node_shape_name, enum node_shape, shape_names)
 
-const char *node_classify_name(enum node_classify c)
-{
-	static const char *const names[_CLASSIFY_MAX] = {[CLASSIFY_SRC_IP] = "src-ip", [CLASSIFY_DSCP] = "dscp"};
-
-	if (c < 0 || c >= _CLASSIFY_MAX)
-		return NULL;
-	return names[c];
-}
-
-enum node_classify node_classify_from_name(const char *s)
-{
-	for (int c = 0; s && c < _CLASSIFY_MAX; c++)
-		if (streq(s, node_classify_name(c)))
-			return c;
-	return _CLASSIFY_INVALID;
-}
-
-const char *node_shape_name(enum node_shape s)
-{
-	static const char *const names[_SHAPE_MAX] = {
-	        [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio", [SHAPE_HTB] = "htb",
-	        [SHAPE_MQ] = "mq",
-	};
-
-	if (s < 0 || s >= _SHAPE_MAX)
-		return NULL;
-	return names[s];
-}
-
-const char *node_weight_basis_name(enum node_weight_basis b)
-{
-	static const char *const names[_WEIGHT_MAX] = {
-	        [WEIGHT_PODS] = "pods",
-	        [WEIGHT_GPUS] = "gpus",
-	        [WEIGHT_BANDWIDTH] = "bandwidth",
-	};
-
-	if (b < 0 || b >= _WEIGHT_MAX)
-		return NULL;
-	return names[b];
-}
+static const char *const weight_basis_names[_WEIGHT_MAX] = {
+        [WEIGHT_PODS] = "pods",
+        [WEIGHT_GPUS] = "gpus",
+        [WEIGHT_BANDWIDTH] = "bandwidth",
+};
+DEFINE_STRING_TABLE_NAME(node_weight_basis_name, enum node_weight_basis, weight_basis_names)
 
 /* ---- config ---- */
 
@@ -410,7 +369,7 @@ static int leaf_add(struct builder *b, enum workload_class c, const char *depend
 	char id[PLAN_ID_MAX];
 	struct plan_item *it;
 
-	snprintf(id, sizeof(id), "%s.leaf.%s", b->pfx, class_tag[c]);
+	snprintf(id, sizeof(id), "%s.leaf.%s", b->pfx, workload_class_name(c));
 	it = item_add(b, id, depends);
 	if (!it)
 		return -ENOMEM;
@@ -469,7 +428,7 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 
 		if (class_rate[c] == 0)
 			continue;
-		snprintf(id, sizeof(id), "%s.class.%s", b->pfx, class_tag[c]);
+		snprintf(id, sizeof(id), "%s.class.%s", b->pfx, workload_class_name(c));
 		it = item_add(b, id, b->id_parent);
 		if (!it)
 			return -ENOMEM;
@@ -488,7 +447,7 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 
 		if (class_rate[c] == 0)
 			continue;
-		snprintf(dep, sizeof(dep), "%s.class.%s", b->pfx, class_tag[c]);
+		snprintf(dep, sizeof(dep), "%s.class.%s", b->pfx, workload_class_name(c));
 		r = leaf_add(b, c, dep, TC_H_MAKE(H_ROOT, class_minor(c)), leaf_handle(c), ce_us, rp);
 		if (r < 0)
 			return r;
@@ -721,7 +680,7 @@ static int filters_dscp(struct builder *b, const struct node_config *cfg, const 
 
 		if (!classid[fs[i].c])
 			continue;
-		snprintf(id, sizeof(id), "%s.dscp.%s.%s", b->pfx, class_tag[fs[i].c], fs[i].fam);
+		snprintf(id, sizeof(id), "%s.dscp.%s.%s", b->pfx, workload_class_name(fs[i].c), fs[i].fam);
 		it = item_add(b, id, b->id_root);
 		if (!it)
 			return -ENOMEM;

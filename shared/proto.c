@@ -17,24 +17,12 @@ static const char *const op_names[_PROTO_OP_MAX] = {
         [PROTO_OP_STATUS] = "status", [PROTO_OP_EXPLAIN] = "explain",
 };
 
-const char *proto_op_name(enum proto_op op)
-{
-	if (op < 0 || op >= _PROTO_OP_MAX)
-		return NULL;
-	return op_names[op];
-}
+DEFINE_STRING_TABLE_NAME(proto_op_name, enum proto_op, op_names)
+static DEFINE_STRING_TABLE_FROM_NAME(proto_op_from_name, enum proto_op, op_names, _PROTO_OP_INVALID)
 
-static enum proto_op proto_op_from_name(const char *s)
-{
-	for (int i = 0; i < _PROTO_OP_MAX; i++)
-		if (streq(op_names[i], s))
-			return (enum proto_op)i;
-	return _PROTO_OP_INVALID;
-}
-
-/* Parse exactly one JSON value filling buf[0..len) (whitespace around it
- * allowed): cJSON alone would accept trailing garbage. */
-static cJSON *parse_whole(const char *buf, size_t len)
+        /* Parse exactly one JSON value filling buf[0..len) (whitespace around it
+         * allowed): cJSON alone would accept trailing garbage. */
+        static cJSON *parse_whole(const char *buf, size_t len)
 {
 	const char *end = NULL;
 	cJSON *j = cJSON_ParseWithLengthOpts(buf, len, &end, false);

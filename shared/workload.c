@@ -16,22 +16,8 @@ static const char *const class_names[_CLASS_MAX] = {
         [CLASS_TRAINING] = "training",
 };
 
-const char *workload_class_name(enum workload_class c)
-{
-	if (c < 0 || c >= _CLASS_MAX)
-		return NULL;
-	return class_names[c];
-}
-
-enum workload_class workload_class_from_name(const char *s)
-{
-	if (!s)
-		return _CLASS_INVALID;
-	for (int c = 0; c < _CLASS_MAX; c++)
-		if (streq(s, class_names[c]))
-			return (enum workload_class)c;
-	return _CLASS_INVALID;
-}
+DEFINE_STRING_TABLE_NAME(workload_class_name, enum workload_class, class_names)
+DEFINE_STRING_TABLE_FROM_NAME(workload_class_from_name, enum workload_class, class_names, _CLASS_INVALID)
 
 int quantity_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 {
