@@ -52,10 +52,7 @@ static const char *const result_names[_SERVER_RESULT_MAX] = {
         [SERVER_RESULT_ERROR] = "error",
 };
 
-const char *agent_server_result_name(enum agent_server_result r)
-{
-	return r >= 0 && r < _SERVER_RESULT_MAX ? result_names[r] : NULL;
-}
+DEFINE_STRING_TABLE_NAME(agent_server_result_name, enum agent_server_result, result_names)
 
 static uint64_t now_us(void)
 {

@@ -30,43 +30,11 @@ static const char *const policy_names[_CNI_POLICY_MAX] = {
 #define SUPPORTED_VERSIONS "0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0"
 #define MSG_VALUE_MAX      80 /* how much of a bad value a message quotes */
 
-const char *cni_command_name(enum cni_command c)
-{
-	return c >= 0 && c < _CNI_CMD_MAX ? command_names[c] : NULL;
-}
-
-/* The index of s in names[0..n), -1 when it is not there (or NULL). */
-static int name_index(const char *const *names, int n, const char *s)
-{
-	for (int i = 0; s && i < n; i++)
-		if (streq(s, names[i]))
-			return i;
-	return -1;
-}
-
-enum cni_command cni_command_from_name(const char *s)
-{
-	int i = name_index(command_names, _CNI_CMD_MAX, s);
-
-	return i < 0 ? _CNI_CMD_INVALID : (enum cni_command)i;
-}
-
-const char *cni_version_name(enum cni_version v)
-{
-	return v >= 0 && v < _CNI_V_MAX ? version_names[v] : NULL;
-}
-
-enum cni_version cni_version_from_name(const char *s)
-{
-	int i = name_index(version_names, _CNI_V_MAX, s);
-
-	return i < 0 ? _CNI_V_INVALID : (enum cni_version)i;
-}
-
-const char *cni_failure_policy_name(enum cni_failure_policy p)
-{
-	return p >= 0 && p < _CNI_POLICY_MAX ? policy_names[p] : NULL;
-}
+DEFINE_STRING_TABLE_NAME(cni_command_name, enum cni_command, command_names)
+DEFINE_STRING_TABLE_FROM_NAME(cni_command_from_name, enum cni_command, command_names, _CNI_CMD_INVALID)
+DEFINE_STRING_TABLE_NAME(cni_version_name, enum cni_version, version_names)
+DEFINE_STRING_TABLE_FROM_NAME(cni_version_from_name, enum cni_version, version_names, _CNI_V_INVALID)
+DEFINE_STRING_TABLE_NAME(cni_failure_policy_name, enum cni_failure_policy, policy_names)
 
 int cni_version_check_command(enum cni_version v, enum cni_command c, struct error *err)
 {
