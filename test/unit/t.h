@@ -67,4 +67,14 @@ void t_register(const char *name, void (*fn)(void));
 		}                                                                                        \
 	} while (0)
 
+/* The binary's scratch directory, /tmp/aqt-<name>.XXXXXX (<name>: the
+ * binary's without "test_"): made on first use, removed whole at exit by
+ * the process that made it (not by forked children). Aborts if it cannot be
+ * made. */
+const char *t_tmpdir(void);
+/* "<t_tmpdir()>/<name>" into buf (returned). */
+char *t_tmppath(char *buf, size_t size, const char *name);
+/* rm -rf path; says so on stderr when that fails. */
+void t_rm_rf(const char *path);
+
 #endif

@@ -18,23 +18,6 @@
 #include "t.h"
 #include "util.h"
 
-static char base[64];
-
-__attribute__((constructor)) static void make_base(void)
-{
-	snprintf(base, sizeof(base), "/tmp/aiqos-test-main.XXXXXX");
-	if (!mkdtemp(base))
-		abort();
-}
-
-__attribute__((destructor)) static void remove_base(void)
-{
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-	if (system(cmd) != 0)
-		fprintf(stderr, "  cleanup of %s failed\n", base);
-}
-
 static const char *agent_path(void)
 {
 	static char path[512];
@@ -63,7 +46,7 @@ static const char *dir(const char *name)
 	static unsigned i;
 	char *p = path[i++ % 4];
 
-	snprintf(p, sizeof(path[0]), "%s/%s", base, name);
+	snprintf(p, sizeof(path[0]), "%s/%s", t_tmpdir(), name);
 	if (mkdir(p, 0755) < 0 && errno != EEXIST)
 		abort();
 	return p;
@@ -226,7 +209,7 @@ TEST(uninstall_wait_exits_at_once_when_uninstall_failed)
 	int fd;
 	struct proc p;
 
-	snprintf(file, sizeof(file), "%s/not-a-dir", base);
+	snprintf(file, sizeof(file), "%s/not-a-dir", t_tmpdir());
 	fd = open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	CHECK(fd >= 0);
 	if (fd >= 0)

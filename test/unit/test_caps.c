@@ -17,33 +17,11 @@
 #define BOOT_B "0b5e6f52-bbbb-4c3e-9d6a-4f3c2b1a0002"
 #define T0     ((time_t)1700000000)
 
-static char base[64];
-
-__attribute__((constructor)) static void make_base(void)
-{
-	snprintf(base, sizeof(base), "/tmp/aiqos-test-caps.XXXXXX");
-	if (!mkdtemp(base))
-		abort();
-}
-
-static void rm_rf(const char *path)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	if (system(cmd) != 0)
-		fprintf(stderr, "  cleanup of %s failed\n", path);
-}
-
-__attribute__((destructor)) static void remove_base(void)
-{
-	rm_rf(base);
-}
-
-/* A fresh, existing directory under base. */
+/* A fresh, existing directory under t_tmpdir(). */
 static void fresh_dir(char *buf, size_t size, const char *name)
 {
-	snprintf(buf, size, "%s/%s", base, name);
-	rm_rf(buf);
+	t_tmppath(buf, size, name);
+	t_rm_rf(buf);
 	if (mkdir(buf, 0700) < 0)
 		abort();
 }
@@ -409,7 +387,7 @@ TEST(save_errors_and_leftovers)
 	CHECK_INT(caps_load_at(dir, BOOT_A, T0, &got, &e), 1);
 
 	/* the directory must exist (the plugin's state save creates it) */
-	snprintf(tmp, sizeof(tmp), "%s/missing-dir", base);
+	snprintf(tmp, sizeof(tmp), "%s/missing-dir", t_tmpdir());
 	CHECK_INT(caps_save_at(tmp, BOOT_A, T0, &c, &e), -ENOENT);
 	CHECK_CONTAINS(e.msg, tmp);
 	CHECK_INT(e.errnum, ENOENT); /* the errno, unclassified: CNI codes are cni/'s */

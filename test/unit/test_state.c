@@ -19,33 +19,11 @@
 #include "state.h"
 #include "t.h"
 
-static char base[64];
-
-__attribute__((constructor)) static void make_base(void)
-{
-	snprintf(base, sizeof(base), "/tmp/aiqos-test-state.XXXXXX");
-	if (!mkdtemp(base))
-		abort();
-}
-
-static void rm_rf(const char *path)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	if (system(cmd) != 0)
-		fprintf(stderr, "  cleanup of %s failed\n", path);
-}
-
-__attribute__((destructor)) static void remove_base(void)
-{
-	rm_rf(base);
-}
-
-/* A fresh directory path under base (not created). */
+/* A fresh directory path under t_tmpdir() (not created). */
 static void fresh_dir(char *buf, size_t size, const char *name)
 {
-	snprintf(buf, size, "%s/%s", base, name);
-	rm_rf(buf);
+	t_tmppath(buf, size, name);
+	t_rm_rf(buf);
 }
 
 static unsigned count_tmp_files(const char *dir)
@@ -629,7 +607,7 @@ TEST(save_errors)
 
 	/* bad ids never reach the filesystem */
 	str_copy(s->container_id, sizeof(s->container_id), "../../etc/passwd");
-	CHECK_INT(state_save(base, s, &e), -EINVAL);
+	CHECK_INT(state_save(t_tmpdir(), s, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "container ID");
 	attach_state_free(s);
 }
