@@ -7,7 +7,6 @@
  * with a user namespace when not root. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <libgen.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,22 +20,9 @@
 static const char *agent_path(void)
 {
 	static char path[512];
-	const char *env = getenv("AIQOS_AGENT");
-	char self[512];
-	ssize_t n;
 
-	if (path[0])
-		return path;
-	if (env && env[0]) {
-		str_copy(path, sizeof(path), env);
-		return path;
-	}
-	/* build/test/test_agent_main -> build/bin/aiqos-agent */
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return "build/bin/aiqos-agent";
-	self[n] = '\0';
-	snprintf(path, sizeof(path), "%s/bin/aiqos-agent", dirname(dirname(self)));
+	if (!path[0]) /* build/test/test_agent_main -> build/bin/aiqos-agent */
+		t_program(path, sizeof(path), "AIQOS_AGENT", "aiqos-agent");
 	return path;
 }
 
