@@ -89,5 +89,13 @@ char *t_read_file(const char *path);
  * test/unit/golden, relative to the repository root), failing the case
  * with the first differing line; AIQOS_UPDATE_GOLDEN=1 rewrites the file. */
 void t_golden_check(const char *name, const char *got);
+/* system() of the formatted command: its exit status, -1 when it did not
+ * exit (a signal) or could not run. */
+int t_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* cJSON_Parse of text; NULL (saying so on stderr) when it is not JSON. */
+struct cJSON;
+struct cJSON *t_json(const char *text);
+/* How many entries of dir have part in their name (0 when dir cannot be read). */
+unsigned t_count_files(const char *dir, const char *part);
 
 #endif

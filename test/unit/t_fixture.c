@@ -1,11 +1,16 @@
 /* t_fixture.c — what the unit tests share besides the runner (t.h): a
  * scratch directory per binary, the path of a built program, whole-file
- * reads and golden files. Linked into every unit test binary. */
+ * reads, golden files, shell commands, JSON and directory listings. Linked
+ * into every unit test binary. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "file.h"
@@ -146,4 +151,43 @@ void t_golden_check(const char *name, const char *got)
 		t_failed_now = 1;
 	}
 	free(want);
+}
+
+int t_sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	if (st == -1 || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+cJSON *t_json(const char *text)
+{
+	cJSON *j = cJSON_Parse(text);
+
+	if (!j)
+		fprintf(stderr, "  bad test JSON: %s\n", text);
+	return j;
+}
+
+unsigned t_count_files(const char *dir, const char *part)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, part))
+			n++;
+	closedir(d);
+	return n;
 }

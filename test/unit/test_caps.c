@@ -39,21 +39,6 @@ static void write_caps_file(const char *dir, const char *text)
 	fclose(f);
 }
 
-static unsigned count_files(const char *dir, const char *part)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	unsigned n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d)))
-		if (strstr(de->d_name, part))
-			n++;
-	closedir(d);
-	return n;
-}
-
 static bool caps_empty(const struct plan_caps *c)
 {
 	static const struct plan_caps zero;
@@ -86,7 +71,7 @@ TEST(round_trip_keeps_errnos)
 	CHECK_INT(caps_save_at(dir, BOOT_A, T0, &c, &e), 0);
 	snprintf(path, sizeof(path), "%s/%s", dir, CAPS_FILE);
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
-	CHECK_INT(count_files(dir, ".tmp."), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 
 	CHECK_INT(caps_load_at(dir, BOOT_A, T0 + 10, &got, &e), 1);
 	CHECK_INT(got.missing_kinds, c.missing_kinds);
@@ -356,7 +341,7 @@ TEST(concurrent_saves)
 		CHECK(pids[i] > 0 && waitpid(pids[i], &st, 0) == pids[i]);
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	CHECK_INT(count_files(dir, ".tmp."), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 	CHECK_INT(caps_load_at(dir, BOOT_A, T0, &got, &e), 1);
 	CHECK(got.missing_pedit);
 	CHECK(got.missing_kinds != 0);
@@ -383,7 +368,7 @@ TEST(save_errors_and_leftovers)
 	snprintf(tmp, sizeof(tmp), "%s/%s.tmp.%ld", dir, CAPS_FILE, (long)getpid());
 	CHECK(close(open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) == 0);
 	CHECK_INT(caps_save_at(dir, BOOT_A, T0, &c, &e), 0);
-	CHECK_INT(count_files(dir, ".tmp."), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 	CHECK_INT(caps_load_at(dir, BOOT_A, T0, &got, &e), 1);
 
 	/* the directory must exist (the plugin's state save creates it) */
