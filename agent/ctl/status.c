@@ -167,6 +167,8 @@ static void print_uplink(const cJSON *up)
 		rate_format(sb, r2, sizeof(r2));
 		printf("download: %s ingress -> %s  rate %s  shaped %s\n", jstr_or(up, "ifname", "-"),
 		       jstr_or(dl, "ifb", "-"), r1, r2);
+		if (jnum(dl, "trainingRcvWindowBytes", &rb) && rb > 0)
+			printf("  training receive window (tcp_rmem max): %.0f bytes\n", rb);
 	}
 	if (jarr(up, "effective") && cJSON_GetArraySize(jarr(up, "effective")) > 0) {
 		printf("  effective:\n");
