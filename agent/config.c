@@ -49,7 +49,7 @@ static const char *describe(const cJSON *v, char *buf, size_t size)
 static int type_error(struct error *err, const char *key, const char *want, const cJSON *v)
 {
 	char d[160];
-	return error_set(err, 0, EINVAL, "%s: expected %s, got %s", key, want, describe(v, d, sizeof(d)));
+	return error_set(err, EINVAL, "%s: expected %s, got %s", key, want, describe(v, d, sizeof(d)));
 }
 
 static char *quote(char *buf, size_t size, const char *s)
@@ -87,7 +87,7 @@ int agent_rate_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 		p += frac_len;
 	}
 	if (int_len + frac_len == 0 || strlen(s) > 64)
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "%s is not a rate (a number and a unit: bit, kbit, mbit, gbit, tbit, bps, kbps, mbps, "
 		                 "gbps, tbps, kibit..tibit, kibps..tibps; a bare integer is bit/s)",
 		                 quote(q, sizeof(q), s));
@@ -98,13 +98,13 @@ int agent_rate_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 				break;
 		if (i == ARRAY_SIZE(units))
 			return error_set(
-			        err, 0, EINVAL,
+			        err, EINVAL,
 			        "%s: unknown unit %s (bit, kbit, mbit, gbit, tbit, bps, kbps, mbps, gbps, tbps, "
 			        "kibit..tibit, kibps..tibps)",
 			        quote(q, sizeof(q), s), quote(qu, sizeof(qu), p));
 		mult = units[i].mult;
 	} else if (frac_len) {
-		return error_set(err, 0, EINVAL, "%s: a number without a unit must be an integer (bit/s)",
+		return error_set(err, EINVAL, "%s: a number without a unit must be an integer (bit/s)",
 		                 quote(q, sizeof(q), s));
 	}
 	while (frac_len > 0 && frac[frac_len - 1] == '0')
@@ -121,14 +121,14 @@ int agent_rate_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 		div *= 10;
 	num *= mult;
 	if (num % div)
-		return error_set(err, 0, EINVAL, "%s is not a whole number of bit/s", quote(q, sizeof(q), s));
+		return error_set(err, EINVAL, "%s is not a whole number of bit/s", quote(q, sizeof(q), s));
 	num /= div;
 	if (num < BW_MIN_BPS || num > BW_MAX_BPS)
 		goto range;
 	*ret_bps = (uint64_t)num;
 	return 0;
 range:
-	return error_set(err, 0, ERANGE, "%s is out of range [1kbit, 1tbit]", quote(q, sizeof(q), s));
+	return error_set(err, ERANGE, "%s is out of range [1kbit, 1tbit]", quote(q, sizeof(q), s));
 }
 
 /* ---- keys ---- */
@@ -139,7 +139,7 @@ static int parse_uplink(const char *key, const cJSON *v, struct agent_config *c,
 	if (!cJSON_IsString(v))
 		return type_error(err, key, "an interface name or \"auto\"", v);
 	if (!streq(v->valuestring, NODE_UPLINK_AUTO) && !ifname_valid(v->valuestring))
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "%s: %s is not an interface name (1-15 bytes, no '/', ':' or whitespace) or \"auto\"",
 		                 key, quote(q, sizeof(q), v->valuestring));
 	str_copy(c->node.uplink, sizeof(c->node.uplink), v->valuestring);
@@ -156,10 +156,10 @@ static int parse_rate(const char *key, const cJSON *v, uint64_t *ret_bps, struct
 		char d[64];
 		double x = v->valuedouble;
 		if (!(x >= (double)BW_MIN_BPS && x <= (double)BW_MAX_BPS))
-			return error_set(err, 0, ERANGE, "%s: %s is out of range [1kbit, 1tbit]", key,
+			return error_set(err, ERANGE, "%s: %s is out of range [1kbit, 1tbit]", key,
 			                 num_str(x, d, sizeof(d)));
 		if ((double)(uint64_t)x != x)
-			return error_set(err, 0, EINVAL, "%s: %s is not a whole number of bit/s", key,
+			return error_set(err, EINVAL, "%s: %s is not a whole number of bit/s", key,
 			                 num_str(x, d, sizeof(d)));
 		*ret_bps = (uint64_t)x;
 		return 0;
@@ -203,7 +203,7 @@ static int parse_inference_share(const char *key, const cJSON *v, struct agent_c
 	if (!cJSON_IsNumber(v))
 		return type_error(err, key, "a number between 0 and 1", v);
 	if (!(v->valuedouble > 0.0 && v->valuedouble < 1.0))
-		return error_set(err, 0, ERANGE, "%s: %s is out of range (0, 1)", key,
+		return error_set(err, ERANGE, "%s: %s is out of range (0, 1)", key,
 		                 num_str(v->valuedouble, d, sizeof(d)));
 	c->node.inference_share = v->valuedouble;
 	return 0;
@@ -215,7 +215,7 @@ static int parse_training_floor(const char *key, const cJSON *v, struct agent_co
 	if (!cJSON_IsNumber(v))
 		return type_error(err, key, "a number between 0 and 1", v);
 	if (!(v->valuedouble >= 0.0 && v->valuedouble <= 1.0))
-		return error_set(err, 0, ERANGE, "%s: %s is out of range [0, 1]", key,
+		return error_set(err, ERANGE, "%s: %s is out of range [0, 1]", key,
 		                 num_str(v->valuedouble, d, sizeof(d)));
 	c->node.training_floor = v->valuedouble;
 	return 0;
@@ -228,10 +228,9 @@ static int parse_uint(const char *key, const cJSON *v, uint32_t max, uint32_t *r
 		return type_error(err, key, "an integer", v);
 	/* integer first: "1.5" is not an integer even when in range */
 	if (v->valuedouble > -1e15 && v->valuedouble < 1e15 && (double)(int64_t)v->valuedouble != v->valuedouble)
-		return error_set(err, 0, EINVAL, "%s: %s is not an integer", key,
-		                 num_str(v->valuedouble, d, sizeof(d)));
+		return error_set(err, EINVAL, "%s: %s is not an integer", key, num_str(v->valuedouble, d, sizeof(d)));
 	if (!(v->valuedouble >= 0 && v->valuedouble <= (double)max))
-		return error_set(err, 0, ERANGE, "%s: %s is out of range [0, %u]", key,
+		return error_set(err, ERANGE, "%s: %s is out of range [0, %u]", key,
 		                 num_str(v->valuedouble, d, sizeof(d)), max);
 	*ret = (uint32_t)v->valuedouble;
 	return 0;
@@ -282,7 +281,7 @@ static int parse_rcv_window(const char *key, const cJSON *v, struct agent_config
 	if (r < 0)
 		return r;
 	if (n < NODE_DOWN_RCV_WINDOW_MIN)
-		return error_set(err, 0, ERANGE, "%s: %u is out of range [%u, %u]", key, n, NODE_DOWN_RCV_WINDOW_MIN,
+		return error_set(err, ERANGE, "%s: %u is out of range [%u, %u]", key, n, NODE_DOWN_RCV_WINDOW_MIN,
 		                 NODE_DOWN_RCV_WINDOW_MAX);
 	c->node.training_rcv_window = n;
 	return 0;
@@ -297,7 +296,7 @@ static int parse_classify(const char *key, const cJSON *v, struct agent_config *
 		return type_error(err, key, "\"src-ip\" or \"dscp\"", v);
 	k = node_classify_from_name(v->valuestring);
 	if (k == _CLASSIFY_INVALID)
-		return error_set(err, 0, EINVAL, "%s: %s is not one of \"src-ip\", \"dscp\"", key,
+		return error_set(err, EINVAL, "%s: %s is not one of \"src-ip\", \"dscp\"", key,
 		                 quote(q, sizeof(q), v->valuestring));
 	c->node.classify = k;
 	return 0;
@@ -316,7 +315,7 @@ static int parse_profiles(const char *key, const cJSON *v, struct agent_config *
 		return r;
 	c->profiles_json = cJSON_Duplicate(v, true);
 	if (!c->profiles_json)
-		return error_set(err, 0, ENOMEM, "%s: out of memory", key);
+		return error_set(err, ENOMEM, "%s: out of memory", key);
 	return 0;
 }
 
@@ -377,7 +376,7 @@ static int config_finish(struct agent_config *c, struct error *err)
 	if (train && train->dscp >= 0)
 		c->node.dscp_training = train->dscp;
 	if (c->node.classify == CLASSIFY_DSCP && (!inf || inf->dscp < 0 || !train || train->dscp < 0))
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "classify: \"dscp\" needs the inference and training profiles to set dscp");
 	r = node_config_check(&c->node, err);
 	if (r < 0)
@@ -392,13 +391,13 @@ static int config_finish(struct agent_config *c, struct error *err)
 		                                        : -1;
 
 		if (want >= 0 && p->dscp != want)
-			return error_set(err, 0, EINVAL,
+			return error_set(err, EINVAL,
 			                 "profiles.%s.dscp = %d: with classify \"dscp\" every %s profile must mark %d "
 			                 "(profiles.%s.dscp)",
 			                 p->name, p->dscp, workload_class_name(p->class), want,
 			                 workload_class_name(p->class));
 		if (want < 0 && p->dscp >= 0 && (p->dscp == c->node.dscp_inference || p->dscp == c->node.dscp_training))
-			return error_set(err, 0, EINVAL,
+			return error_set(err, EINVAL,
 			                 "profiles.%s.dscp = %d: with classify \"dscp\" that is the uplink's %s DSCP",
 			                 p->name, p->dscp,
 			                 p->dscp == c->node.dscp_inference ? "inference" : "training");
@@ -439,29 +438,29 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 	for (i = 0; i < len && strchr(" \t\r\n", text[i]); i++)
 		;
 	if (i == len)
-		return error_set(err, 0, EINVAL, "empty file (expected a JSON object, e.g. {})");
+		return error_set(err, EINVAL, "empty file (expected a JSON object, e.g. {})");
 	if (memchr(text, '\0', len))
-		return error_set(err, 0, EINVAL, "NUL byte at offset %zu",
+		return error_set(err, EINVAL, "NUL byte at offset %zu",
 		                 (size_t)((const char *)memchr(text, '\0', len) - text));
 	root = cJSON_ParseWithLengthOpts(text, len, &end, false);
 	if (!root) {
 		unsigned line, col;
 		size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
 		offset_to_line_col(text, at, &line, &col);
-		return error_set(err, 0, EINVAL, "invalid JSON at line %u, column %u", line, col);
+		return error_set(err, EINVAL, "invalid JSON at line %u, column %u", line, col);
 	}
 	for (i = (size_t)(end - text); i < len; i++) {
 		if (!strchr(" \t\r\n", text[i])) {
 			unsigned line, col;
 			offset_to_line_col(text, i, &line, &col);
-			r = error_set(err, 0, EINVAL, "trailing data after the JSON object at line %u, column %u", line,
+			r = error_set(err, EINVAL, "trailing data after the JSON object at line %u, column %u", line,
 			              col);
 			goto out;
 		}
 	}
 	if (!cJSON_IsObject(root)) {
 		char d[160];
-		r = error_set(err, 0, EINVAL, "expected a JSON object, got %s", describe(root, d, sizeof(d)));
+		r = error_set(err, EINVAL, "expected a JSON object, got %s", describe(root, d, sizeof(d)));
 		goto out;
 	}
 	cJSON_ArrayForEach(v, root)
@@ -472,14 +471,14 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 
 		for (const cJSON *u = root->child; u != v; u = u->next)
 			if (u->string && streq(u->string, key)) {
-				r = error_set(err, 0, EINVAL, "duplicate key %s", quote(q, sizeof(q), key));
+				r = error_set(err, EINVAL, "duplicate key %s", quote(q, sizeof(q), key));
 				goto out;
 			}
 		for (k = 0; k < ARRAY_SIZE(config_keys); k++)
 			if (streq(key, config_keys[k].name))
 				break;
 		if (k == ARRAY_SIZE(config_keys)) {
-			r = error_set(err, 0, EINVAL,
+			r = error_set(err, EINVAL,
 			              "unknown key %s (accepted: uplink, uplinkRate, downlinkRate, downlink, "
 			              "downlinkRttUs, trainingRcvWindow, "
 			              "inferenceShare, trainingFloor, "
@@ -506,7 +505,7 @@ int agent_config_parse(const char *text, size_t len, const char *origin, struct 
 	int r;
 
 	if (!c)
-		return error_set(err, 0, ENOMEM, "config %s: out of memory", origin);
+		return error_set(err, ENOMEM, "config %s: out of memory", origin);
 	agent_config_defaults(c);
 	c->from_file = true;
 	r = config_parse(text, len, c, err);

@@ -501,7 +501,7 @@ static int rtnl_monitor_open(struct agent *ag, struct error *err)
 
 	lp->mon = nl_socket_alloc();
 	if (!lp->mon)
-		return error_set(err, 0, ENOMEM, "rtnetlink monitor: out of memory");
+		return error_set(err, ENOMEM, "rtnetlink monitor: out of memory");
 	nl_socket_disable_seq_check(lp->mon);
 	nl_socket_modify_cb(lp->mon, NL_CB_VALID, NL_CB_CUSTOM, rtnl_msg, ag);
 	r = nl_connect(lp->mon, NETLINK_ROUTE);
@@ -513,11 +513,11 @@ static int rtnl_monitor_open(struct agent *ag, struct error *err)
 		r = nl_socket_set_buffer_size(lp->mon, 1 << 20, 0);
 	if (r < 0) {
 		r = nl_to_errno(r);
-		return error_set(err, 0, -r, "rtnetlink monitor: %s", strerror(-r));
+		return error_set(err, -r, "rtnetlink monitor: %s", strerror(-r));
 	}
 	r = sd_event_add_io(ag->loop, &lp->rtnl, nl_socket_get_fd(lp->mon), EPOLLIN, on_rtnl, ag);
 	if (r < 0)
-		return error_set(err, 0, -r, "rtnetlink monitor: add to the loop: %s", strerror(-r));
+		return error_set(err, -r, "rtnetlink monitor: add to the loop: %s", strerror(-r));
 	return 0;
 }
 
@@ -609,12 +609,12 @@ static int watches_add(struct agent *ag, struct error *err)
 
 	r = mkdir_p(ag->state_dir, 0700);
 	if (r < 0)
-		return error_set(err, 0, -r, "state dir %s: %s", ag->state_dir, strerror(-r));
+		return error_set(err, -r, "state dir %s: %s", ag->state_dir, strerror(-r));
 	r = sd_event_add_inotify(ag->loop, &lp->ino_state, ag->state_dir,
 	                         IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR, on_state_dir,
 	                         ag);
 	if (r < 0)
-		return error_set(err, 0, -r, "watch the state dir %s: %s", ag->state_dir, strerror(-r));
+		return error_set(err, -r, "watch the state dir %s: %s", ag->state_dir, strerror(-r));
 
 	if (ag->opt.cni_conf_dir) {
 		r = sd_event_add_inotify(ag->loop, &lp->ino_cni, ag->opt.cni_conf_dir,
@@ -622,7 +622,7 @@ static int watches_add(struct agent *ag, struct error *err)
 		                                 IN_ONLYDIR,
 		                         on_cni_dir, ag);
 		if (r < 0)
-			return error_set(err, 0, -r, "watch the CNI config dir %s: %s", ag->opt.cni_conf_dir,
+			return error_set(err, -r, "watch the CNI config dir %s: %s", ag->opt.cni_conf_dir,
 			                 strerror(-r));
 	}
 	return 0;
@@ -699,7 +699,7 @@ static int kube_setup(struct agent *ag, struct error *err)
 		return r;
 	}
 	if (lp->kcfg.insecure_skip_tls_verify)
-		return error_set(err, 0, EPERM, "%s: insecure-skip-tls-verify is refused (TLS is always verified)",
+		return error_set(err, EPERM, "%s: insecure-skip-tls-verify is refused (TLS is always verified)",
 		                 ag->opt.kubeconfig ? ag->opt.kubeconfig : "in-cluster config");
 	r = kube_client_new(ag->loop, &lp->kcfg, ag->node_name, &kube_ops, ag, &ag->kube, err);
 	if (r < 0)
@@ -725,7 +725,7 @@ int agent_run(struct agent *ag)
 
 	r = sd_event_new(&ag->loop);
 	if (r < 0) {
-		error_set(&e, 0, -r, "create the event loop: %s", strerror(-r));
+		error_set(&e, -r, "create the event loop: %s", strerror(-r));
 		goto fail;
 	}
 	sd_event_set_watchdog(ag->loop, true); /* WATCHDOG=1 when WATCHDOG_USEC is set */
@@ -737,12 +737,12 @@ int agent_run(struct agent *ag)
 	if ((r = sd_event_add_signal(ag->loop, &lp->sig_term, SIGTERM, on_stop, ag)) < 0 ||
 	    (r = sd_event_add_signal(ag->loop, &lp->sig_int, SIGINT, on_stop, ag)) < 0 ||
 	    (r = sd_event_add_signal(ag->loop, &lp->sig_hup, SIGHUP, on_hup, ag)) < 0) {
-		error_set(&e, 0, -r, "signals: %s", strerror(-r));
+		error_set(&e, -r, "signals: %s", strerror(-r));
 		goto fail;
 	}
 	if ((r = sd_event_add_time(ag->loop, &lp->timer, CLOCK_MONOTONIC, UINT64_MAX, 1000, on_timer, ag)) < 0 ||
 	    (r = sd_event_add_post(ag->loop, &lp->post, on_post, ag)) < 0) {
-		error_set(&e, 0, -r, "timers: %s", strerror(-r));
+		error_set(&e, -r, "timers: %s", strerror(-r));
 		goto fail;
 	}
 	sd_event_source_set_enabled(lp->timer, SD_EVENT_OFF);
@@ -771,7 +771,7 @@ int agent_run(struct agent *ag)
 		cni_chain(ag);
 	r = kube_client_start(ag->kube);
 	if (r < 0) {
-		error_set(&e, 0, -r, "start the API client: %s", strerror(-r));
+		error_set(&e, -r, "start the API client: %s", strerror(-r));
 		goto fail;
 	}
 	{

@@ -35,32 +35,32 @@ int agent_records_offer(struct agent_records *rs, const cJSON *attachment, const
 	int q;
 
 	if (!s)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	q = state_from_json(attachment, s, NULL, err);
 	if (q < 0) {
 		error_prefix(err, "unsaved record of container %s ifname %s", cid, ifname);
 		return q;
 	}
 	if (!streq(s->container_id, cid) || !streq(s->ifname, ifname))
-		return error_set(err, 0, EINVAL, "unsaved record of container %s ifname %s names another attachment",
-		                 cid, ifname);
+		return error_set(err, EINVAL, "unsaved record of container %s ifname %s names another attachment", cid,
+		                 ifname);
 	if (s->pending)
-		return error_set(err, 0, EINVAL, "unsaved record of container %s ifname %s is an intent record", cid,
+		return error_set(err, EINVAL, "unsaved record of container %s ifname %s is an intent record", cid,
 		                 ifname);
 	text = cJSON_Print(attachment);
 	if (!text)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	r = find(rs, cid, ifname);
 	if (!r) {
 		if (rs->n >= AGENT_RECORDS_MAX)
-			return error_set(err, 0, ENOBUFS, "more than %d unsaved records: container %s not kept",
+			return error_set(err, ENOBUFS, "more than %d unsaved records: container %s not kept",
 			                 AGENT_RECORDS_MAX, cid);
 		if (rs->n == rs->cap) {
 			unsigned ncap = rs->cap ? rs->cap * 2 : 8;
 			struct agent_record *nv = reallocarray(rs->v, ncap, sizeof(*nv));
 
 			if (!nv)
-				return error_set(err, 0, ENOMEM, "out of memory");
+				return error_set(err, ENOMEM, "out of memory");
 			rs->v = nv;
 			rs->cap = ncap;
 		}
@@ -123,7 +123,7 @@ static int write_one(struct agent_record *r, const char *state_dir)
 	if (q == 0)
 		q = state_write_atomic(state_dir, path, "state file", r->text, false, &e);
 	else
-		error_set(&e, 0, -q, "state path for container %s: %s", r->s->container_id, strerror(-q));
+		error_set(&e, -q, "state path for container %s: %s", r->s->container_id, strerror(-q));
 	state_unlock_attachment(fd, state_dir, r->s->container_id, r->s->ifname);
 	if (q < 0) {
 		snprintf(r->error, sizeof(r->error), "%s", e.msg);

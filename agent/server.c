@@ -421,25 +421,25 @@ static int socket_dir_prepare(const char *path, struct error *err)
 	struct stat st;
 
 	if (!copy)
-		return error_set(err, 0, ENOMEM, "agent socket: out of memory");
+		return error_set(err, ENOMEM, "agent socket: out of memory");
 	dir = dirname(copy);
 	if (mkdir(dir, 0700) == 0) {
 		if (chmod(dir, 0700) < 0)
-			return error_set(err, 0, errno, "agent socket directory '%s': chmod: %s", dir, strerror(errno));
+			return error_set(err, errno, "agent socket directory '%s': chmod: %s", dir, strerror(errno));
 		return 0;
 	}
 	if (errno != EEXIST)
-		return error_set(err, 0, errno, "agent socket directory '%s': %s", dir, strerror(errno));
+		return error_set(err, errno, "agent socket directory '%s': %s", dir, strerror(errno));
 	if (stat(dir, &st) < 0)
-		return error_set(err, 0, errno, "agent socket directory '%s': %s", dir, strerror(errno));
+		return error_set(err, errno, "agent socket directory '%s': %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		return error_set(err, 0, ENOTDIR, "agent socket directory '%s' is not a directory", dir);
+		return error_set(err, ENOTDIR, "agent socket directory '%s' is not a directory", dir);
 	if (st.st_uid != geteuid())
-		return error_set(err, 0, EPERM,
+		return error_set(err, EPERM,
 		                 "agent socket directory '%s' is owned by uid %u, not by us (uid %u): refusing it", dir,
 		                 (unsigned)st.st_uid, (unsigned)geteuid());
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		return error_set(err, 0, EPERM,
+		return error_set(err, EPERM,
 		                 "agent socket directory '%s' is writable by group or others (mode %04o): refusing it",
 		                 dir, (unsigned)(st.st_mode & 07777));
 	return 0;
@@ -454,21 +454,20 @@ static int stale_socket_remove(const char *path, const struct sockaddr_un *sa, s
 	if (lstat(path, &st) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return error_set(err, 0, errno, "agent socket '%s': %s", path, strerror(errno));
+		return error_set(err, errno, "agent socket '%s': %s", path, strerror(errno));
 	}
 	if (!S_ISSOCK(st.st_mode))
-		return error_set(err, 0, EEXIST,
+		return error_set(err, EEXIST,
 		                 "agent socket '%s' exists and is not a socket: refusing to "
 		                 "replace it",
 		                 path);
 	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (probe >= 0 && connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
-		return error_set(err, 0, EADDRINUSE,
+		return error_set(err, EADDRINUSE,
 		                 "agent socket '%s': another process is listening on it (another agent running?)",
 		                 path);
 	if (unlink(path) < 0 && errno != ENOENT)
-		return error_set(err, 0, errno, "agent socket '%s': remove the stale socket: %s", path,
-		                 strerror(errno));
+		return error_set(err, errno, "agent socket '%s': remove the stale socket: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -482,9 +481,9 @@ int agent_server_new(sd_event *loop, const char *socket_path, const struct agent
 
 	*ret = NULL;
 	if (!socket_path || !*socket_path)
-		return error_set(err, 0, EINVAL, "agent socket path is empty");
+		return error_set(err, EINVAL, "agent socket path is empty");
 	if (strlen(socket_path) >= sizeof(sa.sun_path))
-		return error_set(err, 0, ENAMETOOLONG, "agent socket path '%s' is too long (at most %zu bytes)",
+		return error_set(err, ENAMETOOLONG, "agent socket path '%s' is too long (at most %zu bytes)",
 		                 socket_path, sizeof(sa.sun_path) - 1);
 	memcpy(sa.sun_path, socket_path, strlen(socket_path) + 1);
 	r = socket_dir_prepare(socket_path, err);
@@ -496,7 +495,7 @@ int agent_server_new(sd_event *loop, const char *socket_path, const struct agent
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return error_set(err, 0, ENOMEM, "agent socket: out of memory");
+		return error_set(err, ENOMEM, "agent socket: out of memory");
 	s->fd = -1;
 	s->loop = sd_event_ref(loop);
 	s->timeout_us = (uint64_t)AGENT_SERVER_TIMEOUT_MS_DEFAULT * 1000;
@@ -506,34 +505,34 @@ int agent_server_new(sd_event *loop, const char *socket_path, const struct agent
 	s->path = strdup(socket_path);
 	if (!s->path) {
 		agent_server_free(s);
-		return error_set(err, 0, ENOMEM, "agent socket: out of memory");
+		return error_set(err, ENOMEM, "agent socket: out of memory");
 	}
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s->fd < 0) {
-		r = error_set(err, 0, errno, "agent socket '%s': socket: %s", socket_path, strerror(errno));
+		r = error_set(err, errno, "agent socket '%s': socket: %s", socket_path, strerror(errno));
 		goto fail;
 	}
 	if (bind(s->fd, (const struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = error_set(err, 0, errno, "agent socket '%s': bind: %s", socket_path, strerror(errno));
+		r = error_set(err, errno, "agent socket '%s': bind: %s", socket_path, strerror(errno));
 		goto fail;
 	}
 	if (lstat(socket_path, &st) < 0) {
-		r = error_set(err, 0, errno, "agent socket '%s': %s", socket_path, strerror(errno));
+		r = error_set(err, errno, "agent socket '%s': %s", socket_path, strerror(errno));
 		goto fail;
 	}
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
 	if (chmod(socket_path, 0600) < 0) {
-		r = error_set(err, 0, errno, "agent socket '%s': chmod 0600: %s", socket_path, strerror(errno));
+		r = error_set(err, errno, "agent socket '%s': chmod 0600: %s", socket_path, strerror(errno));
 		goto fail;
 	}
 	if (listen(s->fd, SOMAXCONN) < 0) {
-		r = error_set(err, 0, errno, "agent socket '%s': listen: %s", socket_path, strerror(errno));
+		r = error_set(err, errno, "agent socket '%s': listen: %s", socket_path, strerror(errno));
 		goto fail;
 	}
 	r = sd_event_add_io(loop, &s->listen_src, s->fd, EPOLLIN, on_accept, s);
 	if (r < 0) {
-		r = error_set(err, 0, -r, "agent socket '%s': event source: %s", socket_path, strerror(-r));
+		r = error_set(err, -r, "agent socket '%s': event source: %s", socket_path, strerror(-r));
 		goto fail;
 	}
 	(void)sd_event_source_set_description(s->listen_src, "agent-socket");

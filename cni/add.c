@@ -93,10 +93,10 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 
 	cni_phase(ctx, "config");
 	if (!c->prev_result)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, CNI_MSG_NO_PREV_RESULT);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, CNI_MSG_NO_PREV_RESULT);
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+		return cni_error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	state_identity_fill(s, ctx);
 
 	workload_resolve(ctx, &s->workload, s->annotations_source, sizeof(s->annotations_source));
@@ -136,7 +136,7 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		}
 		r = plan_pod(&s->workload, p, &s->ifs, &caps, &s->plan);
 		if (r < 0) {
-			error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
+			cni_error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
 		} else {
 			/* intent, apply, commit (attach.h); closed: nothing is
 			 * touched without the intent on disk, a failure is undone */
@@ -183,14 +183,11 @@ int cni_cmd_add(struct cni_ctx *ctx, struct error *err)
 		if (tuned && !res.apply_err.msg[0]) {
 			/* the record could not be written */
 			log_add(ctx, s, "state not saved, ADD refused (failurePolicy closed)");
-			if (!fail.code)
-				fail.code = CNI_ERR_STATE;
 			error_propagate(err, &fail);
-			return fail.errnum ? -fail.errnum : -EIO;
+			return cni_error_code(err, CNI_ERR_STATE, fail.errnum ? -fail.errnum : -EIO);
 		}
 		log_add(ctx, s, "tuning failed, ADD refused (failurePolicy closed)");
-		return error_set(err, fail.code == CNI_ERR_STATE ? CNI_ERR_STATE : CNI_ERR_TUNE_FAILED,
-		                 fail.errnum ? fail.errnum : -r, "%s", fail.msg);
+		return cni_error_set(err, CNI_ERR_TUNE_FAILED, fail.errnum ? fail.errnum : -r, "%s", fail.msg);
 	}
 	if (tuned && r < 0 && !res.apply_err.msg[0])
 		r = 0; /* open: a record not written is logged below, not a tuning failure */

@@ -21,7 +21,7 @@ static int agent_absent(const struct cni_conf *c, struct error *err)
 {
 	if (!c->agent_socket[0] || access(c->agent_socket, F_OK) == 0 || errno != ENOENT)
 		return 0;
-	return error_set(err, CNI_ERR_NONE, ENOENT, "connect to agent at '%s': %s", c->agent_socket, strerror(ENOENT));
+	return error_set(err, ENOENT, "connect to agent at '%s': %s", c->agent_socket, strerror(ENOENT));
 }
 
 /* {"ok":false,"error":"..."} -> error; {"ok":true,...} -> 0. */
@@ -31,13 +31,13 @@ static int response_check(const cJSON *resp, const struct cni_conf *c, struct er
 	const cJSON *msg;
 
 	if (!cJSON_IsObject(resp) || !cJSON_IsBool(ok))
-		return error_set(err, CNI_ERR_NOT_AVAILABLE, EPROTO, "agent at %s: malformed response",
-		                 c->agent_socket);
+		return cni_error_set(err, CNI_ERR_NOT_AVAILABLE, EPROTO, "agent at %s: malformed response",
+		                     c->agent_socket);
 	if (cJSON_IsTrue(ok))
 		return 0;
 	msg = cJSON_GetObjectItemCaseSensitive(resp, "error");
-	return error_set(err, CNI_ERR_NOT_AVAILABLE, EPROTO, "agent at %s: %s", c->agent_socket,
-	                 cJSON_IsString(msg) && msg->valuestring ? msg->valuestring : "request refused");
+	return cni_error_set(err, CNI_ERR_NOT_AVAILABLE, EPROTO, "agent at %s: %s", c->agent_socket,
+	                     cJSON_IsString(msg) && msg->valuestring ? msg->valuestring : "request refused");
 }
 
 int cni_agent_pod_annotations(const struct cni_conf *c, const struct cni_args *a, cJSON **ret, struct error *err)
@@ -65,8 +65,8 @@ int cni_agent_pod_annotations(const struct cni_conf *c, const struct cni_args *a
 		return 0;
 	ann = cJSON_GetObjectItemCaseSensitive(resp, "annotations");
 	if (!cJSON_IsObject(ann))
-		return error_set(err, CNI_ERR_NOT_AVAILABLE, EPROTO, "agent at %s: pod found but no annotations object",
-		                 c->agent_socket);
+		return cni_error_set(err, CNI_ERR_NOT_AVAILABLE, EPROTO,
+		                     "agent at %s: pod found but no annotations object", c->agent_socket);
 	*ret = cJSON_DetachItemViaPointer(resp, ann);
 	return 1;
 }
@@ -117,10 +117,10 @@ int cni_agent_status(const struct cni_conf *c, struct error *err)
 	request_fill(&req, PROTO_OP_STATUS, NULL);
 	r = proto_call(c->agent_socket, &req, c->agent_timeout_ms, &resp, &e);
 	if (r == -EREMOTEIO || r == -EPROTO)
-		return error_set(err, CNI_ERR_NOT_AVAILABLE, -r, "agent at %s is not ready: %s", c->agent_socket,
-		                 e.msg);
+		return cni_error_set(err, CNI_ERR_NOT_AVAILABLE, -r, "agent at %s is not ready: %s", c->agent_socket,
+		                     e.msg);
 	if (r < 0)
-		return error_set(err, CNI_ERR_NOT_AVAILABLE, -r, "agent not reachable at %s: %s", c->agent_socket,
-		                 strerror(-r));
+		return cni_error_set(err, CNI_ERR_NOT_AVAILABLE, -r, "agent not reachable at %s: %s", c->agent_socket,
+		                     strerror(-r));
 	return response_check(resp, c, err);
 }

@@ -26,8 +26,7 @@ static int host_find(struct attach *a, const struct cni_prev_result *prev, struc
 	if (r == 0 && attach_host_link_is_peer(&by_index, &a->pod))
 		index_ok = true;
 	else if (r < 0 && r != -ENODEV) {
-		error_set(err, CNI_ERR_NONE, -r, "look up host-side veth ifindex %d: %s", a->pod.peer_ifindex,
-		          strerror(-r));
+		error_set(err, -r, "look up host-side veth ifindex %d: %s", a->pod.peer_ifindex, strerror(-r));
 		return r;
 	}
 
@@ -74,16 +73,12 @@ int cni_attach_discover(struct attach *a, const char *netns, const char *ifname,
 	r = netns_open(netns, &a->pod_nsfd, err); /* err names the path */
 	if (r < 0) {
 		error_prefix(err, "CNI_NETNS");
-		if (err)
-			err->code = CNI_ERR_ENV;
-		return r;
+		return cni_error_code(err, CNI_ERR_ENV, r);
 	}
 	r = nl_open_in_netns(a->pod_nsfd, &a->pod_sk, err);
 	if (r < 0) {
 		error_prefix(err, "CNI_NETNS '%s' is not a usable network namespace: open rtnetlink", netns);
-		if (err && r == -EINVAL)
-			err->code = CNI_ERR_ENV;
-		return r;
+		return r == -EINVAL ? cni_error_code(err, CNI_ERR_ENV, r) : r;
 	}
 	r = nl_link_get(a->pod_sk, ifname, 0, &a->pod, err); /* err names the interface */
 	if (r < 0) {

@@ -105,12 +105,12 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 
 	r = cni_attach_discover(a, ctx->env->netns, ctx->env->ifname, &c->prev, &e);
 	if (r < 0)
-		return error_set(err, CNI_ERR_CHECK_DRIFT, -r, "container %s ifname %s: %s", s->container_id, s->ifname,
-		                 e.msg);
+		return cni_error_set(err, CNI_ERR_CHECK_DRIFT, -r, "container %s ifname %s: %s", s->container_id,
+		                     s->ifname, e.msg);
 	r = attach_plan_restore(&c->profiles, s, choices, &profile_changed, &e);
 	if (r < 0) {
 		error_propagate(err, &e);
-		return r;
+		return cni_error_code(err, CNI_ERR_STATE, r);
 	}
 	if (profile_changed) {
 		str_append_sep(det, size, '\n', "profile \"%s\" recorded at ADD is not in the config any more",
@@ -124,14 +124,12 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 	} else {
 		b = calloc(1, sizeof(*b));
 		if (!b)
-			return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+			return cni_error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 		r = observe_plan(&s->plan, &a->target, &b->obs, &e);
 		if (r < 0) {
-			if (!e.code)
-				e.code = CNI_ERR_TUNE_FAILED;
 			error_propagate(err, &e);
 			error_prefix(err, "container %s ifname %s", s->container_id, s->ifname);
-			return r;
+			return cni_error_code(err, CNI_ERR_TUNE_FAILED, r);
 		}
 		int nd = plan_diff(&s->plan, &s->ifs, &b->obs, b->diff, sizeof(b->diff));
 		if (nd > 0) {
@@ -145,9 +143,9 @@ static int check_run(struct cni_ctx *ctx, struct attach_state *s, const cJSON *c
 
 	log_check(ctx, s, n);
 	if (n > 0)
-		return error_set(err, CNI_ERR_CHECK_DRIFT, EEXIST,
-		                 "container %s ifname %s: %d difference%s between aiqos's plan and the kernel",
-		                 s->container_id, s->ifname, n, n == 1 ? "" : "s");
+		return cni_error_set(err, CNI_ERR_CHECK_DRIFT, EEXIST,
+		                     "container %s ifname %s: %d difference%s between aiqos's plan and the kernel",
+		                     s->container_id, s->ifname, n, n == 1 ? "" : "s");
 	return 0;
 }
 
@@ -163,29 +161,27 @@ int cni_cmd_check(struct cni_ctx *ctx, struct error *err)
 	int r;
 
 	if (!c->prev_result)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, CNI_MSG_NO_PREV_RESULT);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, CNI_MSG_NO_PREV_RESULT);
 	/* not in the middle of an agent's re-tune */
 	r = cni_attach_lock(ctx, env->container_id, env->ifname, CNI_DEL_LOCK_TIMEOUT_MS, &lock, err);
 	if (r < 0)
 		return r;
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+		return cni_error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	r = state_load(c->state_dir, env->container_id, env->ifname, s, &choices, &e);
 	if (r == -ENOENT) {
 		cni_lock_release(&lock);
-		return error_set(err, CNI_ERR_STATE, ENOENT, "no aiqos state for container %s ifname %s",
-		                 env->container_id, env->ifname);
+		return cni_error_set(err, CNI_ERR_STATE, ENOENT, "no aiqos state for container %s ifname %s",
+		                     env->container_id, env->ifname);
 	}
 	if (r < 0) {
-		if (!e.code)
-			e.code = CNI_ERR_STATE;
 		error_propagate(err, &e);
-		return r;
+		return cni_error_code(err, CNI_ERR_STATE, r);
 	}
 	if (s->pending)
-		return error_set(err, CNI_ERR_STATE, EINPROGRESS, "container %s ifname %s: %s", env->container_id,
-		                 env->ifname, s->failure);
+		return cni_error_set(err, CNI_ERR_STATE, EINPROGRESS, "container %s ifname %s: %s", env->container_id,
+		                     env->ifname, s->failure);
 	attach_init(&a);
 	r = check_run(ctx, s, choices, &a, err);
 	attach_close(&a);

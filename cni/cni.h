@@ -11,6 +11,7 @@
 #include "apply.h"
 #include "attach.h"
 #include "error.h"
+#include "errors.h"
 #include "failpoint.h"
 #include "json.h"
 #include "log.h"

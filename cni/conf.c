@@ -1,7 +1,7 @@
 /* conf.c — the request as the runtime hands it over: the network config on
  * stdin (with runtimeConfig and prevResult), the CNI_* environment and
- * CNI_ARGS. Everything is validated up front; errors carry the CNI code and
- * name the key or variable and its value. */
+ * CNI_ARGS. Everything is validated up front; errors carry the CNI code
+ * (errors.h) and name the key or variable and its value. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <math.h>
@@ -71,8 +71,9 @@ int cni_version_check_command(enum cni_version v, enum cni_command c, struct err
 		min = CNI_V_1_1_0;
 	if (v >= min)
 		return 0;
-	return error_set(err, CNI_ERR_VERSION, ENOTSUP, "%s is not supported with cniVersion %s (needs %s or later)",
-	                 cni_command_name(c), cni_version_name(v), cni_version_name(min));
+	return cni_error_set(err, CNI_ERR_VERSION, ENOTSUP,
+	                     "%s is not supported with cniVersion %s (needs %s or later)", cni_command_name(c),
+	                     cni_version_name(v), cni_version_name(min));
 }
 
 const char *cni_sanitize(const char *s, char *buf, size_t size)
@@ -108,10 +109,11 @@ static int json_string(const cJSON *j, const char *path, size_t max, const char 
 	if (!j)
 		return 0;
 	if (!cJSON_IsString(j) || !j->valuestring)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected a string", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected a string", path);
 	if (max && strlen(j->valuestring) >= max)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "%s: \"%s\" is longer than %zu characters",
-		                 path, cni_sanitize(j->valuestring, v, sizeof(v)), max - 1);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG,
+		                     "%s: \"%s\" is longer than %zu characters", path,
+		                     cni_sanitize(j->valuestring, v, sizeof(v)), max - 1);
 	*ret = j->valuestring;
 	return 0;
 }
@@ -132,7 +134,7 @@ static int json_bool(const cJSON *j, const char *path, bool *ret, struct error *
 	if (!j)
 		return 0;
 	if (!cJSON_IsBool(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected a boolean", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected a boolean", path);
 	*ret = cJSON_IsTrue(j);
 	return 0;
 }
@@ -143,7 +145,7 @@ static int json_object(const cJSON *j, const char *path, const cJSON **ret, stru
 	if (!j)
 		return 0;
 	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
 	*ret = j;
 	return 0;
 }
@@ -154,7 +156,7 @@ static int json_array(const cJSON *j, const char *path, const cJSON **ret, struc
 	if (!j)
 		return 0;
 	if (!cJSON_IsArray(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an array", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an array", path);
 	*ret = j;
 	return 0;
 }
@@ -166,11 +168,11 @@ static int json_int(const cJSON *j, const char *path, long lo, long hi, long *re
 	if (!j)
 		return 0;
 	if (!cJSON_IsNumber(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an integer", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an integer", path);
 	d = j->valuedouble;
 	if (!isfinite(d) || d != floor(d) || d < (double)lo || d > (double)hi)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %g is not an integer in %ld..%ld", path, d,
-		                 lo, hi);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %g is not an integer in %ld..%ld", path,
+		                     d, lo, hi);
 	*ret = (long)d;
 	return 0;
 }
@@ -184,8 +186,8 @@ static int absolute_path(const cJSON *j, const char *path, char *buf, size_t siz
 	if (r < 0 || !s)
 		return r;
 	if (s[0] != '/')
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: \"%s\" is not an absolute path", path,
-		                 cni_sanitize(s, v, sizeof(v)));
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: \"%s\" is not an absolute path", path,
+		                     cni_sanitize(s, v, sizeof(v)));
 	str_copy(buf, size, s);
 	return 0;
 }
@@ -199,10 +201,10 @@ static int prev_iface_parse(const cJSON *j, unsigned i, struct cni_prev_iface *r
 
 	snprintf(path, sizeof(path), "prevResult.interfaces[%u]", i);
 	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
 	snprintf(path, sizeof(path), "prevResult.interfaces[%u].name", i);
 	if (!obj_get(j, "name"))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
 	r = copy_string(obj_get(j, "name"), path, ret->name, sizeof(ret->name), err);
 	if (r < 0)
 		return r;
@@ -222,10 +224,10 @@ static int prev_ip_parse(const cJSON *j, unsigned i, struct cni_prev_ip *ret, st
 
 	snprintf(path, sizeof(path), "prevResult.ips[%u]", i);
 	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object", path);
 	snprintf(path, sizeof(path), "prevResult.ips[%u].address", i);
 	if (!obj_get(j, "address"))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
 	r = copy_string(obj_get(j, "address"), path, ret->address, sizeof(ret->address), err);
 	if (r < 0)
 		return r;
@@ -245,7 +247,7 @@ int cni_prev_result_parse(const cJSON *j, struct cni_prev_result *ret, struct er
 
 	memset(ret, 0, sizeof(*ret));
 	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "prevResult: expected an object");
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "prevResult: expected an object");
 	r = json_array(obj_get(j, "interfaces"), "prevResult.interfaces", &ifaces, err);
 	if (r < 0)
 		return r;
@@ -310,20 +312,20 @@ static int valid_attachments_check(const cJSON *list, struct error *err)
 		int r;
 
 		if (!cJSON_IsObject(e))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			                 CNI_KEY_VALID_ATTACHMENTS "[%u]: expected an object", i);
+			return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			                     CNI_KEY_VALID_ATTACHMENTS "[%u]: expected an object", i);
 		snprintf(path, sizeof(path), CNI_KEY_VALID_ATTACHMENTS "[%u].containerID", i);
 		r = json_string(obj_get(e, "containerID"), path, 0, &s, err);
 		if (r < 0)
 			return r;
 		if (!s)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
+			return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
 		snprintf(path, sizeof(path), CNI_KEY_VALID_ATTACHMENTS "[%u].ifname", i);
 		r = json_string(obj_get(e, "ifname"), path, 0, &s, err);
 		if (r < 0)
 			return r;
 		if (!s)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
+			return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: required key missing", path);
 		i++;
 	}
 	return 0;
@@ -354,24 +356,25 @@ static int conf_fill(const cJSON *root, struct cni_conf *c, struct error *err)
 	int r;
 
 	if (!cJSON_IsObject(root))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "network configuration must be a JSON object");
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                     "network configuration must be a JSON object");
 
 	/* cniVersion first: it decides how everything else is read. */
 	j = obj_get(root, "cniVersion");
 	if (!j)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "cniVersion: required key missing");
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "cniVersion: required key missing");
 	r = json_string(j, "cniVersion", 0, &s, err);
 	if (r < 0)
 		return r;
 	c->version = cni_version_from_name(s);
 	if (c->version == _CNI_V_INVALID)
-		return error_set(err, CNI_ERR_VERSION, ENOTSUP, "unsupported cniVersion \"%s\" (supported: %s)",
-		                 cni_sanitize(s, v, sizeof(v)), SUPPORTED_VERSIONS);
+		return cni_error_set(err, CNI_ERR_VERSION, ENOTSUP, "unsupported cniVersion \"%s\" (supported: %s)",
+		                     cni_sanitize(s, v, sizeof(v)), SUPPORTED_VERSIONS);
 	str_copy(c->cni_version, sizeof(c->cni_version), s);
 
 	j = obj_get(root, "name");
 	if (!j)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "name: required key missing");
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "name: required key missing");
 	r = copy_string(j, "name", c->name, sizeof(c->name), err);
 	if (r < 0)
 		return r;
@@ -406,9 +409,9 @@ static int conf_fill(const cJSON *root, struct cni_conf *c, struct error *err)
 		else if (streq(s, "closed"))
 			c->failure_policy = CNI_POLICY_CLOSED;
 		else
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			                 "failurePolicy: invalid value \"%s\" (want \"open\" or \"closed\")",
-			                 cni_sanitize(s, v, sizeof(v)));
+			return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			                     "failurePolicy: invalid value \"%s\" (want \"open\" or \"closed\")",
+			                     cni_sanitize(s, v, sizeof(v)));
 	}
 
 	r = absolute_path(obj_get(root, "logFile"), "logFile", c->log_file, sizeof(c->log_file), err);
@@ -420,9 +423,9 @@ static int conf_fill(const cJSON *root, struct cni_conf *c, struct error *err)
 	if (s) {
 		enum log_level l = log_level_from_name(s);
 		if (l == _LOG_LVL_INVALID)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			                 "logLevel: invalid value \"%s\" (want error, warn, info or debug)",
-			                 cni_sanitize(s, v, sizeof(v)));
+			return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			                     "logLevel: invalid value \"%s\" (want error, warn, info or debug)",
+			                     cni_sanitize(s, v, sizeof(v)));
 		c->log_level = l;
 	}
 
@@ -431,12 +434,8 @@ static int conf_fill(const cJSON *root, struct cni_conf *c, struct error *err)
 		return r;
 	if (j) {
 		r = profile_set_merge_json(&c->profiles, j, err);
-		if (r < 0) {
-			/* its messages already name "profiles.<name>.<key>" */
-			if (err)
-				err->code = CNI_ERR_INVALID_CONFIG;
-			return r;
-		}
+		if (r < 0) /* its messages already name "profiles.<name>.<key>" */
+			return cni_error_code(err, CNI_ERR_INVALID_CONFIG, r);
 	}
 
 	r = runtime_config_parse(root, c, err);
@@ -482,23 +481,23 @@ int cni_conf_parse(const char *data, size_t len, struct cni_conf *ret, struct er
 	profile_set_builtin(&ret->profiles);
 
 	if (len > CNI_STDIN_MAX)
-		return error_set(err, CNI_ERR_DECODE, EFBIG,
-		                 "cannot decode network configuration: larger than %d bytes", CNI_STDIN_MAX);
+		return cni_error_set(err, CNI_ERR_DECODE, EFBIG,
+		                     "cannot decode network configuration: larger than %d bytes", CNI_STDIN_MAX);
 	if (memchr(data, '\0', len))
-		return error_set(err, CNI_ERR_DECODE, EINVAL,
-		                 "cannot decode network configuration: NUL byte at offset %zu",
-		                 (size_t)((const char *)memchr(data, '\0', len) - data));
+		return cni_error_set(err, CNI_ERR_DECODE, EINVAL,
+		                     "cannot decode network configuration: NUL byte at offset %zu",
+		                     (size_t)((const char *)memchr(data, '\0', len) - data));
 	/* cJSON wants the terminator inside the length to refuse trailing garbage. */
 	buf = malloc(len + 1);
 	if (!buf)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "cannot decode network configuration: out of memory");
+		return cni_error_set(err, CNI_ERR_IO, ENOMEM, "cannot decode network configuration: out of memory");
 	memcpy(buf, data, len);
 	buf[len] = '\0';
 	ret->root = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
 	if (!ret->root) {
 		size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
-		return error_set(err, CNI_ERR_DECODE, EINVAL,
-		                 "cannot decode network configuration: invalid JSON at offset %zu", off);
+		return cni_error_set(err, CNI_ERR_DECODE, EINVAL,
+		                     "cannot decode network configuration: invalid JSON at offset %zu", off);
 	}
 	r = conf_fill(ret->root, ret, err);
 	if (r < 0)
@@ -540,27 +539,29 @@ int cni_env_check(enum cni_command cmd, const struct cni_env *env, struct error 
 	if (!need_id)
 		return 0;
 	if (!set(env->container_id))
-		return error_set(err, CNI_ERR_ENV, EINVAL, "required environment variable CNI_CONTAINERID is not set");
+		return cni_error_set(err, CNI_ERR_ENV, EINVAL,
+		                     "required environment variable CNI_CONTAINERID is not set");
 	if (need_netns && !set(env->netns))
-		return error_set(err, CNI_ERR_ENV, EINVAL, "required environment variable CNI_NETNS is not set");
+		return cni_error_set(err, CNI_ERR_ENV, EINVAL, "required environment variable CNI_NETNS is not set");
 	if (!set(env->ifname))
-		return error_set(err, CNI_ERR_ENV, EINVAL, "required environment variable CNI_IFNAME is not set");
+		return cni_error_set(err, CNI_ERR_ENV, EINVAL, "required environment variable CNI_IFNAME is not set");
 
 	if (!container_id_valid(env->container_id))
-		return error_set(err, CNI_ERR_ENV, EINVAL,
-		                 "CNI_CONTAINERID: invalid value \"%s\" (want letters, digits, '_', '.', '-', starting "
-		                 "with a letter or digit, at most %d characters)",
-		                 cni_sanitize(env->container_id, v, sizeof(v)), STATE_ID_MAX - 1);
+		return cni_error_set(
+		        err, CNI_ERR_ENV, EINVAL,
+		        "CNI_CONTAINERID: invalid value \"%s\" (want letters, digits, '_', '.', '-', starting "
+		        "with a letter or digit, at most %d characters)",
+		        cni_sanitize(env->container_id, v, sizeof(v)), STATE_ID_MAX - 1);
 	if (!ifname_valid(env->ifname))
-		return error_set(
+		return cni_error_set(
 		        err, CNI_ERR_ENV, EINVAL,
 		        "CNI_IFNAME: invalid interface name \"%s\" (want 1-%d bytes, no '/', ':' or whitespace, "
 		        "not '.' or '..')",
 		        cni_sanitize(env->ifname, v, sizeof(v)), IFNAME_LEN - 1);
 	if (set(env->netns) && (env->netns[0] != '/' || strlen(env->netns) >= STATE_PATH_MAX))
-		return error_set(err, CNI_ERR_ENV, EINVAL,
-		                 "CNI_NETNS: \"%s\" is not an absolute path of at most %d characters",
-		                 cni_sanitize(env->netns, v, sizeof(v)), STATE_PATH_MAX - 1);
+		return cni_error_set(err, CNI_ERR_ENV, EINVAL,
+		                     "CNI_NETNS: \"%s\" is not an absolute path of at most %d characters",
+		                     cni_sanitize(env->netns, v, sizeof(v)), STATE_PATH_MAX - 1);
 	return 0;
 }
 
@@ -615,13 +616,13 @@ static int args_foreach(char *s, int (*cb)(const char *key, const char *val, voi
 			continue; /* tolerate ";;" and a trailing ';' */
 		eq = strchr(pair, '=');
 		if (!eq || eq == pair || strchr(eq + 1, '='))
-			return error_set(err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: invalid pair \"%s\" (want KEY=VALUE)",
-			                 cni_sanitize(pair, v, sizeof(v)));
+			return cni_error_set(err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: invalid pair \"%s\" (want KEY=VALUE)",
+			                     cni_sanitize(pair, v, sizeof(v)));
 		*eq = '\0';
 		for (const char *k = pair; *k; k++)
 			if (!key_char_valid(*k))
-				return error_set(err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: invalid key \"%s\"",
-				                 cni_sanitize(pair, v, sizeof(v)));
+				return cni_error_set(err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: invalid key \"%s\"",
+				                     cni_sanitize(pair, v, sizeof(v)));
 		int r = cb(pair, eq + 1, ud);
 		if (r < 0)
 			return r;
@@ -655,12 +656,12 @@ static int args_cb_ignore(const char *key, const char *val, void *ud)
 	if (!streq(key, "IgnoreUnknown"))
 		return 0;
 	if (p->seen_ignore)
-		return error_set(p->err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: IgnoreUnknown given twice");
+		return cni_error_set(p->err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: IgnoreUnknown given twice");
 	p->seen_ignore = true;
 	if (args_parse_bool(val, &p->a->ignore_unknown) < 0)
-		return error_set(p->err, CNI_ERR_ENV, EINVAL,
-		                 "CNI_ARGS: IgnoreUnknown: invalid value \"%s\" (want 1, 0, true or false)",
-		                 cni_sanitize(val, v, sizeof(v)));
+		return cni_error_set(p->err, CNI_ERR_ENV, EINVAL,
+		                     "CNI_ARGS: IgnoreUnknown: invalid value \"%s\" (want 1, 0, true or false)",
+		                     cni_sanitize(val, v, sizeof(v)));
 	return 0;
 }
 
@@ -675,20 +676,21 @@ static int args_cb_keys(const char *key, const char *val, void *ud)
 		if (!streq(key, args_keys[k].key))
 			continue;
 		if (p->seen[k])
-			return error_set(p->err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: %s given twice", key);
+			return cni_error_set(p->err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: %s given twice", key);
 		p->seen[k] = true;
 		if (val[0] == '\0')
 			return 0; /* empty = not given */
 		if (!args_value_valid(k, val))
-			return error_set(p->err, CNI_ERR_ENV, EINVAL, "CNI_ARGS: %s: invalid value \"%s\" (want %s)",
-			                 key, cni_sanitize(val, v, sizeof(v)), args_keys[k].want);
+			return cni_error_set(p->err, CNI_ERR_ENV, EINVAL,
+			                     "CNI_ARGS: %s: invalid value \"%s\" (want %s)", key,
+			                     cni_sanitize(val, v, sizeof(v)), args_keys[k].want);
 		str_copy((char *)p->a + args_keys[k].off, args_keys[k].size, val);
 		return 0;
 	}
 	if (!p->a->ignore_unknown)
-		return error_set(p->err, CNI_ERR_ENV, EINVAL,
-		                 "CNI_ARGS: unknown key \"%s\" (set IgnoreUnknown=1 to ignore it)",
-		                 cni_sanitize(key, v, sizeof(v)));
+		return cni_error_set(p->err, CNI_ERR_ENV, EINVAL,
+		                     "CNI_ARGS: unknown key \"%s\" (set IgnoreUnknown=1 to ignore it)",
+		                     cni_sanitize(key, v, sizeof(v)));
 	return 0;
 }
 
@@ -702,7 +704,7 @@ int cni_args_parse(const char *s, struct cni_args *ret, struct error *err)
 	if (!s || !s[0])
 		return 0;
 	if (strlen(s) > CNI_ARGS_MAX)
-		return error_set(err, CNI_ERR_ENV, E2BIG, "CNI_ARGS: longer than %d bytes", CNI_ARGS_MAX);
+		return cni_error_set(err, CNI_ERR_ENV, E2BIG, "CNI_ARGS: longer than %d bytes", CNI_ARGS_MAX);
 	/* IgnoreUnknown applies wherever it appears: find it first. */
 	str_copy(buf, sizeof(buf), s);
 	r = args_foreach(buf, args_cb_ignore, &p, err);

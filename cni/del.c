@@ -73,7 +73,7 @@ int cni_cmd_del(struct cni_ctx *ctx, struct error *err)
 		return r; /* code 11: busy (an ADD or the agent's re-tune of it); the runtime retries */
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+		return cni_error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	if (lock.fd >= 0 && state_sweep_tmp(c->state_dir, env->container_id, env->ifname) > 0)
 		log_msg(LOG_LVL_INFO, "removed the temp file of a killed writer", "dir", c->state_dir, "container",
 		        env->container_id, "ifname", env->ifname, (char *)NULL);

@@ -96,8 +96,9 @@ static int gc_one(const struct cni_ctx *ctx, const struct gc_entry *g, struct at
 		log_msg(LOG_LVL_WARN, "gc: cannot rebuild the plan; tc objects left to the kernel", "container",
 		        g->container_id, "error", td.plan_err.msg, (char *)NULL);
 	if (r < 0) {
-		if (err)
-			*err = td.open_err.msg[0] ? td.open_err : td.remove_err.msg[0] ? td.remove_err : td.record_err;
+		error_propagate(err, td.open_err.msg[0]     ? &td.open_err
+		                     : td.remove_err.msg[0] ? &td.remove_err
+		                                            : &td.record_err);
 		error_prefix(err, "gc container %s ifname %s", g->container_id, g->ifname);
 		return r;
 	}
@@ -118,11 +119,11 @@ int cni_cmd_gc(struct cni_ctx *ctx, struct error *err)
 	int r, first_r = 0;
 
 	if (!c->has_valid_attachments)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "GC needs " CNI_KEY_VALID_ATTACHMENTS " (a missing list is not taken as empty)");
+		return cni_error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		                     "GC needs " CNI_KEY_VALID_ATTACHMENTS " (a missing list is not taken as empty)");
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
+		return cni_error_set(err, CNI_ERR_IO, ENOMEM, "out of memory");
 	/* temp files of writers killed while saving (each under its attachment's lock) */
 	if ((r = state_sweep_tmp(c->state_dir, NULL, NULL)) > 0) {
 		char n[16];
@@ -135,9 +136,8 @@ int cni_cmd_gc(struct cni_ctx *ctx, struct error *err)
 	if (r < 0) {
 		free(l.v);
 		if (err && !err->msg[0])
-			error_set(err, CNI_ERR_STATE, -r, "gc: list state directory %s: %s", c->state_dir,
-			          strerror(-r));
-		return r;
+			error_set(err, -r, "gc: list state directory %s: %s", c->state_dir, strerror(-r));
+		return cni_error_code(err, CNI_ERR_STATE, r);
 	}
 	for (size_t i = 0; i < l.n; i++) {
 		struct error e = {0};
@@ -168,8 +168,8 @@ int cni_cmd_gc(struct cni_ctx *ctx, struct error *err)
 	log_msg(failed ? LOG_LVL_WARN : LOG_LVL_INFO, "gc", "command", "GC", "network", c->name, "removed", nb[0],
 	        "valid", nb[1], "failed", nb[2], "duration_us", dur, (char *)NULL);
 	if (failed)
-		return error_set(err, first.code ? first.code : CNI_ERR_STATE, first.errnum ? first.errnum : -first_r,
-		                 "gc: %u stale attachment%s could not be cleaned up (first: %s)", failed,
-		                 failed == 1 ? "" : "s", first.msg);
+		return cni_error_set(err, CNI_ERR_STATE, first.errnum ? first.errnum : -first_r,
+		                     "gc: %u stale attachment%s could not be cleaned up (first: %s)", failed,
+		                     failed == 1 ? "" : "s", first.msg);
 	return 0;
 }

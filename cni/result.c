@@ -8,10 +8,10 @@ static int print_json(FILE *out, const cJSON *j, struct error *err)
 	_cleanup_free_ char *s = cJSON_PrintUnformatted(j);
 
 	if (!s)
-		return error_set(err, CNI_ERR_IO, ENOMEM, "cannot encode result: out of memory");
+		return cni_error_set(err, CNI_ERR_IO, ENOMEM, "cannot encode result: out of memory");
 	if (fputs(s, out) == EOF || fputc('\n', out) == EOF || fflush(out) == EOF)
-		return error_set(err, CNI_ERR_IO, errno ? errno : EIO, "cannot write result: %s",
-		                 strerror(errno ? errno : EIO));
+		return cni_error_set(err, CNI_ERR_IO, errno ? errno : EIO, "cannot write result: %s",
+		                     strerror(errno ? errno : EIO));
 	return 0;
 }
 
@@ -21,7 +21,7 @@ int cni_result_print(FILE *out, const cJSON *prev_result, const char *cni_versio
 	const cJSON *e;
 
 	if (!res || !cJSON_AddStringToObject(res, "cniVersion", cni_version))
-		return error_set(err, CNI_ERR_IO, ENOMEM, "cannot encode result: out of memory");
+		return cni_error_set(err, CNI_ERR_IO, ENOMEM, "cannot encode result: out of memory");
 	/* Same keys in the same order, only cniVersion replaced (and first). */
 	cJSON_ArrayForEach(e, prev_result)
 	{
@@ -30,10 +30,10 @@ int cni_result_print(FILE *out, const cJSON *prev_result, const char *cni_versio
 			continue;
 		dup = cJSON_Duplicate(e, 1);
 		if (!dup)
-			return error_set(err, CNI_ERR_IO, ENOMEM, "cannot encode result: out of memory");
+			return cni_error_set(err, CNI_ERR_IO, ENOMEM, "cannot encode result: out of memory");
 		if (!cJSON_AddItemToObject(res, e->string, dup)) {
 			cJSON_Delete(dup);
-			return error_set(err, CNI_ERR_IO, ENOMEM, "cannot encode result: out of memory");
+			return cni_error_set(err, CNI_ERR_IO, ENOMEM, "cannot encode result: out of memory");
 		}
 	}
 	return print_json(out, res, err);

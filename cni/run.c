@@ -58,10 +58,9 @@ int cni_attach_lock(const struct cni_ctx *ctx, const char *container_id, const c
 	default:
 		/* busy (another ADD/DEL/CHECK of it, or the agent re-tuning it)
 		 * or out of resources: never going on without it */
-		e.code = CNI_ERR_TRY_LATER;
 		error_propagate(err, &e);
 		error_prefix(err, "attachment %s/%s is busy, try again later", container_id, ifname);
-		return fd;
+		return cni_error_code(err, CNI_ERR_TRY_LATER, fd);
 	}
 }
 
@@ -89,12 +88,14 @@ static int input_read(FILE *in, char **ret, size_t *ret_len, struct error *err)
 {
 	int r = file_read_stream(in, CNI_STDIN_MAX, ret, ret_len, err);
 
-	if (r < 0 && err)
-		err->code = r == -EFBIG ? CNI_ERR_DECODE : CNI_ERR_IO;
-	if (r == -EFBIG)
+	if (r == -EFBIG) {
 		error_prefix(err, "cannot decode network configuration");
-	else if (r < 0)
+		return cni_error_code(err, CNI_ERR_DECODE, r);
+	}
+	if (r < 0) {
 		error_prefix(err, "cannot read network configuration from stdin");
+		return cni_error_code(err, CNI_ERR_IO, r);
+	}
 	return r;
 }
 
@@ -144,7 +145,7 @@ static int dispatch(struct cni_ctx *ctx, struct error *err)
 	case CNI_CMD_VERSION:
 		return cni_cmd_version(ctx, err);
 	default:
-		return error_set(err, CNI_ERR_ENV, EINVAL, "unknown CNI_COMMAND");
+		return cni_error_set(err, CNI_ERR_ENV, EINVAL, "unknown CNI_COMMAND");
 	}
 }
 
@@ -157,12 +158,12 @@ static int request_prepare(struct cni_ctx *ctx, FILE *in, FILE **ret_log, struct
 	int r;
 
 	if (!env->command || !env->command[0])
-		return error_set(err, CNI_ERR_ENV, EINVAL, "required environment variable CNI_COMMAND is not set");
+		return cni_error_set(err, CNI_ERR_ENV, EINVAL, "required environment variable CNI_COMMAND is not set");
 	ctx->cmd = cni_command_from_name(env->command);
 	if (ctx->cmd == _CNI_CMD_INVALID)
-		return error_set(err, CNI_ERR_ENV, EINVAL,
-		                 "unknown CNI_COMMAND \"%s\" (want ADD, DEL, CHECK, STATUS, GC or VERSION)",
-		                 cni_sanitize(env->command, v, sizeof(v)));
+		return cni_error_set(err, CNI_ERR_ENV, EINVAL,
+		                     "unknown CNI_COMMAND \"%s\" (want ADD, DEL, CHECK, STATUS, GC or VERSION)",
+		                     cni_sanitize(env->command, v, sizeof(v)));
 	r = input_read(in, &data, &len, err);
 	if (r < 0)
 		return r;

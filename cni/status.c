@@ -10,7 +10,5 @@ int cni_cmd_status(struct cni_ctx *ctx, struct error *err)
 	if (!c->agent_required)
 		return 0;
 	r = cni_agent_status(c, err);
-	if (r < 0 && err)
-		err->code = CNI_ERR_NOT_AVAILABLE;
-	return r;
+	return r < 0 ? cni_error_code(err, CNI_ERR_NOT_AVAILABLE, r) : r;
 }

@@ -7,6 +7,6 @@ int cni_cmd_version(struct cni_ctx *ctx, struct error *err)
 	int r = cni_version_print(ctx->out);
 
 	if (r < 0)
-		return error_set(err, CNI_ERR_IO, -r, "cannot write the version result: %s", strerror(-r));
+		return cni_error_set(err, CNI_ERR_IO, -r, "cannot write the version result: %s", strerror(-r));
 	return 0;
 }

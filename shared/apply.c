@@ -55,12 +55,12 @@ static int target_for(const struct apply_target *t, enum plan_dev dev, struct nl
 		ifindex = t->ifb_ifindex;
 		break;
 	default:
-		return error_set(err, CNI_ERR_NONE, EINVAL, "invalid device %d", (int)dev);
+		return error_set(err, EINVAL, "invalid device %d", (int)dev);
 	}
 	if (!sk)
-		return error_set(err, CNI_ERR_NONE, EBADF, "no netlink socket for the %s device", dev_label(dev));
+		return error_set(err, EBADF, "no netlink socket for the %s device", dev_label(dev));
 	if (ifindex <= 0)
-		return error_set(err, CNI_ERR_NONE, ENODEV, "no %s device (ifindex %d)", dev_label(dev), ifindex);
+		return error_set(err, ENODEV, "no %s device (ifindex %d)", dev_label(dev), ifindex);
 	*ret_sk = sk;
 	*ret_ifindex = ifindex;
 	return 0;
@@ -195,7 +195,7 @@ static int qdisc_clear_handle(struct nl_sock *sk, int ifindex, const struct tc_s
 	int r;
 
 	if (!d)
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	r = nl_tc_dump(sk, ifindex, d, err);
 	if (r < 0)
 		return r;
@@ -206,7 +206,7 @@ static int qdisc_clear_handle(struct nl_sock *sk, int ifindex, const struct tc_s
 			continue;
 		tc_handle_format(s->handle, h, sizeof(h));
 		if (o->kind < 0 || o->kind >= _TC_KIND_MAX || !tc_kind_get(o->kind))
-			return error_set(err, CNI_ERR_TUNE_FAILED, EEXIST,
+			return error_set(err, EEXIST,
 			                 "qdisc handle %s is held by a %s qdisc that aiqos does not manage", h,
 			                 d->kind_name[i][0] ? d->kind_name[i] : "foreign");
 		r = nl_tc_delete(sk, ifindex, o, err);
@@ -322,13 +322,10 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 		}
 		if (!tc_refusal_is_missing_feature(s, -r)) {
 			it->err = -r;
-			if (err) {
-				*err = e;
-				if (!err->msg[0])
-					error_set(err, CNI_ERR_TUNE_FAILED, -r, "%s %s: %s", tc_type_name(s->type),
-					          spec_kind_name(s), strerror(-r));
-				err->code = CNI_ERR_TUNE_FAILED;
-			}
+			if (e.msg[0])
+				error_propagate(err, &e);
+			else
+				error_set(err, -r, "%s %s: %s", tc_type_name(s->type), spec_kind_name(s), strerror(-r));
 			error_prefix(err, "apply %s on %s (ifindex %d)", it->id, dev_label(it->dev), ifindex);
 			return r;
 		}
@@ -582,10 +579,7 @@ static int apply_sysctl_item(struct plan_item *it, struct plan_caps *caps, int p
 		/* outside the initial netns only tcp_allowed_congestion_control may be set (EPERM) */
 		if (is_cc && (r == -EPERM || r == -EBUSY))
 			continue;
-		if (err) {
-			*err = e;
-			err->code = CNI_ERR_TUNE_FAILED;
-		}
+		error_propagate(err, &e);
 		error_prefix(err, "apply %s", it->id);
 		return r;
 	}
@@ -611,14 +605,12 @@ static bool depends_satisfied(const struct plan_item *items, unsigned n_items, c
 static int validate_item(const struct plan_item *it, struct error *err)
 {
 	if (it->n_alt == 0 || it->n_alt > PLAN_ALT_MAX)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has %u alternatives (1..%d)", it->id,
-		                 it->n_alt, PLAN_ALT_MAX);
+		return error_set(err, EINVAL, "plan item %s has %u alternatives (1..%d)", it->id, it->n_alt,
+		                 PLAN_ALT_MAX);
 	if (it->type != ITEM_TC && it->type != ITEM_SYSCTL)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid type %d", it->id,
-		                 (int)it->type);
+		return error_set(err, EINVAL, "plan item %s has an invalid type %d", it->id, (int)it->type);
 	if (it->dev < 0 || it->dev >= _DEV_MAX)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
-		                 (int)it->dev);
+		return error_set(err, EINVAL, "plan item %s has an invalid device %d", it->id, (int)it->dev);
 	return 0;
 }
 
@@ -650,8 +642,7 @@ static int sysctl_switch_netns(const struct plan_item *it, const struct apply_ta
 		if (*saved >= 0)
 			return 0; /* already in the pod netns */
 		if (t->pod_nsfd < 0)
-			return error_set(err, CNI_ERR_TUNE_FAILED, EBADF, "apply %s: no pod netns for pod sysctls",
-			                 it->id);
+			return error_set(err, EBADF, "apply %s: no pod netns for pod sysctls", it->id);
 		r = netns_enter(t->pod_nsfd, saved, err);
 		if (r < 0)
 			error_prefix(err, "apply %s", it->id);
@@ -749,8 +740,7 @@ int apply_plan(struct plan *p, const struct apply_only *only, const struct apply
 
 		if (i >= n_items) {
 			if (!first)
-				first = error_set(err, CNI_ERR_NONE, EINVAL, "item index %u out of range (%u items)", i,
-				                  n_items);
+				first = error_set(err, EINVAL, "item index %u out of range (%u items)", i, n_items);
 			continue;
 		}
 		it = &items[i];
@@ -841,13 +831,13 @@ static int observe_dev(enum plan_dev dev, const struct apply_target *t, struct o
 		goto fail;
 	d = calloc(1, sizeof(*d));
 	if (!d)
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "observe %s: out of memory", dev_label(dev));
+		return error_set(err, ENOMEM, "observe %s: out of memory", dev_label(dev));
 	r = nl_tc_dump(sk, ifindex, d, err);
 	if (r < 0)
 		goto fail;
 	for (unsigned i = 0; i < d->n && i < ARRAY_SIZE(d->tc); i++) {
 		if (ret->n >= OBSERVED_MAX)
-			return error_set(err, CNI_ERR_NONE, ENOBUFS, "observe %s (ifindex %d): more than %d tc objects",
+			return error_set(err, ENOBUFS, "observe %s (ifindex %d): more than %d tc objects",
 			                 dev_label(dev), ifindex, OBSERVED_MAX);
 		ret->dev[ret->n] = dev;
 		ret->tc[ret->n] = d->tc[i];
@@ -884,8 +874,7 @@ static int observe_sysctls(const struct plan *p, bool pod, struct observed *ret,
 			return r;
 		}
 		if (ret->n_sysctl >= OBSERVED_SYSCTL_MAX)
-			return error_set(err, CNI_ERR_NONE, ENOBUFS, "observe: more than %d sysctls",
-			                 OBSERVED_SYSCTL_MAX);
+			return error_set(err, ENOBUFS, "observe: more than %d sysctls", OBSERVED_SYSCTL_MAX);
 		str_copy(ret->sysctl_key[ret->n_sysctl], SYSCTL_KEY_MAX, it->key);
 		/* longer values cannot match a planned one; keep them truncated */
 		str_copy(ret->sysctl_val[ret->n_sysctl], SYSCTL_VAL_MAX, val);
@@ -904,8 +893,7 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 	for (unsigned i = 0; i < p->n; i++) {
 		const struct plan_item *it = &p->items[i];
 		if (it->dev < 0 || it->dev >= _DEV_MAX)
-			return error_set(err, CNI_ERR_NONE, EINVAL, "plan item %s has an invalid device %d", it->id,
-			                 (int)it->dev);
+			return error_set(err, EINVAL, "plan item %s has an invalid device %d", it->id, (int)it->dev);
 		if (it->type == ITEM_TC && (plan_item_effective_tc(it) || it->status == ITEM_PENDING))
 			want_dev[it->dev] = true; /* a skipped item is not looked for */
 		else if (it->dev == DEV_POD)
@@ -928,7 +916,7 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 	if (pod_sysctls) {
 		int saved = -1, q;
 		if (t->pod_nsfd < 0)
-			return error_set(err, CNI_ERR_NONE, EBADF, "observe: no pod netns for pod sysctls");
+			return error_set(err, EBADF, "observe: no pod netns for pod sysctls");
 		r = netns_enter(t->pod_nsfd, &saved, err);
 		if (r < 0)
 			return r;

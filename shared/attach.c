@@ -140,15 +140,13 @@ int attach_plan_restore(const struct profile_set *set, struct attach_state *s, c
 
 	r = plan_pod(&s->workload, p, &s->ifs, &caps, &s->plan);
 	if (r < 0)
-		return error_set(err, CNI_ERR_STATE, -r, "re-plan container %s ifname %s: %s", s->container_id,
-		                 s->ifname, strerror(-r));
+		return error_set(err, -r, "re-plan container %s ifname %s: %s", s->container_id, s->ifname,
+		                 strerror(-r));
 	/* an ADD's intent record: the plan is its target, none of it recorded */
 	s->plan.choices_unknown = s->pending && s->intent.op == ATTACH_OP_ADD;
 	if (choices) {
 		r = plan_choices_from_json(&s->plan, choices, err);
 		if (r < 0) {
-			if (err && !err->code)
-				err->code = CNI_ERR_STATE;
 			error_prefix(err, "state of container %s ifname %s", s->container_id, s->ifname);
 			return r;
 		}
@@ -222,10 +220,11 @@ void attach_plan_summary(const struct plan *p, char *effective, size_t eff_size,
 
 /* ---- tune and teardown: the crash protocol (attach.h) ---- */
 
+/* A step's first failure is the one its result reports. */
 static void error_keep(struct error *dst, const struct error *src)
 {
-	if (dst && !dst->msg[0] && src)
-		*dst = *src;
+	if (!dst->msg[0])
+		error_propagate(dst, src);
 }
 
 int attach_intent_plan(const struct attach_state *s, struct plan *ret, struct error *err)
@@ -239,8 +238,8 @@ int attach_intent_plan(const struct attach_state *s, struct plan *ret, struct er
 		return 0;
 	r = plan_pod(&in->workload, &in->profile_spec, &in->ifs, &caps, ret);
 	if (r < 0)
-		return error_set(err, CNI_ERR_STATE, -r, "re-plan the intent of container %s ifname %s: %s",
-		                 s->container_id, s->ifname, strerror(-r));
+		return error_set(err, -r, "re-plan the intent of container %s ifname %s: %s", s->container_id,
+		                 s->ifname, strerror(-r));
 	ret->choices_unknown = true; /* killed before it recorded them */
 	return 0;
 }
@@ -370,7 +369,7 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 	*before = *s; /* the committed tuning (re-tune), its own copy of the plan */
 	before->plan = (struct plan){0};
 	if (plan_copy(&s->plan, &before->plan) < 0)
-		return error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
+		return error_set(&res->intent_err, ENOMEM, "out of memory");
 	/* what a crashed operation of this record may have left besides its
 	 * committed plan: the target of its intent, or (an ADD's) all of it */
 	if (s->pending && s->intent.has_target) {
@@ -400,7 +399,7 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 		s->has_profile_spec = true;
 		s->ifs = *req->ifs;
 		if (plan_set(&s->plan, req->plan) < 0)
-			return error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
+			return error_set(&res->intent_err, ENOMEM, "out of memory");
 	}
 	s->pending = true;
 	snprintf(s->failure, sizeof(s->failure), "%s did not finish: interrupted before it recorded what it applied",
@@ -430,7 +429,7 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 		if (crashed->n && remove_leftovers(crashed, req->plan, &a->target, &e) < 0)
 			error_keep(&res->leftover_err, &e);
 	} else if (!res->apply_err.msg[0]) {
-		error_set(&res->apply_err, CNI_ERR_TUNE_FAILED, -r, "%s", strerror(-r));
+		error_set(&res->apply_err, -r, "%s", strerror(-r));
 	}
 	if (req->failpoint_after)
 		(req->failpoint ?: failpoint_quiet)(req->failpoint_after);
@@ -446,7 +445,7 @@ static int tune_steps(const char *dir, struct attach_state *s, struct attach *a,
 		s->ifs.mtu = req->ifs->mtu; /* the host side stays recorded while it is out of reach */
 	/* on failure: what got applied before it */
 	if (plan_set(&s->plan, req->plan) < 0 && r >= 0)
-		r = error_set(&res->apply_err, CNI_ERR_IO, ENOMEM, "out of memory");
+		r = error_set(&res->apply_err, ENOMEM, "out of memory");
 	str_copy(s->failure, sizeof(s->failure), r < 0 ? res->apply_err.msg : "");
 	if (r < 0 && req->undo_on_failure) {
 		tune_undo(dir, s, a, res);
@@ -481,7 +480,7 @@ int attach_tune(const char *dir, struct attach_state *s, struct attach *a, struc
 	if (before)
 		r = tune_steps(dir, s, a, caps, req, res, before, &crashed);
 	else
-		r = error_set(&res->intent_err, CNI_ERR_IO, ENOMEM, "out of memory");
+		r = error_set(&res->intent_err, ENOMEM, "out of memory");
 	attach_state_free(before);
 	return r;
 }

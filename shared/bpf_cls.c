@@ -139,6 +139,16 @@ static void load_bytes(struct asm_buf *a, int off, int to, int len, unsigned fai
 	JNE(a, R0, 0, fail);
 }
 
+/* The key {type, source address at off of len bytes}; a map hit -> LBL_SET,
+ * an unreadable packet -> LBL_DEF. */
+static void lookup_source(struct asm_buf *a, int map_fd, int type, int off, int len)
+{
+	ST(a, BPF_B, R10, KEY_OFF, type);
+	load_bytes(a, off, KEY_OFF + 4, len, LBL_DEF);
+	lookup(a, map_fd);
+	JNE(a, R0, 0, LBL_SET);
+}
+
 static int assemble(struct asm_buf *a, int map_fd)
 {
 	memset(a, 0, sizeof(*a));
@@ -154,21 +164,15 @@ static int assemble(struct asm_buf *a, int map_fd)
 	JA(a, LBL_OUT);
 
 	label(a, LBL_V4);
-	ST(a, BPF_B, R10, KEY_OFF, BPF_CLS_KEY_SRC4);
-	load_bytes(a, ETH_HDR + 12, KEY_OFF + 4, 4, LBL_DEF); /* saddr */
-	lookup(a, map_fd);
-	JNE(a, R0, 0, LBL_SET);
-	load_bytes(a, ETH_HDR + 1, SCRATCH_OFF, 1, LBL_DEF); /* TOS */
+	lookup_source(a, map_fd, BPF_CLS_KEY_SRC4, ETH_HDR + 12, 4); /* saddr */
+	load_bytes(a, ETH_HDR + 1, SCRATCH_OFF, 1, LBL_DEF);         /* TOS */
 	LDX(a, BPF_B, R8, R10, SCRATCH_OFF);
 	ALU_IMM(a, BPF_RSH, R8, 2);
 	JA(a, LBL_DSCP);
 
 	label(a, LBL_V6);
-	ST(a, BPF_B, R10, KEY_OFF, BPF_CLS_KEY_SRC6);
-	load_bytes(a, ETH_HDR + 8, KEY_OFF + 4, 16, LBL_DEF); /* saddr */
-	lookup(a, map_fd);
-	JNE(a, R0, 0, LBL_SET);
-	load_bytes(a, ETH_HDR, SCRATCH_OFF, 2, LBL_DEF); /* version | traffic class | flow */
+	lookup_source(a, map_fd, BPF_CLS_KEY_SRC6, ETH_HDR + 8, 16); /* saddr */
+	load_bytes(a, ETH_HDR, SCRATCH_OFF, 2, LBL_DEF);             /* version | traffic class | flow */
 	/* dscp = (b0 & 0x0f) << 2 | b1 >> 6 */
 	LDX(a, BPF_B, R8, R10, SCRATCH_OFF);
 	ALU_IMM(a, BPF_AND, R8, 0x0f);
@@ -218,7 +222,7 @@ int bpf_cls_map_create(int *ret_fd, struct error *err)
 		fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
 	}
 	if (fd < 0)
-		return error_set(err, 0, errno, "create the classifier's BPF map: %s", strerror(errno));
+		return error_set(err, errno, "create the classifier's BPF map: %s", strerror(errno));
 	*ret_fd = fd;
 	return 0;
 }
@@ -232,10 +236,10 @@ int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
 
 	a = calloc(1, sizeof(*a));
 	if (!a)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	r = assemble(a, map_fd);
 	if (r < 0)
-		return error_set(err, 0, -r, "assemble the classifier: %s", strerror(-r));
+		return error_set(err, -r, "assemble the classifier: %s", strerror(-r));
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_type = BPF_PROG_TYPE_SCHED_CLS;
 	attr.insns = ptr_u64(a->insn);
@@ -261,7 +265,7 @@ int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
 		while (len > 0 && (vlog[len - 1] == '\n' || vlog[len - 1] == ' '))
 			vlog[--len] = '\0';
 		/* the last lines of the verifier's log say why */
-		return error_set(err, 0, e, "load the classifier program: %s%s%s", strerror(e), len ? ": " : "",
+		return error_set(err, e, "load the classifier program: %s%s%s", strerror(e), len ? ": " : "",
 		                 len > 300 ? vlog + len - 300
 		                 : len     ? vlog
 		                           : "");
@@ -282,7 +286,7 @@ int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 	attr.prog_id = prog_id;
 	prog_fd = (int)sys_bpf(BPF_PROG_GET_FD_BY_ID, &attr);
 	if (prog_fd < 0)
-		return error_set(err, 0, errno, "classifier program id %u: %s", prog_id, strerror(errno));
+		return error_set(err, errno, "classifier program id %u: %s", prog_id, strerror(errno));
 	memset(&info, 0, sizeof(info));
 	info.nr_map_ids = ARRAY_SIZE(map_ids);
 	info.map_ids = ptr_u64(map_ids);
@@ -291,15 +295,14 @@ int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 	attr.info.info_len = sizeof(info);
 	attr.info.info = ptr_u64(&info);
 	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
-		return error_set(err, 0, errno, "classifier program id %u: info: %s", prog_id, strerror(errno));
+		return error_set(err, errno, "classifier program id %u: info: %s", prog_id, strerror(errno));
 	if (info.nr_map_ids != 1)
-		return error_set(err, 0, ENOENT, "classifier program id %u uses %u maps, not 1", prog_id,
-		                 info.nr_map_ids);
+		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 1", prog_id, info.nr_map_ids);
 	memset(&attr, 0, sizeof(attr));
 	attr.map_id = map_ids[0];
 	fd = (int)sys_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
 	if (fd < 0)
-		return error_set(err, 0, errno, "classifier map id %u: %s", map_ids[0], strerror(errno));
+		return error_set(err, errno, "classifier map id %u: %s", map_ids[0], strerror(errno));
 	*ret_fd = fd;
 	return 0;
 }
@@ -325,11 +328,11 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 	bool first = true;
 
 	if (n > BPF_CLS_MAP_MAX)
-		return error_set(err, 0, E2BIG, "classifier: %u entries, at most %d", n, BPF_CLS_MAP_MAX);
+		return error_set(err, E2BIG, "classifier: %u entries, at most %d", n, BPF_CLS_MAP_MAX);
 	have = calloc(BPF_CLS_MAP_MAX, sizeof(*have));
 	sorted = calloc(n ? n : 1, sizeof(*sorted));
 	if (!have || !sorted)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	if (n)
 		memcpy(sorted, want, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), entry_cmp);
@@ -341,7 +344,7 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 		if (sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) < 0) {
 			if (errno == ENOENT)
 				break;
-			return error_set(err, 0, errno, "classifier map: iterate: %s", strerror(errno));
+			return error_set(err, errno, "classifier map: iterate: %s", strerror(errno));
 		}
 		if (n_have >= BPF_CLS_MAP_MAX)
 			break;
@@ -358,7 +361,7 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 		attr.map_fd = (uint32_t)map_fd;
 		attr.key = ptr_u64(&have[i]);
 		if (sys_bpf(BPF_MAP_DELETE_ELEM, &attr) < 0 && errno != ENOENT)
-			return error_set(err, 0, errno, "classifier map: delete: %s", strerror(errno));
+			return error_set(err, errno, "classifier map: delete: %s", strerror(errno));
 		changed++;
 	}
 	qsort(have, n_have, sizeof(*have), key_cmp);
@@ -381,7 +384,7 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 		attr.value = ptr_u64(&v);
 		attr.flags = BPF_ANY;
 		if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
-			return error_set(err, 0, errno, "classifier map: update: %s", strerror(errno));
+			return error_set(err, errno, "classifier map: update: %s", strerror(errno));
 		changed++;
 	}
 	if (ret_changed)

@@ -23,20 +23,20 @@ int caps_boot_id(char *buf, size_t size, struct error *err)
 	ssize_t n;
 
 	if (size < 2)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "boot id: no buffer");
+		return error_set(err, EINVAL, "boot id: no buffer");
 	fd = open(CAPS_BOOT_ID_PATH, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return error_set(err, CNI_ERR_IO, errno, "read %s: %s", CAPS_BOOT_ID_PATH, strerror(errno));
+		return error_set(err, errno, "read %s: %s", CAPS_BOOT_ID_PATH, strerror(errno));
 	do
 		n = read(fd, buf, size - 1);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
-		return error_set(err, CNI_ERR_IO, errno, "read %s: %s", CAPS_BOOT_ID_PATH, strerror(errno));
+		return error_set(err, errno, "read %s: %s", CAPS_BOOT_ID_PATH, strerror(errno));
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		n--;
 	buf[n] = '\0';
 	if (n == 0)
-		return error_set(err, CNI_ERR_IO, ENODATA, "read %s: empty", CAPS_BOOT_ID_PATH);
+		return error_set(err, ENODATA, "read %s: empty", CAPS_BOOT_ID_PATH);
 	return 0;
 }
 
@@ -132,17 +132,17 @@ static int caps_from_json(const cJSON *j, const char *boot_id, time_t now, struc
 	double learned;
 
 	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "not a JSON object");
+		return error_set(err, EINVAL, "not a JSON object");
 	if (!cJSON_IsNumber(v) || v->valuedouble != CAPS_VERSION)
-		return error_set(err, CNI_ERR_STATE, EPROTO, "field 'version' is not %d", CAPS_VERSION);
+		return error_set(err, EPROTO, "field 'version' is not %d", CAPS_VERSION);
 	v = cJSON_GetObjectItemCaseSensitive(j, "bootId");
 	if (!cJSON_IsString(v) || !v->valuestring)
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'bootId' is not a string");
+		return error_set(err, EINVAL, "field 'bootId' is not a string");
 	if (!streq(v->valuestring, boot_id))
 		return 0; /* learned on another boot (maybe another kernel) */
 	v = cJSON_GetObjectItemCaseSensitive(j, "learned");
 	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'learned' is not a number");
+		return error_set(err, EINVAL, "field 'learned' is not a number");
 	learned = v->valuedouble;
 	/* a clock that went backwards also means "relearn" */
 	if (learned > (double)now || (double)now - learned > CAPS_MAX_AGE_S)
@@ -150,7 +150,7 @@ static int caps_from_json(const cJSON *j, const char *boot_id, time_t now, struc
 
 	o = cJSON_GetObjectItemCaseSensitive(j, "missing");
 	if (o && !cJSON_IsObject(o))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'missing' is not an object");
+		return error_set(err, EINVAL, "field 'missing' is not an object");
 	cJSON_ArrayForEach(it, o)
 	{
 		enum tc_kind_id k = it->string ? kind_from_key(it->string) : _TC_KIND_INVALID;
@@ -159,7 +159,7 @@ static int caps_from_json(const cJSON *j, const char *boot_id, time_t now, struc
 		if (k == _TC_KIND_INVALID)
 			continue; /* a kind this version does not know */
 		if (!e)
-			return error_set(err, CNI_ERR_STATE, EINVAL, "field 'missing.%s' is not an errno", it->string);
+			return error_set(err, EINVAL, "field 'missing.%s' is not an errno", it->string);
 		plan_caps_mark_missing(ret, k);
 		ret->missing_errno[k] = e;
 	}
@@ -167,17 +167,17 @@ static int caps_from_json(const cJSON *j, const char *boot_id, time_t now, struc
 	if (v && !cJSON_IsNull(v)) {
 		int e = errno_value(v);
 		if (!e)
-			return error_set(err, CNI_ERR_STATE, EINVAL, "field 'pedit' is not an errno");
+			return error_set(err, EINVAL, "field 'pedit' is not an errno");
 		ret->missing_pedit = true;
 		ret->missing_pedit_errno = e;
 	}
 	o = cJSON_GetObjectItemCaseSensitive(j, "ccMissing");
 	if (o && !cJSON_IsArray(o))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'ccMissing' is not an array");
+		return error_set(err, EINVAL, "field 'ccMissing' is not an array");
 	cJSON_ArrayForEach(it, o)
 	{
 		if (!cJSON_IsString(it) || !it->valuestring || !cc_name_ok(it->valuestring))
-			return error_set(err, CNI_ERR_STATE, EINVAL, "field 'ccMissing' has an invalid entry");
+			return error_set(err, EINVAL, "field 'ccMissing' has an invalid entry");
 		cc_add(ret, it->valuestring);
 	}
 	*ret_learned = (time_t)learned;
@@ -189,10 +189,10 @@ static int caps_path(const char *dir, const char *suffix, char *buf, size_t size
 	int n;
 
 	if (!dir || !*dir)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "caps: state directory is empty");
+		return error_set(err, EINVAL, "caps: state directory is empty");
 	n = snprintf(buf, size, "%s/%s%s", dir, CAPS_FILE, suffix);
 	if (n < 0 || (size_t)n >= size)
-		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "caps file under '%s': path too long", dir);
+		return error_set(err, ENAMETOOLONG, "caps file under '%s': path too long", dir);
 	return 0;
 }
 
@@ -214,7 +214,7 @@ static int caps_read(const char *dir, const char *boot_id, time_t now, struct pl
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		if (errno != ENOENT)
-			error_set(err, CNI_ERR_STATE, errno, "caps file '%s' ignored: %s", path, strerror(errno));
+			error_set(err, errno, "caps file '%s' ignored: %s", path, strerror(errno));
 		return 0;
 	}
 	for (;;) {
@@ -222,21 +222,20 @@ static int caps_read(const char *dir, const char *boot_id, time_t now, struct pl
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0) {
-			error_set(err, CNI_ERR_STATE, errno, "caps file '%s' ignored: %s", path, strerror(errno));
+			error_set(err, errno, "caps file '%s' ignored: %s", path, strerror(errno));
 			return 0;
 		}
 		if (k == 0)
 			break;
 		len += (size_t)k;
 		if (len > CAPS_FILE_MAX) {
-			error_set(err, CNI_ERR_STATE, EFBIG, "caps file '%s' ignored: larger than %d bytes", path,
-			          CAPS_FILE_MAX);
+			error_set(err, EFBIG, "caps file '%s' ignored: larger than %d bytes", path, CAPS_FILE_MAX);
 			return 0;
 		}
 	}
 	j = cJSON_ParseWithLength(buf, len);
 	if (!j) {
-		error_set(err, CNI_ERR_STATE, EINVAL, "caps file '%s' ignored: invalid JSON", path);
+		error_set(err, EINVAL, "caps file '%s' ignored: invalid JSON", path);
 		return 0;
 	}
 	if (!boot_id) {
@@ -351,7 +350,7 @@ int caps_save_at(const char *dir, const char *boot_id, time_t now, const struct 
 	j = caps_to_json(&merged, boot_id, learned);
 	text = j ? cJSON_PrintUnformatted(j) : NULL;
 	if (!text)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode caps file '%s': out of memory", path);
+		return error_set(err, ENOMEM, "encode caps file '%s': out of memory", path);
 	return state_write_atomic(NULL, path, "caps file", text, false, err); /* the state save creates dir */
 }
 

@@ -3,19 +3,27 @@
 
 #include "error.h"
 
-int error_set(struct error *err, int code, int errnum, const char *fmt, ...)
+int error_setv(struct error *err, int errnum, const char *fmt, va_list ap)
 {
 	if (errnum < 0)
 		errnum = -errnum;
 	if (err) {
-		va_list ap;
-		err->code = code;
+		err->code = 0;
 		err->errnum = errnum;
-		va_start(ap, fmt);
 		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
 	}
 	return errnum ? -errnum : -EINVAL;
+}
+
+int error_set(struct error *err, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = error_setv(err, errnum, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 void error_prefix(struct error *err, const char *fmt, ...)

@@ -21,13 +21,13 @@ int file_read_bounded(const char *path, size_t max, unsigned flags, char **ret, 
 	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (flags & FILE_READ_NOFOLLOW ? O_NOFOLLOW : 0));
 	if (fd < 0)
-		return error_set(err, CNI_ERR_NONE, errno, "%s", strerror(errno));
+		return error_set(err, errno, "%s", strerror(errno));
 	if (fstat(fd, &st) < 0)
-		return error_set(err, CNI_ERR_NONE, errno, "%s", strerror(errno));
+		return error_set(err, errno, "%s", strerror(errno));
 	if (!S_ISREG(st.st_mode))
-		return error_set(err, CNI_ERR_NONE, EINVAL, "not a regular file");
+		return error_set(err, EINVAL, "not a regular file");
 	if ((uint64_t)st.st_size > max)
-		return error_set(err, CNI_ERR_NONE, EFBIG, "larger than %zu bytes", max);
+		return error_set(err, EFBIG, "larger than %zu bytes", max);
 	/* data up to max + 1 bytes (to see the limit exceeded) and the NUL */
 	cap_max = max + 2;
 	/* sized by fstat, with room for a file that grows meanwhile; grown
@@ -35,7 +35,7 @@ int file_read_bounded(const char *path, size_t max, unsigned flags, char **ret, 
 	cap = flags & FILE_READ_SECRET || (size_t)st.st_size + 4097 > cap_max ? cap_max : (size_t)st.st_size + 4097;
 	buf = malloc(cap);
 	if (!buf)
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	for (;;) {
 		ssize_t n;
 
@@ -43,7 +43,7 @@ int file_read_bounded(const char *path, size_t max, unsigned flags, char **ret, 
 			char *nbuf = realloc(buf, cap_max);
 			if (!nbuf) {
 				drop(buf, cap, flags);
-				return error_set(err, CNI_ERR_NONE, ENOMEM, "out of memory");
+				return error_set(err, ENOMEM, "out of memory");
 			}
 			buf = nbuf;
 			cap = cap_max;
@@ -54,14 +54,14 @@ int file_read_bounded(const char *path, size_t max, unsigned flags, char **ret, 
 			if (e == EINTR)
 				continue;
 			drop(buf, cap, flags);
-			return error_set(err, CNI_ERR_NONE, e, "%s", strerror(e));
+			return error_set(err, e, "%s", strerror(e));
 		}
 		if (n == 0)
 			break;
 		len += (size_t)n;
 		if (len > max) {
 			drop(buf, cap, flags);
-			return error_set(err, CNI_ERR_NONE, EFBIG, "larger than %zu bytes", max);
+			return error_set(err, EFBIG, "larger than %zu bytes", max);
 		}
 	}
 	buf[len] = '\0';
@@ -89,10 +89,10 @@ int file_read_stream(FILE *in, size_t max, char **ret, size_t *ret_len, struct e
 			if (ncap > max + 2)
 				ncap = max + 2;
 			if (ncap <= len + 1)
-				return error_set(err, CNI_ERR_NONE, EFBIG, "larger than %zu bytes", max);
+				return error_set(err, EFBIG, "larger than %zu bytes", max);
 			nbuf = realloc(buf, ncap);
 			if (!nbuf)
-				return error_set(err, CNI_ERR_NONE, ENOMEM, "out of memory");
+				return error_set(err, ENOMEM, "out of memory");
 			buf = nbuf;
 			cap = ncap;
 		}
@@ -100,13 +100,13 @@ int file_read_stream(FILE *in, size_t max, char **ret, size_t *ret_len, struct e
 		n = fread(buf + len, 1, want, in);
 		len += n;
 		if (len > max)
-			return error_set(err, CNI_ERR_NONE, EFBIG, "larger than %zu bytes", max);
+			return error_set(err, EFBIG, "larger than %zu bytes", max);
 		if (n < want && feof(in) && !ferror(in))
 			break; /* a short read that hit the end: no need to ask again */
 		if (n == 0) {
 			if (ferror(in)) {
 				int e = errno ? errno : EIO;
-				return error_set(err, CNI_ERR_NONE, e, "%s", strerror(e));
+				return error_set(err, e, "%s", strerror(e));
 			}
 			break;
 		}
@@ -114,7 +114,7 @@ int file_read_stream(FILE *in, size_t max, char **ret, size_t *ret_len, struct e
 	if (!buf) {
 		buf = malloc(1);
 		if (!buf)
-			return error_set(err, CNI_ERR_NONE, ENOMEM, "out of memory");
+			return error_set(err, ENOMEM, "out of memory");
 	}
 	buf[len] = '\0';
 	*ret = TAKE_PTR(buf);

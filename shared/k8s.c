@@ -119,14 +119,13 @@ int k8s_quantity_parse(const char *s, struct k8s_quantity *ret, struct error *er
 	unsigned sig = 0;
 
 	if (!s)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "invalid quantity: missing value");
+		return error_set(err, EINVAL, "invalid quantity: missing value");
 	quote_value(s, q, sizeof(q));
 	if (!*s)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "invalid quantity \"\": empty value");
+		return error_set(err, EINVAL, "invalid quantity \"\": empty value");
 	for (p = s; *p; p++)
 		if (*p == ' ' || (*p >= '\t' && *p <= '\r'))
-			return error_set(err, CNI_ERR_NONE, EINVAL, "invalid quantity %s: whitespace is not allowed",
-			                 q);
+			return error_set(err, EINVAL, "invalid quantity %s: whitespace is not allowed", q);
 
 	/* <signedNumber> ::= [+-] ( digits | digits. | .digits | digits.digits ) */
 	p = s;
@@ -143,7 +142,7 @@ int k8s_quantity_parse(const char *s, struct k8s_quantity *ret, struct error *er
 		frac_len = (size_t)(p - frac_start);
 	}
 	if (int_len == 0 && frac_len == 0)
-		return error_set(err, CNI_ERR_NONE, EINVAL,
+		return error_set(err, EINVAL,
 		                 "invalid quantity %s: expected a number (digits, optionally with a fraction)", q);
 
 	/* <suffix> ::= binarySI | decimalSI | (e|E) signedNumber, or nothing */
@@ -165,7 +164,7 @@ int k8s_quantity_parse(const char *s, struct k8s_quantity *ret, struct error *er
 		}
 		if (p[used]) {
 			char suf[QUOTE_BUF];
-			return error_set(err, CNI_ERR_NONE, EINVAL, "invalid quantity %s: unknown suffix %s", q,
+			return error_set(err, EINVAL, "invalid quantity %s: unknown suffix %s", q,
 			                 quote_value(p + used, suf, sizeof(suf)));
 		}
 	}
@@ -190,7 +189,7 @@ int k8s_quantity_parse(const char *s, struct k8s_quantity *ret, struct error *er
 				}
 				if (sig + pending_zeros + 1 > QUANTITY_DIGITS_MAX)
 					return error_set(
-					        err, CNI_ERR_NONE, EINVAL,
+					        err, EINVAL,
 					        "invalid quantity %s: too many significant digits (at most %d)", q,
 					        QUANTITY_DIGITS_MAX);
 				for (; pending_zeros > 0; pending_zeros--, sig++)

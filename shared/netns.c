@@ -14,11 +14,10 @@ int netns_open(const char *path, int *ret_fd, struct error *err)
 	int fd;
 
 	if (!path || !*path)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "netns path is empty");
+		return error_set(err, EINVAL, "netns path is empty");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return error_set(err, errno == ENOENT ? CNI_ERR_NONE : CNI_ERR_IO, errno, "open netns '%s': %s", path,
-		                 strerror(errno));
+		return error_set(err, errno, "open netns '%s': %s", path, strerror(errno));
 	*ret_fd = fd;
 	return 0;
 }
@@ -28,12 +27,12 @@ int netns_enter(int nsfd, int *ret_saved, struct error *err)
 	_cleanup_close_ int saved = -1;
 
 	if (nsfd < 0)
-		return error_set(err, CNI_ERR_NONE, EBADF, "enter netns: no netns file descriptor");
+		return error_set(err, EBADF, "enter netns: no netns file descriptor");
 	saved = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (saved < 0)
-		return error_set(err, CNI_ERR_IO, errno, "open /proc/self/ns/net: %s", strerror(errno));
+		return error_set(err, errno, "open /proc/self/ns/net: %s", strerror(errno));
 	if (setns(nsfd, CLONE_NEWNET) < 0)
-		return error_set(err, CNI_ERR_IO, errno, "enter netns (fd %d): %s", nsfd, strerror(errno));
+		return error_set(err, errno, "enter netns (fd %d): %s", nsfd, strerror(errno));
 	*ret_saved = TAKE_FD(saved);
 	return 0;
 }
@@ -43,9 +42,9 @@ int netns_leave(int saved, struct error *err)
 	int r = 0;
 
 	if (saved < 0)
-		return error_set(err, CNI_ERR_NONE, EBADF, "leave netns: no saved netns");
+		return error_set(err, EBADF, "leave netns: no saved netns");
 	if (setns(saved, CLONE_NEWNET) < 0)
-		r = error_set(err, CNI_ERR_IO, errno, "return to the original netns: %s", strerror(errno));
+		r = error_set(err, errno, "return to the original netns: %s", strerror(errno));
 	close(saved);
 	return r;
 }
@@ -60,20 +59,19 @@ int sysctl_set_root(const char *dir, struct error *err)
 	size_t n;
 
 	if (!dir || dir[0] != '/')
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "sysctl root '%s' is not an absolute path",
-		                 dir ? dir : "");
+		return error_set(err, EINVAL, "sysctl root '%s' is not an absolute path", dir ? dir : "");
 	n = strlen(dir);
 	while (n > 1 && dir[n - 1] == '/')
 		n--;
 	if (n >= SYSCTL_ROOT_MAX)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "sysctl root '%s' is longer than %d bytes",
-		                 dir, SYSCTL_ROOT_MAX - 1);
+		return error_set(err, ENAMETOOLONG, "sysctl root '%s' is longer than %d bytes", dir,
+		                 SYSCTL_ROOT_MAX - 1);
 	if (strstr(dir, "/../") || (n >= 3 && memcmp(dir + n - 3, "/..", 3) == 0))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "sysctl root '%s' contains '..'", dir);
+		return error_set(err, EINVAL, "sysctl root '%s' contains '..'", dir);
 	if (stat(dir, &st) < 0)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, errno, "sysctl root '%s': %s", dir, strerror(errno));
+		return error_set(err, errno, "sysctl root '%s': %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ENOTDIR, "sysctl root '%s' is not a directory", dir);
+		return error_set(err, ENOTDIR, "sysctl root '%s' is not a directory", dir);
 	memcpy(sysctl_root, dir, n);
 	if (n == 1)
 		n = 0; /* "/" */
@@ -98,12 +96,12 @@ static int sysctl_path(const char *key, char *buf, size_t size, struct error *er
 	bool slashes;
 
 	if (!key || !*key)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "sysctl key is empty");
+		return error_set(err, EINVAL, "sysctl key is empty");
 	n = strlen(key);
 	if (key[0] == '/' || key[0] == '.' || strstr(key, "..") || key[n - 1] == '/' || key[n - 1] == '.')
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
+		return error_set(err, EINVAL, "invalid sysctl key '%s'", key);
 	if (plen + n + 1 > size)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "sysctl key '%s' is too long", key);
+		return error_set(err, ENAMETOOLONG, "sysctl key '%s' is too long", key);
 	slashes = strchr(key, '/') != NULL;
 	memcpy(buf, prefix, plen);
 	for (i = 0; i < n; i++) {
@@ -111,9 +109,9 @@ static int sysctl_path(const char *key, char *buf, size_t size, struct error *er
 		if (c == '.' && !slashes)
 			c = '/';
 		else if (!isalnum(c) && c != '_' && c != '-' && c != '/' && c != '.')
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
+			return error_set(err, EINVAL, "invalid sysctl key '%s'", key);
 		if (c == '/' && (key[i + 1] == '/' || key[i + 1] == '.'))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid sysctl key '%s'", key);
+			return error_set(err, EINVAL, "invalid sysctl key '%s'", key);
 		buf[plen + i] = (char)c;
 	}
 	buf[plen + n] = '\0';
@@ -128,13 +126,13 @@ static int sysctl_fd_read(int fd, const char *key, char *buf, size_t size, struc
 	for (;;) {
 		ssize_t k;
 		if (len + 1 >= size)
-			return error_set(err, CNI_ERR_IO, EOVERFLOW, "read sysctl '%s': value longer than %zu bytes",
-			                 key, size - 1);
+			return error_set(err, EOVERFLOW, "read sysctl '%s': value longer than %zu bytes", key,
+			                 size - 1);
 		k = read(fd, buf + len, size - 1 - len);
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return error_set(err, CNI_ERR_IO, errno, "read sysctl '%s': %s", key, strerror(errno));
+			return error_set(err, errno, "read sysctl '%s': %s", key, strerror(errno));
 		}
 		if (k == 0)
 			break;
@@ -153,13 +151,13 @@ int sysctl_read(const char *key, char *buf, size_t size, struct error *err)
 	int r;
 
 	if (size == 0)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "read sysctl '%s': no buffer", key ? key : "");
+		return error_set(err, EINVAL, "read sysctl '%s': no buffer", key ? key : "");
 	r = sysctl_path(key, path, sizeof(path), err);
 	if (r < 0)
 		return r;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return error_set(err, CNI_ERR_IO, errno, "read sysctl '%s': %s", key, strerror(errno));
+		return error_set(err, errno, "read sysctl '%s': %s", key, strerror(errno));
 	return sysctl_fd_read(fd, key, buf, size, err);
 }
 
@@ -169,13 +167,12 @@ static int sysctl_line(const char *key, const char *val, char *line, size_t *ret
 	size_t n;
 
 	if (!val)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "write sysctl '%s': no value", key);
+		return error_set(err, EINVAL, "write sysctl '%s': no value", key);
 	n = strlen(val);
 	if (n > SYSCTL_WRITE_MAX)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "write sysctl '%s': value is too long", key);
+		return error_set(err, EINVAL, "write sysctl '%s': value is too long", key);
 	if (strchr(val, '\n'))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "write sysctl '%s': value contains a newline",
-		                 key);
+		return error_set(err, EINVAL, "write sysctl '%s': value contains a newline", key);
 	memcpy(line, val, n);
 	line[n] = '\n';
 	*ret_len = n + 1;
@@ -191,10 +188,9 @@ static int sysctl_fd_write(int fd, const char *key, const char *val, const char 
 		k = pwrite(fd, line, len, 0);
 	while (k < 0 && errno == EINTR);
 	if (k < 0)
-		return error_set(err, CNI_ERR_IO, errno, "write sysctl %s='%s': %s", key, val, strerror(errno));
+		return error_set(err, errno, "write sysctl %s='%s': %s", key, val, strerror(errno));
 	if ((size_t)k != len)
-		return error_set(err, CNI_ERR_IO, EIO, "write sysctl %s='%s': short write (%zd of %zu bytes)", key, val,
-		                 k, len);
+		return error_set(err, EIO, "write sysctl %s='%s': short write (%zd of %zu bytes)", key, val, k, len);
 	return 0;
 }
 
@@ -214,7 +210,7 @@ int sysctl_write(const char *key, const char *val, struct error *err)
 		return r;
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		return error_set(err, CNI_ERR_IO, errno, "write sysctl '%s': %s", key, strerror(errno));
+		return error_set(err, errno, "write sysctl '%s': %s", key, strerror(errno));
 	return sysctl_fd_write(fd, key, val, line, len, err);
 }
 

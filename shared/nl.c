@@ -25,7 +25,6 @@
 #define NL_DUMP_TRIES    5
 #define NL_RECV_BYTES    (32 * 1024)
 #define NL_EXTACK_MAX    256
-#define NL_DESC_MAX      160
 #define TC_DUMP_MAX      ARRAY_SIZE(((struct tc_dump *)0)->tc)
 #define TC_KIND_NAME_MAX sizeof(((struct tc_dump *)0)->kind_name[0])
 
@@ -100,19 +99,19 @@ int nl_open(struct nl_sock **ret, struct error *err)
 
 	sk = nl_socket_alloc();
 	if (!sk)
-		return error_set(err, 0, ENOMEM, "allocate netlink socket");
+		return error_set(err, ENOMEM, "allocate netlink socket");
 	r = nl_connect(sk, NETLINK_ROUTE);
 	if (r < 0) {
 		nl_socket_free(sk);
 		r = nl_to_errno(r);
-		return error_set(err, 0, -r, "connect rtnetlink socket: %s", strerror(-r));
+		return error_set(err, -r, "connect rtnetlink socket: %s", strerror(-r));
 	}
 	fd = nl_socket_get_fd(sk);
 	/* libnl opens with SOCK_CLOEXEC; make sure of it */
 	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
 		r = -errno;
 		nl_socket_free(sk);
-		return error_set(err, 0, -r, "set FD_CLOEXEC on rtnetlink socket: %s", strerror(-r));
+		return error_set(err, -r, "set FD_CLOEXEC on rtnetlink socket: %s", strerror(-r));
 	}
 	/* Optional on old kernels: error text from the kernel, and acks without
 	 * a copy of the request. */
@@ -126,7 +125,7 @@ int nl_open(struct nl_sock **ret, struct error *err)
 	if (r < 0) {
 		nl_socket_free(sk);
 		r = nl_to_errno(r);
-		return error_set(err, 0, -r, "set rtnetlink receive buffer: %s", strerror(-r));
+		return error_set(err, -r, "set rtnetlink receive buffer: %s", strerror(-r));
 	}
 	nl_socket_disable_msg_peek(sk);
 	*ret = sk;
@@ -141,15 +140,15 @@ int nl_open_in_netns(int nsfd, struct nl_sock **ret, struct error *err)
 
 	self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (self < 0)
-		return error_set(err, 0, errno, "open current netns: %s", strerror(errno));
+		return error_set(err, errno, "open current netns: %s", strerror(errno));
 	if (setns(nsfd, CLONE_NEWNET) < 0)
-		return error_set(err, 0, errno, "enter netns (fd %d): %s", nsfd, strerror(errno));
+		return error_set(err, errno, "enter netns (fd %d): %s", nsfd, strerror(errno));
 	r = nl_open(&sk, err);
 	if (setns(self, CLONE_NEWNET) < 0) {
 		int e = errno;
 		if (sk)
 			nl_close(sk);
-		return error_set(err, 0, e, "return to the original netns: %s", strerror(e));
+		return error_set(err, e, "return to the original netns: %s", strerror(e));
 	}
 	if (r < 0)
 		return r;
@@ -300,8 +299,8 @@ out:
 static int req_error(struct error *err, int r, const struct nl_req *req, const char *what)
 {
 	if (req && req->ext[0])
-		return error_set(err, 0, -r, "%s: %s (%s)", what, strerror(-r), req->ext);
-	return error_set(err, 0, -r, "%s: %s", what, strerror(-r));
+		return error_set(err, -r, "%s: %s (%s)", what, strerror(-r), req->ext);
+	return error_set(err, -r, "%s: %s", what, strerror(-r));
 }
 
 /* --- links --- */
@@ -358,76 +357,36 @@ int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link
 	else
 		snprintf(what, sizeof(what), "get link ifindex %d", ifindex);
 	if (ifname && (ifname[0] == '\0' || strlen(ifname) >= sizeof(ret->ifname)))
-		return error_set(err, 0, EINVAL, "%s: invalid interface name", what);
+		return error_set(err, EINVAL, "%s: invalid interface name", what);
 	if (!ifname && ifindex <= 0)
-		return error_set(err, 0, EINVAL, "%s: invalid interface index", what);
+		return error_set(err, EINVAL, "%s: invalid interface index", what);
 	ifi.ifi_index = ifname ? 0 : ifindex;
 
 	msg = nlmsg_alloc_simple(RTM_GETLINK, 0);
 	if (!msg)
-		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+		return error_set(err, ENOMEM, "%s: allocate message", what);
 	if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
 	    nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0 ||
 	    (ifname && nla_put_string(msg, IFLA_IFNAME, ifname) < 0))
-		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+		return error_set(err, EMSGSIZE, "%s: build message", what);
 	r = nl_transact(sk, msg, link_on_msg, &ctx, &req);
 	if (r < 0)
 		return req_error(err, r, &req, what);
 	if (!ctx.found)
-		return error_set(err, 0, ENODEV, "%s: no reply", what);
+		return error_set(err, ENODEV, "%s: no reply", what);
 	*ret = ctx.info;
 	return 0;
 }
 
 /* --- tc messages --- */
 
-/* "qdisc fq_codel root handle 1:", "class htb 1:10 parent 1:",
- * "filter u32 parent 1: prio 10 protocol ip handle 800::123" */
-static void tc_describe(const struct tc_spec *s, char *buf, size_t size)
-{
-	const struct tc_kind *k = tc_kind_get(s->kind);
-	struct sbuf sb = sbuf_init(buf, size);
-	char h[32];
-
-	sbuf_printf(&sb, "%s %s", tc_type_name(s->type), k ? k->name : "(unknown kind)");
-	switch (s->type) {
-	case TC_QDISC:
-		if (s->parent == TC_H_ROOT) {
-			sbuf_word(&sb, "root");
-		} else if (s->kind == TC_KIND_CLSACT) {
-			sbuf_word(&sb, "clsact");
-		} else {
-			tc_handle_format(s->parent, h, sizeof(h));
-			sbuf_word(&sb, "parent %s", h);
-		}
-		if (s->handle && s->kind != TC_KIND_CLSACT) {
-			tc_handle_format(s->handle, h, sizeof(h));
-			sbuf_word(&sb, "handle %s", h);
-		}
-		break;
-	case TC_CLASS:
-		tc_handle_format(s->handle, h, sizeof(h));
-		sbuf_word(&sb, "%s", h);
-		tc_handle_format(s->parent, h, sizeof(h));
-		sbuf_word(&sb, "parent %s", h);
-		break;
-	case TC_FILTER:
-		tc_handle_format(s->parent, h, sizeof(h));
-		sbuf_word(&sb, "parent %s prio %u", h, s->prio);
-		tc_proto_format(s->protocol, h, sizeof(h));
-		sbuf_word(&sb, "protocol %s", h);
-		if (s->handle) {
-			if (s->kind == TC_KIND_U32)
-				tc_u32_handle_format(s->handle, h, sizeof(h));
-			else
-				snprintf(h, sizeof(h), "0x%x", s->handle);
-			sbuf_word(&sb, "handle %s", h);
-		}
-		break;
-	default:
-		break;
-	}
-}
+/* The rtnetlink message of each operation on each object type. */
+enum tc_op { TC_OP_NEW, TC_OP_DEL, TC_OP_GET, _TC_OP_MAX };
+static const int tc_rtm[_TC_TYPE_MAX][_TC_OP_MAX] = {
+        [TC_QDISC] = {RTM_NEWQDISC, RTM_DELQDISC, RTM_GETQDISC},
+        [TC_CLASS] = {RTM_NEWTCLASS, RTM_DELTCLASS, RTM_GETTCLASS},
+        [TC_FILTER] = {RTM_NEWTFILTER, RTM_DELTFILTER, RTM_GETTFILTER},
+};
 
 static uint32_t tc_filter_info(const struct tc_spec *s)
 {
@@ -532,17 +491,12 @@ static int tc_on_msg(const struct nlmsghdr *hdr, void *arg)
 static int tc_dump_one(struct nl_sock *sk, int ifindex, enum tc_type type, uint32_t parent, uint32_t info,
                        tc_visit_fn visit, void *arg, bool *intr, struct nl_req *req)
 {
-	static const int msg_type[_TC_TYPE_MAX] = {
-	        [TC_QDISC] = RTM_GETQDISC,
-	        [TC_CLASS] = RTM_GETTCLASS,
-	        [TC_FILTER] = RTM_GETTFILTER,
-	};
 	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
 	struct tc_dump_ctx ctx = {.ifindex = ifindex, .type = type, .visit = visit, .arg = arg};
 	struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex, .tcm_parent = parent, .tcm_info = info};
 	int r;
 
-	msg = nlmsg_alloc_simple(msg_type[type], NLM_F_DUMP);
+	msg = nlmsg_alloc_simple(tc_rtm[type][TC_OP_GET], NLM_F_DUMP);
 	if (!msg)
 		return -ENOMEM;
 	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
@@ -551,25 +505,6 @@ static int tc_dump_one(struct nl_sock *sk, int ifindex, enum tc_type type, uint3
 	if (req->intr)
 		*intr = true;
 	return r;
-}
-
-struct dump_collect {
-	struct tc_dump *d;
-	bool overflow;
-};
-
-static int collect_visit(const struct tc_spec *s, const char *kind_name, void *arg)
-{
-	struct dump_collect *c = arg;
-
-	if (c->d->n >= TC_DUMP_MAX) {
-		c->overflow = true;
-		return 0;
-	}
-	c->d->tc[c->d->n] = *s;
-	str_copy(c->d->kind_name[c->d->n], TC_KIND_NAME_MAX, kind_name);
-	c->d->n++;
-	return 0;
 }
 
 static void parent_add(uint32_t *parents, unsigned *n, unsigned max, uint32_t p)
@@ -581,91 +516,24 @@ static void parent_add(uint32_t *parents, unsigned *n, unsigned max, uint32_t p)
 		parents[(*n)++] = p;
 }
 
-/* Filter parents: every qdisc with a handle, every class, and the two
- * clsact hooks (ingress qdisc: its one hook). */
-static unsigned filter_parents(const struct tc_dump *d, uint32_t *parents, unsigned max)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < d->n; i++) {
-		const struct tc_spec *s = &d->tc[i];
-
-		if (s->type == TC_QDISC && s->parent == TC_H_CLSACT) {
-			parent_add(parents, &n, max, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));
-			if (streq(d->kind_name[i], "clsact"))
-				parent_add(parents, &n, max, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
-		} else if (s->type == TC_QDISC && s->handle) {
-			parent_add(parents, &n, max, s->handle);
-		} else if (s->type == TC_CLASS && s->handle) {
-			parent_add(parents, &n, max, s->handle);
-		}
-	}
-	return n;
-}
-
-static int tc_dump_attempt(struct nl_sock *sk, int ifindex, struct tc_dump *d, bool *overflow, bool *intr,
-                           struct nl_req *req, char *what, size_t what_size)
-{
-	struct dump_collect c = {.d = d};
-	uint32_t parents[TC_DUMP_MAX];
-	unsigned n_parents;
-	int r;
-
-	d->n = 0;
-	snprintf(what, what_size, "dump qdiscs of ifindex %d", ifindex);
-	r = tc_dump_one(sk, ifindex, TC_QDISC, 0, 0, collect_visit, &c, intr, req);
-	if (r < 0)
-		return r;
-	snprintf(what, what_size, "dump classes of ifindex %d", ifindex);
-	r = tc_dump_one(sk, ifindex, TC_CLASS, 0, 0, collect_visit, &c, intr, req);
-	if (r < 0)
-		return r;
-	n_parents = filter_parents(d, parents, ARRAY_SIZE(parents));
-	for (unsigned i = 0; i < n_parents; i++) {
-		char h[32];
-
-		tc_handle_format(parents[i], h, sizeof(h));
-		snprintf(what, what_size, "dump filters of ifindex %d parent %s", ifindex, h);
-		r = tc_dump_one(sk, ifindex, TC_FILTER, parents[i], 0, collect_visit, &c, intr, req);
-		if (r < 0)
-			return r;
-	}
-	*overflow = c.overflow;
-	return 0;
-}
-
 int nl_tc_dump(struct nl_sock *sk, int ifindex, struct tc_dump *ret, struct error *err)
 {
-	_cleanup_free_ struct tc_dump *d = calloc(1, sizeof(*d));
-	struct nl_req req = {0};
-	char what[96] = "";
+	struct tc_dump_list l = {0};
 	int r;
 
-	if (!d)
-		return error_set(err, 0, ENOMEM, "dump tc objects of ifindex %d: out of memory", ifindex);
-	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
-		bool overflow = false, intr = false;
-
-		r = tc_dump_attempt(sk, ifindex, d, &overflow, &intr, &req, what, sizeof(what));
-		if (r < 0)
-			return req_error(err, r, &req, what);
-		if (intr)
-			continue; /* the kernel's tables changed during the dump: redo all of it */
-		if (overflow)
-			return error_set(err, 0, E2BIG, "dump tc objects of ifindex %d: more than %zu objects", ifindex,
-			                 TC_DUMP_MAX);
-		if (d->n == 0) {
-			/* every device has a root qdisc entry; none: is the device there? */
-			struct link_info li;
-			r = nl_link_get(sk, NULL, ifindex, &li, err);
-			if (r < 0)
-				return r;
-		}
-		memcpy(ret, d, sizeof(*d));
-		return 0;
+	_Static_assert(sizeof(ret->kind_name[0]) == TC_DUMP_KIND_NAME_MAX, "kind names of both dumps");
+	/* the list dump, bounded to what struct tc_dump holds */
+	r = nl_tc_dump_alloc(sk, ifindex, TC_DUMP_MAX, &l, err);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	ret->n = l.n;
+	if (l.n) {
+		memcpy(ret->tc, l.tc, l.n * sizeof(l.tc[0]));
+		memcpy(ret->kind_name, l.kind_name, l.n * sizeof(l.kind_name[0]));
 	}
-	return error_set(err, 0, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
-	                 ifindex, NL_DUMP_TRIES);
+	tc_dump_list_free(&l);
+	return 0;
 }
 
 /* --- u32 handles ---
@@ -759,24 +627,37 @@ static bool qdisc_already_there(struct nl_sock *sk, int ifindex, const struct tc
 
 /* --- create/replace/delete --- */
 
-/* What a request is about ("replace qdisc htb root handle 1: on ifindex
- * 3"), put into words only when an error message needs it. */
+/* What a request is about in tc(8) words ("qdisc replace root handle 1:
+ * htb default 10 on ifindex 3", tc_spec_describe), put into words only when
+ * an error message needs it. */
 struct tc_what {
 	const char *verb;
 	const struct tc_spec *s;
 	int ifindex;
-	char text[NL_DESC_MAX + 48];
+	char text[TC_FORMAT_MAX + 32];
 };
 
 static const char *tc_what_str(struct tc_what *w)
 {
-	char desc[NL_DESC_MAX];
+	char desc[TC_FORMAT_MAX];
 
 	if (!w->text[0]) {
-		tc_describe(w->s, desc, sizeof(desc));
-		snprintf(w->text, sizeof(w->text), "%s %s on ifindex %d", w->verb, desc, w->ifindex);
+		tc_spec_describe(w->s, w->verb, desc, sizeof(desc));
+		snprintf(w->text, sizeof(w->text), "%s on ifindex %d", desc, w->ifindex);
 	}
 	return w->text;
+}
+
+/* The kind must exist and be one of the object's type. */
+static int tc_what_check(struct tc_what *what, struct error *err)
+{
+	const struct tc_spec *s = what->s;
+	const struct tc_kind *k = tc_kind_get(s->kind);
+
+	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
+		return error_set(err, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(what), (int)s->kind,
+		                 tc_type_name(s->type));
+	return 0;
 }
 
 static int tc_send(struct nl_sock *sk, int type, int flags, int ifindex, const struct tc_spec *s, uint32_t handle,
@@ -787,7 +668,7 @@ static int tc_send(struct nl_sock *sk, int type, int flags, int ifindex, const s
 
 	r = tc_msg_build(&msg, type, flags, ifindex, s, handle, options);
 	if (r < 0)
-		return error_set(err, 0, -r, "%s: encode options: %s", tc_what_str(what), strerror(-r));
+		return error_set(err, -r, "%s: encode options: %s", tc_what_str(what), strerror(-r));
 	*req = (struct nl_req){0};
 	r = nl_transact(sk, msg, NULL, NULL, req);
 	if (r < 0)
@@ -797,21 +678,15 @@ static int tc_send(struct nl_sock *sk, int type, int flags, int ifindex, const s
 
 int nl_tc_replace(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err)
 {
-	static const int msg_type[_TC_TYPE_MAX] = {
-	        [TC_QDISC] = RTM_NEWQDISC,
-	        [TC_CLASS] = RTM_NEWTCLASS,
-	        [TC_FILTER] = RTM_NEWTFILTER,
-	};
-	const struct tc_kind *k = tc_kind_get(s->kind);
 	struct tc_what what = {.verb = "replace", .s = s, .ifindex = ifindex};
 	struct nl_req req = {0};
 	uint32_t handle = s->handle;
 	int flags = NLM_F_CREATE | NLM_F_REPLACE;
 	int r;
 
-	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
-		                 tc_type_name(s->type));
+	r = tc_what_check(&what, err);
+	if (r < 0)
+		return r;
 
 	if (s->type == TC_FILTER) {
 		if (!handle)
@@ -833,7 +708,7 @@ int nl_tc_replace(struct nl_sock *sk, int ifindex, const struct tc_spec *s, stru
 			}
 		}
 	}
-	r = tc_send(sk, msg_type[s->type], flags, ifindex, s, handle, true, &req, &what, err);
+	r = tc_send(sk, tc_rtm[s->type][TC_OP_NEW], flags, ifindex, s, handle, true, &req, &what, err);
 	/* "Change operation not supported": fine when nothing would change */
 	if (r == -EINVAL && s->type == TC_QDISC && qdisc_already_there(sk, ifindex, s)) {
 		error_clear(err);
@@ -862,21 +737,15 @@ static int tc_object_present(struct nl_sock *sk, int ifindex, const struct tc_sp
 
 int nl_tc_delete(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err)
 {
-	static const int msg_type[_TC_TYPE_MAX] = {
-	        [TC_QDISC] = RTM_DELQDISC,
-	        [TC_CLASS] = RTM_DELTCLASS,
-	        [TC_FILTER] = RTM_DELTFILTER,
-	};
-	const struct tc_kind *k = tc_kind_get(s->kind);
 	struct tc_what what = {.verb = "delete", .s = s, .ifindex = ifindex};
 	struct nl_req req = {0};
 	uint32_t handle = s->handle;
 	bool present = true;
 	int r;
 
-	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
-		                 tc_type_name(s->type));
+	r = tc_what_check(&what, err);
+	if (r < 0)
+		return r;
 
 	if (s->type == TC_FILTER && s->kind == TC_KIND_U32 && handle) {
 		struct u32_find f;
@@ -885,14 +754,14 @@ int nl_tc_delete(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struc
 		if (r < 0)
 			return req_error(err, r, &req, tc_what_str(&what));
 		if (!f.found)
-			return error_set(err, 0, ENOENT, "%s: %s", tc_what_str(&what), strerror(ENOENT));
+			return error_set(err, ENOENT, "%s: %s", tc_what_str(&what), strerror(ENOENT));
 		handle = f.spec.handle;
 	}
-	r = tc_send(sk, msg_type[s->type], 0, ifindex, s, handle, false, &req, &what, err);
+	r = tc_send(sk, tc_rtm[s->type][TC_OP_DEL], 0, ifindex, s, handle, false, &req, &what, err);
 	/* The kernel answers EINVAL ("Invalid handle", "Invalid qdisc name") when
 	 * another object holds the slot: for the caller ours is absent. */
 	if (r == -EINVAL && s->type != TC_CLASS && tc_object_present(sk, ifindex, s, &present) == 0 && !present)
-		return error_set(err, 0, ENOENT, "%s: %s (%s)", tc_what_str(&what), strerror(ENOENT),
+		return error_set(err, ENOENT, "%s: %s (%s)", tc_what_str(&what), strerror(ENOENT),
 		                 req.ext[0] ? req.ext : "not present");
 	return r;
 }
@@ -951,8 +820,9 @@ void tc_dump_list_free(struct tc_dump_list *d)
 	memset(d, 0, sizeof(*d));
 }
 
-/* Filter parents of a list dump (as filter_parents): qdiscs with a handle,
- * classes, clsact hooks. Heap array of at most d->n + 2 entries. */
+/* Filter parents of a dump: every qdisc with a handle, every class, and the
+ * two clsact hooks (ingress qdisc: its one hook). Heap array of at most
+ * d->n + 2 entries. */
 static uint32_t *list_filter_parents(const struct tc_dump_list *d, unsigned *ret_n)
 {
 	uint32_t *parents = calloc((size_t)d->n + 2, sizeof(*parents));
@@ -1011,14 +881,14 @@ int nl_tc_dump_alloc(struct nl_sock *sk, int ifindex, unsigned max_objects, stru
 		if (r < 0 || g.nomem) {
 			tc_dump_list_free(&d);
 			if (g.nomem || r == -ENOMEM)
-				return error_set(err, 0, ENOMEM, "%s: out of memory", what);
+				return error_set(err, ENOMEM, "%s: out of memory", what);
 			return req_error(err, r, &req, what);
 		}
 		if (intr)
 			continue;
 		if (g.overflow) {
 			tc_dump_list_free(&d);
-			return error_set(err, 0, E2BIG, "dump tc objects of ifindex %d: more than %u objects", ifindex,
+			return error_set(err, E2BIG, "dump tc objects of ifindex %d: more than %u objects", ifindex,
 			                 max);
 		}
 		if (d.n == 0) {
@@ -1033,7 +903,7 @@ int nl_tc_dump_alloc(struct nl_sock *sk, int ifindex, unsigned max_objects, stru
 		return 0;
 	}
 	tc_dump_list_free(&d);
-	return error_set(err, 0, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
+	return error_set(err, EAGAIN, "dump tc objects of ifindex %d: interrupted %d times by concurrent changes",
 	                 ifindex, NL_DUMP_TRIES);
 }
 
@@ -1113,11 +983,6 @@ static int stats_on_msg(const struct nlmsghdr *hdr, void *arg)
 int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type,
                      int (*cb)(const struct tc_obj_stats *st, void *ud), void *ud, struct error *err)
 {
-	static const int msg_type[_TC_TYPE_MAX] = {
-	        [TC_QDISC] = RTM_GETQDISC,
-	        [TC_CLASS] = RTM_GETTCLASS,
-	        [TC_FILTER] = RTM_GETTFILTER,
-	};
 	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
 	struct stats_ctx ctx = {.ifindex = ifindex, .type = type, .cb = cb, .ud = ud};
 	struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex};
@@ -1127,12 +992,12 @@ int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type,
 
 	snprintf(what, sizeof(what), "dump %s statistics of ifindex %d", tc_type_name(type), ifindex);
 	if (type != TC_QDISC && type != TC_CLASS)
-		return error_set(err, 0, EINVAL, "%s: only qdiscs and classes", what);
-	msg = nlmsg_alloc_simple(msg_type[type], NLM_F_DUMP);
+		return error_set(err, EINVAL, "%s: only qdiscs and classes", what);
+	msg = nlmsg_alloc_simple(tc_rtm[type][TC_OP_GET], NLM_F_DUMP);
 	if (!msg)
-		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+		return error_set(err, ENOMEM, "%s: allocate message", what);
 	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
-		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+		return error_set(err, EMSGSIZE, "%s: build message", what);
 	r = nl_transact(sk, msg, stats_on_msg, &ctx, &req);
 	if (r < 0)
 		return req_error(err, r, &req, what);
@@ -1189,16 +1054,16 @@ int nl_qdisc_root_get(struct nl_sock *sk, int ifindex, struct tc_qdisc_raw *ret,
 
 	snprintf(what, sizeof(what), "get the root qdisc of ifindex %d", ifindex);
 	if (!q)
-		return error_set(err, 0, ENOMEM, "%s: out of memory", what);
+		return error_set(err, ENOMEM, "%s: out of memory", what);
 	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
 		_cleanup_nlmsg_ struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETQDISC, NLM_F_DUMP);
 		struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex};
 		struct root_raw_ctx ctx = {.ifindex = ifindex, .q = q};
 
 		if (!msg)
-			return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+			return error_set(err, ENOMEM, "%s: allocate message", what);
 		if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
-			return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+			return error_set(err, EMSGSIZE, "%s: build message", what);
 		r = nl_transact(sk, msg, root_raw_on_msg, &ctx, &req);
 		if (r < 0)
 			return req_error(err, r, &req, what);
@@ -1209,12 +1074,12 @@ int nl_qdisc_root_get(struct nl_sock *sk, int ifindex, struct tc_qdisc_raw *ret,
 			r = nl_link_get(sk, NULL, ifindex, &li, err);
 			if (r < 0)
 				return r;
-			return error_set(err, 0, ENOENT, "%s: no root qdisc reported", what);
+			return error_set(err, ENOENT, "%s: no root qdisc reported", what);
 		}
 		memcpy(ret, q, sizeof(*q));
 		return 0;
 	}
-	return error_set(err, 0, EAGAIN, "%s: interrupted %d times by concurrent changes", what, NL_DUMP_TRIES);
+	return error_set(err, EAGAIN, "%s: interrupted %d times by concurrent changes", what, NL_DUMP_TRIES);
 }
 
 int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_raw *q, struct error *err)
@@ -1233,13 +1098,13 @@ int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_r
 	tc_handle_format(q->handle, h, sizeof(h));
 	snprintf(what, sizeof(what), "create qdisc %s root handle %s on ifindex %d", q->kind, h, ifindex);
 	if (!q->kind[0] || q->options_truncated)
-		return error_set(err, 0, EINVAL, "%s: %s", what, q->kind[0] ? "options were truncated" : "no kind");
+		return error_set(err, EINVAL, "%s: %s", what, q->kind[0] ? "options were truncated" : "no kind");
 	msg = nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE);
 	if (!msg)
-		return error_set(err, 0, ENOMEM, "%s: allocate message", what);
+		return error_set(err, ENOMEM, "%s: allocate message", what);
 	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0 || nla_put_string(msg, TCA_KIND, q->kind) < 0 ||
 	    (q->options_len && nla_put(msg, TCA_OPTIONS, (int)q->options_len, q->options) < 0))
-		return error_set(err, 0, EMSGSIZE, "%s: build message", what);
+		return error_set(err, EMSGSIZE, "%s: build message", what);
 	r = nl_transact(sk, msg, NULL, NULL, &req);
 	if (r < 0)
 		return req_error(err, r, &req, what);
@@ -1250,24 +1115,19 @@ int nl_qdisc_create_raw(struct nl_sock *sk, int ifindex, const struct tc_qdisc_r
 
 int nl_tc_create(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err)
 {
-	static const int msg_type[_TC_TYPE_MAX] = {
-	        [TC_QDISC] = RTM_NEWQDISC,
-	        [TC_CLASS] = RTM_NEWTCLASS,
-	        [TC_FILTER] = RTM_NEWTFILTER,
-	};
-	const struct tc_kind *k = tc_kind_get(s->kind);
-	struct tc_what what = {.verb = "create", .s = s, .ifindex = ifindex};
+	struct tc_what what = {.verb = "add", .s = s, .ifindex = ifindex};
 	struct nl_req req = {0};
 	int r;
 
-	if (!k || k->type != s->type || (int)s->type < 0 || s->type >= _TC_TYPE_MAX)
-		return error_set(err, 0, EINVAL, "%s: kind %d is not a %s kind", tc_what_str(&what), (int)s->kind,
-		                 tc_type_name(s->type));
-	r = tc_send(sk, msg_type[s->type], NLM_F_CREATE | NLM_F_EXCL, ifindex, s, s->handle, true, &req, &what, err);
+	r = tc_what_check(&what, err);
+	if (r < 0)
+		return r;
+	r = tc_send(sk, tc_rtm[s->type][TC_OP_NEW], NLM_F_CREATE | NLM_F_EXCL, ifindex, s, s->handle, true, &req, &what,
+	            err);
 	/* u32 answers a taken node id with ENOSPC */
 	if (r == -ENOSPC && s->type == TC_FILTER && s->kind == TC_KIND_U32) {
 		error_clear(err);
-		return error_set(err, 0, EEXIST, "%s: %s", tc_what_str(&what), strerror(EEXIST));
+		return error_set(err, EEXIST, "%s: %s", tc_what_str(&what), strerror(EEXIST));
 	}
 	return r;
 }

@@ -60,12 +60,21 @@
  * does. Caps also choose between structures (prio vs HTB): when the applier
  * learns a missing kind (e.g. prio on first contact), plan again.
  *
+ * NO QUEUE. An uplink whose original root is `noqueue` (a veth, bond, VLAN
+ * or macvlan: the driver hands each packet straight on, so no packet ever
+ * waits there) gets no unshaped tree in any mode: a qdisc there would cost
+ * CPU per packet at line rate and have nothing to order (the queue forms at
+ * the slower link beyond, or at the NIC below). Only a configured uplinkRate
+ * makes a queue there (HTB). A warning says what to set. The download tree
+ * does not depend on it.
+ *
  * A virtual link's reported speed (veth, virtio, bridge, dummy: 10000 Mb/s
  * whatever it carries) is never used as a rate: without uplinkRate such a
  * link is not shaped (speed_untrusted, and a warning with the config to set).
  *
  * MULTI-QUEUE (plan_node_mq.c). Unless shaping was configured (uplinkRate:
- * HTB, one lock), a device with several tx queues keeps `mq` and every queue
+ * HTB, one lock), a device with several tx queues (and a queue: not
+ * noqueue, above) keeps `mq` and every queue
  * gets its own child (its own lock): training fq [ce] | fq_codel; inference
  * fq_codel 1ms/10ms ecn; mixed prio (3 bands, pfifo_fast's priomap) with AQM
  * leaves | pfifo_fast (3 strict-priority bands, every kernel). In mixed mode
@@ -316,6 +325,9 @@ struct uplink_facts {
 	bool is_virtual;    /* veth/bridge/dummy, or speed unknown */
 	uint32_t tx_queues; /* informational (mq + fq per queue needs an mq kind in tc.h) */
 	uint32_t mtu;       /* 0 = 1500 */
+	/* its root before aiqos was `noqueue` (IFF_NO_QUEUE devices: veth,
+	 * bond, VLAN, macvlan, ...): nothing ever waits there */
+	bool no_queue;
 	/* the download direction */
 	int ifb_ifindex;      /* PLAN_IFB_NAME's ifindex (the redirect target), 0 = not created (dry run) */
 	bool ingress_foreign; /* the uplink has an ingress/clsact qdisc aiqos did not create */

@@ -25,15 +25,9 @@
 #define CODEL_DEFAULT_TARGET_US   5000u
 #define CODEL_DEFAULT_INTERVAL_US 100000u
 
-const char *plan_dev_name(enum plan_dev d)
-{
-	static const char *const names[_DEV_MAX] = {
-	        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = "ifb"};
-
-	if (d < 0 || d >= _DEV_MAX)
-		return NULL;
-	return names[d];
-}
+static const char *const dev_names[_DEV_MAX] = {
+        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = "ifb"};
+DEFINE_STRING_TABLE_NAME(plan_dev_name, enum plan_dev, dev_names)
 
 struct plan_names plan_names_attach(const struct attach_ifaces *ifs)
 {
@@ -56,19 +50,13 @@ const char *plan_dev_ifname(const struct plan_names *names, enum plan_dev d)
 	return names && names->dev[d] && names->dev[d][0] ? names->dev[d] : defaults[d];
 }
 
-const char *item_status_name(enum item_status s)
-{
-	static const char *const names[_ITEM_STATUS_MAX] = {
-	        [ITEM_PENDING] = "pending",
-	        [ITEM_APPLIED] = "applied",
-	        [ITEM_DEGRADED] = "degraded",
-	        [ITEM_SKIPPED] = "skipped",
-	};
-
-	if (s < 0 || s >= _ITEM_STATUS_MAX)
-		return NULL;
-	return names[s];
-}
+static const char *const item_status_names[_ITEM_STATUS_MAX] = {
+        [ITEM_PENDING] = "pending",
+        [ITEM_APPLIED] = "applied",
+        [ITEM_DEGRADED] = "degraded",
+        [ITEM_SKIPPED] = "skipped",
+};
+DEFINE_STRING_TABLE_NAME(item_status_name, enum item_status, item_status_names)
 
 void plan_caps_mark_missing(struct plan_caps *caps, enum tc_kind_id k)
 {

@@ -451,10 +451,10 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 	if (!choices || cJSON_IsNull(choices))
 		return 0;
 	if (!cJSON_IsArray(choices))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "choices: expected an array");
+		return error_set(err, EINVAL, "choices: expected an array");
 	next = calloc(p->n ? p->n : 1, sizeof(*next));
 	if (!next)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "choices: out of memory for %u items", p->n);
+		return error_set(err, ENOMEM, "choices: out of memory for %u items", p->n);
 
 	cJSON_ArrayForEach(c, choices)
 	{
@@ -470,8 +470,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		int chosen, e = 0;
 
 		if (!cJSON_IsObject(c) || !cJSON_IsString(id) || !id->valuestring)
-			return error_set(err, CNI_ERR_STATE, EINVAL,
-			                 "choices[%u]: expected an object with a string \"id\"", idx);
+			return error_set(err, EINVAL, "choices[%u]: expected an object with a string \"id\"", idx);
 		for (k = 0; k < p->n; k++)
 			if (streq(p->items[k].id, id->valuestring)) {
 				it = &p->items[k];
@@ -479,28 +478,26 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 			}
 		if (!it)
 			return error_set(
-			        err, CNI_ERR_STATE, ENOENT,
+			        err, ENOENT,
 			        "choices: item \"%.*s\" is not in the plan (the plan changed since it was applied)",
 			        PLAN_ID_MAX, id->valuestring);
 		if (next[k].set)
-			return error_set(err, CNI_ERR_STATE, EINVAL, "choices: item \"%s\" is listed twice", it->id);
+			return error_set(err, EINVAL, "choices: item \"%s\" is listed twice", it->id);
 		if (!cJSON_IsString(st) || !st->valuestring ||
 		    (s = status_from_name(st->valuestring)) == _ITEM_STATUS_MAX)
 			return error_set(
-			        err, CNI_ERR_STATE, EINVAL,
+			        err, EINVAL,
 			        "choices: item \"%s\": \"status\" must be pending, applied, degraded or skipped",
 			        it->id);
 		if (!json_whole(ch, -1, PLAN_ALT_MAX, &chosen))
-			return error_set(err, CNI_ERR_STATE, EINVAL,
-			                 "choices: item \"%s\": \"chosen\" must be an integer", it->id);
+			return error_set(err, EINVAL, "choices: item \"%s\": \"chosen\" must be an integer", it->id);
 		if (er && !cJSON_IsNull(er) && !json_whole(er, 0, ERRNO_MAX, &e))
-			return error_set(err, CNI_ERR_STATE, EINVAL,
-			                 "choices: item \"%s\": \"err\" must be an errno (0..%d)", it->id, ERRNO_MAX);
+			return error_set(err, EINVAL, "choices: item \"%s\": \"err\" must be an errno (0..%d)", it->id,
+			                 ERRNO_MAX);
 		if (s == ITEM_APPLIED || s == ITEM_DEGRADED) {
 			label = cJSON_GetObjectItemCaseSensitive(c, it->type == ITEM_TC ? "kind" : "value");
 			if (label && (!cJSON_IsString(label) || !label->valuestring))
-				return error_set(err, CNI_ERR_STATE, EINVAL,
-				                 "choices: item \"%s\": \"%s\" must be a string", it->id,
+				return error_set(err, EINVAL, "choices: item \"%s\": \"%s\" must be a string", it->id,
 				                 it->type == ITEM_TC ? "kind" : "value");
 			/* Prefer what was chosen over where it was: the
 			 * alternatives may have moved. */
@@ -512,19 +509,18 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 						chosen = (int)a;
 				if (chosen < 0)
 					return error_set(
-					        err, CNI_ERR_STATE, ENOENT,
+					        err, ENOENT,
 					        "choices: item \"%s\" chose %.*s, which the plan no longer offers "
 					        "(the plan changed since it was applied)",
 					        it->id, 64, label->valuestring);
 			}
 			if (chosen < 0 || (unsigned)chosen >= n_alt_of(it))
-				return error_set(err, CNI_ERR_STATE, ERANGE,
+				return error_set(err, ERANGE,
 				                 "choices: item \"%s\" chose alternative %d of %u "
 				                 "(the plan changed since it was applied)",
 				                 it->id, chosen, n_alt_of(it));
 		} else if (chosen != -1) {
-			return error_set(err, CNI_ERR_STATE, EINVAL,
-			                 "choices: item \"%s\" is %s but chose alternative %d", it->id,
+			return error_set(err, EINVAL, "choices: item \"%s\" is %s but chose alternative %d", it->id,
 			                 item_status_name(s), chosen);
 		}
 		next[k].status = s;
@@ -533,7 +529,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		next[k].set = true;
 		if (pv && (!cJSON_IsString(pv) || !pv->valuestring ||
 		           str_copy(next[k].prev, sizeof(next[k].prev), pv->valuestring) < 0))
-			return error_set(err, CNI_ERR_STATE, EINVAL,
+			return error_set(err, EINVAL,
 			                 "choices: item \"%s\": \"prev\" must be a string of at most %d bytes", it->id,
 			                 SYSCTL_VAL_MAX - 1);
 		idx++;

@@ -77,7 +77,7 @@ int plan_copy(const struct plan *src, struct plan *dst)
 
 /* ---- lookups and counts ---- */
 
-struct plan_item *plan_find(struct plan *p, const char *id)
+const struct plan_item *plan_find_const(const struct plan *p, const char *id)
 {
 	if (!p || !id)
 		return NULL;
@@ -87,14 +87,10 @@ struct plan_item *plan_find(struct plan *p, const char *id)
 	return NULL;
 }
 
-const struct plan_item *plan_find_const(const struct plan *p, const char *id)
+struct plan_item *plan_find(struct plan *p, const char *id)
 {
-	if (!p || !id)
-		return NULL;
-	for (unsigned i = 0; i < p->n; i++)
-		if (streq(p->items[i].id, id))
-			return &p->items[i];
-	return NULL;
+	/* the item is p's, which the caller may change */
+	return (struct plan_item *)(uintptr_t)plan_find_const(p, id);
 }
 
 static bool item_has_effective(const struct plan_item *it)

@@ -28,77 +28,36 @@
 #define PFX_UPLINK "uplink"
 #define PFX_DOWN   "down"
 
-static const char *const class_tag[_CLASS_MAX] = {
-        [CLASS_DEFAULT] = "default",
-        [CLASS_INFERENCE] = "inference",
-        [CLASS_TRAINING] = "training",
-};
-
 /* ---- names ---- */
 
-const char *node_mode_name(enum node_mode m)
-{
-	static const char *const names[_MODE_MAX] = {
-	        [MODE_IDLE] = "idle",
-	        [MODE_TRAINING] = "training",
-	        [MODE_INFERENCE] = "inference",
-	        [MODE_MIXED] = "mixed",
-	};
+static const char *const mode_names[_MODE_MAX] = {
+        [MODE_IDLE] = "idle",
+        [MODE_TRAINING] = "training",
+        [MODE_INFERENCE] = "inference",
+        [MODE_MIXED] = "mixed",
+};
+DEFINE_STRING_TABLE_NAME(node_mode_name, enum node_mode, mode_names)
+DEFINE_STRING_TABLE_FROM_NAME(node_mode_from_name, enum node_mode, mode_names, _MODE_INVALID)
 
-	if (m < 0 || m >= _MODE_MAX)
-		return NULL;
-	return names[m];
-}
+static const char *const classify_names[_CLASSIFY_MAX] = {
+        [CLASSIFY_SRC_IP] = "src-ip",
+        [CLASSIFY_DSCP] = "dscp",
+};
+DEFINE_STRING_TABLE_NAME(node_classify_name, enum node_classify, classify_names)
+DEFINE_STRING_TABLE_FROM_NAME(node_classify_from_name, enum node_classify, classify_names, _CLASSIFY_INVALID)
 
-enum node_mode node_mode_from_name(const char *s)
-{
-	for (int m = 0; s && m < _MODE_MAX; m++)
-		if (streq(s, node_mode_name(m)))
-			return m;
-	return _MODE_INVALID;
-}
+static const char *const shape_names[_SHAPE_MAX] = {
+        [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio", [SHAPE_HTB] = "htb",
+        [SHAPE_MQ] = "mq",
+};
+DEFINE_STRING_TABLE_NAME(node_shape_name, enum node_shape, shape_names)
 
-const char *node_classify_name(enum node_classify c)
-{
-	static const char *const names[_CLASSIFY_MAX] = {[CLASSIFY_SRC_IP] = "src-ip", [CLASSIFY_DSCP] = "dscp"};
-
-	if (c < 0 || c >= _CLASSIFY_MAX)
-		return NULL;
-	return names[c];
-}
-
-enum node_classify node_classify_from_name(const char *s)
-{
-	for (int c = 0; s && c < _CLASSIFY_MAX; c++)
-		if (streq(s, node_classify_name(c)))
-			return c;
-	return _CLASSIFY_INVALID;
-}
-
-const char *node_shape_name(enum node_shape s)
-{
-	static const char *const names[_SHAPE_MAX] = {
-	        [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio", [SHAPE_HTB] = "htb",
-	        [SHAPE_MQ] = "mq",
-	};
-
-	if (s < 0 || s >= _SHAPE_MAX)
-		return NULL;
-	return names[s];
-}
-
-const char *node_weight_basis_name(enum node_weight_basis b)
-{
-	static const char *const names[_WEIGHT_MAX] = {
-	        [WEIGHT_PODS] = "pods",
-	        [WEIGHT_GPUS] = "gpus",
-	        [WEIGHT_BANDWIDTH] = "bandwidth",
-	};
-
-	if (b < 0 || b >= _WEIGHT_MAX)
-		return NULL;
-	return names[b];
-}
+static const char *const weight_basis_names[_WEIGHT_MAX] = {
+        [WEIGHT_PODS] = "pods",
+        [WEIGHT_GPUS] = "gpus",
+        [WEIGHT_BANDWIDTH] = "bandwidth",
+};
+DEFINE_STRING_TABLE_NAME(node_weight_basis_name, enum node_weight_basis, weight_basis_names)
 
 /* ---- config ---- */
 
@@ -123,54 +82,45 @@ void node_config_defaults(struct node_config *ret)
 int node_config_check(const struct node_config *cfg, struct error *err)
 {
 	if (!cfg)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "no node config");
+		return error_set(err, EINVAL, "no node config");
 	if (!memchr(cfg->uplink, '\0', sizeof(cfg->uplink)) || cfg->uplink[0] == '\0')
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "uplink: must be an interface name (at most %d characters) or \"auto\"",
+		return error_set(err, EINVAL, "uplink: must be an interface name (at most %d characters) or \"auto\"",
 		                 IFNAME_LEN - 1);
 	if (!(cfg->inference_share >= 0.0 && cfg->inference_share <= 1.0))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "inferenceShare: %g is out of range 0..1",
-		                 cfg->inference_share);
+		return error_set(err, EINVAL, "inferenceShare: %g is out of range 0..1", cfg->inference_share);
 	if (!(cfg->training_floor >= 0.0 && cfg->training_floor <= 1.0))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "trainingFloor: %g is out of range 0..1",
-		                 cfg->training_floor);
+		return error_set(err, EINVAL, "trainingFloor: %g is out of range 0..1", cfg->training_floor);
 	if (cfg->uplink_rate_bps != 0 && (cfg->uplink_rate_bps < BW_MIN_BPS || cfg->uplink_rate_bps > BW_MAX_BPS))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "uplinkRate: %" PRIu64 " bit/s is out of range %llu..%llu", cfg->uplink_rate_bps,
-		                 BW_MIN_BPS, BW_MAX_BPS);
+		return error_set(err, EINVAL, "uplinkRate: %" PRIu64 " bit/s is out of range %llu..%llu",
+		                 cfg->uplink_rate_bps, BW_MIN_BPS, BW_MAX_BPS);
 	if (cfg->downlink_rate_bps != 0 && (cfg->downlink_rate_bps < BW_MIN_BPS || cfg->downlink_rate_bps > BW_MAX_BPS))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "downlinkRate: %" PRIu64 " bit/s is out of range %llu..%llu", cfg->downlink_rate_bps,
-		                 BW_MIN_BPS, BW_MAX_BPS);
+		return error_set(err, EINVAL, "downlinkRate: %" PRIu64 " bit/s is out of range %llu..%llu",
+		                 cfg->downlink_rate_bps, BW_MIN_BPS, BW_MAX_BPS);
 	if (cfg->down_rtt_us > NODE_DOWN_RTT_US_MAX)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "downlinkRttUs: %u is out of range 0..%d",
-		                 cfg->down_rtt_us, NODE_DOWN_RTT_US_MAX);
+		return error_set(err, EINVAL, "downlinkRttUs: %u is out of range 0..%d", cfg->down_rtt_us,
+		                 NODE_DOWN_RTT_US_MAX);
 	if (cfg->training_rcv_window != NODE_DOWN_RCV_WINDOW_AUTO &&
 	    cfg->training_rcv_window != NODE_DOWN_RCV_WINDOW_OFF &&
 	    (cfg->training_rcv_window < NODE_DOWN_RCV_WINDOW_MIN ||
 	     cfg->training_rcv_window > NODE_DOWN_RCV_WINDOW_MAX))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		return error_set(err, EINVAL,
 		                 "trainingRcvWindow: %u bytes is out of range %u..%u (or \"auto\", \"off\")",
 		                 cfg->training_rcv_window, NODE_DOWN_RCV_WINDOW_MIN, NODE_DOWN_RCV_WINDOW_MAX);
 	if (!node_classify_name(cfg->classify))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "classify: invalid value %d (src-ip, dscp)",
-		                 (int)cfg->classify);
+		return error_set(err, EINVAL, "classify: invalid value %d (src-ip, dscp)", (int)cfg->classify);
 	if (cfg->overhead_bytes > NODE_OVERHEAD_MAX)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "uplinkOverhead: %u bytes is out of range 0..%d",
-		                 cfg->overhead_bytes, NODE_OVERHEAD_MAX);
+		return error_set(err, EINVAL, "uplinkOverhead: %u bytes is out of range 0..%d", cfg->overhead_bytes,
+		                 NODE_OVERHEAD_MAX);
 	if (cfg->dscp_inference < 0 || cfg->dscp_inference > 63)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "inference DSCP: %d is out of range 0..63",
-		                 cfg->dscp_inference);
+		return error_set(err, EINVAL, "inference DSCP: %d is out of range 0..63", cfg->dscp_inference);
 	if (cfg->dscp_training < 0 || cfg->dscp_training > 63)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "training DSCP: %d is out of range 0..63",
-		                 cfg->dscp_training);
+		return error_set(err, EINVAL, "training DSCP: %d is out of range 0..63", cfg->dscp_training);
 	if (cfg->classify == CLASSIFY_DSCP) {
 		if (cfg->dscp_inference == cfg->dscp_training)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-			                 "classify dscp: inference and training use the same DSCP %d",
+			return error_set(err, EINVAL, "classify dscp: inference and training use the same DSCP %d",
 			                 cfg->dscp_inference);
 		if (cfg->dscp_inference == 0 || cfg->dscp_training == 0)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			return error_set(err, EINVAL,
 			                 "classify dscp: DSCP 0 is unmarked traffic and cannot select a class");
 	}
 	return 0;
@@ -431,7 +381,7 @@ static int leaf_add(struct builder *b, enum workload_class c, const char *depend
 	char id[PLAN_ID_MAX];
 	struct plan_item *it;
 
-	snprintf(id, sizeof(id), "%s.leaf.%s", b->pfx, class_tag[c]);
+	snprintf(id, sizeof(id), "%s.leaf.%s", b->pfx, workload_class_name(c));
 	it = item_add(b, id, depends);
 	if (!it)
 		return -ENOMEM;
@@ -490,7 +440,7 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 
 		if (class_rate[c] == 0)
 			continue;
-		snprintf(id, sizeof(id), "%s.class.%s", b->pfx, class_tag[c]);
+		snprintf(id, sizeof(id), "%s.class.%s", b->pfx, workload_class_name(c));
 		it = item_add(b, id, b->id_parent);
 		if (!it)
 			return -ENOMEM;
@@ -509,7 +459,7 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 
 		if (class_rate[c] == 0)
 			continue;
-		snprintf(dep, sizeof(dep), "%s.class.%s", b->pfx, class_tag[c]);
+		snprintf(dep, sizeof(dep), "%s.class.%s", b->pfx, workload_class_name(c));
 		r = leaf_add(b, c, dep, TC_H_MAKE(H_ROOT, class_minor(c)), leaf_handle(c), ce_us, rp);
 		if (r < 0)
 			return r;
@@ -663,15 +613,15 @@ static int pods_check(const struct node_pod *pods, unsigned n, struct error *err
 		const char *name = memchr(p->name, '\0', sizeof(p->name)) ? p->name : "?";
 
 		if (!memchr(p->uid, '\0', sizeof(p->uid)) || p->uid[0] == '\0')
-			return error_set(err, 0, EINVAL, "pod %s/%s: missing or overlong UID", ns, name);
+			return error_set(err, EINVAL, "pod %s/%s: missing or overlong UID", ns, name);
 		if (!class_valid(p->class))
-			return error_set(err, 0, EINVAL, "pod %s/%s: invalid class %d", ns, name, (int)p->class);
+			return error_set(err, EINVAL, "pod %s/%s: invalid class %d", ns, name, (int)p->class);
 		if (p->n_ips > NODE_POD_IPS_MAX)
-			return error_set(err, 0, EINVAL, "pod %s/%s: %u addresses, at most %d", ns, name, p->n_ips,
+			return error_set(err, EINVAL, "pod %s/%s: %u addresses, at most %d", ns, name, p->n_ips,
 			                 NODE_POD_IPS_MAX);
 		for (unsigned k = 0; k < p->n_ips; k++)
 			if (p->ips[k].family != AF_INET && p->ips[k].family != AF_INET6)
-				return error_set(err, 0, EINVAL, "pod %s/%s: address %u has family %d", ns, name, k,
+				return error_set(err, EINVAL, "pod %s/%s: address %u has family %d", ns, name, k,
 				                 p->ips[k].family);
 	}
 	return 0;
@@ -686,7 +636,7 @@ static int pods_sort(const struct node_pod *pods, unsigned n, const struct node_
 	sorted = calloc(n ? n : 1, sizeof(*sorted)); // NOLINT(bugprone-sizeof-expression): an array of pointers
 	hashes = calloc(n ? n : 1, sizeof(*hashes));
 	if (!sorted || !hashes)
-		return error_set(err, 0, ENOMEM, "out of memory sorting %u pods", n);
+		return error_set(err, ENOMEM, "out of memory sorting %u pods", n);
 	for (unsigned i = 0; i < n; i++) {
 		sorted[i] = &pods[i];
 		hashes[i] = (struct uid_hash){.h = fnv1a64(pods[i].uid), .uid = pods[i].uid};
@@ -694,13 +644,13 @@ static int pods_sort(const struct node_pod *pods, unsigned n, const struct node_
 	qsort(sorted, n, sizeof(*sorted), pod_ptr_cmp); // NOLINT(bugprone-sizeof-expression)
 	for (unsigned i = 1; i < n; i++)
 		if (streq(sorted[i - 1]->uid, sorted[i]->uid))
-			return error_set(err, 0, EINVAL, "pods %s/%s and %s/%s have the same UID %s",
+			return error_set(err, EINVAL, "pods %s/%s and %s/%s have the same UID %s",
 			                 sorted[i - 1]->namespace_, sorted[i - 1]->name, sorted[i]->namespace_,
 			                 sorted[i]->name, sorted[i]->uid);
 	qsort(hashes, n, sizeof(*hashes), uid_hash_cmp);
 	for (unsigned i = 1; i < n; i++)
 		if (hashes[i - 1].h == hashes[i].h)
-			return error_set(err, 0, ENOTUNIQ, "pod UIDs %s and %s have the same item hash %016" PRIx64,
+			return error_set(err, ENOTUNIQ, "pod UIDs %s and %s have the same item hash %016" PRIx64,
 			                 hashes[i - 1].uid, hashes[i].uid, hashes[i].h);
 	*ret = TAKE_PTR(sorted);
 	return 0;
@@ -742,7 +692,7 @@ static int filters_dscp(struct builder *b, const struct node_config *cfg, const 
 
 		if (!classid[fs[i].c])
 			continue;
-		snprintf(id, sizeof(id), "%s.dscp.%s.%s", b->pfx, class_tag[fs[i].c], fs[i].fam);
+		snprintf(id, sizeof(id), "%s.dscp.%s.%s", b->pfx, workload_class_name(fs[i].c), fs[i].fam);
 		it = item_add(b, id, b->id_root);
 		if (!it)
 			return -ENOMEM;
@@ -963,13 +913,13 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	int r;
 
 	if (!ret)
-		return error_set(err, 0, EINVAL, "node plan: no output");
+		return error_set(err, EINVAL, "node plan: no output");
 	if (!pods && n > 0)
-		return error_set(err, 0, EINVAL, "node plan: %u pods but no pod array", n);
+		return error_set(err, EINVAL, "node plan: %u pods but no pod array", n);
 	if (!up)
-		return error_set(err, 0, EINVAL, "node plan: no uplink facts");
+		return error_set(err, EINVAL, "node plan: no uplink facts");
 	if (!node_mode_name(mode))
-		return error_set(err, 0, EINVAL, "node plan: invalid mode %d", (int)mode);
+		return error_set(err, EINVAL, "node plan: invalid mode %d", (int)mode);
 	r = node_config_check(cfg, err);
 	if (r < 0)
 		return r;
@@ -1000,6 +950,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		info.shape = SHAPE_NONE;
 	else if (info.rate_configured && has_htb)
 		info.shape = SHAPE_HTB;
+	else if (up->no_queue)
+		info.shape = SHAPE_NONE; /* nothing queues there to order (node.h) */
 	else if (node_mq_usable(mode, up, caps))
 		info.shape = SHAPE_MQ;
 	else if (mode != MODE_MIXED)
@@ -1020,7 +972,13 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	}
 
 	if (mode != MODE_IDLE) {
-		if (up->is_virtual && !info.rate_configured)
+		if (up->no_queue && !info.rate_configured)
+			info_warn(&info,
+			          "uplink %s holds no queue (noqueue: a veth, bond or VLAN hands packets straight on): "
+			          "left as it is; to prioritise and shape here, set uplinkRate in the agent config to "
+			          "the rate of the link behind it, e.g. \"uplinkRate\": \"9500mbit\"",
+			          ifname);
+		else if (up->is_virtual && !info.rate_configured)
 			info_warn(&info,
 			          "uplink %s is virtual: its reported speed is not the bottleneck, so it is not "
 			          "shaped; to shape below a slower link behind it, set uplinkRate in the agent "
@@ -1050,7 +1008,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	if (cfg->classify == CLASSIFY_SRC_IP) {
 		n_filters = filters_count(pods, n, classid);
 		if (n_filters > NODE_FILTERS_MAX)
-			return error_set(err, 0, E2BIG, "uplink %s: %u pod addresses to classify, at most %u", ifname,
+			return error_set(err, E2BIG, "uplink %s: %u pod addresses to classify, at most %u", ifname,
 			                 n_filters, NODE_FILTERS_MAX);
 	} else {
 		for (int c = 0; c < _CLASS_MAX; c++)
@@ -1089,7 +1047,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 2 + filters_count(pods, n, NULL) : 0) +
 	      (info.shape == SHAPE_MQ ? node_mq_items(mode, up, caps) : 0);
 	if (plan_reserve(&np, cap) < 0)
-		return error_set(err, 0, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
+		return error_set(err, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
 
 	struct builder b = {
 	        .p = &np,
@@ -1125,7 +1083,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		r = downlink_build(&b, sorted, n, cfg, up, prev, &info);
 	if (r < 0) {
 		plan_free(&np);
-		return error_set(err, 0, -r, "uplink %s: building the %s plan failed", ifname, node_mode_name(mode));
+		return error_set(err, -r, "uplink %s: building the %s plan failed", ifname, node_mode_name(mode));
 	}
 	info.n_filters = n_filters;
 	/* link-layer overhead on every shaped class */

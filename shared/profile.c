@@ -41,13 +41,15 @@ static const struct profile builtin[] = {
                 .pod_qdisc = true,
         },
         {
+                /* No tcp_rmem/tcp_wmem raise: the kernel's autotuning maxima
+                 * (6 MiB / 4 MiB by default) cover a flow's BDP inside a data centre,
+                 * and 64 MiB cost 13-18 % of the goodput at line rate
+                 * (docs/benchmarks.md P6). rmemMax/wmemMax set them. */
                 .name = "training",
                 .class = CLASS_TRAINING,
                 .n_cc = 2,
                 .cc = {"bbr", "cubic"},
                 .tcp_ecn = 1,
-                .rmem_max = 64 * MiB,
-                .wmem_max = 64 * MiB,
                 .dscp = 10,          /* AF11 */
                 .limit_pkts = 10000, /* fq's default; target/interval: kernel defaults */
                 .queue_ms = 20,
@@ -61,8 +63,6 @@ static const struct profile builtin[] = {
                 .n_cc = 2,
                 .cc = {"dctcp", "cubic"},
                 .tcp_ecn = 1,
-                .rmem_max = 64 * MiB,
-                .wmem_max = 64 * MiB,
                 .dscp = 10,
                 .limit_pkts = 10000,
                 .ce_threshold_us = 1000,
@@ -213,17 +213,16 @@ static int merge_int(struct profile *p, const struct int_field *f, const cJSON *
 		double d;
 
 		if (!cJSON_IsNumber(v))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an integer, got %s", path,
-			                 json_type_name(v));
+			return error_set(err, EINVAL, "%s: expected an integer, got %s", path, json_type_name(v));
 		d = v->valuedouble;
 		format_number(d, num, sizeof(num));
 		if (!isfinite(d) || d != floor(d))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: %s is not an integer", path, num);
+			return error_set(err, EINVAL, "%s: %s is not an integer", path, num);
 		if ((f->unset == UNSET_ZERO && d == 0) || (f->unset == UNSET_MINUS_ONE && d == -1)) {
 			x = (long long)d;
 		} else if (d < (double)f->min || d > (double)f->max) {
-			return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "%s: %s is out of range %lld..%lld%s",
-			                 path, num, f->min, f->max, f->unset_note);
+			return error_set(err, ERANGE, "%s: %s is out of range %lld..%lld%s", path, num, f->min, f->max,
+			                 f->unset_note);
 		} else {
 			x = (long long)d;
 		}
@@ -246,27 +245,24 @@ static int merge_cc(struct profile *p, const cJSON *v, const char *path, struct 
 		return 0;
 	}
 	if (!cJSON_IsArray(v))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an array of names, got %s", path,
-		                 json_type_name(v));
+		return error_set(err, EINVAL, "%s: expected an array of names, got %s", path, json_type_name(v));
 	cJSON_ArrayForEach(e, v)
 	{
 		char b[CLIP_BUF];
 
 		if (n >= PROFILE_CC_MAX)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, E2BIG, "%s: at most %d names", path,
-			                 PROFILE_CC_MAX);
+			return error_set(err, E2BIG, "%s: at most %d names", path, PROFILE_CC_MAX);
 		if (!cJSON_IsString(e) || !e->valuestring)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s[%u]: expected a string, got %s", path,
-			                 n, json_type_name(e));
+			return error_set(err, EINVAL, "%s[%u]: expected a string, got %s", path, n, json_type_name(e));
 		if (!is_cc_name(e->valuestring))
 			return error_set(
-			        err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			        err, EINVAL,
 			        "%s[%u]: invalid name \"%s\" (lowercase letters, digits and '_', 1..%d characters)",
 			        path, n, clip(e->valuestring, b, sizeof(b)), PROFILE_CC_NAME_MAX - 1);
 		for (unsigned i = 0; i < n; i++)
 			if (streq(cc[i], e->valuestring))
-				return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s[%u]: \"%s\" is listed twice",
-				                 path, n, e->valuestring);
+				return error_set(err, EINVAL, "%s[%u]: \"%s\" is listed twice", path, n,
+				                 e->valuestring);
 		str_copy(cc[n++], PROFILE_CC_NAME_MAX, e->valuestring);
 	}
 	p->n_cc = n;
@@ -285,15 +281,14 @@ static int merge_one(struct profile_set *set, const char *name, const cJSON *obj
 
 	snprintf(path, sizeof(path), "profiles.%s", name);
 	if (!cJSON_IsObject(obj))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: expected an object, got %s", path,
-		                 json_type_name(obj));
+		return error_set(err, EINVAL, "%s: expected an object, got %s", path, json_type_name(obj));
 
 	/* Duplicate keys: cJSON keeps both; refuse rather than guess. */
 	cJSON_ArrayForEach(v, obj)
 	{
 		for (const cJSON *u = obj->child; u && u != v; u = u->next)
 			if (v->string && u->string && streq(u->string, v->string))
-				return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: duplicate key \"%s\"", path,
+				return error_set(err, EINVAL, "%s: duplicate key \"%s\"", path,
 				                 clip(v->string, b, sizeof(b)));
 	}
 
@@ -304,10 +299,10 @@ static int merge_one(struct profile_set *set, const char *name, const cJSON *obj
 		if (c == _CLASS_INVALID) {
 			if (cJSON_IsString(cls))
 				return error_set(
-				        err, CNI_ERR_INVALID_CONFIG, EINVAL,
+				        err, EINVAL,
 				        "%s.class: invalid value \"%s\" (accepted: inference, training, default)", path,
 				        clip(cls->valuestring, b, sizeof(b)));
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			return error_set(err, EINVAL,
 			                 "%s.class: expected a string (inference, training, default), got %s", path,
 			                 json_type_name(cls));
 		}
@@ -315,13 +310,12 @@ static int merge_one(struct profile_set *set, const char *name, const cJSON *obj
 			if (streq(set->p[i].name, name))
 				p = &set->p[i];
 		if (p && p->class != c)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			return error_set(err, EINVAL,
 			                 "%s.class: cannot change the class of an existing profile (it is %s)", path,
 			                 workload_class_name(p->class));
 		if (!p) {
 			if (set->n >= PROFILES_MAX)
-				return error_set(err, CNI_ERR_INVALID_CONFIG, E2BIG,
-				                 "%s: too many profiles (at most %d)", path, PROFILES_MAX);
+				return error_set(err, E2BIG, "%s: too many profiles (at most %d)", path, PROFILES_MAX);
 			p = &set->p[set->n++];
 			*p = *builtin_for_class(c);
 			str_copy(p->name, sizeof(p->name), name);
@@ -331,7 +325,7 @@ static int merge_one(struct profile_set *set, const char *name, const cJSON *obj
 			if (streq(set->p[i].name, name))
 				p = &set->p[i];
 		if (!p)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			return error_set(err, EINVAL,
 			                 "%s: a new profile needs \"class\" (inference, training or default)", path);
 	}
 
@@ -350,8 +344,8 @@ static int merge_one(struct profile_set *set, const char *name, const cJSON *obj
 			continue;
 		} else if (streq(key, "podQdisc")) {
 			if (!cJSON_IsBool(v))
-				return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-				                 "%s: expected true or false, got %s", kpath, json_type_name(v));
+				return error_set(err, EINVAL, "%s: expected true or false, got %s", kpath,
+				                 json_type_name(v));
 			p->pod_qdisc = cJSON_IsTrue(v);
 			continue;
 		}
@@ -365,7 +359,7 @@ static int merge_one(struct profile_set *set, const char *name, const cJSON *obj
 			break;
 		}
 		if (!known)
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			return error_set(err, EINVAL,
 			                 "%s: unknown key \"%s\" (accepted: class, congestionControl, tcpEcn, "
 			                 "notsentLowat, rmemMax, wmemMax, dscp, targetUs, intervalUs, limitPkts, "
 			                 "ceThresholdUs, queueMs, podQdisc)",
@@ -374,8 +368,8 @@ static int merge_one(struct profile_set *set, const char *name, const cJSON *obj
 
 	/* Consistency of the merged result. */
 	if (p->target_us && p->interval_us && p->interval_us < p->target_us)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s: intervalUs %u is below targetUs %u", path,
-		                 p->interval_us, p->target_us);
+		return error_set(err, EINVAL, "%s: intervalUs %u is below targetUs %u", path, p->interval_us,
+		                 p->target_us);
 	return 0;
 }
 
@@ -389,8 +383,7 @@ int profile_set_merge_json(struct profile_set *set, const struct cJSON *profiles
 	if (!profiles || cJSON_IsNull(profiles))
 		return 0;
 	if (!cJSON_IsObject(profiles))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "profiles: expected an object, got %s",
-		                 json_type_name(profiles));
+		return error_set(err, EINVAL, "profiles: expected an object, got %s", json_type_name(profiles));
 	work = *set;
 
 	cJSON_ArrayForEach(v, profiles)
@@ -398,14 +391,13 @@ int profile_set_merge_json(struct profile_set *set, const struct cJSON *profiles
 		const char *name = v->string ? v->string : "";
 
 		if (!k8s_dns_label_valid(name))
-			return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+			return error_set(err, EINVAL,
 			                 "profiles: invalid profile name \"%s\" (lowercase letters, digits and '-', "
 			                 "at most 63 characters)",
 			                 clip(name, b, sizeof(b)));
 		for (const cJSON *u = profiles->child; u && u != v; u = u->next)
 			if (u->string && streq(u->string, name))
-				return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-				                 "profiles: duplicate profile \"%s\"", name);
+				return error_set(err, EINVAL, "profiles: duplicate profile \"%s\"", name);
 		r = merge_one(&work, name, v, err);
 		if (r < 0)
 			return r;
@@ -450,12 +442,11 @@ int profile_from_json(const char *name, const cJSON *obj, struct profile *ret, s
 	int r;
 
 	if (!work)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	if (!name || !k8s_dns_label_valid(name))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "invalid profile name");
+		return error_set(err, EINVAL, "invalid profile name");
 	if (!cJSON_IsObject(obj) || !cJSON_GetObjectItemCaseSensitive(obj, "class"))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "profiles.%s: expected an object with \"class\"",
-		                 name);
+		return error_set(err, EINVAL, "profiles.%s: expected an object with \"class\"", name);
 	r = merge_one(work, name, obj, err);
 	if (r < 0)
 		return r;

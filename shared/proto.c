@@ -17,24 +17,12 @@ static const char *const op_names[_PROTO_OP_MAX] = {
         [PROTO_OP_STATUS] = "status", [PROTO_OP_EXPLAIN] = "explain",
 };
 
-const char *proto_op_name(enum proto_op op)
-{
-	if (op < 0 || op >= _PROTO_OP_MAX)
-		return NULL;
-	return op_names[op];
-}
+DEFINE_STRING_TABLE_NAME(proto_op_name, enum proto_op, op_names)
+static DEFINE_STRING_TABLE_FROM_NAME(proto_op_from_name, enum proto_op, op_names, _PROTO_OP_INVALID)
 
-static enum proto_op proto_op_from_name(const char *s)
-{
-	for (int i = 0; i < _PROTO_OP_MAX; i++)
-		if (streq(op_names[i], s))
-			return (enum proto_op)i;
-	return _PROTO_OP_INVALID;
-}
-
-/* Parse exactly one JSON value filling buf[0..len) (whitespace around it
- * allowed): cJSON alone would accept trailing garbage. */
-static cJSON *parse_whole(const char *buf, size_t len)
+        /* Parse exactly one JSON value filling buf[0..len) (whitespace around it
+         * allowed): cJSON alone would accept trailing garbage. */
+        static cJSON *parse_whole(const char *buf, size_t len)
 {
 	const char *end = NULL;
 	cJSON *j = cJSON_ParseWithLengthOpts(buf, len, &end, false);
@@ -94,10 +82,10 @@ int proto_request_encode(const struct proto_request *r, char **ret, struct error
 	size_t n;
 
 	if (!op)
-		return error_set(err, CNI_ERR_NONE, EINVAL, "encode request: invalid op %d", (int)r->op);
+		return error_set(err, EINVAL, "encode request: invalid op %d", (int)r->op);
 	j = cJSON_CreateObject();
 	if (!j || !cJSON_AddStringToObject(j, "op", op))
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode request: out of memory");
+		return error_set(err, ENOMEM, "encode request: out of memory");
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
 		const struct field *f = &fields[i];
 		const char *v;
@@ -106,33 +94,30 @@ int proto_request_encode(const struct proto_request *r, char **ret, struct error
 			continue;
 		v = field_get(r, f);
 		if (strnlen(v, f->size) >= f->size)
-			return error_set(err, CNI_ERR_NONE, EINVAL, "encode %s request: field '%s' is not terminated",
-			                 op, f->name);
+			return error_set(err, EINVAL, "encode %s request: field '%s' is not terminated", op, f->name);
 		if ((f->required_for & OPBIT(r->op)) && !v[0])
-			return error_set(err, CNI_ERR_NONE, EINVAL, "encode %s request: field '%s' is empty", op,
-			                 f->name);
+			return error_set(err, EINVAL, "encode %s request: field '%s' is empty", op, f->name);
 		if (!cJSON_AddStringToObject(j, f->name, v))
-			return error_set(err, CNI_ERR_NONE, ENOMEM, "encode request: out of memory");
+			return error_set(err, ENOMEM, "encode request: out of memory");
 	}
 	if (r->op == PROTO_OP_ATTACHED && r->attachment) {
 		cJSON *a = cJSON_IsObject(r->attachment) ? cJSON_Duplicate(r->attachment, true) : NULL;
 
 		if (!a || !cJSON_AddItemToObject(j, "attachment", a)) {
 			cJSON_Delete(a);
-			return error_set(err, CNI_ERR_NONE, cJSON_IsObject(r->attachment) ? ENOMEM : EINVAL,
+			return error_set(err, cJSON_IsObject(r->attachment) ? ENOMEM : EINVAL,
 			                 "encode %s request: field 'attachment' is not an object", op);
 		}
 	}
 	text = cJSON_PrintUnformatted(j);
 	if (!text)
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode request: out of memory");
+		return error_set(err, ENOMEM, "encode request: out of memory");
 	n = strlen(text);
 	if (n + 1 > PROTO_MSG_MAX)
-		return error_set(err, CNI_ERR_NONE, EMSGSIZE, "encode %s request: %zu bytes exceed %d", op, n + 1,
-		                 PROTO_MSG_MAX);
+		return error_set(err, EMSGSIZE, "encode %s request: %zu bytes exceed %d", op, n + 1, PROTO_MSG_MAX);
 	line = malloc(n + 2);
 	if (!line)
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode request: out of memory");
+		return error_set(err, ENOMEM, "encode request: out of memory");
 	memcpy(line, text, n);
 	line[n] = '\n';
 	line[n + 1] = '\0';
@@ -147,54 +132,49 @@ int proto_request_decode(const char *line, size_t len, struct proto_request *ret
 	const cJSON *v;
 
 	if (len > PROTO_MSG_MAX)
-		return error_set(err, CNI_ERR_DECODE, EMSGSIZE, "request of %zu bytes exceeds %d", len, PROTO_MSG_MAX);
+		return error_set(err, EMSGSIZE, "request of %zu bytes exceeds %d", len, PROTO_MSG_MAX);
 	if (len > 0 && line[len - 1] == '\n')
 		len--;
 	if (len > 0 && line[len - 1] == '\r')
 		len--;
 	if (len == 0)
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "empty request");
+		return error_set(err, EINVAL, "empty request");
 	if (memchr(line, '\n', len) || memchr(line, '\0', len))
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "request contains a newline or NUL byte");
+		return error_set(err, EINVAL, "request contains a newline or NUL byte");
 	j = parse_whole(line, len);
 	if (!j)
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "request is not one valid JSON value");
+		return error_set(err, EINVAL, "request is not one valid JSON value");
 	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "request is not a JSON object");
+		return error_set(err, EINVAL, "request is not a JSON object");
 	v = cJSON_GetObjectItemCaseSensitive(j, "op");
 	if (!v)
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "request has no 'op'");
+		return error_set(err, EINVAL, "request has no 'op'");
 	if (!cJSON_IsString(v) || !v->valuestring)
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "request field 'op' is not a string");
+		return error_set(err, EINVAL, "request field 'op' is not a string");
 	r.op = proto_op_from_name(v->valuestring);
 	if (r.op == _PROTO_OP_INVALID)
-		return error_set(err, CNI_ERR_DECODE, EOPNOTSUPP, "unknown op '%.32s'", v->valuestring);
+		return error_set(err, EOPNOTSUPP, "unknown op '%.32s'", v->valuestring);
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
 		const struct field *f = &fields[i];
 
 		v = cJSON_GetObjectItemCaseSensitive(j, f->name);
 		if (!v || cJSON_IsNull(v)) {
 			if (f->required_for & OPBIT(r.op))
-				return error_set(err, CNI_ERR_DECODE, EINVAL, "%s request has no '%s'", op_names[r.op],
-				                 f->name);
+				return error_set(err, EINVAL, "%s request has no '%s'", op_names[r.op], f->name);
 			continue;
 		}
 		if (!cJSON_IsString(v) || !v->valuestring)
-			return error_set(err, CNI_ERR_DECODE, EINVAL, "%s request field '%s' is not a string",
-			                 op_names[r.op], f->name);
+			return error_set(err, EINVAL, "%s request field '%s' is not a string", op_names[r.op], f->name);
 		if ((f->required_for & OPBIT(r.op)) && !v->valuestring[0])
-			return error_set(err, CNI_ERR_DECODE, EINVAL, "%s request field '%s' is empty", op_names[r.op],
-			                 f->name);
+			return error_set(err, EINVAL, "%s request field '%s' is empty", op_names[r.op], f->name);
 		if (str_copy(field_buf(&r, f), f->size, v->valuestring) < 0)
-			return error_set(err, CNI_ERR_DECODE, ENAMETOOLONG,
-			                 "%s request field '%s' is longer than %zu bytes", op_names[r.op], f->name,
-			                 f->size - 1);
+			return error_set(err, ENAMETOOLONG, "%s request field '%s' is longer than %zu bytes",
+			                 op_names[r.op], f->name, f->size - 1);
 	}
 	v = cJSON_GetObjectItemCaseSensitive(j, "attachment");
 	if (r.op == PROTO_OP_ATTACHED && v && !cJSON_IsNull(v)) {
 		if (!cJSON_IsObject(v))
-			return error_set(err, CNI_ERR_DECODE, EINVAL, "%s request field 'attachment' is not an object",
-			                 op_names[r.op]);
+			return error_set(err, EINVAL, "%s request field 'attachment' is not an object", op_names[r.op]);
 		r.attachment = cJSON_DetachItemFromObjectCaseSensitive(j, "attachment");
 	}
 	*ret = r;
@@ -306,11 +286,10 @@ static int recv_line(int fd, int64_t deadline, size_t max, char **ret, size_t *r
 			if (ncap > max + 1)
 				ncap = max + 1;
 			if (ncap <= len)
-				return error_set(err, CNI_ERR_NONE, EMSGSIZE,
-				                 "agent at '%s': response exceeds %zu bytes", path, max);
+				return error_set(err, EMSGSIZE, "agent at '%s': response exceeds %zu bytes", path, max);
 			nb = realloc(buf, ncap);
 			if (!nb)
-				return error_set(err, CNI_ERR_NONE, ENOMEM, "agent at '%s': out of memory", path);
+				return error_set(err, ENOMEM, "agent at '%s': out of memory", path);
 			buf = nb;
 			cap = ncap;
 		}
@@ -321,24 +300,21 @@ static int recv_line(int fd, int64_t deadline, size_t max, char **ret, size_t *r
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				int r = wait_fd(fd, POLLIN, deadline);
 				if (r == -ETIMEDOUT)
-					return error_set(err, CNI_ERR_TRY_LATER, ETIMEDOUT,
-					                 "agent at '%s' did not answer in time", path);
+					return error_set(err, ETIMEDOUT, "agent at '%s' did not answer in time", path);
 				if (r < 0)
-					return error_set(err, CNI_ERR_NONE, -r, "agent at '%s': %s", path,
-					                 strerror(-r));
+					return error_set(err, -r, "agent at '%s': %s", path, strerror(-r));
 				continue;
 			}
 			if (errno != ECONNRESET)
-				return error_set(err, CNI_ERR_NONE, errno, "receive from agent at '%s': %s", path,
-				                 strerror(errno));
+				return error_set(err, errno, "receive from agent at '%s': %s", path, strerror(errno));
 			k = 0; /* closed without reading our request: same as EOF */
 		}
 		if (k == 0) {
 			if (len == 0)
-				return error_set(err, CNI_ERR_NONE, ECONNRESET,
+				return error_set(err, ECONNRESET,
 				                 "agent at '%s' closed the connection without answering", path);
-			return error_set(err, CNI_ERR_NONE, EPROTO,
-			                 "agent at '%s' closed the connection in the middle of a response", path);
+			return error_set(err, EPROTO, "agent at '%s' closed the connection in the middle of a response",
+			                 path);
 		}
 		nl = memchr(buf + len, '\n', (size_t)k);
 		len += (size_t)k;
@@ -354,7 +330,7 @@ static int recv_line(int fd, int64_t deadline, size_t max, char **ret, size_t *r
 		if (len >= max)
 			break;
 	}
-	return error_set(err, CNI_ERR_NONE, EMSGSIZE, "agent at '%s': response exceeds %zu bytes", path, max);
+	return error_set(err, EMSGSIZE, "agent at '%s': response exceeds %zu bytes", path, max);
 }
 
 int proto_call(const char *path, const struct proto_request *r, int timeout_ms, struct cJSON **ret_response,
@@ -376,47 +352,43 @@ int proto_call_max(const char *path, const struct proto_request *r, int timeout_
 	int q;
 
 	if (!path || !*path)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "agent socket path is empty");
+		return error_set(err, EINVAL, "agent socket path is empty");
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "agent socket path '%s' is too long", path);
+		return error_set(err, ENAMETOOLONG, "agent socket path '%s' is too long", path);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	if (timeout_ms <= 0)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "timeout %d ms is not positive", timeout_ms);
+		return error_set(err, EINVAL, "timeout %d ms is not positive", timeout_ms);
 	if (max_response < PROTO_MSG_MAX || max_response > PROTO_LARGE_MSG_MAX)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "response bound %zu is outside %d..%d",
-		                 max_response, PROTO_MSG_MAX, PROTO_LARGE_MSG_MAX);
+		return error_set(err, EINVAL, "response bound %zu is outside %d..%d", max_response, PROTO_MSG_MAX,
+		                 PROTO_LARGE_MSG_MAX);
 	deadline = now_ms() + timeout_ms;
 
 	q = proto_request_encode(r, &req, err);
 	if (q < 0)
 		return q;
 	if (!req)
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode request: out of memory");
+		return error_set(err, ENOMEM, "encode request: out of memory");
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return error_set(err, CNI_ERR_NONE, errno, "create socket: %s", strerror(errno));
+		return error_set(err, errno, "create socket: %s", strerror(errno));
 	q = connect_until(fd, &sa, (socklen_t)sizeof(sa), deadline);
 	if (q < 0)
-		return error_set(err, q == -ETIMEDOUT ? CNI_ERR_TRY_LATER : CNI_ERR_NONE, -q,
-		                 "connect to agent at '%s': %s", path, strerror(-q));
+		return error_set(err, -q, "connect to agent at '%s': %s", path, strerror(-q));
 	q = send_all(fd, req, strlen(req), deadline);
 	if (q < 0)
-		return error_set(err, q == -ETIMEDOUT ? CNI_ERR_TRY_LATER : CNI_ERR_NONE, -q,
-		                 "send to agent at '%s': %s", path, strerror(-q));
+		return error_set(err, -q, "send to agent at '%s': %s", path, strerror(-q));
 	q = recv_line(fd, deadline, max_response, &line, &len, err, path);
 	if (q < 0)
 		return q;
 	resp = parse_whole(line, len);
 	if (!resp || !cJSON_IsObject(resp))
-		return error_set(err, CNI_ERR_DECODE, EPROTO, "agent at '%s' answered with something not a JSON object",
-		                 path);
+		return error_set(err, EPROTO, "agent at '%s' answered with something not a JSON object", path);
 	ok = cJSON_GetObjectItemCaseSensitive(resp, "ok");
 	if (!cJSON_IsBool(ok))
-		return error_set(err, CNI_ERR_DECODE, EPROTO, "agent at '%s': response has no boolean 'ok'", path);
+		return error_set(err, EPROTO, "agent at '%s': response has no boolean 'ok'", path);
 	if (cJSON_IsFalse(ok)) {
 		const cJSON *e = cJSON_GetObjectItemCaseSensitive(resp, "error");
-		return error_set(err, CNI_ERR_NONE, EREMOTEIO, "agent at '%s' refused %s: %.512s", path,
-		                 proto_op_name(r->op),
+		return error_set(err, EREMOTEIO, "agent at '%s' refused %s: %.512s", path, proto_op_name(r->op),
 		                 cJSON_IsString(e) && e->valuestring ? e->valuestring : "(no reason)");
 	}
 	if (ret_response)
@@ -438,17 +410,17 @@ int proto_response_encode(const cJSON *resp, size_t max, char **ret, size_t *ret
 	size_t n;
 
 	if (!cJSON_IsObject(resp) || !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(resp, "ok")))
-		return error_set(err, CNI_ERR_NONE, EINVAL, "encode response: not an object with a boolean 'ok'");
+		return error_set(err, EINVAL, "encode response: not an object with a boolean 'ok'");
 	text = cJSON_PrintUnformatted(resp);
 	if (!text)
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode response: out of memory");
+		return error_set(err, ENOMEM, "encode response: out of memory");
 	/* cJSON escapes control characters in strings: the text has no newline */
 	n = strlen(text);
 	if (n + 1 > max)
-		return error_set(err, CNI_ERR_NONE, EMSGSIZE, "encode response: %zu bytes exceed %zu", n + 1, max);
+		return error_set(err, EMSGSIZE, "encode response: %zu bytes exceed %zu", n + 1, max);
 	line = realloc(text, n + 2);
 	if (!line)
-		return error_set(err, CNI_ERR_NONE, ENOMEM, "encode response: out of memory");
+		return error_set(err, ENOMEM, "encode response: out of memory");
 	text = NULL;
 	line[n] = '\n';
 	line[n + 1] = '\0';

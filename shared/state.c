@@ -35,14 +35,13 @@ static int check_name(const char *what, const char *s, size_t max, struct error 
 	size_t n;
 
 	if (!s || !*s)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "%s is empty", what);
+		return error_set(err, EINVAL, "%s is empty", what);
 	n = strnlen(s, max + 1);
 	if (n > max)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "%s is longer than %zu characters", what,
-		                 max);
+		return error_set(err, ENAMETOOLONG, "%s is longer than %zu characters", what, max);
 	if (!cni_id_valid(s, max))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "%s '%.*s' is not [A-Za-z0-9][A-Za-z0-9_.-]* (libcni's rule)", what, (int)n, s);
+		return error_set(err, EINVAL, "%s '%.*s' is not [A-Za-z0-9][A-Za-z0-9_.-]* (libcni's rule)", what,
+		                 (int)n, s);
 	return 0;
 }
 
@@ -52,10 +51,9 @@ int state_check_id(const char *container_id, const char *ifname, struct error *e
 	if (r < 0)
 		return r;
 	if (ifname && strnlen(ifname, IFNAME_LEN) >= IFNAME_LEN)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ENAMETOOLONG, "interface name is longer than %d bytes",
-		                 IFNAME_LEN - 1);
+		return error_set(err, ENAMETOOLONG, "interface name is longer than %d bytes", IFNAME_LEN - 1);
 	if (!ifname_valid(ifname))
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
+		return error_set(err, EINVAL,
 		                 "interface name is not valid (1-%d bytes, no '/', ':' or whitespace, not '.' or '..')",
 		                 IFNAME_LEN - 1);
 	return 0;
@@ -123,11 +121,10 @@ static int path_for(const char *dir, const char *container_id, const char *ifnam
 	if (r < 0)
 		return r;
 	if (!dir || !*dir)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "state directory is empty");
+		return error_set(err, EINVAL, "state directory is empty");
 	r = state_path(dir, container_id, ifname, buf, size);
 	if (r < 0)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, -r, "state path for %s/%s under '%s' is too long",
-		                 container_id, ifname, dir);
+		return error_set(err, -r, "state path for %s/%s under '%s' is too long", container_id, ifname, dir);
 	return 0;
 }
 
@@ -139,7 +136,7 @@ static int mkdir_p(const char *dir, struct error *err)
 	size_t n;
 
 	if (str_copy(path, sizeof(path), dir) < 0)
-		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "state directory '%s' is too long", dir);
+		return error_set(err, ENAMETOOLONG, "state directory '%s' is too long", dir);
 	n = strlen(path);
 	for (size_t i = 1; i <= n; i++) {
 		if (path[i] != '/' && path[i] != '\0')
@@ -147,14 +144,13 @@ static int mkdir_p(const char *dir, struct error *err)
 		char saved = path[i];
 		path[i] = '\0';
 		if (mkdir(path, 0700) < 0 && errno != EEXIST)
-			return error_set(err, CNI_ERR_STATE, errno, "create state directory '%s': %s", path,
-			                 strerror(errno));
+			return error_set(err, errno, "create state directory '%s': %s", path, strerror(errno));
 		path[i] = saved;
 	}
 	if (stat(dir, &st) < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "state directory '%s': %s", dir, strerror(errno));
+		return error_set(err, errno, "state directory '%s': %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		return error_set(err, CNI_ERR_STATE, ENOTDIR, "state directory '%s' is not a directory", dir);
+		return error_set(err, ENOTDIR, "state directory '%s' is not a directory", dir);
 	return 0;
 }
 
@@ -396,14 +392,13 @@ static int get_str(const cJSON *obj, const char *ctx, const char *name, bool req
 	buf[0] = '\0';
 	if (!v || cJSON_IsNull(v)) {
 		if (required)
-			return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is missing", ctx, name);
+			return error_set(err, EINVAL, "field '%s%s' is missing", ctx, name);
 		return 0;
 	}
 	if (!cJSON_IsString(v) || !v->valuestring)
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is not a string", ctx, name);
+		return error_set(err, EINVAL, "field '%s%s' is not a string", ctx, name);
 	if (str_copy(buf, size, v->valuestring) < 0)
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is longer than %zu characters", ctx, name,
-		                 size - 1);
+		return error_set(err, EINVAL, "field '%s%s' is longer than %zu characters", ctx, name, size - 1);
 	return 0;
 }
 
@@ -417,15 +412,15 @@ static int get_int(const cJSON *obj, const char *ctx, const char *name, bool req
 	*ret = 0;
 	if (!v || cJSON_IsNull(v)) {
 		if (required)
-			return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is missing", ctx, name);
+			return error_set(err, EINVAL, "field '%s%s' is missing", ctx, name);
 		return 0;
 	}
 	if (!cJSON_IsNumber(v))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s%s' is not a number", ctx, name);
+		return error_set(err, EINVAL, "field '%s%s' is not a number", ctx, name);
 	d = v->valuedouble;
 	if (!isfinite(d) || d != floor(d) || d < min || d > max)
-		return error_set(err, CNI_ERR_STATE, ERANGE, "field '%s%s' = %g is not an integer in [%.0f, %.0f]", ctx,
-		                 name, d, min, max);
+		return error_set(err, ERANGE, "field '%s%s' = %g is not an integer in [%.0f, %.0f]", ctx, name, d, min,
+		                 max);
 	*ret = (int64_t)d;
 	return 0;
 }
@@ -438,9 +433,30 @@ static int get_obj(const cJSON *obj, const char *name, const cJSON **ret, struct
 	if (!v || cJSON_IsNull(v))
 		return 0;
 	if (!cJSON_IsObject(v))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field '%s' is not an object", name);
+		return error_set(err, EINVAL, "field '%s' is not an object", name);
 	*ret = v;
 	return 0;
+}
+
+/* j["workload"] of a record or of its intent (ctx "" or "intent."): the
+ * limits and the requested profile; absent: w unchanged. */
+static int workload_from_json(const cJSON *j, const char *ctx, struct workload *w, struct error *err)
+{
+	const cJSON *o;
+	char path[32];
+	int64_t v;
+	int r;
+
+	if ((r = get_obj(j, "workload", &o, err)) < 0 || !o)
+		return r;
+	snprintf(path, sizeof(path), "%sworkload.", ctx);
+	if ((r = get_int(o, path, "egressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
+		return r;
+	w->egress_bps = (uint64_t)v;
+	if ((r = get_int(o, path, "ingressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
+		return r;
+	w->ingress_bps = (uint64_t)v;
+	return get_str(o, path, "profileRequested", false, w->profile, sizeof(w->profile), err);
 }
 
 void attach_state_free(struct attach_state *s)
@@ -466,13 +482,12 @@ static int intent_from_json(const cJSON *j, struct attach_state *s, struct error
 	if (!j || cJSON_IsNull(j))
 		return 0;
 	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'intent' is not an object");
+		return error_set(err, EINVAL, "field 'intent' is not an object");
 	if ((r = get_str(j, "intent.", "op", true, name, sizeof(name), err)) < 0)
 		return r;
 	in->op = attach_op_from_name(name);
 	if (in->op == _ATTACH_OP_INVALID || in->op == ATTACH_OP_NONE)
-		return error_set(err, CNI_ERR_STATE, EINVAL,
-		                 "field 'intent.op' = '%s' is not one of add, retune, teardown", name);
+		return error_set(err, EINVAL, "field 'intent.op' = '%s' is not one of add, retune, teardown", name);
 	if (in->op != ATTACH_OP_RETUNE && !cJSON_GetObjectItemCaseSensitive(j, "class"))
 		return 0;
 	in->has_target = true;
@@ -481,31 +496,17 @@ static int intent_from_json(const cJSON *j, struct attach_state *s, struct error
 		return r;
 	in->workload.class = workload_class_from_name(cls);
 	if (in->workload.class == _CLASS_INVALID)
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'intent.class' = '%s' is not a workload class",
-		                 cls);
+		return error_set(err, EINVAL, "field 'intent.class' = '%s' is not a workload class", cls);
 	o = cJSON_GetObjectItemCaseSensitive(j, "profileSpec");
 	if (!cJSON_IsObject(o))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'intent.profileSpec' is missing");
+		return error_set(err, EINVAL, "field 'intent.profileSpec' is missing");
 	r = profile_from_json(in->profile[0] ? in->profile : "unnamed", o, &in->profile_spec, err);
 	if (r < 0) {
 		error_prefix(err, "field 'intent.profileSpec'");
-		if (err)
-			err->code = CNI_ERR_STATE;
 		return r;
 	}
-	if ((r = get_obj(j, "workload", &o, err)) < 0)
+	if ((r = workload_from_json(j, "intent.", &in->workload, err)) < 0)
 		return r;
-	if (o) {
-		if ((r = get_int(o, "intent.workload.", "egressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
-			return r;
-		in->workload.egress_bps = (uint64_t)v;
-		if ((r = get_int(o, "intent.workload.", "ingressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
-			return r;
-		in->workload.ingress_bps = (uint64_t)v;
-		if ((r = get_str(o, "intent.workload.", "profileRequested", false, in->workload.profile,
-		                 sizeof(in->workload.profile), err)) < 0)
-			return r;
-	}
 	if ((r = get_obj(j, "ifaces", &o, err)) < 0)
 		return r;
 	in->ifs = s->ifs;
@@ -531,25 +532,23 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 	if (ret_choices)
 		*ret_choices = NULL;
 	if (!cJSON_IsObject(j))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "not a JSON object");
+		return error_set(err, EINVAL, "not a JSON object");
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 
 	r = get_int(j, "", "version", true, 0, 1e6, &v, err);
 	if (r < 0)
 		return r;
 	if (v != STATE_VERSION)
-		return error_set(err, CNI_ERR_STATE, EPROTO, "field 'version' = %lld is not supported (want %d)",
-		                 (long long)v, STATE_VERSION);
+		return error_set(err, EPROTO, "field 'version' = %lld is not supported (want %d)", (long long)v,
+		                 STATE_VERSION);
 	if ((r = get_str(j, "", "containerId", true, s->container_id, sizeof(s->container_id), err)) < 0 ||
 	    (r = get_str(j, "", "ifname", true, s->ifname, sizeof(s->ifname), err)) < 0)
 		return r;
 	r = state_check_id(s->container_id, s->ifname, err);
 	if (r < 0) {
 		error_prefix(err, "field 'containerId'/'ifname'");
-		if (err)
-			err->code = CNI_ERR_STATE;
 		return r;
 	}
 	if ((r = get_str(j, "", "netns", false, s->netns, sizeof(s->netns), err)) < 0 ||
@@ -562,13 +561,13 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 		return r;
 	s->workload.class = workload_class_from_name(cls);
 	if (s->workload.class == _CLASS_INVALID)
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'class' = '%s' is not a workload class", cls);
+		return error_set(err, EINVAL, "field 'class' = '%s' is not a workload class", cls);
 	r = get_int(j, "", "updated", true, 0, 1e15, &s->updated_unix, err);
 	if (r < 0)
 		return r;
 	o = cJSON_GetObjectItemCaseSensitive(j, "pending");
 	if (o && !cJSON_IsBool(o))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'pending' is not a boolean");
+		return error_set(err, EINVAL, "field 'pending' is not a boolean");
 	s->pending = cJSON_IsTrue(o);
 
 	if ((r = get_obj(j, "pod", &o, err)) < 0)
@@ -583,26 +582,13 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 		r = profile_from_json(s->profile[0] ? s->profile : "unnamed", o, &s->profile_spec, err);
 		if (r < 0) {
 			error_prefix(err, "field 'profileSpec'");
-			if (err)
-				err->code = CNI_ERR_STATE;
 			return r;
 		}
 		s->has_profile_spec = true;
 	}
 
-	if ((r = get_obj(j, "workload", &o, err)) < 0)
+	if ((r = workload_from_json(j, "", &s->workload, err)) < 0)
 		return r;
-	if (o) {
-		if ((r = get_int(o, "workload.", "egressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
-			return r;
-		s->workload.egress_bps = (uint64_t)v;
-		if ((r = get_int(o, "workload.", "ingressBps", false, 0, (double)BW_MAX_BPS, &v, err)) < 0)
-			return r;
-		s->workload.ingress_bps = (uint64_t)v;
-		if ((r = get_str(o, "workload.", "profileRequested", false, s->workload.profile,
-		                 sizeof(s->workload.profile), err)) < 0)
-			return r;
-	}
 
 	if ((r = get_obj(j, "ifaces", &o, err)) < 0)
 		return r;
@@ -625,14 +611,13 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 	if (a && !cJSON_IsNull(a)) {
 		const cJSON *ip;
 		if (!cJSON_IsArray(a))
-			return error_set(err, CNI_ERR_STATE, EINVAL, "field 'ips' is not an array");
+			return error_set(err, EINVAL, "field 'ips' is not an array");
 		if (cJSON_GetArraySize(a) > (int)ARRAY_SIZE(s->ips))
-			return error_set(err, CNI_ERR_STATE, E2BIG, "field 'ips' has more than %zu entries",
-			                 ARRAY_SIZE(s->ips));
+			return error_set(err, E2BIG, "field 'ips' has more than %zu entries", ARRAY_SIZE(s->ips));
 		cJSON_ArrayForEach(ip, a)
 		{
 			if (!cJSON_IsString(ip) || str_copy(s->ips[s->n_ips], sizeof(s->ips[0]), ip->valuestring) < 0)
-				return error_set(err, CNI_ERR_STATE, EINVAL,
+				return error_set(err, EINVAL,
 				                 "field 'ips[%u]' is not an address string of at most %zu characters",
 				                 s->n_ips, sizeof(s->ips[0]) - 1);
 			s->n_ips++;
@@ -641,16 +626,16 @@ int state_from_json(const struct cJSON *j, struct attach_state *ret, struct cJSO
 
 	choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
 	if (!choices)
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'choices' is missing");
+		return error_set(err, EINVAL, "field 'choices' is missing");
 	if (!cJSON_IsArray(choices) && !cJSON_IsObject(choices))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "field 'choices' is not an array or object");
+		return error_set(err, EINVAL, "field 'choices' is not an array or object");
 	/* last: a re-tune's target defaults to the interfaces read above */
 	if (s->pending && (r = intent_from_json(cJSON_GetObjectItemCaseSensitive(j, "intent"), s, err)) < 0)
 		return r;
 	if (ret_choices) {
 		*ret_choices = cJSON_Duplicate(choices, true);
 		if (!*ret_choices)
-			return error_set(err, CNI_ERR_STATE, ENOMEM, "copy field 'choices': out of memory");
+			return error_set(err, ENOMEM, "copy field 'choices': out of memory");
 	}
 	plan_free(&ret->plan); /* ret's earlier plan, if any */
 	*ret = *s;
@@ -667,7 +652,7 @@ int state_write_atomic(const char *dir, const char *path, const char *what, cons
 
 	n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
 	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "%s path '%s' is too long", what, path);
+		return error_set(err, ENAMETOOLONG, "%s path '%s' is too long", what, path);
 	/* The directory is there but for the first save: only then create it
 	 * (mkdir_p also says what is wrong with a path that cannot be one). */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -683,13 +668,13 @@ int state_write_atomic(const char *dir, const char *path, const char *what, cons
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	}
 	if (fd < 0)
-		return error_set(err, CNI_ERR_STATE, errno, "create %s '%s': %s", what, tmp, strerror(errno));
+		return error_set(err, errno, "create %s '%s': %s", what, tmp, strerror(errno));
 
 	r = write_all(fd, text, strlen(text));
 	if (r == 0)
 		r = write_all(fd, "\n", 1);
 	if (r < 0) {
-		error_set(err, CNI_ERR_STATE, -r, "write %s '%s': %s", what, tmp, strerror(-r));
+		error_set(err, -r, "write %s '%s': %s", what, tmp, strerror(-r));
 		goto fail;
 	}
 	/* No fsync unless durable: rename() makes the update atomic for every
@@ -698,16 +683,16 @@ int state_write_atomic(const char *dir, const char *path, const char *what, cons
 	 * netns die with it; GC and the agent drop stale records), and two
 	 * fsyncs cost milliseconds on every pod start under I/O load. */
 	if (durable && fsync(fd) < 0) {
-		r = error_set(err, CNI_ERR_STATE, errno, "sync %s '%s': %s", what, tmp, strerror(errno));
+		r = error_set(err, errno, "sync %s '%s': %s", what, tmp, strerror(errno));
 		goto fail;
 	}
 	if (close(TAKE_FD(fd)) < 0) {
-		r = error_set(err, CNI_ERR_STATE, errno, "close %s '%s': %s", what, tmp, strerror(errno));
+		r = error_set(err, errno, "close %s '%s': %s", what, tmp, strerror(errno));
 		goto fail;
 	}
 	failpoint_quiet("state-before-rename");
 	if (rename(tmp, path) < 0) {
-		r = error_set(err, CNI_ERR_STATE, errno, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
+		r = error_set(err, errno, "rename '%s' to '%s': %s", tmp, path, strerror(errno));
 		goto fail;
 	}
 	return 0;
@@ -728,10 +713,10 @@ int state_save(const char *dir, const struct attach_state *s, struct error *err)
 		return r;
 	j = state_to_json(s);
 	if (!j)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
+		return error_set(err, ENOMEM, "encode state for '%s': out of memory", path);
 	text = cJSON_Print(j);
 	if (!text)
-		return error_set(err, CNI_ERR_STATE, ENOMEM, "encode state for '%s': out of memory", path);
+		return error_set(err, ENOMEM, "encode state for '%s': out of memory", path);
 	return state_write_atomic(dir, path, "state file", text, false, err);
 }
 
@@ -751,25 +736,22 @@ int state_load(const char *dir, const char *container_id, const char *ifname, st
 		return r;
 	r = file_read_bounded(path, STATE_FILE_MAX, FILE_READ_NOFOLLOW, &buf, &len, NULL, err);
 	if (r < 0) {
-		if (err)
-			err->code = CNI_ERR_STATE;
 		error_prefix(err, "state file '%s'", path);
 		return r;
 	}
 	if (len == 0)
-		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' is empty", path);
+		return error_set(err, EINVAL, "state file '%s' is empty", path);
 	buf[len] = '\0';
 	if (memchr(buf, '\0', len))
-		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' contains a NUL byte", path);
+		return error_set(err, EINVAL, "state file '%s' contains a NUL byte", path);
 	{
 		const char *end = NULL;
 		/* len + 1: cJSON checks for the terminating NUL inside the length */
 		j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, true);
 		if (!j) {
 			size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
-			return error_set(err, CNI_ERR_STATE, EINVAL,
-			                 "state file '%s': invalid or truncated JSON at byte %zu of %zu", path, off,
-			                 len);
+			return error_set(err, EINVAL, "state file '%s': invalid or truncated JSON at byte %zu of %zu",
+			                 path, off, len);
 		}
 	}
 	r = state_from_json(j, ret, ret_choices, err);
@@ -782,8 +764,7 @@ int state_load(const char *dir, const char *container_id, const char *ifname, st
 			cJSON_Delete(*ret_choices);
 			*ret_choices = NULL;
 		}
-		return error_set(err, CNI_ERR_STATE, EINVAL, "state file '%s' belongs to %s/%s", path,
-		                 ret->container_id, ret->ifname);
+		return error_set(err, EINVAL, "state file '%s' belongs to %s/%s", path, ret->container_id, ret->ifname);
 	}
 	return 0;
 }
@@ -797,7 +778,7 @@ int state_remove(const char *dir, const char *container_id, const char *ifname, 
 	if (r < 0)
 		return r;
 	if (unlink(path) < 0 && errno != ENOENT)
-		return error_set(err, CNI_ERR_STATE, errno, "remove state file '%s': %s", path, strerror(errno));
+		return error_set(err, errno, "remove state file '%s': %s", path, strerror(errno));
 	return 0;
 }
 
@@ -828,19 +809,18 @@ static int lock_path(const char *dir, const char *path, const char *what, unsign
 		if (fd < 0 && (errno == EROFS || errno == EACCES))
 			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* flock needs no write access */
 		if (fd < 0)
-			return error_set(err, CNI_ERR_STATE, errno, "open %s '%s': %s", what, path, strerror(errno));
+			return error_set(err, errno, "open %s '%s': %s", what, path, strerror(errno));
 		while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			int saved = errno;
 
 			if (saved != EWOULDBLOCK && saved != EINTR) {
 				close(fd);
-				return error_set(err, CNI_ERR_STATE, saved, "lock '%s': %s", path, strerror(saved));
+				return error_set(err, saved, "lock '%s': %s", path, strerror(saved));
 			}
 			if (waited_us >= timeout_ms * 1000u) {
 				close(fd);
-				return error_set(err, CNI_ERR_TRY_LATER, ETIMEDOUT,
-				                 "%s '%s' still held by another process after %u ms", what, path,
-				                 timeout_ms);
+				return error_set(err, ETIMEDOUT, "%s '%s' still held by another process after %u ms",
+				                 what, path, timeout_ms);
 			}
 			nanosleep(&pause, NULL);
 			waited_us += (unsigned)(pause.tv_nsec / 1000);
@@ -860,10 +840,10 @@ int state_lock(const char *dir, unsigned timeout_ms, struct error *err)
 	int n;
 
 	if (!dir || !*dir)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "state directory is empty");
+		return error_set(err, EINVAL, "state directory is empty");
 	n = snprintf(path, sizeof(path), "%s/lock", dir);
 	if (n < 0 || (size_t)n >= sizeof(path))
-		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "state directory '%s' is too long", dir);
+		return error_set(err, ENAMETOOLONG, "state directory '%s' is too long", dir);
 	return lock_path(dir, path, "state lock", timeout_ms, false, err);
 }
 
@@ -874,15 +854,15 @@ static int attachment_lock_path(const char *dir, const char *container_id, const
 	int n, r;
 
 	if (!dir || !*dir)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "state directory is empty");
+		return error_set(err, EINVAL, "state directory is empty");
 	r = state_check_id(container_id, ifname, err);
 	if (r < 0)
 		return r;
 	r = state_stem(container_id, ifname, stem, sizeof(stem));
 	n = r < 0 ? -1 : snprintf(buf, size, "%s/%s.lock", dir, stem);
 	if (n < 0 || (size_t)n >= size)
-		return error_set(err, CNI_ERR_STATE, ENAMETOOLONG, "lock path for %s/%s under '%s' is too long",
-		                 container_id, ifname, dir);
+		return error_set(err, ENAMETOOLONG, "lock path for %s/%s under '%s' is too long", container_id, ifname,
+		                 dir);
 	return 0;
 }
 
@@ -990,12 +970,12 @@ int state_list(const char *dir, int (*cb)(const char *container_id, const char *
 	struct dirent *de;
 
 	if (!dir || !*dir)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL, "state directory is empty");
+		return error_set(err, EINVAL, "state directory is empty");
 	d = opendir(dir);
 	if (!d) {
 		if (errno == ENOENT)
 			return 0; /* nothing was ever saved */
-		return error_set(err, CNI_ERR_STATE, errno, "open state directory '%s': %s", dir, strerror(errno));
+		return error_set(err, errno, "open state directory '%s': %s", dir, strerror(errno));
 	}
 	for (;;) {
 		char cid[STATE_ID_MAX], ifn[IFNAME_LEN];
@@ -1005,8 +985,7 @@ int state_list(const char *dir, int (*cb)(const char *container_id, const char *
 		de = readdir(d);
 		if (!de) {
 			if (errno)
-				return error_set(err, CNI_ERR_STATE, errno, "read state directory '%s': %s", dir,
-				                 strerror(errno));
+				return error_set(err, errno, "read state directory '%s': %s", dir, strerror(errno));
 			break;
 		}
 		if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN)

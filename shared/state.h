@@ -122,7 +122,7 @@ int state_write_atomic(const char *dir, const char *path, const char *what, cons
  * the plugin and the agent never interleave on one interface (EBUSY/EEXIST
  * races, a DEL undone by a late agent write); other attachments never wait.
  * Held for milliseconds; a holder that dies releases it. Waits at most
- * timeout_ms (0: one try), then -ETIMEDOUT (err->code CNI_ERR_TRY_LATER);
+ * timeout_ms (0: one try), then -ETIMEDOUT;
  * errors name the lock file. On a read-only directory an existing lock file
  * is still locked; one that is absent and cannot be created gives -ENOENT or
  * the directory's errno (nobody else can hold it then either). Returns the fd

@@ -73,6 +73,23 @@ static inline bool streq(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
+/* String tables (after systemd's): an enum's names in `static const char
+ * *const table[_X_MAX]` indexed by value. func(v) is table[v], NULL outside
+ * it; func(s) is the value named s, `invalid` for NULL or an unknown name. */
+#define DEFINE_STRING_TABLE_NAME(func, type, table)                                      \
+	const char *func(type v)                                                         \
+	{                                                                                \
+		return (int)v >= 0 && (size_t)v < ARRAY_SIZE(table) ? (table)[v] : NULL; \
+	}
+#define DEFINE_STRING_TABLE_FROM_NAME(func, type, table, invalid)   \
+	type func(const char *s)                                    \
+	{                                                           \
+		for (size_t i = 0; s && i < ARRAY_SIZE(table); i++) \
+			if ((table)[i] && streq((table)[i], s))     \
+				return (type)i;                     \
+		return (invalid);                                   \
+	}
+
 /* Append "<sep><formatted text>" to the string in buf (no separator when buf
  * is empty); a text that does not fit ends in "...". */
 void str_append_sep(char *buf, size_t size, char sep, const char *fmt, ...) _printf_(4, 5);

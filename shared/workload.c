@@ -16,22 +16,8 @@ static const char *const class_names[_CLASS_MAX] = {
         [CLASS_TRAINING] = "training",
 };
 
-const char *workload_class_name(enum workload_class c)
-{
-	if (c < 0 || c >= _CLASS_MAX)
-		return NULL;
-	return class_names[c];
-}
-
-enum workload_class workload_class_from_name(const char *s)
-{
-	if (!s)
-		return _CLASS_INVALID;
-	for (int c = 0; c < _CLASS_MAX; c++)
-		if (streq(s, class_names[c]))
-			return (enum workload_class)c;
-	return _CLASS_INVALID;
-}
+DEFINE_STRING_TABLE_NAME(workload_class_name, enum workload_class, class_names)
+DEFINE_STRING_TABLE_FROM_NAME(workload_class_from_name, enum workload_class, class_names, _CLASS_INVALID)
 
 int quantity_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 {
@@ -41,23 +27,19 @@ int quantity_parse_bps(const char *s, uint64_t *ret_bps, struct error *err)
 	int r;
 
 	r = k8s_quantity_parse(s, &kq, err);
-	if (r < 0) {
-		if (err)
-			err->code = CNI_ERR_INVALID_CONFIG;
+	if (r < 0)
 		return r;
-	}
 	quote_value(s, q, sizeof(q));
 	if (kq.negative)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, EINVAL,
-		                 "invalid quantity %s: negative values are not allowed", q);
+		return error_set(err, EINVAL, "invalid quantity %s: negative values are not allowed", q);
 	r = k8s_quantity_to_u64(&kq, BW_MAX_BPS, &v);
 	if (r == -EDOM)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "bandwidth %s is not a whole number of bit/s", q);
+		return error_set(err, ERANGE, "bandwidth %s is not a whole number of bit/s", q);
 	if (r == -ERANGE)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "bandwidth %s is above the maximum %llu bit/s", q,
+		return error_set(err, ERANGE, "bandwidth %s is above the maximum %llu bit/s", q,
 		                 (unsigned long long)BW_MAX_BPS);
 	if (v < BW_MIN_BPS)
-		return error_set(err, CNI_ERR_INVALID_CONFIG, ERANGE, "bandwidth %s is below the minimum %llu bit/s", q,
+		return error_set(err, ERANGE, "bandwidth %s is below the minimum %llu bit/s", q,
 		                 (unsigned long long)BW_MIN_BPS);
 	*ret_bps = v;
 	return 0;
@@ -103,7 +85,7 @@ int workload_from_annotations(const struct cJSON *annotations, struct workload *
 	char q[QUOTE_BUF];
 
 	if (annotations && !cJSON_IsObject(annotations))
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "annotations: expected a JSON object");
+		return error_set(err, EINVAL, "annotations: expected a JSON object");
 	if (!annotations) {
 		*ret = w;
 		return 0;
@@ -158,26 +140,23 @@ static int runtime_number(const cJSON *bw, const char *key, uint64_t min, uint64
 	if (!v || cJSON_IsNull(v))
 		return 0;
 	if (!cJSON_IsNumber(v))
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "runtimeConfig.bandwidth.%s: expected a number", key);
+		return error_set(err, EINVAL, "runtimeConfig.bandwidth.%s: expected a number", key);
 	d = v->valuedouble;
 	if (d == floor(d) && fabs(d) < 1e18)
 		snprintf(num, sizeof(num), "%.0f", d);
 	else
 		snprintf(num, sizeof(num), "%g", d);
 	if (!isfinite(d) || d != floor(d))
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "runtimeConfig.bandwidth.%s: %s is not a whole number",
-		                 key, num);
+		return error_set(err, EINVAL, "runtimeConfig.bandwidth.%s: %s is not a whole number", key, num);
 	if (d < 0)
-		return error_set(err, CNI_ERR_DECODE, ERANGE, "runtimeConfig.bandwidth.%s: %s is negative", key, num);
+		return error_set(err, ERANGE, "runtimeConfig.bandwidth.%s: %s is negative", key, num);
 	if (d == 0)
 		return 0;
 	if (d < (double)min)
-		return error_set(err, CNI_ERR_DECODE, ERANGE,
-		                 "runtimeConfig.bandwidth.%s: %s is below the minimum %llu", key, num,
+		return error_set(err, ERANGE, "runtimeConfig.bandwidth.%s: %s is below the minimum %llu", key, num,
 		                 (unsigned long long)min);
 	if (d > (double)max)
-		return error_set(err, CNI_ERR_DECODE, ERANGE,
-		                 "runtimeConfig.bandwidth.%s: %s is above the maximum %llu", key, num,
+		return error_set(err, ERANGE, "runtimeConfig.bandwidth.%s: %s is above the maximum %llu", key, num,
 		                 (unsigned long long)max);
 	*ret_set = true;
 	*ret = (uint64_t)d;
@@ -198,7 +177,7 @@ int workload_apply_runtime_bandwidth(const struct cJSON *bandwidth, struct workl
 	if (!bandwidth || cJSON_IsNull(bandwidth))
 		return 0;
 	if (!cJSON_IsObject(bandwidth))
-		return error_set(err, CNI_ERR_DECODE, EINVAL, "runtimeConfig.bandwidth: expected a JSON object");
+		return error_set(err, EINVAL, "runtimeConfig.bandwidth: expected a JSON object");
 	r = runtime_number(bandwidth, "ingressRate", BW_MIN_BPS, BW_MAX_BPS, &in_set, &in_bps, err);
 	if (r < 0)
 		return r;

@@ -65,7 +65,7 @@ static int path_join(char *buf, size_t size, const char *dir, const char *name, 
 {
 	int n = snprintf(buf, size, "%s/%s", dir, name);
 	if (n < 0 || (size_t)n >= size)
-		return error_set(err, 0, ENAMETOOLONG, "%s/%s: path too long", dir, name);
+		return error_set(err, ENAMETOOLONG, "%s/%s: path too long", dir, name);
 	return 0;
 }
 
@@ -147,7 +147,7 @@ static int tmp_create(const char *dir, char *tmp, size_t size, struct error *err
 		return r;
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
-		return error_set(err, 0, errno, "%s: create temp file: %s", dir, strerror(errno));
+		return error_set(err, errno, "%s: create temp file: %s", dir, strerror(errno));
 	return fd;
 }
 
@@ -158,13 +158,13 @@ static int tmp_commit(int fd, const char *tmp, const char *dir, const char *path
 	int r = 0;
 
 	if (fchmod(fd, mode) < 0)
-		r = error_set(err, 0, errno, "%s: chmod: %s", tmp, strerror(errno));
+		r = error_set(err, errno, "%s: chmod: %s", tmp, strerror(errno));
 	else if (fsync(fd) < 0)
-		r = error_set(err, 0, errno, "%s: fsync: %s", tmp, strerror(errno));
+		r = error_set(err, errno, "%s: fsync: %s", tmp, strerror(errno));
 	if (close(fd) < 0 && r == 0)
-		r = error_set(err, 0, errno, "%s: close: %s", tmp, strerror(errno));
+		r = error_set(err, errno, "%s: close: %s", tmp, strerror(errno));
 	if (r == 0 && rename(tmp, path) < 0)
-		r = error_set(err, 0, errno, "%s: rename from %s: %s", path, tmp, strerror(errno));
+		r = error_set(err, errno, "%s: rename from %s: %s", path, tmp, strerror(errno));
 	if (r < 0) {
 		(void)unlink(tmp);
 		return r;
@@ -187,7 +187,7 @@ static int file_write_atomic(const char *dir, const char *name, const char *data
 		return fd;
 	r = write_all(fd, data, len);
 	if (r < 0) {
-		error_set(err, 0, -r, "%s: write: %s", tmp, strerror(-r));
+		error_set(err, -r, "%s: write: %s", tmp, strerror(-r));
 		close(fd);
 		(void)unlink(tmp);
 		return r;
@@ -233,7 +233,7 @@ static int file_remove(const char *dir, const char *name, bool *ret_removed, str
 	if (unlink(path) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return error_set(err, 0, errno, "%s: remove: %s", path, strerror(errno));
+		return error_set(err, errno, "%s: remove: %s", path, strerror(errno));
 	}
 	(void)dir_fsync(dir);
 	*ret_removed = true;
@@ -254,22 +254,22 @@ static int same_content(int fd_a, const char *path_b, bool *ret_same, struct err
 	if (fd_b < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return error_set(err, 0, errno, "%s: open: %s", path_b, strerror(errno));
+		return error_set(err, errno, "%s: open: %s", path_b, strerror(errno));
 	}
 	if (fstat(fd_a, &sa) < 0 || fstat(fd_b, &sb) < 0)
-		return error_set(err, 0, errno, "%s: stat: %s", path_b, strerror(errno));
+		return error_set(err, errno, "%s: stat: %s", path_b, strerror(errno));
 	if (!S_ISREG(sb.st_mode) || sa.st_size != sb.st_size || (sb.st_mode & 07777) != 0755)
 		return 0;
 	ba = malloc(COPY_CHUNK);
 	bb = malloc(COPY_CHUNK);
 	if (!ba || !bb)
-		return error_set(err, 0, ENOMEM, "%s: out of memory", path_b);
+		return error_set(err, ENOMEM, "%s: out of memory", path_b);
 	for (;;) {
 		ssize_t na = read(fd_a, ba, COPY_CHUNK), nb;
 		if (na < 0) {
 			if (errno == EINTR)
 				continue;
-			return error_set(err, 0, errno, "read: %s", strerror(errno));
+			return error_set(err, errno, "read: %s", strerror(errno));
 		}
 		if (na == 0)
 			break;
@@ -280,7 +280,7 @@ static int same_content(int fd_a, const char *path_b, bool *ret_same, struct err
 				continue;
 			}
 			if (nb < 0)
-				return error_set(err, 0, errno, "%s: read: %s", path_b, strerror(errno));
+				return error_set(err, errno, "%s: read: %s", path_b, strerror(errno));
 			if (nb == 0)
 				return 0; /* shorter than it said */
 		}
@@ -306,18 +306,18 @@ static int binary_install(const char *src, const char *bin_dir, const char *name
 		return r;
 	fd_src = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd_src < 0)
-		return error_set(err, 0, errno, "plugin binary %s: open: %s", src, strerror(errno));
+		return error_set(err, errno, "plugin binary %s: open: %s", src, strerror(errno));
 	if (fstat(fd_src, &st) < 0)
-		return error_set(err, 0, errno, "plugin binary %s: stat: %s", src, strerror(errno));
+		return error_set(err, errno, "plugin binary %s: stat: %s", src, strerror(errno));
 	if (!S_ISREG(st.st_mode))
-		return error_set(err, 0, EINVAL, "plugin binary %s: not a regular file", src);
+		return error_set(err, EINVAL, "plugin binary %s: not a regular file", src);
 	r = same_content(fd_src, dst, &same, err);
 	if (r < 0)
 		return r;
 	if (same)
 		return 0;
 	if (lseek(fd_src, 0, SEEK_SET) < 0)
-		return error_set(err, 0, errno, "plugin binary %s: seek: %s", src, strerror(errno));
+		return error_set(err, errno, "plugin binary %s: seek: %s", src, strerror(errno));
 
 	fd = tmp_create(bin_dir, tmp, sizeof(tmp), err);
 	if (fd < 0)
@@ -327,14 +327,14 @@ static int binary_install(const char *src, const char *bin_dir, const char *name
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			r = error_set(err, 0, errno, "plugin binary %s: read: %s", src, strerror(errno));
+			r = error_set(err, errno, "plugin binary %s: read: %s", src, strerror(errno));
 			break;
 		}
 		if (n == 0)
 			break;
 		r = write_all(fd, buf, (size_t)n);
 		if (r < 0) {
-			error_set(err, 0, -r, "%s: write: %s", tmp, strerror(-r));
+			error_set(err, -r, "%s: write: %s", tmp, strerror(-r));
 			break;
 		}
 	}
@@ -363,7 +363,7 @@ static int json_parse(const char *text, size_t len, const char *path, cJSON **re
 	j = cJSON_ParseWithLengthOpts(text, len + 1, &end, true);
 	if (!j) {
 		size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-		return error_set(err, 0, EINVAL, "%s: invalid JSON at byte %zu", path, at);
+		return error_set(err, EINVAL, "%s: invalid JSON at byte %zu", path, at);
 	}
 	*ret = j;
 	return 0;
@@ -419,7 +419,7 @@ static int conf_scan(const char *dir, struct conf_scan *ret, struct error *err)
 			*ret = (struct conf_scan){.dir_missing = true};
 			return 0;
 		}
-		return error_set(err, 0, errno, "CNI config dir %s: %s", dir, strerror(errno));
+		return error_set(err, errno, "CNI config dir %s: %s", dir, strerror(errno));
 	}
 	for (;;) {
 		struct conf_entry *e;
@@ -431,7 +431,7 @@ static int conf_scan(const char *dir, struct conf_scan *ret, struct error *err)
 		de = readdir(d);
 		if (!de) {
 			if (errno != 0) {
-				int r = error_set(err, 0, errno, "CNI config dir %s: read: %s", dir, strerror(errno));
+				int r = error_set(err, errno, "CNI config dir %s: read: %s", dir, strerror(errno));
 				conf_scan_done(&s);
 				return r;
 			}
@@ -443,7 +443,7 @@ static int conf_scan(const char *dir, struct conf_scan *ret, struct error *err)
 			continue;
 		if (s.n >= SCAN_FILES_MAX) {
 			conf_scan_done(&s);
-			return error_set(err, 0, E2BIG, "CNI config dir %s: more than %d config files", dir,
+			return error_set(err, E2BIG, "CNI config dir %s: more than %d config files", dir,
 			                 SCAN_FILES_MAX);
 		}
 		if (s.n == cap) {
@@ -451,7 +451,7 @@ static int conf_scan(const char *dir, struct conf_scan *ret, struct error *err)
 			struct conf_entry *nv = realloc(s.v, ncap * sizeof(*nv));
 			if (!nv) {
 				conf_scan_done(&s);
-				return error_set(err, 0, ENOMEM, "CNI config dir %s: out of memory", dir);
+				return error_set(err, ENOMEM, "CNI config dir %s: out of memory", dir);
 			}
 			s.v = nv;
 			cap = ncap;
@@ -468,7 +468,7 @@ static int conf_scan(const char *dir, struct conf_scan *ret, struct error *err)
 		if (e->load_r == 0) {
 			e->load_r = json_parse(text, len, path, &e->json, &e->load_err);
 			if (e->load_r == 0 && !cJSON_IsObject(e->json)) {
-				e->load_r = error_set(&e->load_err, 0, EINVAL, "%s: not a JSON object", path);
+				e->load_r = error_set(&e->load_err, EINVAL, "%s: not a JSON object", path);
 				cJSON_Delete(e->json);
 				e->json = NULL;
 			}
@@ -497,44 +497,44 @@ static int conflist_view(const cJSON *j, const char *path, bool list_file, cJSON
 	size_t i = 0;
 
 	if (!cJSON_IsString(name) || !name->valuestring[0])
-		return error_set(err, 0, EINVAL, "%s: \"name\" missing or not a non-empty string", path);
+		return error_set(err, EINVAL, "%s: \"name\" missing or not a non-empty string", path);
 	if (plugins) {
 		if (!cJSON_IsArray(plugins))
-			return error_set(err, 0, EINVAL, "%s: \"plugins\" is not an array", path);
+			return error_set(err, EINVAL, "%s: \"plugins\" is not an array", path);
 		cJSON_ArrayForEach(p, plugins)
 		{
 			const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
 			if (!cJSON_IsObject(p) || !cJSON_IsString(t) || !t->valuestring[0])
-				return error_set(err, 0, EINVAL,
+				return error_set(err, EINVAL,
 				                 "%s: plugins[%zu] is not an object with a \"type\" string", path, i);
 			i++;
 		}
 		v = cJSON_Duplicate(j, true);
 		if (!v)
-			return error_set(err, 0, ENOMEM, "%s: out of memory", path);
+			return error_set(err, ENOMEM, "%s: out of memory", path);
 	} else if (cJSON_IsString(type) && type->valuestring[0]) {
 		const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "cniVersion");
 		cJSON *list, *copy;
 
 		v = cJSON_CreateObject();
 		if (!v)
-			return error_set(err, 0, ENOMEM, "%s: out of memory", path);
+			return error_set(err, ENOMEM, "%s: out of memory", path);
 		if (ver && !cJSON_AddItemToObject(v, "cniVersion", cJSON_Duplicate(ver, true)))
-			return error_set(err, 0, ENOMEM, "%s: out of memory", path);
+			return error_set(err, ENOMEM, "%s: out of memory", path);
 		if (!cJSON_AddStringToObject(v, "name", name->valuestring))
-			return error_set(err, 0, ENOMEM, "%s: out of memory", path);
+			return error_set(err, ENOMEM, "%s: out of memory", path);
 		list = cJSON_AddArrayToObject(v, "plugins");
 		copy = cJSON_Duplicate(j, true);
 		if (!list || !copy || !cJSON_AddItemToArray(list, copy)) {
 			cJSON_Delete(copy);
-			return error_set(err, 0, ENOMEM, "%s: out of memory", path);
+			return error_set(err, ENOMEM, "%s: out of memory", path);
 		}
 	} else if (list_file) {
 		v = cJSON_Duplicate(j, true);
 		if (!v || !cJSON_AddArrayToObject(v, "plugins"))
-			return error_set(err, 0, ENOMEM, "%s: out of memory", path);
+			return error_set(err, ENOMEM, "%s: out of memory", path);
 	} else {
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "%s: neither a network config list (\"plugins\") nor a plugin config (\"type\")",
 		                 path);
 	}
@@ -683,10 +683,10 @@ static int plugin_entry_parse(const struct chain_options *o, bool validate, cJSO
 		return r;
 	t = cJSON_GetObjectItemCaseSensitive(j, "type");
 	if (!cJSON_IsObject(j) || !cJSON_IsString(t))
-		return error_set(err, 0, EINVAL, "aiqos plugin config: not a JSON object with a \"type\" string");
+		return error_set(err, EINVAL, "aiqos plugin config: not a JSON object with a \"type\" string");
 	if (!t->valuestring[0] || strchr(t->valuestring, '/') || streq(t->valuestring, ".") ||
 	    streq(t->valuestring, "..") || str_copy(type, type_size, t->valuestring) < 0)
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "aiqos plugin config: \"type\" must be a plain file name of at most %zu bytes",
 		                 type_size - 1);
 	/* The entry as the plugin will read it (libcni adds the network's
@@ -702,11 +702,11 @@ static int plugin_entry_parse(const struct chain_options *o, bool validate, cJSO
 		    (!cJSON_GetObjectItemCaseSensitive(net, "name") &&
 		     !cJSON_AddStringToObject(net, "name", "aiqos-install-check")) ||
 		    !(text_net = cJSON_PrintUnformatted(net)))
-			return error_set(err, 0, ENOMEM, "aiqos plugin config: out of memory");
+			return error_set(err, ENOMEM, "aiqos plugin config: out of memory");
 		r = cni_conf_parse(text_net, strlen(text_net), &c, &e);
 		cni_conf_free(&c);
 		if (r < 0)
-			return error_set(err, 0, e.errnum ? e.errnum : EINVAL, "aiqos plugin config: %s", e.msg);
+			return error_set(err, e.errnum ? e.errnum : EINVAL, "aiqos plugin config: %s", e.msg);
 	}
 	*ret = TAKE_PTR(j);
 	return 0;
@@ -722,13 +722,13 @@ static int binary_check(const char *bin_dir, const char *type, struct error *err
 		return -ENAMETOOLONG;
 	if (stat(path, &st) < 0)
 		return error_set(
-		        err, 0, errno,
+		        err, errno,
 		        "plugin binary %s: %s; not chaining a plugin the runtime cannot run (install it there, "
 		        "e.g. with --plugin-src)",
 		        path, strerror(errno));
 	if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
 		return error_set(
-		        err, 0, EACCES,
+		        err, EACCES,
 		        "plugin binary %s is not an executable file; not chaining a plugin the runtime cannot run",
 		        path);
 	return 0;
@@ -814,13 +814,13 @@ static int strategy_dropin(const char *dir, const struct conf_entry *pri, const 
 	if (mkdir(sub, 0755) == 0) {
 		/* readable by the runtime whatever our umask (the unit sets 0077) */
 		if (chmod(sub, 0755) < 0)
-			return error_set(err, 0, errno, "%s: chmod: %s", sub, strerror(errno));
+			return error_set(err, errno, "%s: chmod: %s", sub, strerror(errno));
 	} else if (errno != EEXIST) {
-		return error_set(err, 0, errno, "%s: mkdir: %s", sub, strerror(errno));
+		return error_set(err, errno, "%s: mkdir: %s", sub, strerror(errno));
 	}
 	text = json_print_file(entry);
 	if (!text)
-		return error_set(err, 0, ENOMEM, "%s: out of memory", sub);
+		return error_set(err, ENOMEM, "%s: out of memory", sub);
 	r = file_ensure(sub, CHAIN_DROPIN_FILE, text, 0644, &written, err);
 	if (r < 0)
 		return r;
@@ -850,21 +850,21 @@ static int strategy_in_place(const char *dir, const struct conf_entry *pri, cons
 		return 0;
 	}
 	if (!has_suffix(pri->name, ".conflist"))
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "%s: a single-plugin config cannot be edited in place (the runtime reads it as "
 		                 "one plugin); use the owned copy",
 		                 path);
 	if (plugins_count_all(pri->json) == 0)
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "%s: lists no plugins inline (only drop-ins); aiqos must follow the main plugin: "
 		                 "use the drop-in dir",
 		                 path);
 	edited = cJSON_Duplicate(pri->json, true);
 	if (!edited || plugins_put(edited, entry, type) < 0)
-		return error_set(err, 0, ENOMEM, "%s: out of memory", path);
+		return error_set(err, ENOMEM, "%s: out of memory", path);
 	text = json_print_file(edited);
 	if (!text)
-		return error_set(err, 0, ENOMEM, "%s: out of memory", path);
+		return error_set(err, ENOMEM, "%s: out of memory", path);
 	r = file_write_atomic(dir, pri->name, text, strlen(text), pri->mode & 0777, err);
 	if (r < 0)
 		return r;
@@ -881,7 +881,7 @@ static int owned_name(const char *primary, char *buf, size_t size, struct error 
 	int n = snprintf(buf, size, "%s%.*s.conflist", CHAIN_OWNED_PREFIX, (int)base, primary);
 
 	if (n < 0 || (size_t)n >= size || (size_t)n > NAME_MAX)
-		return error_set(err, 0, ENAMETOOLONG, "%s: name too long for an owned copy", primary);
+		return error_set(err, ENAMETOOLONG, "%s: name too long for an owned copy", primary);
 	return 0;
 }
 
@@ -898,12 +898,12 @@ static int strategy_owned_copy(const char *dir, const struct conf_entry *pri, co
 	if (r < 0)
 		return r;
 	if (plugins_count_all(view) == 0)
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "%s/%s: lists no plugins inline (only drop-ins); aiqos must follow the main plugin: "
 		                 "use the drop-in dir",
 		                 dir, pri->name);
 	if (strcmp(target, pri->name) >= 0)
-		return error_set(err, 0, EEXIST,
+		return error_set(err, EEXIST,
 		                 "%s/%s: an owned copy named %s would not sort before it, so the runtime would "
 		                 "not use it; use edit-in-place or the drop-in dir",
 		                 dir, pri->name, target);
@@ -911,10 +911,10 @@ static int strategy_owned_copy(const char *dir, const struct conf_entry *pri, co
 	if (!copy || plugins_put(copy, entry, type) < 0 ||
 	    object_set(copy, CHAIN_MARKER_OWNED, cJSON_CreateTrue()) < 0 ||
 	    object_set(copy, CHAIN_MARKER_SOURCE, cJSON_CreateString(pri->name)) < 0)
-		return error_set(err, 0, ENOMEM, "%s/%s: out of memory", dir, target);
+		return error_set(err, ENOMEM, "%s/%s: out of memory", dir, target);
 	text = json_print_file(copy);
 	if (!text)
-		return error_set(err, 0, ENOMEM, "%s/%s: out of memory", dir, target);
+		return error_set(err, ENOMEM, "%s/%s: out of memory", dir, target);
 	r = file_ensure(dir, target, text, 0644, &written, err);
 	if (r < 0)
 		return r;
@@ -941,7 +941,7 @@ int chain_ensure_report(const struct chain_options *o, struct chain_report *ret,
 
 	report_init(&rep);
 	if (!o || !o->conf_dir || !o->conf_dir[0])
-		return error_set(err, 0, EINVAL, "chain: no CNI config dir given");
+		return error_set(err, EINVAL, "chain: no CNI config dir given");
 	dir = o->conf_dir;
 	r = plugin_entry_parse(o, true, &entry, type, sizeof(type), err);
 	if (r < 0)
@@ -1091,11 +1091,11 @@ static int unedit(const char *dir, const struct conf_entry *e, const char *type,
 		return 0;
 	edited = cJSON_Duplicate(e->json, true);
 	if (!edited)
-		return error_set(err, 0, ENOMEM, "%s/%s: out of memory", dir, e->name);
+		return error_set(err, ENOMEM, "%s/%s: out of memory", dir, e->name);
 	plugins_remove_type(edited, type);
 	text = json_print_file(edited);
 	if (!text)
-		return error_set(err, 0, ENOMEM, "%s/%s: out of memory", dir, e->name);
+		return error_set(err, ENOMEM, "%s/%s: out of memory", dir, e->name);
 	int r = file_write_atomic(dir, e->name, text, strlen(text), e->mode & 0777, err);
 	if (r < 0)
 		return r;
@@ -1116,7 +1116,7 @@ int chain_remove_report(const struct chain_options *o, bool remove_binary, struc
 
 	report_init(&rep);
 	if (!o || !o->conf_dir || !o->conf_dir[0])
-		return error_set(err, 0, EINVAL, "chain: no CNI config dir given");
+		return error_set(err, EINVAL, "chain: no CNI config dir given");
 	dir = o->conf_dir;
 	r = plugin_entry_parse(o, false, &entry, type, sizeof(type), err);
 	if (r < 0)
@@ -1145,7 +1145,7 @@ int chain_remove_report(const struct chain_options *o, bool remove_binary, struc
 				return r;
 		}
 	} else if (errno != ENOENT) {
-		return error_set(err, 0, errno, "CNI config dir %s: %s", dir, strerror(errno));
+		return error_set(err, errno, "CNI config dir %s: %s", dir, strerror(errno));
 	}
 
 	if (remove_binary && o->bin_dir) {

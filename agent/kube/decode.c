@@ -124,7 +124,7 @@ static const char *describe_json(const cJSON *v, char *buf, size_t size)
 static int type_error(struct error *err, const char *path, const char *want, const cJSON *got)
 {
 	char d[128];
-	return error_set(err, 0, EINVAL, "%s: expected %s, got %s", path, want, describe_json(got, d, sizeof(d)));
+	return error_set(err, EINVAL, "%s: expected %s, got %s", path, want, describe_json(got, d, sizeof(d)));
 }
 
 static const cJSON *field(const cJSON *obj, const char *key)
@@ -173,12 +173,12 @@ static int get_id(const cJSON *obj, const char *key, const char *path, bool (*va
 	char q[96];
 
 	if (!v || cJSON_IsNull(v))
-		return error_set(err, 0, EINVAL, "%s: missing", path);
+		return error_set(err, EINVAL, "%s: missing", path);
 	if (!cJSON_IsString(v))
 		return type_error(err, path, "a string", v);
 	if (!valid(v->valuestring) || strlen(v->valuestring) >= size)
-		return error_set(err, 0, EINVAL, "%s: %s is not a valid %s", path,
-		                 quote_str(q, sizeof(q), v->valuestring), what);
+		return error_set(err, EINVAL, "%s: %s is not a valid %s", path, quote_str(q, sizeof(q), v->valuestring),
+		                 what);
 	str_copy(dst, size, v->valuestring);
 	return 0;
 }
@@ -232,12 +232,12 @@ int kube_quantity_parse_count(const char *s, uint64_t max, uint64_t *ret, struct
 		return r;
 	quote_str(q, sizeof(q), s);
 	if (kq.negative && kq.mant != 0)
-		return error_set(err, 0, ERANGE, "%s is negative", q);
+		return error_set(err, ERANGE, "%s is negative", q);
 	r = k8s_quantity_to_u64(&kq, max, &v);
 	if (r == -EDOM)
-		return error_set(err, 0, EINVAL, "%s is not a whole number", q);
+		return error_set(err, EINVAL, "%s is not a whole number", q);
 	if (r < 0)
-		return error_set(err, 0, ERANGE, "%s exceeds %" PRIu64, q, max);
+		return error_set(err, ERANGE, "%s exceeds %" PRIu64, q, max);
 	*ret = v;
 	return 0;
 }
@@ -466,7 +466,7 @@ static int check_kind(const cJSON *obj, const char *want, struct error *err)
 	if (!cJSON_IsString(kind))
 		return type_error(err, "kind", "a string", kind);
 	if (!streq(kind->valuestring, want))
-		return error_set(err, 0, EINVAL, "kind: expected \"%s\", got %s", want,
+		return error_set(err, EINVAL, "kind: expected \"%s\", got %s", want,
 		                 quote_str(q, sizeof(q), kind->valuestring));
 	return 0;
 }
@@ -485,7 +485,7 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 	if (r >= 0)
 		r = get_object(obj, "metadata", "metadata", &meta, err);
 	if (r >= 0 && !meta)
-		r = error_set(err, 0, EINVAL, "metadata: missing");
+		r = error_set(err, EINVAL, "metadata: missing");
 	if (r < 0)
 		goto unnamed;
 	r = get_id(meta, "namespace", "metadata.namespace", k8s_namespace_valid, "namespace (DNS-1123 label)",
@@ -521,7 +521,7 @@ static int pod_decode_into(const cJSON *obj, const char *ctx, struct kube_pod *p
 	if (annotations) {
 		r = pod_decode_annotations(pod, annotations);
 		if (r < 0) {
-			r = error_set(err, 0, -r, "metadata.annotations: out of memory");
+			r = error_set(err, -r, "metadata.annotations: out of memory");
 			goto named;
 		}
 	}
@@ -664,7 +664,7 @@ int kube_event_decode(const cJSON *obj, struct kube_event *ret, struct error *er
 		return type_error(err, "watch event", "an object", obj);
 	type = field(obj, "type");
 	if (!type || cJSON_IsNull(type))
-		return error_set(err, 0, EINVAL, "watch event: type: missing");
+		return error_set(err, EINVAL, "watch event: type: missing");
 	if (!cJSON_IsString(type)) {
 		r = type_error(err, "type", "a string", type);
 		error_prefix(err, "watch event");
@@ -672,14 +672,13 @@ int kube_event_decode(const cJSON *obj, struct kube_event *ret, struct error *er
 	}
 	ev.type = kube_event_type_from_name(type->valuestring);
 	if (ev.type == _KUBE_EVENT_INVALID)
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "watch event: type: unknown value %s (expected ADDED, MODIFIED, DELETED, BOOKMARK or "
 		                 "ERROR)",
 		                 quote_str(q, sizeof(q), type->valuestring));
 	object = field(obj, "object");
 	if (!cJSON_IsObject(object)) {
-		r = object ? type_error(err, "object", "an object", object)
-		           : error_set(err, 0, EINVAL, "object: missing");
+		r = object ? type_error(err, "object", "an object", object) : error_set(err, EINVAL, "object: missing");
 		error_prefix(err, "%s event", type->valuestring);
 		return r;
 	}
@@ -697,7 +696,7 @@ int kube_event_decode(const cJSON *obj, struct kube_event *ret, struct error *er
 		const cJSON *meta;
 		r = get_object(object, "metadata", "metadata", &meta, err);
 		if (r >= 0 && !meta)
-			r = error_set(err, 0, EINVAL, "metadata: missing");
+			r = error_set(err, EINVAL, "metadata: missing");
 		if (r >= 0)
 			r = get_id(meta, "resourceVersion", "metadata.resourceVersion", rv_valid, "resourceVersion",
 			           ev.resource_version, sizeof(ev.resource_version), err);
@@ -718,7 +717,7 @@ int kube_event_decode(const cJSON *obj, struct kube_event *ret, struct error *er
 			ev.type = KUBE_EVENT_EXPIRED;
 		break;
 	default:
-		return error_set(err, 0, EINVAL, "watch event: unexpected type %d", ev.type);
+		return error_set(err, EINVAL, "watch event: unexpected type %d", ev.type);
 	}
 	*ret = ev;
 	return 0;
@@ -731,20 +730,20 @@ static cJSON *parse_json(const char *data, size_t len, const char *what, struct 
 	char q[96];
 
 	if (memchr(data, '\0', len)) {
-		error_set(err, 0, EBADMSG, "%s: NUL byte in JSON", what);
+		error_set(err, EBADMSG, "%s: NUL byte in JSON", what);
 		return NULL;
 	}
 	obj = cJSON_ParseWithLengthOpts(data, len, &end, false);
 	if (!obj) {
 		size_t at = end && end >= data && end <= data + len ? (size_t)(end - data) : 0;
-		error_set(err, 0, EBADMSG, "%s: invalid JSON at byte %zu near %s", what, at,
+		error_set(err, EBADMSG, "%s: invalid JSON at byte %zu near %s", what, at,
 		          kube_quote(q, sizeof(q), data + at, len - at, 32));
 		return NULL;
 	}
 	for (size_t at = (size_t)(end - data); at < len; at++) {
 		if (!strchr(" \t\r\n", data[at])) {
 			cJSON_Delete(obj);
-			error_set(err, 0, EBADMSG, "%s: trailing data after JSON at byte %zu: %s", what, at,
+			error_set(err, EBADMSG, "%s: trailing data after JSON at byte %zu: %s", what, at,
 			          kube_quote(q, sizeof(q), data + at, len - at, 32));
 			return NULL;
 		}
@@ -787,12 +786,12 @@ int kube_pod_list_decode(const cJSON *obj, struct kube_pod_list *ret, struct err
 		return type_error(err, "PodList", "an object", obj);
 	list = calloc(1, sizeof(*list));
 	if (!list)
-		return error_set(err, 0, ENOMEM, "PodList: out of memory");
+		return error_set(err, ENOMEM, "PodList: out of memory");
 	r = check_kind(obj, "PodList", err);
 	if (r >= 0)
 		r = get_object(obj, "metadata", "metadata", &meta, err);
 	if (r >= 0 && !meta)
-		r = error_set(err, 0, EINVAL, "metadata: missing");
+		r = error_set(err, EINVAL, "metadata: missing");
 	if (r >= 0)
 		r = get_id(meta, "resourceVersion", "metadata.resourceVersion", rv_valid, "resourceVersion",
 		           list->resource_version, sizeof(list->resource_version), err);
@@ -807,7 +806,7 @@ int kube_pod_list_decode(const cJSON *obj, struct kube_pod_list *ret, struct err
 		}
 		/* an opaque base64url token; it goes back into a URL */
 		if (v->valuestring[0] && !charset_valid(v->valuestring, KUBE_CONTINUE_MAX - 1, "-_=.~+/")) {
-			r = error_set(err, 0, EINVAL, "metadata.continue: %s is not a valid continue token",
+			r = error_set(err, EINVAL, "metadata.continue: %s is not a valid continue token",
 			              quote_str(q, sizeof(q), v->valuestring));
 			goto fail;
 		}
@@ -820,13 +819,13 @@ int kube_pod_list_decode(const cJSON *obj, struct kube_pod_list *ret, struct err
 	}
 	n = items && cJSON_IsArray(items) ? cJSON_GetArraySize(items) : 0;
 	if (n > KUBE_POD_LIST_ITEMS_MAX) {
-		r = error_set(err, 0, E2BIG, "items: %d pods exceed the limit of %d", n, KUBE_POD_LIST_ITEMS_MAX);
+		r = error_set(err, E2BIG, "items: %d pods exceed the limit of %d", n, KUBE_POD_LIST_ITEMS_MAX);
 		goto fail;
 	}
 	if (n > 0) {
 		list->items = calloc((size_t)n, sizeof(*list->items));
 		if (!list->items) {
-			r = error_set(err, 0, ENOMEM, "items: out of memory for %d pods", n);
+			r = error_set(err, ENOMEM, "items: out of memory for %d pods", n);
 			goto fail;
 		}
 		cJSON_ArrayForEach(it, items)

@@ -267,23 +267,23 @@ int kube_req_setup(struct kube_client *c, struct kube_req *r, const char *url, s
 	SET(CURLOPT_HEADERDATA, r);
 #undef SET
 	if (cc != CURLE_OK)
-		return error_set(err, 0, EINVAL, "curl_easy_setopt: %s", curl_easy_strerror(cc));
+		return error_set(err, EINVAL, "curl_easy_setopt: %s", curl_easy_strerror(cc));
 
 	r->headers = curl_slist_append(NULL, "Accept: application/json");
 	if (!r->headers)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	if (c->token && c->token[0]) {
 		size_t len = strlen(c->token) + sizeof("Authorization: Bearer ");
 		char *h = malloc(len);
 		struct curl_slist *n;
 		if (!h)
-			return error_set(err, 0, ENOMEM, "out of memory");
+			return error_set(err, ENOMEM, "out of memory");
 		snprintf(h, len, "Authorization: Bearer %s", c->token);
 		n = curl_slist_append(r->headers, h);
 		explicit_bzero(h, len);
 		free(h);
 		if (!n)
-			return error_set(err, 0, ENOMEM, "out of memory");
+			return error_set(err, ENOMEM, "out of memory");
 		r->headers = n;
 	}
 	if (r->upload) {
@@ -292,11 +292,11 @@ int kube_req_setup(struct kube_client *c, struct kube_req *r, const char *url, s
 		snprintf(ct, sizeof(ct), "Content-Type: %s", r->content_type ? r->content_type : "application/json");
 		n = curl_slist_append(r->headers, ct);
 		if (!n)
-			return error_set(err, 0, ENOMEM, "out of memory");
+			return error_set(err, ENOMEM, "out of memory");
 		r->headers = n;
 	}
 	if (curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers) != CURLE_OK)
-		return error_set(err, 0, EINVAL, "curl_easy_setopt(CURLOPT_HTTPHEADER) failed");
+		return error_set(err, EINVAL, "curl_easy_setopt(CURLOPT_HTTPHEADER) failed");
 	return 0;
 }
 
@@ -467,7 +467,7 @@ static void list_deliver(struct kube_client *c)
 static int list_add_page(struct kube_client *c, struct kube_pod_list *page, struct error *err)
 {
 	if (page->n > KUBE_LIST_PODS_MAX - c->list_n)
-		return error_set(err, 0, E2BIG, "more than %d pods on node %s", KUBE_LIST_PODS_MAX, c->node);
+		return error_set(err, E2BIG, "more than %d pods on node %s", KUBE_LIST_PODS_MAX, c->node);
 	if (c->list_n + page->n > c->list_cap) {
 		size_t cap = c->list_cap ? c->list_cap : 64;
 		struct kube_pod *items;
@@ -475,7 +475,7 @@ static int list_add_page(struct kube_client *c, struct kube_pod_list *page, stru
 			cap *= 2;
 		items = realloc(c->list_items, cap * sizeof(*items));
 		if (!items)
-			return error_set(err, 0, ENOMEM, "out of memory for %zu pods", cap);
+			return error_set(err, ENOMEM, "out of memory for %zu pods", cap);
 		c->list_items = items;
 		c->list_cap = cap;
 	}
@@ -949,12 +949,12 @@ static int setup_server(struct kube_client *c, const struct kube_client_config *
 	int n;
 
 	if (strncmp(s, "https://", 8) != 0)
-		return error_set(err, 0, EINVAL, "kube client: server %s: only https:// is supported", s);
+		return error_set(err, EINVAL, "kube client: server %s: only https:// is supported", s);
 	while (len > 8 && s[len - 1] == '/')
 		len--;
 	if (!cfg->tls_server_name[0]) {
 		if (len >= sizeof(c->base_url))
-			return error_set(err, 0, ENAMETOOLONG, "kube client: server URL too long");
+			return error_set(err, ENAMETOOLONG, "kube client: server URL too long");
 		memcpy(c->base_url, s, len);
 		c->base_url[len] = '\0';
 		return 0;
@@ -963,20 +963,20 @@ static int setup_server(struct kube_client *c, const struct kube_client_config *
 	if (*host == '[') {
 		host_end = strchr(host, ']');
 		if (!host_end)
-			return error_set(err, 0, EINVAL, "kube client: server %s: unterminated IPv6 address", s);
+			return error_set(err, EINVAL, "kube client: server %s: unterminated IPv6 address", s);
 		host_end++;
 	} else {
 		host_end = host + strcspn(host, ":/");
 	}
 	if ((size_t)(host_end - host) >= sizeof(hostbuf) || host_end == host)
-		return error_set(err, 0, EINVAL, "kube client: server %s: bad host", s);
+		return error_set(err, EINVAL, "kube client: server %s: bad host", s);
 	memcpy(hostbuf, host, (size_t)(host_end - host));
 	hostbuf[host_end - host] = '\0';
 	p = host_end;
 	if (*p == ':') {
 		size_t pl = strcspn(p + 1, "/");
 		if (pl == 0 || pl >= sizeof(portbuf))
-			return error_set(err, 0, EINVAL, "kube client: server %s: bad port", s);
+			return error_set(err, EINVAL, "kube client: server %s: bad port", s);
 		memcpy(portbuf, p + 1, pl);
 		portbuf[pl] = '\0';
 		p += 1 + pl;
@@ -984,28 +984,28 @@ static int setup_server(struct kube_client *c, const struct kube_client_config *
 	n = snprintf(c->base_url, sizeof(c->base_url), "https://%s:%s%.*s", cfg->tls_server_name, portbuf,
 	             (int)(s + len - p), p);
 	if (n < 0 || (size_t)n >= sizeof(c->base_url))
-		return error_set(err, 0, ENAMETOOLONG, "kube client: server URL too long");
+		return error_set(err, ENAMETOOLONG, "kube client: server URL too long");
 	snprintf(connect_to, sizeof(connect_to), "%s:%s:%s:%s", cfg->tls_server_name, portbuf, hostbuf, portbuf);
 	c->connect_to = curl_slist_append(NULL, connect_to);
 	if (!c->connect_to)
-		return error_set(err, 0, ENOMEM, "kube client: out of memory");
+		return error_set(err, ENOMEM, "kube client: out of memory");
 	return 0;
 }
 
 static int options_check(const struct kube_client_options *o, struct error *err)
 {
 	if (o->page_limit == 0)
-		return error_set(err, 0, EINVAL, "kube client: page_limit must be > 0");
+		return error_set(err, EINVAL, "kube client: page_limit must be > 0");
 	if (o->watch_timeout_min_s == 0 || o->watch_timeout_min_s > o->watch_timeout_max_s)
-		return error_set(err, 0, EINVAL, "kube client: watch timeout range %u..%u is invalid",
+		return error_set(err, EINVAL, "kube client: watch timeout range %u..%u is invalid",
 		                 o->watch_timeout_min_s, o->watch_timeout_max_s);
 	if (o->backoff_base_ms == 0 || o->backoff_cap_ms < o->backoff_base_ms)
-		return error_set(err, 0, EINVAL, "kube client: backoff %u..%u ms is invalid", o->backoff_base_ms,
+		return error_set(err, EINVAL, "kube client: backoff %u..%u ms is invalid", o->backoff_base_ms,
 		                 o->backoff_cap_ms);
 	if (o->max_page_bytes < 4096)
-		return error_set(err, 0, EINVAL, "kube client: max_page_bytes %zu is too small", o->max_page_bytes);
+		return error_set(err, EINVAL, "kube client: max_page_bytes %zu is too small", o->max_page_bytes);
 	if (o->event_queue_max == 0 || o->event_attempts_max == 0)
-		return error_set(err, 0, EINVAL, "kube client: event_queue_max and event_attempts_max must be > 0");
+		return error_set(err, EINVAL, "kube client: event_queue_max and event_attempts_max must be > 0");
 	return 0;
 }
 
@@ -1027,25 +1027,25 @@ int kube_client_new_with_options(sd_event *loop, const struct kube_client_config
 	int r;
 
 	if (!loop || !cfg || !node_name || !ops || !opts || !ret)
-		return error_set(err, 0, EINVAL, "kube client: missing argument");
+		return error_set(err, EINVAL, "kube client: missing argument");
 	if (!k8s_node_name_valid(node_name))
-		return error_set(err, 0, EINVAL, "kube client: node name \"%.64s\" is not a DNS subdomain", node_name);
+		return error_set(err, EINVAL, "kube client: node name \"%.64s\" is not a DNS subdomain", node_name);
 	r = options_check(opts, err);
 	if (r < 0)
 		return r;
 	if (cfg->insecure_skip_tls_verify && !opts->allow_insecure)
-		return error_set(err, 0, EPERM,
+		return error_set(err, EPERM,
 		                 "kube client: %s: insecure-skip-tls-verify is set; refusing to talk to the API server "
 		                 "without verifying its certificate (give it a CA)",
 		                 cfg->server);
 	if (!curl_ready) {
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-			return error_set(err, 0, EIO, "kube client: curl_global_init failed");
+			return error_set(err, EIO, "kube client: curl_global_init failed");
 		curl_ready = true;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return error_set(err, 0, ENOMEM, "kube client: out of memory");
+		return error_set(err, ENOMEM, "kube client: out of memory");
 	c->loop = sd_event_ref(loop);
 	c->ops = *ops;
 	c->ud = ud;
@@ -1068,7 +1068,7 @@ int kube_client_new_with_options(sd_event *loop, const struct kube_client_config
 	    (cfg->cert_pem && !(c->cert_pem = memdup_secret(cfg->cert_pem, cfg->cert_pem_len))) ||
 	    (cfg->key_pem && !(c->key_pem = memdup_secret(cfg->key_pem, cfg->key_pem_len))) ||
 	    (cfg->token && !(c->token = strdup(cfg->token)))) {
-		r = error_set(err, 0, ENOMEM, "kube client: out of memory");
+		r = error_set(err, ENOMEM, "kube client: out of memory");
 		goto fail;
 	}
 	c->ca_pem_len = cfg->ca_pem_len;

@@ -190,17 +190,17 @@ int kube_http_new(sd_event *loop, struct kube_http **ret, struct error *err)
 
 	h = calloc(1, sizeof(*h));
 	if (!h)
-		return error_set(err, 0, ENOMEM, "kube http: out of memory");
+		return error_set(err, ENOMEM, "kube http: out of memory");
 	h->loop = sd_event_ref(loop);
 	h->multi = curl_multi_init();
 	if (!h->multi) {
 		kube_http_free(h);
-		return error_set(err, 0, ENOMEM, "kube http: curl_multi_init failed");
+		return error_set(err, ENOMEM, "kube http: curl_multi_init failed");
 	}
 	r = sd_event_add_time(loop, &h->timer, CLOCK_MONOTONIC, UINT64_MAX, 1000, on_timer, h);
 	if (r < 0) {
 		kube_http_free(h);
-		return error_set(err, 0, -r, "kube http: add timer: %s", strerror(-r));
+		return error_set(err, -r, "kube http: add timer: %s", strerror(-r));
 	}
 	(void)sd_event_source_set_enabled(h->timer, SD_EVENT_OFF);
 	(void)sd_event_source_set_description(h->timer, "kube-curl-timer");
@@ -209,7 +209,7 @@ int kube_http_new(sd_event *loop, struct kube_http **ret, struct error *err)
 	    curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb) != CURLM_OK ||
 	    curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h) != CURLM_OK) {
 		kube_http_free(h);
-		return error_set(err, 0, EIO, "kube http: curl_multi_setopt failed");
+		return error_set(err, EIO, "kube http: curl_multi_setopt failed");
 	}
 	*ret = h;
 	return 0;
@@ -242,7 +242,7 @@ int kube_http_add(struct kube_http *h, struct kube_req *r, struct error *err)
 	r->timed = false;
 	m = curl_multi_add_handle(h->multi, r->easy);
 	if (m != CURLM_OK)
-		return error_set(err, 0, EIO, "curl_multi_add_handle: %s", curl_multi_strerror(m));
+		return error_set(err, EIO, "curl_multi_add_handle: %s", curl_multi_strerror(m));
 	r->active = true;
 	return 0;
 }

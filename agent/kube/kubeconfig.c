@@ -38,11 +38,11 @@ static bool is_token_char(unsigned char c)
 static int token_validate(const char *t, size_t len, const char *what, struct error *err)
 {
 	if (len == 0)
-		return error_set(err, 0, EINVAL, "%s is empty", what);
+		return error_set(err, EINVAL, "%s is empty", what);
 	for (size_t i = 0; i < len; i++)
 		if (!is_token_char((unsigned char)t[i]))
 			/* never quote the token */
-			return error_set(err, 0, EINVAL, "%s contains characters that cannot be sent in an HTTP header",
+			return error_set(err, EINVAL, "%s contains characters that cannot be sent in an HTTP header",
 			                 what);
 	return 0;
 }
@@ -73,7 +73,7 @@ int kube_token_read(const char *path, char **ret_token, struct error *err)
 	tok = strndup(buf + start, len - start);
 	wipe_free(buf, size);
 	if (!tok)
-		return error_set(err, 0, ENOMEM, "token file %s: out of memory", path);
+		return error_set(err, ENOMEM, "token file %s: out of memory", path);
 	*ret_token = tok;
 	return 0;
 }
@@ -197,7 +197,7 @@ static int map_get(struct kc *kc, yaml_node_t *map, const char *key, const char 
 		    memcmp(k->data.scalar.value, key, klen) != 0)
 			continue;
 		if (found)
-			return error_set(err, 0, EINVAL, "%s: duplicate key \"%s\"", where, key);
+			return error_set(err, EINVAL, "%s: duplicate key \"%s\"", where, key);
 		found = kc_node(kc, p->value);
 	}
 	if (found && found->type == YAML_SCALAR_NODE && scalar_is_null(found))
@@ -216,7 +216,7 @@ static int map_get_typed(struct kc *kc, yaml_node_t *map, const char *key, const
 		const char *want = type == YAML_MAPPING_NODE    ? "a mapping"
 		                   : type == YAML_SEQUENCE_NODE ? "a list"
 		                                                : "a string";
-		return error_set(err, 0, EINVAL, "%s: %s: expected %s, got %s", where, key, want, node_kind(*ret));
+		return error_set(err, EINVAL, "%s: %s: expected %s, got %s", where, key, want, node_kind(*ret));
 	}
 	return 0;
 }
@@ -233,7 +233,7 @@ static int get_scalar(struct kc *kc, yaml_node_t *map, const char *key, const ch
 	if (r < 0 || !n || n->data.scalar.length == 0)
 		return r;
 	if (memchr(n->data.scalar.value, '\0', n->data.scalar.length))
-		return error_set(err, 0, EINVAL, "%s: %s: contains a NUL byte", where, key);
+		return error_set(err, EINVAL, "%s: %s: contains a NUL byte", where, key);
 	*ret = (const char *)n->data.scalar.value;
 	*ret_len = n->data.scalar.length;
 	return 0;
@@ -250,8 +250,8 @@ static int get_str(struct kc *kc, yaml_node_t *map, const char *key, const char 
 	if (r < 0 || !v)
 		return r;
 	if (len >= size)
-		return error_set(err, 0, ENAMETOOLONG, "%s: %s: value of %zu bytes is too long (max %zu)", where, key,
-		                 len, size - 1);
+		return error_set(err, ENAMETOOLONG, "%s: %s: value of %zu bytes is too long (max %zu)", where, key, len,
+		                 size - 1);
 	memcpy(dst, v, len + 1);
 	return 0;
 }
@@ -277,7 +277,7 @@ static int get_bool(struct kc *kc, yaml_node_t *map, const char *key, const char
 				return 0;
 		}
 	}
-	return error_set(err, 0, EINVAL, "%s: %s: expected true or false, got %s", where, key,
+	return error_set(err, EINVAL, "%s: %s: expected true or false, got %s", where, key,
 	                 kube_quote(q, sizeof(q), (const char *)n->data.scalar.value, n->data.scalar.length, 32));
 }
 
@@ -294,14 +294,14 @@ static int find_named(struct kc *kc, yaml_node_t *root, const char *list_key, co
 	if (r < 0)
 		return r;
 	if (!list)
-		return error_set(err, 0, ENOENT, "%s \"%s\" not found (no %s)", item_key, name, list_key);
+		return error_set(err, ENOENT, "%s \"%s\" not found (no %s)", item_key, name, list_key);
 	for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++, i++) {
 		yaml_node_t *entry = kc_node(kc, *it);
 		char where[64], entry_name[KUBE_CONFIG_NAME_MAX];
 
 		snprintf(where, sizeof(where), "%s[%d]", list_key, i);
 		if (!entry || entry->type != YAML_MAPPING_NODE)
-			return error_set(err, 0, EINVAL, "%s: expected a mapping, got %s", where,
+			return error_set(err, EINVAL, "%s: expected a mapping, got %s", where,
 			                 entry ? node_kind(entry) : "nothing");
 		r = get_str(kc, entry, "name", where, entry_name, sizeof(entry_name), err);
 		if (r < 0)
@@ -309,16 +309,16 @@ static int find_named(struct kc *kc, yaml_node_t *root, const char *list_key, co
 		if (!streq(entry_name, name))
 			continue;
 		if (found)
-			return error_set(err, 0, EINVAL, "%s: duplicate name \"%s\"", list_key, name);
+			return error_set(err, EINVAL, "%s: duplicate name \"%s\"", list_key, name);
 		snprintf(where, sizeof(where), "%s \"%.40s\"", item_key, name);
 		r = map_get_typed(kc, entry, item_key, where, YAML_MAPPING_NODE, &found, err);
 		if (r < 0)
 			return r;
 		if (!found)
-			return error_set(err, 0, EINVAL, "%s: %s: missing", where, item_key);
+			return error_set(err, EINVAL, "%s: %s: missing", where, item_key);
 	}
 	if (!found)
-		return error_set(err, 0, ENOENT, "%s \"%s\" not found", item_key, name);
+		return error_set(err, ENOENT, "%s \"%s\" not found", item_key, name);
 	*ret = found;
 	return 0;
 }
@@ -358,7 +358,7 @@ static int server_validate(const char *url, char *dst, size_t size, struct error
 	const char *host, *p, *port = NULL, *path;
 	size_t hlen;
 
-#define BAD_URL(why) error_set(err, 0, EINVAL, "server %s: %s", kube_quote(q, sizeof(q), url, strlen(url), 100), why)
+#define BAD_URL(why) error_set(err, EINVAL, "server %s: %s", kube_quote(q, sizeof(q), url, strlen(url), 100), why)
 	if (strncmp(url, "http://", 7) == 0)
 		return BAD_URL("plain http is not supported (TLS is always verified)");
 	if (strncmp(url, "https://", 8) != 0)
@@ -421,11 +421,11 @@ static int file_ref(struct kc *kc, const char *where, const char *key, const cha
 	else
 		n = snprintf(dst, size, "%s/%s", kc->dir, p);
 	if (n < 0 || (size_t)n >= size)
-		return error_set(err, 0, ENAMETOOLONG, "%s: %s: path too long", where, key);
+		return error_set(err, ENAMETOOLONG, "%s: %s: path too long", where, key);
 	if (stat(dst, &st) < 0)
-		return error_set(err, 0, errno, "%s: %s \"%s\": %s", where, key, dst, strerror(errno));
+		return error_set(err, errno, "%s: %s \"%s\": %s", where, key, dst, strerror(errno));
 	if (!S_ISREG(st.st_mode))
-		return error_set(err, 0, EINVAL, "%s: %s \"%s\": not a regular file", where, key, dst);
+		return error_set(err, EINVAL, "%s: %s \"%s\": not a regular file", where, key, dst);
 	return 0;
 }
 
@@ -446,19 +446,18 @@ static int file_or_data(struct kc *kc, yaml_node_t *map, const char *where, cons
 	if (r < 0)
 		return r;
 	if (path[0] && v)
-		return error_set(err, 0, EINVAL, "%s: %s and %s are both set; keep one", where, key, data_key);
+		return error_set(err, EINVAL, "%s: %s and %s are both set; keep one", where, key, data_key);
 	if (path[0])
 		return file_ref(kc, where, key, path, file, file_size, err);
 	if (!v)
 		return 0;
 	r = kube_base64_decode(v, len, data, data_len, &bad);
 	if (r == -ENOMEM)
-		return error_set(err, 0, ENOMEM, "%s: %s: out of memory", where, data_key);
+		return error_set(err, ENOMEM, "%s: %s: out of memory", where, data_key);
 	if (r < 0)
-		return error_set(err, 0, EINVAL, "%s: %s: invalid base64 at offset %zu", where, data_key, bad);
+		return error_set(err, EINVAL, "%s: %s: invalid base64 at offset %zu", where, data_key, bad);
 	if (!strstr(*data, "-----BEGIN "))
-		return error_set(err, 0, EINVAL, "%s: %s: decoded data is not PEM (no -----BEGIN line)", where,
-		                 data_key);
+		return error_set(err, EINVAL, "%s: %s: decoded data is not PEM (no -----BEGIN line)", where, data_key);
 	return 0;
 }
 
@@ -474,7 +473,7 @@ static int load_cluster(struct kc *kc, yaml_node_t *cl, struct kube_client_confi
 	if (r < 0)
 		return r;
 	if (!server[0])
-		return error_set(err, 0, EINVAL, "%s: server: missing", where);
+		return error_set(err, EINVAL, "%s: server: missing", where);
 	r = server_validate(server, c->server, sizeof(c->server), err);
 	if (r < 0) {
 		error_prefix(err, "%s", where);
@@ -488,7 +487,7 @@ static int load_cluster(struct kc *kc, yaml_node_t *cl, struct kube_client_confi
 	if (r < 0)
 		return r;
 	if (c->insecure_skip_tls_verify && (c->ca_file[0] || c->ca_pem))
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "%s: insecure-skip-tls-verify is set together with a certificate authority; keep one",
 		                 where);
 	r = get_str(kc, cl, "tls-server-name", where, c->tls_server_name, sizeof(c->tls_server_name), err);
@@ -496,7 +495,7 @@ static int load_cluster(struct kc *kc, yaml_node_t *cl, struct kube_client_confi
 		return r;
 	if (c->tls_server_name[0] && !hostname_valid(c->tls_server_name, strlen(c->tls_server_name))) {
 		char q[96];
-		return error_set(err, 0, EINVAL, "%s: tls-server-name: %s is not a host name", where,
+		return error_set(err, EINVAL, "%s: tls-server-name: %s is not a host name", where,
 		                 kube_quote(q, sizeof(q), c->tls_server_name, strlen(c->tls_server_name), 64));
 	}
 	r = get_str(kc, cl, "proxy-url", where, c->proxy_url, sizeof(c->proxy_url), err);
@@ -504,8 +503,8 @@ static int load_cluster(struct kc *kc, yaml_node_t *cl, struct kube_client_confi
 		return r;
 	for (const char *p = c->proxy_url; *p; p++)
 		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-			return error_set(err, 0, EINVAL,
-			                 "%s: proxy-url: contains a space, control or non-ASCII character", where);
+			return error_set(err, EINVAL, "%s: proxy-url: contains a space, control or non-ASCII character",
+			                 where);
 	return 0;
 }
 
@@ -533,7 +532,7 @@ static int load_user(struct kc *kc, yaml_node_t *u, struct kube_client_config *c
 		if (r < 0)
 			return r;
 		if (n)
-			return error_set(err, 0, ENOTSUP, "%s: %s: %s", where, unsupported[i].key, unsupported[i].why);
+			return error_set(err, ENOTSUP, "%s: %s: %s", where, unsupported[i].key, unsupported[i].why);
 	}
 	r = get_scalar(kc, u, "token", where, &tok, &tok_len, err);
 	if (r < 0)
@@ -546,7 +545,7 @@ static int load_user(struct kc *kc, yaml_node_t *u, struct kube_client_config *c
 		}
 		c->token = strndup(tok, tok_len);
 		if (!c->token)
-			return error_set(err, 0, ENOMEM, "%s: out of memory", where);
+			return error_set(err, ENOMEM, "%s: out of memory", where);
 	}
 	r = get_str(kc, u, "tokenFile", where, path, sizeof(path), err);
 	if (r < 0)
@@ -575,7 +574,7 @@ static int load_user(struct kc *kc, yaml_node_t *u, struct kube_client_config *c
 	if (r < 0)
 		return r;
 	if ((c->cert_file[0] || c->cert_pem) != (c->key_file[0] || c->key_pem))
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "%s: a client certificate needs both client-certificate(-data) and client-key(-data)",
 		                 where);
 	return 0;
@@ -594,7 +593,7 @@ static int kc_set_dir(struct kc *kc, const char *path, struct error *err)
 	else
 		n = snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	if (n < 0 || (size_t)n >= sizeof(dir))
-		return error_set(err, 0, ENAMETOOLONG, "path too long");
+		return error_set(err, ENAMETOOLONG, "path too long");
 	if (dir[0] == '/') {
 		memcpy(kc->dir, dir, sizeof(dir));
 		return 0;
@@ -602,10 +601,10 @@ static int kc_set_dir(struct kc *kc, const char *path, struct error *err)
 	{
 		char cwd[PATH_MAX];
 		if (!getcwd(cwd, sizeof(cwd)))
-			return error_set(err, 0, errno, "current directory: %s", strerror(errno));
+			return error_set(err, errno, "current directory: %s", strerror(errno));
 		n = snprintf(kc->dir, sizeof(kc->dir), "%s/%s", cwd, dir);
 		if (n < 0 || (size_t)n >= sizeof(kc->dir))
-			return error_set(err, 0, ENAMETOOLONG, "path too long");
+			return error_set(err, ENAMETOOLONG, "path too long");
 	}
 	return 0;
 }
@@ -624,19 +623,19 @@ static int load_doc(struct kc *kc, struct kube_client_config *c, const char *con
 
 	root = yaml_document_get_root_node(&kc->doc);
 	if (!root)
-		return error_set(err, 0, EINVAL, "empty file");
+		return error_set(err, EINVAL, "empty file");
 	if (root->type != YAML_MAPPING_NODE)
-		return error_set(err, 0, EINVAL, "expected a mapping at the top, got %s", node_kind(root));
+		return error_set(err, EINVAL, "expected a mapping at the top, got %s", node_kind(root));
 	if (context)
 		r = str_copy(c->context, sizeof(c->context), context) < 0
-		            ? error_set(err, 0, ENAMETOOLONG, "context name too long")
+		            ? error_set(err, ENAMETOOLONG, "context name too long")
 		            : 0;
 	else
 		r = get_str(kc, root, "current-context", "kubeconfig", c->context, sizeof(c->context), err);
 	if (r < 0)
 		return r;
 	if (!c->context[0])
-		return error_set(err, 0, EINVAL, "current-context is not set");
+		return error_set(err, EINVAL, "current-context is not set");
 	r = find_named(kc, root, "contexts", "context", c->context, &ctx, err);
 	if (r < 0)
 		return r;
@@ -651,7 +650,7 @@ static int load_doc(struct kc *kc, struct kube_client_config *c, const char *con
 		if (r < 0)
 			return r;
 		if (!c->cluster[0])
-			return error_set(err, 0, EINVAL, "%s: cluster: missing", where);
+			return error_set(err, EINVAL, "%s: cluster: missing", where);
 		r = find_named(kc, root, "clusters", "cluster", c->cluster, &cl, err);
 		if (r < 0) {
 			error_prefix(err, "%s", where);
@@ -690,7 +689,7 @@ int kube_config_load_file(const char *path, const char *context, struct kube_cli
 	kc = calloc(1, sizeof(*kc));
 	if (!c || !kc) {
 		free(c);
-		return error_set(err, 0, ENOMEM, "kubeconfig %s: out of memory", path);
+		return error_set(err, ENOMEM, "kubeconfig %s: out of memory", path);
 	}
 	r = kc_set_dir(kc, path, err);
 	if (r < 0)
@@ -699,15 +698,14 @@ int kube_config_load_file(const char *path, const char *context, struct kube_cli
 	if (r < 0)
 		goto fail;
 	if (!yaml_parser_initialize(&parser)) {
-		r = error_set(err, 0, ENOMEM, "out of memory");
+		r = error_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
 	if (!yaml_parser_load(&parser, &kc->doc)) {
-		r = error_set(err, 0, EINVAL, "invalid YAML at line %zu, column %zu: %s%s%s",
-		              parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-		              parser.problem ? parser.problem : "syntax error", parser.context ? " " : "",
-		              parser.context ? parser.context : "");
+		r = error_set(err, EINVAL, "invalid YAML at line %zu, column %zu: %s%s%s", parser.problem_mark.line + 1,
+		              parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error",
+		              parser.context ? " " : "", parser.context ? parser.context : "");
 	} else {
 		have_doc = true;
 	}
@@ -754,34 +752,34 @@ int kube_config_load_in_cluster(const char *host, const char *port, const char *
 	if (!sa_dir)
 		sa_dir = KUBE_SA_DIR_DEFAULT;
 	if (!host || !*host || !port || !*port)
-		return error_set(err, 0, ENOENT,
+		return error_set(err, ENOENT,
 		                 "in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set "
 		                 "(not running in a pod? use --kubeconfig)");
 	if (!port_valid(port, strlen(port)))
-		return error_set(err, 0, EINVAL, "in-cluster config: KUBERNETES_SERVICE_PORT %s is not a port",
+		return error_set(err, EINVAL, "in-cluster config: KUBERNETES_SERVICE_PORT %s is not a port",
 		                 kube_quote(q, sizeof(q), port, strlen(port), 32));
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return error_set(err, 0, ENOMEM, "in-cluster config: out of memory");
+		return error_set(err, ENOMEM, "in-cluster config: out of memory");
 	c->in_cluster = true;
 	if (inet_pton(AF_INET6, host, &a6) == 1)
 		n = snprintf(c->server, sizeof(c->server), "https://[%s]:%s", host, port);
 	else if (hostname_valid(host, strlen(host)))
 		n = snprintf(c->server, sizeof(c->server), "https://%s:%s", host, port);
 	else {
-		r = error_set(err, 0, EINVAL,
+		r = error_set(err, EINVAL,
 		              "in-cluster config: KUBERNETES_SERVICE_HOST %s is not a host name or address",
 		              kube_quote(q, sizeof(q), host, strlen(host), 64));
 		goto fail;
 	}
 	if (n < 0 || (size_t)n >= sizeof(c->server)) {
-		r = error_set(err, 0, ENAMETOOLONG, "in-cluster config: server URL too long");
+		r = error_set(err, ENAMETOOLONG, "in-cluster config: server URL too long");
 		goto fail;
 	}
 
 	n = snprintf(c->token_file, sizeof(c->token_file), "%s/token", sa_dir);
 	if (n < 0 || (size_t)n >= sizeof(c->token_file)) {
-		r = error_set(err, 0, ENAMETOOLONG, "in-cluster config: path too long");
+		r = error_set(err, ENAMETOOLONG, "in-cluster config: path too long");
 		goto fail;
 	}
 	r = kube_token_read(c->token_file, &c->token, err);
@@ -790,17 +788,17 @@ int kube_config_load_in_cluster(const char *host, const char *port, const char *
 
 	n = snprintf(c->ca_file, sizeof(c->ca_file), "%s/ca.crt", sa_dir);
 	if (n < 0 || (size_t)n >= sizeof(c->ca_file)) {
-		r = error_set(err, 0, ENAMETOOLONG, "in-cluster config: path too long");
+		r = error_set(err, ENAMETOOLONG, "in-cluster config: path too long");
 		goto fail;
 	}
 	{
 		struct stat st;
 		if (stat(c->ca_file, &st) < 0) {
-			r = error_set(err, 0, errno, "CA file %s: %s", c->ca_file, strerror(errno));
+			r = error_set(err, errno, "CA file %s: %s", c->ca_file, strerror(errno));
 			goto fail_prefix;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			r = error_set(err, 0, EINVAL, "CA file %s: not a regular file", c->ca_file);
+			r = error_set(err, EINVAL, "CA file %s: not a regular file", c->ca_file);
 			goto fail_prefix;
 		}
 	}
@@ -818,7 +816,7 @@ int kube_config_load_in_cluster(const char *host, const char *port, const char *
 		while (len > 0 && strchr(" \t\r\n", buf[len - 1]))
 			buf[--len] = '\0';
 		if (len >= sizeof(c->namespace_) || !k8s_namespace_valid(buf)) {
-			r = error_set(err, 0, EINVAL, "%s: %s is not a namespace", path,
+			r = error_set(err, EINVAL, "%s: %s is not a namespace", path,
 			              kube_quote(q, sizeof(q), buf, len, 64));
 			free(buf);
 			goto fail_prefix;

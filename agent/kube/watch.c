@@ -37,13 +37,13 @@ int watch_framer_new(size_t max_event_bytes, watch_event_fn on_event, watch_erro
 	if (max_event_bytes == 0)
 		max_event_bytes = WATCH_EVENT_MAX_DEFAULT;
 	if (max_event_bytes < WATCH_EVENT_MIN_LIMIT || max_event_bytes > WATCH_EVENT_MAX_LIMIT)
-		return error_set(err, 0, EINVAL, "watch event size limit %zu is out of range [%d, %d]", max_event_bytes,
+		return error_set(err, EINVAL, "watch event size limit %zu is out of range [%d, %d]", max_event_bytes,
 		                 WATCH_EVENT_MIN_LIMIT, WATCH_EVENT_MAX_LIMIT);
 	if (!on_event)
-		return error_set(err, 0, EINVAL, "watch framer needs an event callback");
+		return error_set(err, EINVAL, "watch framer needs an event callback");
 	f = calloc(1, sizeof(*f));
 	if (!f)
-		return error_set(err, 0, ENOMEM, "watch framer: out of memory");
+		return error_set(err, ENOMEM, "watch framer: out of memory");
 	f->max = max_event_bytes;
 	f->on_event = on_event;
 	f->on_error = on_error;

@@ -436,16 +436,15 @@ static int parse_port(const char *s, const char *addr, uint16_t *ret, struct err
 	unsigned long v = 0;
 
 	if (!*s)
-		return error_set(err, 0, EINVAL, "metrics address '%s': missing port", addr);
+		return error_set(err, EINVAL, "metrics address '%s': missing port", addr);
 	for (const char *c = s; *c; c++) {
 		if (*c < '0' || *c > '9' || v > 65535)
-			return error_set(err, 0, EINVAL, "metrics address '%s': port '%s' is not a number in 0..65535",
+			return error_set(err, EINVAL, "metrics address '%s': port '%s' is not a number in 0..65535",
 			                 addr, s);
 		v = v * 10 + (unsigned long)(*c - '0');
 	}
 	if (v > 65535)
-		return error_set(err, 0, EINVAL, "metrics address '%s': port '%s' is not a number in 0..65535", addr,
-		                 s);
+		return error_set(err, EINVAL, "metrics address '%s': port '%s' is not a number in 0..65535", addr, s);
 	*ret = (uint16_t)v;
 	return 0;
 }
@@ -464,22 +463,21 @@ int metrics_addr_parse(const char *addr, struct sockaddr_storage *ret, socklen_t
 		return 0;
 	}
 	if (strlen(addr) >= sizeof(host))
-		return error_set(err, 0, ENAMETOOLONG, "metrics address '%.64s...' is too long", addr);
+		return error_set(err, ENAMETOOLONG, "metrics address '%.64s...' is too long", addr);
 	memset(ret, 0, sizeof(*ret));
 	if (addr[0] == '[') {
 		const char *end = strchr(addr, ']');
 		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ret;
 
 		if (!end || end[1] != ':')
-			return error_set(err, 0, EINVAL, "metrics address '%s': expected [IPv6]:PORT", addr);
+			return error_set(err, EINVAL, "metrics address '%s': expected [IPv6]:PORT", addr);
 		memcpy(host, addr + 1, (size_t)(end - addr - 1));
 		host[end - addr - 1] = '\0';
 		r = parse_port(end + 2, addr, &p, err);
 		if (r < 0)
 			return r;
 		if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
-			return error_set(err, 0, EINVAL, "metrics address '%s': '%s' is not an IPv6 address", addr,
-			                 host);
+			return error_set(err, EINVAL, "metrics address '%s': '%s' is not an IPv6 address", addr, host);
 		a6->sin6_family = AF_INET6;
 		a6->sin6_port = htons(p);
 		*ret_len = sizeof(*a6);
@@ -487,7 +485,7 @@ int metrics_addr_parse(const char *addr, struct sockaddr_storage *ret, socklen_t
 	}
 	port = strrchr(addr, ':');
 	if (!port)
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "metrics address '%s': expected HOST:PORT, :PORT or [IPv6]:PORT (e.g. ':%s')", addr,
 		                 addr);
 	r = parse_port(port + 1, addr, &p, err);
@@ -505,12 +503,12 @@ int metrics_addr_parse(const char *addr, struct sockaddr_storage *ret, socklen_t
 		return 0;
 	}
 	if (strchr(host, ':'))
-		return error_set(err, 0, EINVAL,
+		return error_set(err, EINVAL,
 		                 "metrics address '%s': write an IPv6 address in brackets, e.g. '[::1]:%u'", addr, p);
 	{
 		struct sockaddr_in *a4 = (struct sockaddr_in *)ret;
 		if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-			return error_set(err, 0, EINVAL,
+			return error_set(err, EINVAL,
 			                 "metrics address '%s': '%s' is not an IP address (host names are not "
 			                 "resolved)",
 			                 addr, host);
@@ -657,16 +655,16 @@ static int listen_socket(const struct sockaddr_storage *sa, socklen_t salen, con
 
 	fd = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return error_set(err, 0, errno, "metrics address '%s': socket: %s", addr, strerror(errno));
+		return error_set(err, errno, "metrics address '%s': socket: %s", addr, strerror(errno));
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		return error_set(err, 0, errno, "metrics address '%s': SO_REUSEADDR: %s", addr, strerror(errno));
+		return error_set(err, errno, "metrics address '%s': SO_REUSEADDR: %s", addr, strerror(errno));
 	if (sa->ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr) &&
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
-		return error_set(err, 0, errno, "metrics address '%s': IPV6_V6ONLY: %s", addr, strerror(errno));
+		return error_set(err, errno, "metrics address '%s': IPV6_V6ONLY: %s", addr, strerror(errno));
 	if (bind(fd, (const struct sockaddr *)sa, salen) < 0)
-		return error_set(err, 0, errno, "metrics address '%s': bind: %s", addr, strerror(errno));
+		return error_set(err, errno, "metrics address '%s': bind: %s", addr, strerror(errno));
 	if (listen(fd, 64) < 0)
-		return error_set(err, 0, errno, "metrics address '%s': listen: %s", addr, strerror(errno));
+		return error_set(err, errno, "metrics address '%s': listen: %s", addr, strerror(errno));
 	return TAKE_FD(fd);
 }
 
@@ -705,12 +703,12 @@ int metrics_server_new(sd_event *loop, const char *addr, const struct metrics_op
 	if (getsockname(fd, (struct sockaddr *)&bound, &blen) < 0) {
 		r = -errno;
 		close(fd);
-		return error_set(err, 0, -r, "metrics address '%s': getsockname: %s", addr, strerror(-r));
+		return error_set(err, -r, "metrics address '%s': getsockname: %s", addr, strerror(-r));
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		close(fd);
-		return error_set(err, 0, ENOMEM, "metrics server: out of memory");
+		return error_set(err, ENOMEM, "metrics server: out of memory");
 	}
 	m->loop = sd_event_ref(loop);
 	if (ops)
@@ -729,19 +727,19 @@ int metrics_server_new(sd_event *loop, const char *addr, const struct metrics_op
 	if (!m->d) {
 		close(fd);
 		metrics_server_free(m);
-		return error_set(err, 0, EIO, "metrics address '%s': cannot start the HTTP server", addr);
+		return error_set(err, EIO, "metrics address '%s': cannot start the HTTP server", addr);
 	}
 	info = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_EPOLL_FD);
 	if (!info || info->epoll_fd < 0) {
 		metrics_server_free(m);
-		return error_set(err, 0, EIO, "metrics address '%s': HTTP server has no epoll fd", addr);
+		return error_set(err, EIO, "metrics address '%s': HTTP server has no epoll fd", addr);
 	}
 	r = sd_event_add_io(loop, &m->io, info->epoll_fd, EPOLLIN, on_io, m);
 	if (r >= 0)
 		r = sd_event_add_time_relative(loop, &m->timer, CLOCK_MONOTONIC, 0, 1000, on_timer, m);
 	if (r < 0) {
 		metrics_server_free(m);
-		return error_set(err, 0, -r, "metrics address '%s': event sources: %s", addr, strerror(-r));
+		return error_set(err, -r, "metrics address '%s': event sources: %s", addr, strerror(-r));
 	}
 	(void)sd_event_source_set_description(m->io, "metrics-http");
 	(void)sd_event_source_set_description(m->timer, "metrics-http-timer");

@@ -36,12 +36,12 @@ static int record_save(const char *state_dir, const char *uplink, struct error *
 	if (!j || !cJSON_AddNumberToObject(j, "version", 1) || !cJSON_AddStringToObject(j, "ifb", PLAN_IFB_NAME) ||
 	    !cJSON_AddStringToObject(j, "uplink", uplink) || !cJSON_AddStringToObject(j, "hook", "clsact")) {
 		cJSON_Delete(j);
-		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
+		return error_set(err, ENOMEM, "write %s: out of memory", path);
 	}
 	text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	if (!text)
-		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
+		return error_set(err, ENOMEM, "write %s: out of memory", path);
 	return state_write_atomic(NULL, path, "downlink record", text, true, err);
 }
 
@@ -69,7 +69,7 @@ static int record_load(const char *state_dir, char uplink[IFNAME_LEN], struct er
 	u = j ? cJSON_GetObjectItemCaseSensitive(j, "uplink") : NULL;
 	if (!u || !cJSON_IsString(u) || strlen(u->valuestring) >= IFNAME_LEN) {
 		cJSON_Delete(j);
-		return error_set(err, 0, EINVAL, "%s: not a downlink record", path);
+		return error_set(err, EINVAL, "%s: not a downlink record", path);
 	}
 	str_copy(uplink, IFNAME_LEN, u->valuestring);
 	cJSON_Delete(j);
@@ -82,7 +82,7 @@ static int record_remove(const char *state_dir, struct error *err)
 
 	record_path(state_dir, path, sizeof(path));
 	if (unlink(path) < 0 && errno != ENOENT)
-		return error_set(err, 0, errno, "remove %s: %s", path, strerror(errno));
+		return error_set(err, errno, "remove %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -95,7 +95,7 @@ static int ifb_create(struct nl_sock *sk, uint32_t mtu, int *ret_ifindex, struct
 	int r;
 
 	if (!l)
-		return error_set(err, 0, ENOMEM, "create %s: out of memory", PLAN_IFB_NAME);
+		return error_set(err, ENOMEM, "create %s: out of memory", PLAN_IFB_NAME);
 	rtnl_link_set_name(l, PLAN_IFB_NAME);
 	r = rtnl_link_set_type(l, "ifb");
 	if (r >= 0) {
@@ -107,7 +107,7 @@ static int ifb_create(struct nl_sock *sk, uint32_t mtu, int *ret_ifindex, struct
 	rtnl_link_put(l);
 	if (r < 0) {
 		r = nl_to_errno(r);
-		return error_set(err, 0, -r, "create the ifb %s: %s", PLAN_IFB_NAME, strerror(-r));
+		return error_set(err, -r, "create the ifb %s: %s", PLAN_IFB_NAME, strerror(-r));
 	}
 	r = nl_link_get(sk, PLAN_IFB_NAME, 0, &li, err);
 	if (r < 0)
@@ -132,7 +132,7 @@ static int ifb_set_up(struct nl_sock *sk, int ifindex, struct error *err)
 	if (chg)
 		rtnl_link_put(chg);
 	if (r < 0)
-		return error_set(err, 0, -r, "set %s up: %s", PLAN_IFB_NAME, strerror(-r));
+		return error_set(err, -r, "set %s up: %s", PLAN_IFB_NAME, strerror(-r));
 	return 0;
 }
 
@@ -145,16 +145,16 @@ static int ifb_delete(struct nl_sock *sk, struct error *err)
 	if (nl_link_get(sk, PLAN_IFB_NAME, 0, &li, NULL) < 0)
 		return 0; /* gone already */
 	if (!streq(li.kind, "ifb"))
-		return error_set(err, 0, EEXIST, "%s is a %s link, not an ifb: left alone", PLAN_IFB_NAME,
+		return error_set(err, EEXIST, "%s is a %s link, not an ifb: left alone", PLAN_IFB_NAME,
 		                 li.kind[0] ? li.kind : "physical");
 	l = rtnl_link_alloc();
 	if (!l)
-		return error_set(err, 0, ENOMEM, "delete %s: out of memory", PLAN_IFB_NAME);
+		return error_set(err, ENOMEM, "delete %s: out of memory", PLAN_IFB_NAME);
 	rtnl_link_set_ifindex(l, li.ifindex);
 	r = rtnl_link_delete(sk, l);
 	rtnl_link_put(l);
 	if (r < 0 && (r = nl_to_errno(r)) != -ENODEV)
-		return error_set(err, 0, -r, "delete %s: %s", PLAN_IFB_NAME, strerror(-r));
+		return error_set(err, -r, "delete %s: %s", PLAN_IFB_NAME, strerror(-r));
 	return 0;
 }
 
@@ -277,7 +277,7 @@ int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
 	}
 	r = nl_link_get(ag->sk, PLAN_IFB_NAME, 0, &li, NULL);
 	if (r == 0 && !streq(li.kind, "ifb"))
-		return error_set(err, 0, EEXIST, "%s exists and is not an ifb (%s): download not shaped", PLAN_IFB_NAME,
+		return error_set(err, EEXIST, "%s exists and is not an ifb (%s): download not shaped", PLAN_IFB_NAME,
 		                 li.kind[0] ? li.kind : "physical");
 	if (r < 0) {
 		int ifindex = 0;
@@ -369,7 +369,7 @@ int downlink_observe(struct agent *ag, struct plan *plan, struct error *err)
 	r = downlink_adopt_match_dev(plan, DEV_IFB, &dump, true, &orph, &n_orph);
 	if (r < 0) {
 		tc_dump_list_free(&dump);
-		return error_set(err, 0, -r, "match %s: %s", PLAN_IFB_NAME, strerror(-r));
+		return error_set(err, -r, "match %s: %s", PLAN_IFB_NAME, strerror(-r));
 	}
 	for (unsigned i = 0; i < n_orph; i++) {
 		struct error e = {0};

@@ -41,7 +41,7 @@ int uplink_default_route(struct nl_sock *sk, int family, int *ret_ifindex, struc
 	r = rtnl_route_alloc_cache(sk, family, 0, &cache);
 	if (r < 0) {
 		r = nl_to_errno(r);
-		return error_set(err, 0, -r, "dump %s routes: %s", family == AF_INET ? "IPv4" : "IPv6", strerror(-r));
+		return error_set(err, -r, "dump %s routes: %s", family == AF_INET ? "IPv4" : "IPv6", strerror(-r));
 	}
 	for (o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
 		struct rtnl_route *rt = (struct rtnl_route *)o;
@@ -116,7 +116,7 @@ int uplink_discover(struct nl_sock *sk, const char *want, struct uplink *ret, st
 		if (r == -ENOENT)
 			r = uplink_default_route(sk, AF_INET6, &ifindex, err);
 		if (r == -ENOENT)
-			return error_set(err, 0, ENODEV, "uplink \"auto\": no default route (IPv4 or IPv6)");
+			return error_set(err, ENODEV, "uplink \"auto\": no default route (IPv4 or IPv6)");
 		if (r < 0)
 			return r;
 		r = nl_link_get(sk, NULL, ifindex, &li, err);
@@ -255,25 +255,25 @@ int uplink_record_from_json(const cJSON *j, struct uplink_record *ret, struct er
 	const cJSON *b;
 
 	if (!cJSON_IsObject(j))
-		return error_set(err, 0, EINVAL, "not a JSON object");
+		return error_set(err, EINVAL, "not a JSON object");
 	if (!json_num(j, "version", 1, 1, &v))
-		return error_set(err, 0, EINVAL, "field 'version' is missing or not 1");
+		return error_set(err, EINVAL, "field 'version' is missing or not 1");
 	if (!(s = json_str(j, "ifname")) || !s[0] || str_copy(r.ifname, sizeof(r.ifname), s) < 0)
-		return error_set(err, 0, EINVAL, "field 'ifname' is missing or invalid");
+		return error_set(err, EINVAL, "field 'ifname' is missing or invalid");
 	if (!json_num(j, "ifindex", 1, INT32_MAX, &v))
-		return error_set(err, 0, EINVAL, "field 'ifindex' is missing or invalid");
+		return error_set(err, EINVAL, "field 'ifindex' is missing or invalid");
 	r.ifindex = (int)v;
 	if (!(s = json_str(j, "kind")) || !s[0] || str_copy(r.kind, sizeof(r.kind), s) < 0)
-		return error_set(err, 0, EINVAL, "field 'kind' is missing or invalid");
+		return error_set(err, EINVAL, "field 'kind' is missing or invalid");
 	if (!json_num(j, "handleRaw", 0, UINT32_MAX, &v))
-		return error_set(err, 0, EINVAL, "field 'handleRaw' is missing or invalid");
+		return error_set(err, EINVAL, "field 'handleRaw' is missing or invalid");
 	r.handle = (uint32_t)v;
 	b = cJSON_GetObjectItemCaseSensitive(j, "default");
 	if (!cJSON_IsBool(b))
-		return error_set(err, 0, EINVAL, "field 'default' is missing or not a boolean");
+		return error_set(err, EINVAL, "field 'default' is missing or not a boolean");
 	r.is_default = cJSON_IsTrue(b);
 	if (!(s = json_str(j, "options")) || hex_decode(s, r.options, sizeof(r.options), &r.options_len) < 0)
-		return error_set(err, 0, EINVAL, "field 'options' is missing or not hex of at most %zu bytes",
+		return error_set(err, EINVAL, "field 'options' is missing or not hex of at most %zu bytes",
 		                 sizeof(r.options));
 	if ((s = json_str(j, "rendered")))
 		str_copy(r.rendered, sizeof(r.rendered), s);
@@ -288,24 +288,24 @@ int uplink_record_from_json(const cJSON *j, struct uplink_record *ret, struct er
 	r.clsact_before = cJSON_IsTrue(b);
 	b = cJSON_GetObjectItemCaseSensitive(j, "children");
 	if (b && !cJSON_IsArray(b))
-		return error_set(err, 0, EINVAL, "field 'children' is not an array");
+		return error_set(err, EINVAL, "field 'children' is not an array");
 	for (const cJSON *c = b ? b->child : NULL; c; c = c->next) {
 		struct uplink_child *ch;
 
 		if (r.n_children >= UPLINK_CHILDREN_MAX)
-			return error_set(err, 0, EINVAL, "field 'children': more than %d", UPLINK_CHILDREN_MAX);
+			return error_set(err, EINVAL, "field 'children': more than %d", UPLINK_CHILDREN_MAX);
 		ch = &r.children[r.n_children];
 		if (!(s = json_str(c, "kind")) || !s[0] || str_copy(ch->kind, sizeof(ch->kind), s) < 0 ||
 		    !json_num(c, "parent", 1, UINT32_MAX, &v))
-			return error_set(err, 0, EINVAL, "children[%u]: 'kind' or 'parent' missing or invalid",
+			return error_set(err, EINVAL, "children[%u]: 'kind' or 'parent' missing or invalid",
 			                 r.n_children);
 		ch->parent = (uint32_t)v;
 		if (!json_num(c, "handle", 0, UINT32_MAX, &v))
-			return error_set(err, 0, EINVAL, "children[%u]: 'handle' missing or invalid", r.n_children);
+			return error_set(err, EINVAL, "children[%u]: 'handle' missing or invalid", r.n_children);
 		ch->handle = (uint32_t)v;
 		if (!(s = json_str(c, "options")) ||
 		    hex_decode(s, ch->options, sizeof(ch->options), &ch->options_len) < 0)
-			return error_set(err, 0, EINVAL, "children[%u]: 'options' is not hex of at most %d bytes",
+			return error_set(err, EINVAL, "children[%u]: 'options' is not hex of at most %d bytes",
 			                 r.n_children, UPLINK_CHILD_OPTIONS_MAX);
 		r.n_children++;
 	}
@@ -331,7 +331,7 @@ int uplink_record_load(const char *path, struct uplink_record *ret, struct error
 	}
 	j = cJSON_ParseWithLength(buf, len);
 	if (!j)
-		return error_set(err, 0, EINVAL, "%s: invalid JSON", path);
+		return error_set(err, EINVAL, "%s: invalid JSON", path);
 	r = uplink_record_from_json(j, ret, err);
 	cJSON_Delete(j);
 	if (r < 0)
@@ -345,11 +345,11 @@ int uplink_record_save(const char *path, const struct uplink_record *rec, struct
 	cJSON *j = uplink_record_to_json(rec);
 
 	if (!j)
-		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
+		return error_set(err, ENOMEM, "write %s: out of memory", path);
 	text = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	if (!text)
-		return error_set(err, 0, ENOMEM, "write %s: out of memory", path);
+		return error_set(err, ENOMEM, "write %s: out of memory", path);
 	/* the record outlives crashes and reboots of the agent: durable */
 	return state_write_atomic(NULL, path, "uplink record", text, true, err);
 }
@@ -357,7 +357,7 @@ int uplink_record_save(const char *path, const struct uplink_record *rec, struct
 int uplink_record_remove(const char *path, struct error *err)
 {
 	if (unlink(path) < 0 && errno != ENOENT)
-		return error_set(err, 0, errno, "remove %s: %s", path, strerror(errno));
+		return error_set(err, errno, "remove %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -430,16 +430,16 @@ static int tree_scan(const struct tc_dump_list *d, const struct tc_qdisc_raw *ro
 				if (TC_H_MAJ(o->handle) == 0)
 					continue; /* the kernel's default child: comes back with mq */
 				if (o->kind < 0 || !tc_kind_get(o->kind))
-					return error_set(err, 0, EEXIST,
+					return error_set(err, EEXIST,
 					                 "uplink %s: qdisc %s %s under mq %s is a kind aiqos cannot "
 					                 "re-create",
 					                 ifname, kind, h, p);
 				if (rec->n_children >= UPLINK_CHILDREN_MAX)
-					return error_set(err, 0, EEXIST, "uplink %s: more than %d mq children", ifname,
+					return error_set(err, EEXIST, "uplink %s: more than %d mq children", ifname,
 					                 UPLINK_CHILDREN_MAX);
 				c = &rec->children[rec->n_children];
 				if (options_encode(o, c->options, sizeof(c->options), &c->options_len) < 0)
-					return error_set(err, 0, EEXIST,
+					return error_set(err, EEXIST,
 					                 "uplink %s: qdisc %s %s under mq %s: options not re-encodable",
 					                 ifname, kind, h, p);
 				str_copy(c->kind, sizeof(c->kind), kind);
@@ -449,21 +449,20 @@ static int tree_scan(const struct tc_dump_list *d, const struct tc_qdisc_raw *ro
 				continue;
 			}
 			return error_set(
-			        err, 0, EEXIST,
+			        err, EEXIST,
 			        "uplink %s: qdisc %s %s (parent %s) below the root %s: a tree aiqos did not make",
 			        ifname, kind, h, p, root->kind);
 		case TC_CLASS:
 			if ((root_mq && TC_H_MAJ(o->handle) == root_major) || child_inside)
 				continue; /* mq's own per-queue classes, a child's inside */
-			return error_set(err, 0, EEXIST,
+			return error_set(err, EEXIST,
 			                 "uplink %s: class %s %s under the root %s: a tree aiqos did not make", ifname,
 			                 kind, h, root->kind);
 		case TC_FILTER:
 			if (parent_is_hook(o->parent))
 				continue; /* clsact/ingress hooks are not the root tree */
-			return error_set(err, 0, EEXIST,
-			                 "uplink %s: filter %s at %s prio %u: a tree aiqos did not make", ifname, kind,
-			                 p, o->prio);
+			return error_set(err, EEXIST, "uplink %s: filter %s at %s prio %u: a tree aiqos did not make",
+			                 ifname, kind, p, o->prio);
 		default:
 			continue;
 		}
@@ -483,13 +482,13 @@ int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, s
 	int n;
 
 	if (!q || !r)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	n = nl_qdisc_root_get(sk, ifindex, q, err);
 	if (n < 0)
 		return n;
 	if (q->options_truncated)
-		return error_set(err, 0, EOVERFLOW, "root qdisc %s of %s: options larger than %d bytes", q->kind,
-		                 ifname, TC_RAW_OPTIONS_MAX);
+		return error_set(err, EOVERFLOW, "root qdisc %s of %s: options larger than %d bytes", q->kind, ifname,
+		                 TC_RAW_OPTIONS_MAX);
 	n = nl_tc_dump_alloc(sk, ifindex, 0, &d, err);
 	if (n < 0)
 		return n;
@@ -519,6 +518,18 @@ int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, s
 	r->recorded_unix = (int64_t)time(NULL);
 	*ret = *r;
 	return 0;
+}
+
+bool uplink_no_queue(struct nl_sock *sk, const struct uplink *up)
+{
+	_cleanup_free_ struct tc_qdisc_raw *q = NULL;
+
+	if (up->have_record)
+		return streq(up->record.kind, "noqueue");
+	q = calloc(1, sizeof(*q));
+	if (!q || nl_qdisc_root_get(sk, up->ifindex, q, NULL) < 0)
+		return false;
+	return streq(q->kind, "noqueue");
 }
 
 /* Our classifier at the clsact egress hook, and the clsact itself when
@@ -572,7 +583,7 @@ int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *
 	int r;
 
 	if (!cur || !want)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	r = classifier_remove(sk, ifindex, rec->clsact_before, err);
 	if (r < 0)
 		return r;
@@ -590,7 +601,7 @@ int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *
 			del.kind = tc_kind_from_name(cur->kind, TC_QDISC);
 		/* an unknown kind at our handle is not ours: leave it */
 		if (del.kind < 0 || !tc_kind_get(del.kind))
-			return error_set(err, 0, EEXIST,
+			return error_set(err, EEXIST,
 			                 "root qdisc %s 1: on ifindex %d is not one aiqos makes; left alone", cur->kind,
 			                 ifindex);
 		r = nl_tc_delete(sk, ifindex, &del, err);

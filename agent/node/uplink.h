@@ -65,6 +65,10 @@ int uplink_discover(struct nl_sock *sk, const char *want, struct uplink *ret, st
 /* The default route's device of a family: ifindex or -ENOENT. */
 int uplink_default_route(struct nl_sock *sk, int family, int *ret_ifindex, struct error *err);
 
+/* The uplink's original root is `noqueue` (node.h NO QUEUE): the recorded
+ * original, else the kernel's root now. False when it cannot be read. */
+bool uplink_no_queue(struct nl_sock *sk, const struct uplink *up);
+
 int uplink_record_path(const char *state_dir, char *buf, size_t size);
 /* -ENOENT when there is no record. */
 int uplink_record_load(const char *path, struct uplink_record *ret, struct error *err);

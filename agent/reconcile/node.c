@@ -278,7 +278,7 @@ static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsign
 		return 0; /* not attached (skipped): nothing to fill */
 	r = node_cls_entries(pods, n, &ag->cfg.node, info, &ents, &n_ents);
 	if (r < 0)
-		return error_set(err, 0, -r, "classifier entries: %s", strerror(-r));
+		return error_set(err, -r, "classifier entries: %s", strerror(-r));
 	r = bpf_cls_map_sync(ag->up_cls_map_fd, ents, n_ents, &changed, err);
 	if (r < 0)
 		return r;
@@ -317,7 +317,7 @@ static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_d
 	classifier_adopt(ag, dump);
 	r = downlink_adopt_match_dev(plan, DEV_UPLINK, dump, root_ours, &orph, &n_orph);
 	if (r < 0)
-		return error_set(err, 0, -r, "match the uplink: %s", strerror(-r));
+		return error_set(err, -r, "match the uplink: %s", strerror(-r));
 	for (unsigned i = 0; i < n_orph; i++) {
 		struct error e = {0};
 		char line[TC_FORMAT_MAX];
@@ -465,6 +465,7 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 			return NODE_STEP_DONE;
 		}
 	}
+	ag->up.facts.no_queue = uplink_no_queue(ag->sk, &ag->up);
 	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
 	if (!agent_dscp_trusted(ag))
 		ps->ncfg.classify = CLASSIFY_SRC_IP;
@@ -476,8 +477,8 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 	}
 	warnings_update(ag, &ps->info);
 
-	if (ps->info.shape == SHAPE_NONE) {
-		/* nothing to plan on this kernel: the original stays (as at idle) */
+	if (ps->info.shape == SHAPE_NONE && !ps->info.down.planned) {
+		/* nothing to plan on this kernel or this device: the original stays (as at idle) */
 		tc_dump_list_free(&ps->dump);
 		if (ag->up.have_record || ag->in_force.n) {
 			if (uplink_give_back(ag, &e) < 0) {

@@ -28,7 +28,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	int r;
 
 	if (!s)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	r = state_load(ag->state_dir, container_id, ifname, s, &choices, err);
 	if (r == -ENOENT) {
 		error_clear(err);
@@ -92,7 +92,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 	cJSON_Delete(choices);
 	p = pod_cache_attach_upsert(&ag->pods, &at, &is_new);
 	if (!p)
-		return error_set(err, 0, ENOMEM, "out of memory");
+		return error_set(err, ENOMEM, "out of memory");
 	if (is_new) {
 		p->announce = true;
 		p->dirty = true;
@@ -316,7 +316,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 
 	r = plan_pod(&w, prof, &ifs, &ag->pod_caps, np);
 	if (r < 0) {
-		error_set(&fail, CNI_ERR_TUNE_FAILED, -r, "plan for %s: %s", s->ifname, strerror(-r));
+		error_set(&fail, -r, "plan for %s: %s", s->ifname, strerror(-r));
 		str_copy(s->failure, sizeof(s->failure), fail.msg);
 	} else {
 		/* intent, apply (and what the old plan had, or a crashed

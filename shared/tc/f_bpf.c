@@ -33,13 +33,13 @@ static int bpf_parse(const struct nlattr *opts, struct tc_spec *s)
 {
 	struct nlattr *tb[TCA_BPF_MAX + 1];
 	struct tc_bpf *b = &s->u.bpf;
+	int r;
 
 	memset(b, 0, sizeof(*b));
 	b->prog_fd = -1;
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_BPF_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_BPF_MAX, opts);
+	if (r <= 0)
+		return r;
 	if (tb[TCA_BPF_NAME])
 		nla_strlcpy(b->name, tb[TCA_BPF_NAME], sizeof(b->name));
 	tc_nla_u32(tb[TCA_BPF_FLAGS], &b->flags);

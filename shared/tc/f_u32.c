@@ -138,6 +138,35 @@ static int u32_keys(const struct tc_spec *s, struct tc_u32_key *keys, unsigned *
 	return 0;
 }
 
+/* Open action `order` of kind, and its TCA_ACT_OPTIONS nest in *ret_opts. */
+static struct nlattr *action_start(struct nl_msg *msg, int order, const char *kind, struct nlattr **ret_opts)
+{
+	struct nlattr *act = tc_nest_start(msg, order);
+
+	if (!act || nla_put_string(msg, TCA_ACT_KIND, kind) < 0)
+		return NULL;
+	*ret_opts = tc_nest_start(msg, TCA_ACT_OPTIONS | NLA_F_NESTED);
+	return *ret_opts ? act : NULL;
+}
+
+static void action_end(struct nl_msg *msg, struct nlattr *act, struct nlattr *opts)
+{
+	nla_nest_end(msg, opts);
+	nla_nest_end(msg, act);
+}
+
+/* An action whose options are one parameter struct (csum, mirred). */
+static int put_action_parms(struct nl_msg *msg, int order, const char *kind, int type, const void *parms, int len)
+{
+	struct nlattr *opts, *act = action_start(msg, order, kind, &opts);
+
+	if (!act)
+		return -EMSGSIZE;
+	TC_PUT(nla_put(msg, type, len, parms));
+	action_end(msg, act, opts);
+	return 0;
+}
+
 static int put_pedit(struct nl_msg *msg, int order, int family, int dscp, int action)
 {
 	union {
@@ -157,10 +186,7 @@ static int put_pedit(struct nl_msg *msg, int order, int family, int dscp, int ac
 	memcpy(parms.b, &sel, sizeof(sel));
 	memcpy(parms.b + sizeof(sel), &key, sizeof(key));
 
-	if (!(act = tc_nest_start(msg, order)))
-		return -EMSGSIZE;
-	TC_PUT(nla_put_string(msg, TCA_ACT_KIND, "pedit"));
-	if (!(opts = tc_nest_start(msg, TCA_ACT_OPTIONS | NLA_F_NESTED)))
+	if (!(act = action_start(msg, order, "pedit", &opts)))
 		return -EMSGSIZE;
 	TC_PUT(nla_put(msg, TCA_PEDIT_PARMS_EX, sizeof(parms.b), parms.b));
 	if (!(keys_ex = tc_nest_start(msg, TCA_PEDIT_KEYS_EX | NLA_F_NESTED)))
@@ -172,41 +198,22 @@ static int put_pedit(struct nl_msg *msg, int order, int family, int dscp, int ac
 	TC_PUT(nla_put_u16(msg, TCA_PEDIT_KEY_EX_CMD, TCA_PEDIT_KEY_EX_CMD_SET));
 	nla_nest_end(msg, key_ex);
 	nla_nest_end(msg, keys_ex);
-	nla_nest_end(msg, opts);
-	nla_nest_end(msg, act);
+	action_end(msg, act, opts);
 	return 0;
 }
 
 static int put_csum_ip(struct nl_msg *msg, int order, int action)
 {
 	struct tc_csum parms = {.action = action, .update_flags = TCA_CSUM_UPDATE_FLAG_IPV4HDR};
-	struct nlattr *act, *opts;
 
-	if (!(act = tc_nest_start(msg, order)))
-		return -EMSGSIZE;
-	TC_PUT(nla_put_string(msg, TCA_ACT_KIND, "csum"));
-	if (!(opts = tc_nest_start(msg, TCA_ACT_OPTIONS | NLA_F_NESTED)))
-		return -EMSGSIZE;
-	TC_PUT(nla_put(msg, TCA_CSUM_PARMS, sizeof(parms), &parms));
-	nla_nest_end(msg, opts);
-	nla_nest_end(msg, act);
-	return 0;
+	return put_action_parms(msg, order, "csum", TCA_CSUM_PARMS, &parms, sizeof(parms));
 }
 
 static int put_mirred_redirect(struct nl_msg *msg, int order, int ifindex)
 {
 	struct tc_mirred parms = {.action = TC_ACT_STOLEN, .eaction = TCA_EGRESS_REDIR, .ifindex = (uint32_t)ifindex};
-	struct nlattr *act, *opts;
 
-	if (!(act = tc_nest_start(msg, order)))
-		return -EMSGSIZE;
-	TC_PUT(nla_put_string(msg, TCA_ACT_KIND, "mirred"));
-	if (!(opts = tc_nest_start(msg, TCA_ACT_OPTIONS | NLA_F_NESTED)))
-		return -EMSGSIZE;
-	TC_PUT(nla_put(msg, TCA_MIRRED_PARMS, sizeof(parms), &parms));
-	nla_nest_end(msg, opts);
-	nla_nest_end(msg, act);
-	return 0;
+	return put_action_parms(msg, order, "mirred", TCA_MIRRED_PARMS, &parms, sizeof(parms));
 }
 
 static int u32_fill(struct nl_msg *msg, const struct tc_spec *s)
@@ -492,7 +499,7 @@ static int u32_format(const struct tc_spec *s, char *buf, size_t size)
 	struct sbuf sb = sbuf_init(buf, size);
 	int family = u32_family(s);
 	const char *ip = family == AF_INET6 ? "ip6" : "ip";
-	char a[INET6_ADDRSTRLEN], h[32];
+	char a[INET6_ADDRSTRLEN];
 	uint8_t addr[16];
 
 	switch (u32_match_norm(u)) {
@@ -517,10 +524,8 @@ static int u32_format(const struct tc_spec *s, char *buf, size_t size)
 	default:
 		return -EINVAL;
 	}
-	if (u->classid) {
-		tc_handle_format(u->classid, h, sizeof(h));
-		sbuf_word(&sb, "flowid %s", h);
-	}
+	if (u->classid)
+		sbuf_handle(&sb, "flowid", u->classid);
 	if (u->dscp >= 0) {
 		if (family == AF_INET6)
 			sbuf_word(&sb, "action pedit ex munge ip6 traffic_class set 0x%02x retain 0x%02x",

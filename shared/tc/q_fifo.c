@@ -31,13 +31,9 @@ static int fifo_parse(const struct nlattr *opts, struct tc_spec *s)
 static int bfifo_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
-	if (s->u.fifo.limit) {
-		if (tc_size_format(s->u.fifo.limit, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "limit %s", v);
-	}
+	if (s->u.fifo.limit)
+		sbuf_size(&sb, "limit", s->u.fifo.limit);
 	return sbuf_result(&sb);
 }
 
@@ -52,7 +48,7 @@ static int pfifo_format(const struct tc_spec *s, char *buf, size_t size)
 
 static bool fifo_match(const struct tc_spec *d, const struct tc_spec *o)
 {
-	return !d->u.fifo.limit || d->u.fifo.limit == o->u.fifo.limit;
+	return tc_match_value(d->u.fifo.limit, o->u.fifo.limit);
 }
 
 const struct tc_kind tc_kind_bfifo = {

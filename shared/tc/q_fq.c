@@ -21,18 +21,14 @@ static int fq_fill(struct nl_msg *msg, const struct tc_spec *s)
 
 	if (!opts)
 		return -EMSGSIZE;
-	if (f->limit_pkts)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_PLIMIT, f->limit_pkts));
-	if (f->flow_limit_pkts)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_FLOW_PLIMIT, f->flow_limit_pkts));
-	if (f->quantum_bytes)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_QUANTUM, f->quantum_bytes));
+	TC_PUT_U32_SET(msg, TCA_FQ_PLIMIT, f->limit_pkts);
+	TC_PUT_U32_SET(msg, TCA_FQ_FLOW_PLIMIT, f->flow_limit_pkts);
+	TC_PUT_U32_SET(msg, TCA_FQ_QUANTUM, f->quantum_bytes);
 	if (f->pacing != TRI_UNSET)
 		TC_PUT(nla_put_u32(msg, TCA_FQ_RATE_ENABLE, f->pacing == TRI_ON));
 	if (f->maxrate_bps)
 		TC_PUT(nla_put_u32(msg, TCA_FQ_FLOW_MAX_RATE, fq_maxrate_bytes(f->maxrate_bps)));
-	if (f->ce_threshold_us)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CE_THRESHOLD, f->ce_threshold_us));
+	TC_PUT_U32_SET(msg, TCA_FQ_CE_THRESHOLD, f->ce_threshold_us);
 	nla_nest_end(msg, opts);
 	return 0;
 }
@@ -42,12 +38,12 @@ static int fq_parse(const struct nlattr *opts, struct tc_spec *s)
 	struct nlattr *tb[TCA_FQ_MAX + 1];
 	struct tc_fq *f = &s->u.fq;
 	uint32_t v;
+	int r;
 
 	*f = (struct tc_fq){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_FQ_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_FQ_MAX, opts);
+	if (r <= 0)
+		return r;
 	tc_nla_u32(tb[TCA_FQ_PLIMIT], &f->limit_pkts);
 	tc_nla_u32(tb[TCA_FQ_FLOW_PLIMIT], &f->flow_limit_pkts);
 	tc_nla_u32(tb[TCA_FQ_QUANTUM], &f->quantum_bytes);
@@ -64,7 +60,6 @@ static int fq_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	const struct tc_fq *f = &s->u.fq;
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
 	if (f->limit_pkts)
 		sbuf_word(&sb, "limit %" PRIu32, f->limit_pkts);
@@ -72,16 +67,10 @@ static int fq_format(const struct tc_spec *s, char *buf, size_t size)
 		sbuf_word(&sb, "flow_limit %" PRIu32, f->flow_limit_pkts);
 	if (f->quantum_bytes)
 		sbuf_word(&sb, "quantum %" PRIu32, f->quantum_bytes);
-	if (f->maxrate_bps) {
-		if (tc_rate_format(f->maxrate_bps, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "maxrate %s", v);
-	}
-	if (f->ce_threshold_us) {
-		if (tc_time_format(f->ce_threshold_us, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "ce_threshold %s", v);
-	}
+	if (f->maxrate_bps)
+		sbuf_rate(&sb, "maxrate", f->maxrate_bps);
+	if (f->ce_threshold_us)
+		sbuf_time(&sb, "ce_threshold", f->ce_threshold_us);
 	if (f->pacing != TRI_UNSET)
 		sbuf_word(&sb, "%s", f->pacing == TRI_ON ? "pacing" : "nopacing");
 	return sbuf_result(&sb);
@@ -90,22 +79,14 @@ static int fq_format(const struct tc_spec *s, char *buf, size_t size)
 static bool fq_match(const struct tc_spec *d, const struct tc_spec *o)
 {
 	const struct tc_fq *df = &d->u.fq, *of = &o->u.fq;
-
-	if (df->limit_pkts && df->limit_pkts != of->limit_pkts)
-		return false;
-	if (df->flow_limit_pkts && df->flow_limit_pkts != of->flow_limit_pkts)
-		return false;
-	if (df->quantum_bytes && df->quantum_bytes != of->quantum_bytes)
-		return false;
-	if (df->pacing != TRI_UNSET && df->pacing != of->pacing)
-		return false;
 	/* observed 0 = unlimited (~0U bytes/s) */
-	if (df->maxrate_bps &&
-	    fq_maxrate_bytes(df->maxrate_bps) != (of->maxrate_bps ? fq_maxrate_bytes(of->maxrate_bps) : FQ_U32_NONE))
-		return false;
-	if (df->ce_threshold_us && df->ce_threshold_us != of->ce_threshold_us)
-		return false;
-	return true;
+	uint32_t of_maxrate = of->maxrate_bps ? fq_maxrate_bytes(of->maxrate_bps) : FQ_U32_NONE;
+
+	return tc_match_value(df->limit_pkts, of->limit_pkts) &&
+	       tc_match_value(df->flow_limit_pkts, of->flow_limit_pkts) &&
+	       tc_match_value(df->quantum_bytes, of->quantum_bytes) && tc_match_value(df->pacing, of->pacing) &&
+	       (!df->maxrate_bps || fq_maxrate_bytes(df->maxrate_bps) == of_maxrate) &&
+	       tc_match_value(df->ce_threshold_us, of->ce_threshold_us);
 }
 
 const struct tc_kind tc_kind_fq = {

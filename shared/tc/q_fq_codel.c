@@ -25,22 +25,15 @@ static int fq_codel_fill(struct nl_msg *msg, const struct tc_spec *s)
 
 	if (!opts)
 		return -EMSGSIZE;
-	if (f->limit_pkts)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_LIMIT, f->limit_pkts));
-	if (f->flows)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_FLOWS, f->flows));
-	if (f->quantum_bytes)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_QUANTUM, f->quantum_bytes));
-	if (f->interval_us)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_INTERVAL, f->interval_us));
-	if (f->target_us)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_TARGET, f->target_us));
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_LIMIT, f->limit_pkts);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_FLOWS, f->flows);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_QUANTUM, f->quantum_bytes);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_INTERVAL, f->interval_us);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_TARGET, f->target_us);
 	if (f->ecn != TRI_UNSET)
 		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_ECN, f->ecn == TRI_ON));
-	if (f->ce_threshold_us)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_CE_THRESHOLD, f->ce_threshold_us));
-	if (f->memory_limit_bytes)
-		TC_PUT(nla_put_u32(msg, TCA_FQ_CODEL_MEMORY_LIMIT, f->memory_limit_bytes));
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_CE_THRESHOLD, f->ce_threshold_us);
+	TC_PUT_U32_SET(msg, TCA_FQ_CODEL_MEMORY_LIMIT, f->memory_limit_bytes);
 	nla_nest_end(msg, opts);
 	return 0;
 }
@@ -50,12 +43,12 @@ static int fq_codel_parse(const struct nlattr *opts, struct tc_spec *s)
 	struct nlattr *tb[TCA_FQ_CODEL_MAX + 1];
 	struct tc_fq_codel *f = &s->u.fq_codel;
 	uint32_t v;
+	int r;
 
 	*f = (struct tc_fq_codel){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_FQ_CODEL_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_FQ_CODEL_MAX, opts);
+	if (r <= 0)
+		return r;
 	tc_nla_u32(tb[TCA_FQ_CODEL_TARGET], &f->target_us);
 	tc_nla_u32(tb[TCA_FQ_CODEL_INTERVAL], &f->interval_us);
 	tc_nla_u32(tb[TCA_FQ_CODEL_LIMIT], &f->limit_pkts);
@@ -73,7 +66,6 @@ static int fq_codel_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	const struct tc_fq_codel *f = &s->u.fq_codel;
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
 	if (f->limit_pkts)
 		sbuf_word(&sb, "limit %" PRIu32, f->limit_pkts);
@@ -81,28 +73,16 @@ static int fq_codel_format(const struct tc_spec *s, char *buf, size_t size)
 		sbuf_word(&sb, "flows %" PRIu32, f->flows);
 	if (f->quantum_bytes)
 		sbuf_word(&sb, "quantum %" PRIu32, f->quantum_bytes);
-	if (f->target_us) {
-		if (tc_time_format(f->target_us, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "target %s", v);
-	}
-	if (f->interval_us) {
-		if (tc_time_format(f->interval_us, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "interval %s", v);
-	}
-	if (f->memory_limit_bytes) {
-		if (tc_size_format(f->memory_limit_bytes, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "memory_limit %s", v);
-	}
+	if (f->target_us)
+		sbuf_time(&sb, "target", f->target_us);
+	if (f->interval_us)
+		sbuf_time(&sb, "interval", f->interval_us);
+	if (f->memory_limit_bytes)
+		sbuf_size(&sb, "memory_limit", f->memory_limit_bytes);
 	if (f->ecn != TRI_UNSET)
 		sbuf_word(&sb, "%s", f->ecn == TRI_ON ? "ecn" : "noecn");
-	if (f->ce_threshold_us) {
-		if (tc_time_format(f->ce_threshold_us, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "ce_threshold %s", v);
-	}
+	if (f->ce_threshold_us)
+		sbuf_time(&sb, "ce_threshold", f->ce_threshold_us);
 	return sbuf_result(&sb);
 }
 
@@ -116,17 +96,9 @@ static bool fq_codel_match(const struct tc_spec *d, const struct tc_spec *o)
 		return false;
 	if (df->ce_threshold_us && !codel_time_close(df->ce_threshold_us, of->ce_threshold_us))
 		return false;
-	if (df->limit_pkts && df->limit_pkts != of->limit_pkts)
-		return false;
-	if (df->flows && df->flows != of->flows)
-		return false;
-	if (df->quantum_bytes && df->quantum_bytes != of->quantum_bytes)
-		return false;
-	if (df->memory_limit_bytes && df->memory_limit_bytes != of->memory_limit_bytes)
-		return false;
-	if (df->ecn != TRI_UNSET && df->ecn != of->ecn)
-		return false;
-	return true;
+	return tc_match_value(df->limit_pkts, of->limit_pkts) && tc_match_value(df->flows, of->flows) &&
+	       tc_match_value(df->quantum_bytes, of->quantum_bytes) &&
+	       tc_match_value(df->memory_limit_bytes, of->memory_limit_bytes) && tc_match_value(df->ecn, of->ecn);
 }
 
 const struct tc_kind tc_kind_fq_codel = {

@@ -32,12 +32,12 @@ static int htb_parse(const struct nlattr *opts, struct tc_spec *s)
 {
 	struct nlattr *tb[TCA_HTB_MAX + 1];
 	const struct tc_htb_glob *g;
+	int r;
 
 	s->u.htb = (struct tc_htb){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_HTB_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_HTB_MAX, opts);
+	if (r <= 0)
+		return r;
 	g = tc_nla_data_min(tb[TCA_HTB_INIT], sizeof(*g));
 	if (g) {
 		s->u.htb.defcls = g->defcls;
@@ -60,11 +60,7 @@ static int htb_format(const struct tc_spec *s, char *buf, size_t size)
 
 static bool htb_match(const struct tc_spec *d, const struct tc_spec *o)
 {
-	if (d->u.htb.defcls && d->u.htb.defcls != o->u.htb.defcls)
-		return false;
-	if (d->u.htb.r2q && d->u.htb.r2q != o->u.htb.r2q)
-		return false;
-	return true;
+	return tc_match_value(d->u.htb.defcls, o->u.htb.defcls) && tc_match_value(d->u.htb.r2q, o->u.htb.r2q);
 }
 
 const struct tc_kind tc_kind_htb = {
@@ -83,7 +79,7 @@ static void htb_ratespec(struct tc_ratespec *r, uint64_t rate_bytes, uint32_t ov
 	*r = (struct tc_ratespec){
 	        .linklayer = TC_LINKLAYER_ETHERNET,
 	        .overhead = (unsigned short)overhead,
-	        .rate = rate_bytes >= (1ULL << 32) ? ~0U : (uint32_t)rate_bytes,
+	        .rate = tc_rate32(rate_bytes),
 	};
 }
 
@@ -111,10 +107,8 @@ static int htb_class_fill(struct nl_msg *msg, const struct tc_spec *s)
 	opts = tc_nest_start(msg, TCA_OPTIONS);
 	if (!opts)
 		return -EMSGSIZE;
-	if (rate_bytes >= (1ULL << 32))
-		TC_PUT(nla_put_u64(msg, TCA_HTB_RATE64, rate_bytes));
-	if (ceil_bytes >= (1ULL << 32))
-		TC_PUT(nla_put_u64(msg, TCA_HTB_CEIL64, ceil_bytes));
+	TC_PUT_RATE64(msg, TCA_HTB_RATE64, rate_bytes);
+	TC_PUT_RATE64(msg, TCA_HTB_CEIL64, ceil_bytes);
 	TC_PUT(nla_put(msg, TCA_HTB_PARMS, sizeof(opt), &opt));
 	nla_nest_end(msg, opts);
 	return 0;
@@ -125,22 +119,17 @@ static int htb_class_parse(const struct nlattr *opts, struct tc_spec *s)
 	struct nlattr *tb[TCA_HTB_MAX + 1];
 	struct tc_htb_class *c = &s->u.htb_class;
 	const struct tc_htb_opt *opt;
-	uint64_t rate, ceil;
+	int r;
 
 	*c = (struct tc_htb_class){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_HTB_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_HTB_MAX, opts);
+	if (r <= 0)
+		return r;
 	opt = tc_nla_data_min(tb[TCA_HTB_PARMS], sizeof(*opt));
 	if (!opt)
 		return 0;
-	rate = opt->rate.rate;
-	ceil = opt->ceil.rate;
-	tc_nla_u64(tb[TCA_HTB_RATE64], &rate);
-	tc_nla_u64(tb[TCA_HTB_CEIL64], &ceil);
-	c->rate_bps = rate * 8;
-	c->ceil_bps = ceil * 8;
+	c->rate_bps = tc_rate_parse(&opt->rate, tb[TCA_HTB_RATE64]) * 8;
+	c->ceil_bps = tc_rate_parse(&opt->ceil, tb[TCA_HTB_CEIL64]) * 8;
 	c->burst_bytes = tc_ticks_to_bytes(c->rate_bps, opt->buffer);
 	c->cburst_bytes = tc_ticks_to_bytes(c->ceil_bps, opt->cbuffer);
 	c->quantum_bytes = opt->quantum;
@@ -153,26 +142,14 @@ static int htb_class_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	const struct tc_htb_class *c = &s->u.htb_class;
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
-	if (tc_rate_format(c->rate_bps, v, sizeof(v)) < 0)
-		return -ENOBUFS;
-	sbuf_word(&sb, "rate %s", v);
-	if (c->ceil_bps) {
-		if (tc_rate_format(c->ceil_bps, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "ceil %s", v);
-	}
-	if (c->burst_bytes) {
-		if (tc_size_format(c->burst_bytes, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "burst %s", v);
-	}
-	if (c->cburst_bytes) {
-		if (tc_size_format(c->cburst_bytes, v, sizeof(v)) < 0)
-			return -ENOBUFS;
-		sbuf_word(&sb, "cburst %s", v);
-	}
+	sbuf_rate(&sb, "rate", c->rate_bps);
+	if (c->ceil_bps)
+		sbuf_rate(&sb, "ceil", c->ceil_bps);
+	if (c->burst_bytes)
+		sbuf_size(&sb, "burst", c->burst_bytes);
+	if (c->cburst_bytes)
+		sbuf_size(&sb, "cburst", c->cburst_bytes);
 	if (c->quantum_bytes)
 		sbuf_word(&sb, "quantum %" PRIu32, c->quantum_bytes);
 	sbuf_word(&sb, "prio %" PRIu32, c->prio);
@@ -194,11 +171,8 @@ static bool htb_class_match(const struct tc_spec *d, const struct tc_spec *o)
 		return false;
 	if (dc->cburst_bytes && !tc_burst_close(oc->ceil_bps, dc->cburst_bytes, oc->cburst_bytes))
 		return false;
-	if (dc->quantum_bytes && dc->quantum_bytes != oc->quantum_bytes)
-		return false;
-	if (dc->overhead_bytes && dc->overhead_bytes != oc->overhead_bytes)
-		return false;
-	return dc->prio == oc->prio;
+	return tc_match_value(dc->quantum_bytes, oc->quantum_bytes) &&
+	       tc_match_value(dc->overhead_bytes, oc->overhead_bytes) && dc->prio == oc->prio;
 }
 
 const struct tc_kind tc_kind_htb_class = {

@@ -4,32 +4,8 @@
  * objects: children are grafted with "parent <mq handle>:<queue + 1>". */
 #include "tc_int.h"
 
-static int mq_fill(struct nl_msg *msg, const struct tc_spec *s)
-{
-	return 0;
-}
-
-static int mq_parse(const struct nlattr *opts, struct tc_spec *s)
-{
-	return 0;
-}
-
-static int mq_format(const struct tc_spec *s, char *buf, size_t size)
-{
-	struct sbuf sb = sbuf_init(buf, size);
-	return sbuf_result(&sb);
-}
-
-static bool mq_match(const struct tc_spec *d, const struct tc_spec *o)
-{
-	return true;
-}
-
 const struct tc_kind tc_kind_mq = {
         .name = "mq",
         .type = TC_QDISC,
-        .fill = mq_fill,
-        .parse = mq_parse,
-        .format = mq_format,
-        .match = mq_match,
+        TC_KIND_NO_OPTIONS,
 };

@@ -7,32 +7,8 @@
  * is the per-queue priority qdisc of last resort under mq. */
 #include "tc_int.h"
 
-static int pfifo_fast_fill(struct nl_msg *msg, const struct tc_spec *s)
-{
-	return 0;
-}
-
-static int pfifo_fast_parse(const struct nlattr *opts, struct tc_spec *s)
-{
-	return 0;
-}
-
-static int pfifo_fast_format(const struct tc_spec *s, char *buf, size_t size)
-{
-	struct sbuf sb = sbuf_init(buf, size);
-	return sbuf_result(&sb);
-}
-
-static bool pfifo_fast_match(const struct tc_spec *d, const struct tc_spec *o)
-{
-	return true;
-}
-
 const struct tc_kind tc_kind_pfifo_fast = {
         .name = "pfifo_fast",
         .type = TC_QDISC,
-        .fill = pfifo_fast_fill,
-        .parse = pfifo_fast_parse,
-        .format = pfifo_fast_format,
-        .match = pfifo_fast_match,
+        TC_KIND_NO_OPTIONS,
 };

@@ -3,8 +3,6 @@
  * bucket in bytes, which the kernel prefers). The kernel needs rate, burst and
  * a non-zero limit (limit 0 leaves tbf without a queue: every packet drops),
  * so unset burst/limit get defaults here and format() prints them. */
-#include <inttypes.h>
-
 #include "tc_int.h"
 
 static uint32_t tbf_burst(const struct tc_tbf *t)
@@ -36,7 +34,7 @@ static int tbf_fill(struct nl_msg *msg, const struct tc_spec *s)
 	if (rate_bytes == 0)
 		return -EINVAL;
 	opt.rate.linklayer = TC_LINKLAYER_ETHERNET;
-	opt.rate.rate = rate_bytes >= (1ULL << 32) ? ~0U : (uint32_t)rate_bytes;
+	opt.rate.rate = tc_rate32(rate_bytes);
 	opt.limit = tbf_limit(t);
 	opt.buffer = tc_xmit_ticks(t->rate_bps, burst);
 
@@ -45,8 +43,7 @@ static int tbf_fill(struct nl_msg *msg, const struct tc_spec *s)
 		return -EMSGSIZE;
 	TC_PUT(nla_put(msg, TCA_TBF_PARMS, sizeof(opt), &opt));
 	TC_PUT(nla_put_u32(msg, TCA_TBF_BURST, burst));
-	if (rate_bytes >= (1ULL << 32))
-		TC_PUT(nla_put_u64(msg, TCA_TBF_RATE64, rate_bytes));
+	TC_PUT_RATE64(msg, TCA_TBF_RATE64, rate_bytes);
 	nla_nest_end(msg, opts);
 	return 0;
 }
@@ -55,19 +52,16 @@ static int tbf_parse(const struct nlattr *opts, struct tc_spec *s)
 {
 	struct nlattr *tb[TCA_TBF_MAX + 1];
 	const struct tc_tbf_qopt *opt;
-	uint64_t rate;
+	int r;
 
 	s->u.tbf = (struct tc_tbf){0};
-	if (!opts)
-		return 0;
-	if (tc_nla_parse_nested(tb, TCA_TBF_MAX, opts) < 0)
-		return -EBADMSG;
+	r = tc_nla_parse_options(tb, TCA_TBF_MAX, opts);
+	if (r <= 0)
+		return r;
 	opt = tc_nla_data_min(tb[TCA_TBF_PARMS], sizeof(*opt));
 	if (!opt)
 		return 0;
-	rate = opt->rate.rate;
-	tc_nla_u64(tb[TCA_TBF_RATE64], &rate);
-	s->u.tbf.rate_bps = rate * 8;
+	s->u.tbf.rate_bps = tc_rate_parse(&opt->rate, tb[TCA_TBF_RATE64]) * 8;
 	s->u.tbf.limit_bytes = opt->limit;
 	s->u.tbf.burst_bytes = tc_ticks_to_bytes(s->u.tbf.rate_bps, opt->buffer);
 	return 0;
@@ -77,17 +71,10 @@ static int tbf_format(const struct tc_spec *s, char *buf, size_t size)
 {
 	const struct tc_tbf *t = &s->u.tbf;
 	struct sbuf sb = sbuf_init(buf, size);
-	char v[32];
 
-	if (tc_rate_format(t->rate_bps, v, sizeof(v)) < 0)
-		return -ENOBUFS;
-	sbuf_word(&sb, "rate %s", v);
-	if (tc_size_format(tbf_burst(t), v, sizeof(v)) < 0)
-		return -ENOBUFS;
-	sbuf_word(&sb, "burst %s", v);
-	if (tc_size_format(tbf_limit(t), v, sizeof(v)) < 0)
-		return -ENOBUFS;
-	sbuf_word(&sb, "limit %s", v);
+	sbuf_rate(&sb, "rate", t->rate_bps);
+	sbuf_size(&sb, "burst", tbf_burst(t));
+	sbuf_size(&sb, "limit", tbf_limit(t));
 	return sbuf_result(&sb);
 }
 
@@ -99,9 +86,7 @@ static bool tbf_match(const struct tc_spec *d, const struct tc_spec *o)
 		return false;
 	if (dt->burst_bytes && !tc_burst_close(ot->rate_bps, dt->burst_bytes, ot->burst_bytes))
 		return false;
-	if (dt->limit_bytes && dt->limit_bytes != ot->limit_bytes)
-		return false;
-	return true;
+	return tc_match_value(dt->limit_bytes, ot->limit_bytes);
 }
 
 const struct tc_kind tc_kind_tbf = {

@@ -42,53 +42,77 @@ bool tc_burst_close(uint64_t rate_bps, uint32_t want_bytes, uint32_t have_bytes)
 	return diff <= tol;
 }
 
-static int fmt_result(int n, size_t size)
+/* A unit table, largest first, ending in the base unit (div 1). */
+struct unit {
+	uint64_t div;
+	const char *name;
+};
+
+static const struct unit rate_units[] = {
+        {1000000000000ULL, "tbit"}, {1000000000ULL, "gbit"}, {1000000ULL, "mbit"}, {1000ULL, "kbit"}, {1, "bit"},
+};
+static const struct unit size_units[] = {
+        {1024ULL * 1024 * 1024, "gb"},
+        {1024ULL * 1024, "mb"},
+        {1024, "kb"},
+        {1, "b"},
+};
+static const struct unit time_units[] = {
+        {1000000, "s"},
+        {1000, "ms"},
+        {1, "us"},
+};
+
+/* v in the largest unit that divides it exactly ("500mbit", "64kb", "1ms"). */
+static int unit_format(uint64_t v, const struct unit *u, char *buf, size_t size)
 {
+	int n;
+
+	while (u->div > 1 && (v < u->div || v % u->div != 0))
+		u++;
+	n = snprintf(buf, size, "%" PRIu64 "%s", v / u->div, u->name);
 	return n < 0 || (size_t)n >= size ? -ENOBUFS : 0;
 }
 
 int tc_rate_format(uint64_t bps, char *buf, size_t size)
 {
-	static const struct {
-		uint64_t div;
-		const char *unit;
-	} units[] = {
-	        {1000000000000ULL, "tbit"},
-	        {1000000000ULL, "gbit"},
-	        {1000000ULL, "mbit"},
-	        {1000ULL, "kbit"},
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(units); i++)
-		if (bps >= units[i].div && bps % units[i].div == 0)
-			return fmt_result(snprintf(buf, size, "%" PRIu64 "%s", bps / units[i].div, units[i].unit),
-			                  size);
-	return fmt_result(snprintf(buf, size, "%" PRIu64 "bit", bps), size);
+	return unit_format(bps, rate_units, buf, size);
 }
 
 int tc_size_format(uint32_t bytes, char *buf, size_t size)
 {
-	static const struct {
-		uint32_t div;
-		const char *unit;
-	} units[] = {
-	        {1024U * 1024U * 1024U, "gb"},
-	        {1024U * 1024U, "mb"},
-	        {1024U, "kb"},
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(units); i++)
-		if (bytes >= units[i].div && bytes % units[i].div == 0)
-			return fmt_result(snprintf(buf, size, "%" PRIu32 "%s", bytes / units[i].div, units[i].unit),
-			                  size);
-	return fmt_result(snprintf(buf, size, "%" PRIu32 "b", bytes), size);
+	return unit_format(bytes, size_units, buf, size);
 }
 
 int tc_time_format(uint32_t us, char *buf, size_t size)
 {
-	if (us >= 1000000 && us % 1000000 == 0)
-		return fmt_result(snprintf(buf, size, "%" PRIu32 "s", us / 1000000), size);
-	if (us >= 1000 && us % 1000 == 0)
-		return fmt_result(snprintf(buf, size, "%" PRIu32 "ms", us / 1000), size);
-	return fmt_result(snprintf(buf, size, "%" PRIu32 "us", us), size);
+	return unit_format(us, time_units, buf, size);
+}
+
+/* " <name> <value>" onto a format() buffer; a value that does not print
+ * marks it truncated (format() then fails with -ENOBUFS). */
+static void unit_word(struct sbuf *sb, const char *name, uint64_t v, const struct unit *u)
+{
+	char s[32];
+
+	if (unit_format(v, u, s, sizeof(s)) < 0) {
+		sb->truncated = true;
+		return;
+	}
+	sbuf_word(sb, "%s %s", name, s);
+}
+
+void sbuf_rate(struct sbuf *sb, const char *name, uint64_t bps)
+{
+	unit_word(sb, name, bps, rate_units);
+}
+
+void sbuf_size(struct sbuf *sb, const char *name, uint32_t bytes)
+{
+	unit_word(sb, name, bytes, size_units);
+}
+
+void sbuf_time(struct sbuf *sb, const char *name, uint32_t us)
+{
+	unit_word(sb, name, us, time_units);
 }

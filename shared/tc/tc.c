@@ -21,6 +21,29 @@ static const struct tc_kind *const kinds[_TC_KIND_MAX] = {
         [TC_KIND_BPF] = &tc_kind_bpf,
 };
 
+int tc_none_fill(struct nl_msg *msg, const struct tc_spec *s)
+{
+	return 0;
+}
+
+int tc_none_parse(const struct nlattr *opts, struct tc_spec *s)
+{
+	return 0;
+}
+
+int tc_none_format(const struct tc_spec *s, char *buf, size_t size)
+{
+	if (size == 0)
+		return -ENOBUFS;
+	buf[0] = '\0';
+	return 0;
+}
+
+bool tc_none_match(const struct tc_spec *desired, const struct tc_spec *observed)
+{
+	return true;
+}
+
 const struct tc_kind *tc_kind_get(enum tc_kind_id id)
 {
 	if ((int)id < 0 || id >= _TC_KIND_MAX)
@@ -107,78 +130,114 @@ static bool verb_is_delete(const char *verb)
 	return streq(verb, "del") || streq(verb, "delete");
 }
 
-int tc_spec_format(const struct tc_spec *s, const char *dev, const char *verb, char *buf, size_t size)
+void sbuf_handle(struct sbuf *sb, const char *name, uint32_t handle)
 {
-	const struct tc_kind *k = tc_kind_get(s->kind);
-	struct sbuf sb = sbuf_init(buf, size);
-	char h[32], params[TC_FORMAT_MAX];
-	bool del;
-	int r;
+	char h[32];
 
-	if (!k || k->type != s->type || !verb || !dev)
-		return -EINVAL;
-	del = verb_is_delete(verb);
+	tc_handle_format(handle, h, sizeof(h));
+	sbuf_word(sb, "%s %s", name, h);
+}
 
-	sbuf_printf(&sb, "%s %s dev %s", tc_type_name(s->type), verb, dev);
+/* Where the object sits, in tc(8) words: "root handle 1:", "parent 1:
+ * classid 1:10", "parent 1: protocol ip prio 10 handle ::123". -EINVAL for
+ * an unknown type. */
+static int spec_where(struct sbuf *sb, const struct tc_spec *s)
+{
+	char h[32];
+
 	switch (s->type) {
 	case TC_QDISC:
-		if (s->kind == TC_KIND_CLSACT && (s->parent == TC_H_CLSACT || s->parent == 0)) {
-			/* "clsact" is both the parent and the kind in tc syntax */
-			sbuf_word(&sb, "clsact");
-			return sbuf_result(&sb);
-		}
-		if (s->parent == TC_H_ROOT) {
-			sbuf_word(&sb, "root");
-		} else if (s->parent) {
-			tc_handle_format(s->parent, h, sizeof(h));
-			sbuf_word(&sb, "parent %s", h);
-		}
-		if (s->handle) {
-			tc_handle_format(s->handle, h, sizeof(h));
-			sbuf_word(&sb, "handle %s", h);
-		}
-		break;
+		if (s->parent == TC_H_ROOT)
+			sbuf_word(sb, "root");
+		else if (s->parent)
+			sbuf_handle(sb, "parent", s->parent);
+		if (s->handle)
+			sbuf_handle(sb, "handle", s->handle);
+		return 0;
 	case TC_CLASS:
-		tc_handle_format(s->parent, h, sizeof(h));
-		sbuf_word(&sb, "parent %s", h);
-		tc_handle_format(s->handle, h, sizeof(h));
-		sbuf_word(&sb, "classid %s", h);
-		break;
+		sbuf_handle(sb, "parent", s->parent);
+		sbuf_handle(sb, "classid", s->handle);
+		return 0;
 	case TC_FILTER:
-		tc_handle_format(s->parent, h, sizeof(h));
-		sbuf_word(&sb, "parent %s", h);
+		sbuf_handle(sb, "parent", s->parent);
 		tc_proto_format(s->protocol, h, sizeof(h));
-		sbuf_word(&sb, "protocol %s", h);
+		sbuf_word(sb, "protocol %s", h);
 		if (s->prio)
-			sbuf_word(&sb, "prio %u", s->prio);
+			sbuf_word(sb, "prio %u", s->prio);
 		if (s->handle) {
 			if (s->kind == TC_KIND_U32)
 				tc_u32_handle_format(s->handle, h, sizeof(h));
 			else
 				snprintf(h, sizeof(h), "0x%x", s->handle);
-			sbuf_word(&sb, "handle %s", h);
+			sbuf_word(sb, "handle %s", h);
 		}
-		break;
+		return 0;
 	default:
 		return -EINVAL;
 	}
+}
 
-	/* tc parses a kind's options even on delete, and some kinds refuse an
-	 * empty option list (htb class, tbf): delete names only the object
-	 * (filters keep the kind, which tc requires together with a handle). */
-	if (del) {
-		if (s->type == TC_FILTER && s->handle)
-			sbuf_word(&sb, "%s", k->name);
-		return sbuf_result(&sb);
+/* "<type> <verb>[ dev <dev>] <where> <kind>[ <options>]", the one rendering
+ * of an object. As a command (tc_spec_format) every part must print, and a
+ * delete names only the object: tc parses a kind's options even on delete,
+ * and some kinds refuse an empty option list (htb class, tbf); filters keep
+ * the kind, which tc requires together with a handle. As a description
+ * (tc_spec_describe) it never fails: the kind is always named (what the
+ * kernel refused may be the kind), a kind that does not fit the type is
+ * named without options, options that do not print are left out. */
+static int spec_words(struct sbuf *sb, const struct tc_spec *s, const char *dev, const char *verb, bool command)
+{
+	const struct tc_kind *k = tc_kind_get(s->kind);
+	bool fits = k && k->type == s->type, del = verb_is_delete(verb);
+	char params[TC_FORMAT_MAX];
+	int r;
+
+	if (command && (!fits || !dev))
+		return -EINVAL;
+	sbuf_printf(sb, "%s %s", tc_type_name(s->type), verb);
+	if (dev)
+		sbuf_word(sb, "dev %s", dev);
+	if (s->type == TC_QDISC && s->kind == TC_KIND_CLSACT && (s->parent == TC_H_CLSACT || s->parent == 0)) {
+		/* "clsact" is both the parent and the kind in tc syntax */
+		sbuf_word(sb, "clsact");
+		return 0;
 	}
-
-	sbuf_word(&sb, "%s", k->name);
+	r = spec_where(sb, s);
+	if (r < 0 && command)
+		return r;
+	if (command && del) {
+		if (s->type == TC_FILTER && s->handle)
+			sbuf_word(sb, "%s", k->name);
+		return 0;
+	}
+	if (k)
+		sbuf_word(sb, "%s", k->name);
+	if (!fits || del)
+		return 0;
 	r = k->format(s, params, sizeof(params));
 	if (r < 0)
-		return r;
+		return command ? r : 0;
 	if (params[0])
-		sbuf_word(&sb, "%s", params);
-	return sbuf_result(&sb);
+		sbuf_word(sb, "%s", params);
+	return 0;
+}
+
+int tc_spec_format(const struct tc_spec *s, const char *dev, const char *verb, char *buf, size_t size)
+{
+	struct sbuf sb = sbuf_init(buf, size);
+	int r;
+
+	if (!verb)
+		return -EINVAL;
+	r = spec_words(&sb, s, dev, verb, true);
+	return r < 0 ? r : sbuf_result(&sb);
+}
+
+void tc_spec_describe(const struct tc_spec *s, const char *verb, char *buf, size_t size)
+{
+	struct sbuf sb = sbuf_init(buf, size);
+
+	(void)spec_words(&sb, s, NULL, verb ? verb : "", false);
 }
 
 /* clsact has one place; a spec may leave its parent unset. */

@@ -177,6 +177,12 @@ void tc_handle_format(uint32_t h, char *buf, size_t size);
 /* Full tc(8) command for one object, without the leading "tc":
  * "qdisc replace dev eth0 root handle 1: fq_codel target 1ms ..." */
 int tc_spec_format(const struct tc_spec *s, const char *dev, const char *verb, char *buf, size_t size);
+/* The same words without "dev", for messages that name an object: "qdisc
+ * replace root handle 1: htb default 10", "filter delete parent 1: protocol
+ * ip prio 10 handle ::123 u32". Never fails: names the kind also on delete
+ * and for a spec tc_spec_format refuses (options left out then); truncated
+ * to size. */
+void tc_spec_describe(const struct tc_spec *s, const char *verb, char *buf, size_t size);
 
 /* The TCA_OPTIONS payload the kind's own encoder (fill) makes for s: what
  * the kernel accepts on create (a dump's options may not be: HTB dumps

@@ -28,6 +28,16 @@ extern const struct tc_kind tc_kind_mq;
 extern const struct tc_kind tc_kind_pfifo_fast;
 extern const struct tc_kind tc_kind_bpf;
 
+/* The vtable of a kind without options (clsact, mq, pfifo_fast): fill sends
+ * no TCA_OPTIONS, parse keeps none, format prints none, match is identity
+ * alone. In tc.c. */
+int tc_none_fill(struct nl_msg *msg, const struct tc_spec *s);
+int tc_none_parse(const struct nlattr *opts, struct tc_spec *s);
+int tc_none_format(const struct tc_spec *s, char *buf, size_t size);
+bool tc_none_match(const struct tc_spec *desired, const struct tc_spec *observed);
+#define TC_KIND_NO_OPTIONS \
+	.fill = tc_none_fill, .parse = tc_none_parse, .format = tc_none_format, .match = tc_none_match
+
 /* Bounded append-only string: every write is truncated to the buffer and
  * remembered, so callers check once at the end (-ENOBUFS). */
 struct sbuf {
@@ -84,6 +94,14 @@ static inline int sbuf_result(const struct sbuf *sb)
 	return sb->truncated ? -ENOBUFS : 0;
 }
 
+/* Append "<name> <value>" in tc(8) units: rates "500mbit", sizes "64kb",
+ * times (microseconds) "1ms" (rate.c). */
+void sbuf_rate(struct sbuf *sb, const char *name, uint64_t bps);
+void sbuf_size(struct sbuf *sb, const char *name, uint32_t bytes);
+void sbuf_time(struct sbuf *sb, const char *name, uint32_t us);
+/* ... and a handle in tc syntax, "parent 1:10" (tc.c). */
+void sbuf_handle(struct sbuf *sb, const char *name, uint32_t handle);
+
 /* libnl returns negative NLE_* codes from nla_put*; fill() functions return
  * -EMSGSIZE for all of them (the only way they fail is a full message). */
 #define TC_PUT(expr)                      \
@@ -112,23 +130,24 @@ static inline const void *tc_nla_data_min(const struct nlattr *a, size_t size)
 	return nla_data(a);
 }
 
-/* u32 attribute value; false when absent or short. */
-static inline bool tc_nla_u32(const struct nlattr *a, uint32_t *ret)
+/* Copy a fixed-size attribute's payload to ret; false when absent or short. */
+static inline bool tc_nla_get(const struct nlattr *a, void *ret, size_t size)
 {
-	const uint32_t *p = tc_nla_data_min(a, sizeof(uint32_t));
+	const void *p = tc_nla_data_min(a, size);
 	if (!p)
 		return false;
-	memcpy(ret, p, sizeof(*ret));
+	memcpy(ret, p, size);
 	return true;
+}
+
+static inline bool tc_nla_u32(const struct nlattr *a, uint32_t *ret)
+{
+	return tc_nla_get(a, ret, sizeof(*ret));
 }
 
 static inline bool tc_nla_u64(const struct nlattr *a, uint64_t *ret)
 {
-	const void *p = tc_nla_data_min(a, sizeof(uint64_t));
-	if (!p)
-		return false;
-	memcpy(ret, p, sizeof(*ret));
-	return true;
+	return tc_nla_get(a, ret, sizeof(*ret));
 }
 
 /* Parse a nested attribute into tb[0..max]; opts may carry NLA_F_NESTED. */
@@ -137,6 +156,24 @@ static inline int tc_nla_parse_nested(struct nlattr **tb, int max, const struct 
 	int r = nla_parse_nested(tb, max, (struct nlattr *)(uintptr_t)nest, NULL);
 	return r < 0 ? -EBADMSG : 0;
 }
+
+/* parse() of a kind whose TCA_OPTIONS is a nest: 1 with tb[0..max] filled,
+ * 0 when the kernel sent no options (the caller's reset spec stands: kernel
+ * defaults), -EBADMSG. */
+static inline int tc_nla_parse_options(struct nlattr **tb, int max, const struct nlattr *opts)
+{
+	if (!opts)
+		return 0;
+	return tc_nla_parse_nested(tb, max, opts) < 0 ? -EBADMSG : 1;
+}
+
+/* fill(): a u32 option only when set (unset: no attribute, the kernel's
+ * default). */
+#define TC_PUT_U32_SET(msg, attr, v)                             \
+	do {                                                     \
+		if (v)                                           \
+			TC_PUT(nla_put_u32((msg), (attr), (v))); \
+	} while (0)
 
 /* The default HTB/TBF bucket when none is given: like tc, one timer tick
  * (HZ=1000) of traffic at the rate plus an MTU-sized safeguard (1600). */
@@ -152,8 +189,36 @@ static inline uint64_t tc_rate_bytes(uint64_t rate_bps)
 	return rate_bps / 8;
 }
 
+/* Rates of 2^32 bytes/s and more (htb, tbf): the 32-bit field of struct
+ * tc_ratespec saturates and a 64-bit attribute (TCA_HTB_RATE64, ...) carries
+ * the rate; parse takes the attribute when the kernel sends it. */
+#define TC_RATE32_MAX (1ULL << 32)
+static inline uint32_t tc_rate32(uint64_t rate_bytes)
+{
+	return rate_bytes >= TC_RATE32_MAX ? ~0U : (uint32_t)rate_bytes;
+}
+#define TC_PUT_RATE64(msg, attr, rate_bytes)                              \
+	do {                                                              \
+		if ((rate_bytes) >= TC_RATE32_MAX)                        \
+			TC_PUT(nla_put_u64((msg), (attr), (rate_bytes))); \
+	} while (0)
+static inline uint64_t tc_rate_parse(const struct tc_ratespec *r, const struct nlattr *rate64)
+{
+	uint64_t rate = r->rate;
+
+	tc_nla_u64(rate64, &rate);
+	return rate;
+}
+
 /* Bytes that fit in `ticks` psched ticks at rate_bps (rounded to nearest). */
 uint32_t tc_ticks_to_bytes(uint64_t rate_bps, uint32_t ticks);
+
+/* match(): a desired value left unset (0, TRI_UNSET) matches any observed
+ * value; a set one only the same. */
+static inline bool tc_match_value(uint64_t want, uint64_t have)
+{
+	return !want || want == have;
+}
 
 /* Is a burst the kernel reports (derived from its buffer time) the same as
  * the desired one? The kernel keeps buckets as time; a round trip through

@@ -691,7 +691,15 @@ def write_docs(path, docs_dir, ctx):
                                             "test/bench/linerate.py, or `make bench-lab`); `make bench` or "
                                             "`make bench-linerate` measures it"}
     lines += ["## P6 — line rate (a fast multi-queue uplink, no bottleneck)", ""]
-    lines += [lr["markdown"], "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \
+    lines += [lr["markdown"],
+              "Reading it: on a `noqueue` uplink aiqos installs nothing unless a rate is configured (nothing "
+              "waits there to order); on the `mq` uplink mixed mode keeps `mq`, grafts a child per tx queue "
+              "and adds the BPF classifier (on this kernel `pfifo_fast` children: no fq, fq_codel or prio, so "
+              "training and inference mode leave it as it is); `@100gbit` is the shaper the operator asked "
+              "for (HTB, one lock). The `sysctl:` rows are per-pod settings on the training pods alone: "
+              "64 MiB buffers (dropped from the training profile after this measurement), ECN (kept), and "
+              "BBR (the profile's first choice of congestion control).",
+              "", "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \
         [f"Not run: {lr['skipped']}.", ""]
     lines += ["## Reproduce", "", "```", ctx["command"], "```", "",
               "`make bench-lab` runs only the P4 matrix (tables and plots under `BUILD/bench/`, docs untouched); "

@@ -9,6 +9,10 @@ TCP flows (bulk, measured) + 1 inference pod (iperf3 at a modest rate).
 Arms: the default layout (the veth's noqueue, no agent) and aiqos-agent in
 each mode (the mode follows which pods are annotated) without and with a
 configured uplinkRate of 100gbit (the operator asked for a shaper: HTB).
+Two uplinks, each with its own default arm: `noqueue` (the veth as the
+kernel makes it, and as a bond or VLAN is: aiqos leaves it unless a rate is
+configured) and `mq` (the same veth given `mq` with the kernel's default child
+per tx queue: what a multi-queue NIC has, which aiqos keeps and grafts).
 Optional per-pod sysctl arms (--sysctl-arms) measure the training profile's
 settings one at a time on the training pods, without the agent. Arms are
 interleaved: every rep visits every arm in a fresh random order, each run
@@ -18,6 +22,7 @@ sys+softirq seconds (all CPUs, /proc/stat) and the efficiency Gbit/s per
 CPU-second, each as a ratio to the default arm of the same rep.
 
     linerate.py [--build DIR] [--reps N] [--seconds S] [--json OUT] [--markdown OUT] [--sysctl-arms]
+                [--uplinks noqueue,mq] [--arms A,B]
 
 Everything made here carries the prefix aqt-lr-<tag>- and is removed at exit
 (also on SIGINT/SIGTERM). Root. Needs iperf3."""
@@ -60,12 +65,16 @@ AGENT_ARMS = {
     "inference@100gbit": ({"inference"}, "100gbit"),
     "mixed@100gbit": ({"training", "inference"}, "100gbit"),
 }
-# the training profile's sysctls, one at a time (per-pod tuning, docs/design.md §2)
+# the training profile's sysctls, one at a time (per-pod tuning, docs/design.md §2);
+# 64 MiB buffers: what the profile set until this measurement dropped it
 SYSCTL_ARMS = {
     "sysctl:tcp_ecn=1": [("net.ipv4.tcp_ecn", "1")],
+    "sysctl:cc=bbr": [("net.ipv4.tcp_congestion_control", "bbr")],
     "sysctl:rmem/wmem 64MiB": [("net.ipv4.tcp_rmem", "4096 131072 67108864"),
                                ("net.ipv4.tcp_wmem", "4096 16384 67108864")],
 }
+# the uplink's layout before aiqos: the veth's noqueue, or a NIC's mq
+UPLINKS = ("noqueue", "mq")
 
 
 def sh(*argv, check=True, timeout=60):
@@ -207,6 +216,17 @@ class LineLab:
         for (ns, k), v in saved.items():
             sh(*nsexec(ns, "sysctl", "-qw", f"{k}={v}"))
 
+    def set_uplink(self, kind):
+        """The uplink's original layout: noqueue (the veth's own) or mq with
+        the kernel's default child per tx queue (a NIC's)."""
+        if kind == "mq":
+            sh(*nsexec(self.node, "tc", "qdisc", "replace", "dev", "up0", "root", "mq"))
+        else:
+            sh(*nsexec(self.node, "tc", "qdisc", "del", "dev", "up0", "root"), check=False)
+        root = self.uplink_tc().splitlines()[0].split()[1]
+        if root != kind:
+            raise RuntimeError(f"uplink root {root}, want {kind}: {self.uplink_tc()}")
+
     def uplink_tc(self):
         return sh(*nsexec(self.node, "tc", "qdisc", "show", "dev", "up0")).stdout
 
@@ -291,14 +311,14 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def summarize(results, arms):
-    """Per arm: medians and ranges of goodput, CPU/s, efficiency and ratios to the same rep's default."""
+def summarize(results, arms, uplinks=UPLINKS):
+    """Per uplink and arm: medians and ranges of goodput, CPU/s, efficiency and ratios to the same rep's default."""
     by_pair = {}
     for r in results:
         by_pair.setdefault(r["pair"], {})[r["arm"]] = r
     rows = []
-    for arm in arms:
-        vals = [r for r in results if r["arm"] == arm]
+    for up, arm in [(u, a) for u in uplinks for a in arms]:
+        vals = [r for r in results if r["arm"] == arm and r.get("uplink", UPLINKS[0]) == up]
         if not vals:
             continue
         good = [v["train_bps"] / 1e9 for v in vals]
@@ -314,7 +334,7 @@ def summarize(results, arms):
                 cpg_v = v["cpu_s"] / (v["train_bps"] * v["wall_s"])
                 cpg_d = d["cpu_s"] / (d["train_bps"] * d["wall_s"])
                 c_ratio.append(cpg_v / cpg_d)
-        rows.append({"arm": arm, "n": len(vals), "shape": vals[0].get("shape") or "-",
+        rows.append({"uplink": up, "arm": arm, "n": len(vals), "shape": vals[0].get("shape") or "-",
                      "goodput_gbit": [med(good), min(good), max(good)],
                      "cpu_per_s": [med(cpu), min(cpu), max(cpu)],
                      "gbit_per_cpu_s": [med(eff), min(eff), max(eff)],
@@ -340,16 +360,18 @@ def verdict(row):
 def markdown(rows, meta):
     out = [f"Line rate ({meta['cmd']}, kernel {meta['kernel']}): a {QUEUES}-queue veth uplink, no bottleneck, "
            f"2 training pods x 2 flows + 1 inference pod at 200 Mbit/s, cubic; {meta['reps']} interleaved reps of "
-           f"{meta['seconds']} s; medians (min-max); ratios to the adjacent default run; load average during the "
-           f"run {meta['load']:.1f} (other work on the machine).", "",
-           "| arm | uplink shape | training goodput Gbit/s | vs default | endpoint CPU-s /s | "
+           f"{meta['seconds']} s; medians (min-max); ratios to the adjacent default run of the same uplink; load "
+           f"average during the run {meta['load']:.1f} (other work on the machine). Uplink before aiqos: "
+           "`noqueue` (the veth as the kernel makes it, like a bond or VLAN) or `mq` (the same veth with mq and the "
+           "kernel's default child per tx queue, as a multi-queue NIC has).", "",
+           "| uplink before | arm | uplink shape | training goodput Gbit/s | vs default | endpoint CPU-s /s | "
            "Gbit/s per CPU-s | CPU per Gbit vs default | verdict |",
-           "|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|"]
 
     def f3(v, fmt="{:.2f}"):
         return f"{fmt.format(v[0])} ({fmt.format(v[1])}-{fmt.format(v[2])})"
     for r in rows:
-        out.append(f"| {r['arm']} | {r['shape']} | {f3(r['goodput_gbit'])} | {f3(r['goodput_ratio'])} | "
+        out.append(f"| {r['uplink']} | {r['arm']} | {r['shape']} | {f3(r['goodput_gbit'])} | {f3(r['goodput_ratio'])} | "
                    f"{f3(r['cpu_per_s'])} | {f3(r['gbit_per_cpu_s'])} | {f3(r['cpu_per_gbit_ratio'])} | "
                    f"{verdict(r)} |")
     return "\n".join(out) + "\n"
@@ -364,6 +386,7 @@ def main(argv):
     ap.add_argument("--markdown")
     ap.add_argument("--sysctl-arms", action="store_true", help="also the per-pod sysctl arms")
     ap.add_argument("--arms", help="comma-separated subset of arms (default: all)")
+    ap.add_argument("--uplinks", default=",".join(UPLINKS), help="comma-separated: noqueue, mq (default: both)")
     ap.add_argument("--seed", type=int, default=None)
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -378,6 +401,10 @@ def main(argv):
     if a.arms:
         want = a.arms.split(",")
         arms = ["default", *[x for x in arms if x in want and x != "default"]]
+    uplinks = [u for u in a.uplinks.split(",") if u]
+    if not uplinks or any(u not in UPLINKS for u in uplinks):
+        print(f"linerate: --uplinks {a.uplinks!r}: each one of {', '.join(UPLINKS)}", file=sys.stderr)
+        return 2
     rnd = random.Random(a.seed)
     lab = LineLab(a.build)
 
@@ -390,18 +417,22 @@ def main(argv):
         api = lablib.FakeApi(lab).start()
         pair = 0
         for rep in range(a.reps):
-            order = [x for x in arms if x != "default"]
-            rnd.shuffle(order)
-            # every arm next to its own default run (ABBA order), so slow drifts
-            # of a shared machine's load cancel in the ratio
+            # every arm next to its own default run of the same uplink (ABBA
+            # order), so slow drifts of a shared machine's load cancel in the ratio
             runs = []
-            for arm in order:
-                runs += [("default", pair), (arm, pair)] if pair % 2 == 0 else [(arm, pair), ("default", pair)]
-                pair += 1
-            for arm, pr in runs:
+            for up in rnd.sample(uplinks, len(uplinks)):
+                # the per-pod sysctl arms do not depend on the uplink: on the first only
+                order = [x for x in arms if x != "default" and (up == uplinks[0] or x not in SYSCTL_ARMS)]
+                rnd.shuffle(order)
+                for arm in order:
+                    runs += [(up, "default", pair), (up, arm, pair)] if pair % 2 == 0 else \
+                        [(up, arm, pair), (up, "default", pair)]
+                    pair += 1
+            for up, arm, pr in runs:
+                lab.set_uplink(up)
                 if arm == "default":
                     res = lab.run_traffic(a.seconds)
-                    res["shape"] = "noqueue"
+                    res["shape"] = up
                 elif arm in SYSCTL_ARMS:
                     keys = [k for k, _ in SYSCTL_ARMS[arm]]
                     saved = lab.save_sysctls("training", keys)
@@ -410,17 +441,17 @@ def main(argv):
                         res = lab.run_traffic(a.seconds)
                     finally:
                         lab.restore_sysctls(saved)
-                    res["shape"] = "noqueue"
+                    res["shape"] = up
                 else:
                     res = run_agent_arm(lab, api, arm, a.seconds)
-                res.update(arm=arm, rep=rep, pair=pr)
+                res.update(arm=arm, rep=rep, pair=pr, uplink=up)
                 results.append(res)
-                print(f"linerate: rep {rep} {arm:18s} {res['train_bps'] / 1e9:6.2f} Gbit/s  "
+                print(f"linerate: rep {rep} {up:7s} {arm:22s} {res['train_bps'] / 1e9:6.2f} Gbit/s  "
                       f"cpu {res['cpu_s'] / res['wall_s']:.2f}/s  shape {res.get('shape')}", file=sys.stderr,
                       flush=True)
     finally:
         lab.teardown()
-    rows = summarize(results, arms)
+    rows = summarize(results, arms, uplinks)
     meta = {"cmd": "make bench-linerate", "reps": a.reps, "seconds": a.seconds, "queues": QUEUES,
             "kernel": os.uname().release, "load": med([r["loadavg"] for r in results])}
     md = markdown(rows, meta)
@@ -429,7 +460,8 @@ def main(argv):
         with open(a.json, "w") as f:
             json.dump({"meta": meta, "rows": rows,
                        "results": [{k: v for k, v in r.items() if k != "layout"} for r in results],
-                       "layouts": {r["arm"]: r.get("layout") for r in results if r.get("layout")}}, f, indent=1)
+                       "layouts": {f"{r['uplink']}:{r['arm']}": r.get("layout") for r in results
+                                   if r.get("layout")}}, f, indent=1)
     if a.markdown:
         with open(a.markdown, "w") as f:
             f.write(md)

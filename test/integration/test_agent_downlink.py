@@ -213,6 +213,23 @@ def test_download_off_and_unknown_rate(node):
     assert IFB not in links(node) and not redirect_filters(node)
 
 
+def test_download_without_uplink_rate_on_a_noqueue_uplink(node):
+    # downlinkRate alone: the uplink (a veth: noqueue) keeps its root, the download tree is there
+    assert node.root()["kind"] == "noqueue", node.tc_summary()
+    node.start_agent({"downlinkRate": "400mbit", "debounceMs": 50, "mixedHoldSeconds": 0})
+    pods = [node.add_api_pod(TRAIN, "10.77.0.1"), node.add_api_pod(INF, "10.77.1.1")]
+    wait_down(node, lambda: down_tree_ready(node), "the download tree without an uplink tree")
+    st = node.status()
+    assert st["mode"] == "mixed" and st["uplink"]["shape"] == "none", st["uplink"]
+    assert st["uplink"]["downlink"]["shaped"] is True, st["uplink"]
+    assert any("holds no queue" in w for w in st["uplink"]["warnings"]), st["uplink"]
+    assert node.root()["kind"] == "noqueue", node.tc_summary()
+    for p in pods:
+        p.delete_api()
+    wait_down(node, lambda: IFB not in links(node) and not ingress_qdiscs(node), "no ifb, no ingress hook")
+    assert node.root()["kind"] == "noqueue", node.tc_summary()
+
+
 def test_download_foreign_ingress_qdisc_is_left_alone(node):
     node.sh("tc", "qdisc", "add", "dev", "up0", "ingress")
     node.start_agent(CONFIG)
@@ -255,18 +272,19 @@ def test_download_bounds_the_training_receive_window(node):
     """While the download tree shapes at Rd * 97 % (388 Mbit/s), training
     pods' tcp_rmem maximum is 388e6 / 8 x (downlinkRttUs 500 + 500 us) =
     48500 bytes (the default field follows it down); inference pods keep
-    their profile's; "trainingRcvWindow": "off" gives training its
-    profile's back, an explicit byte count is used as given."""
+    theirs; "trainingRcvWindow": "off" gives training its profile's (here:
+    the netns's own value back), an explicit byte count is used as given."""
     node.start_agent(CONFIG)
     train = node.add_pod(TRAIN)
     inf = node.add_pod(INF)
     wait_down(node, lambda: down_tree_ready(node), "the download tree on the ifb")
     wait_down(node, lambda: rmem(train) == ["4096", "48500", "48500"], "the training pod's tcp_rmem bounded")
-    assert rmem(inf)[2] != "48500", rmem(inf)
+    fresh = rmem(inf)  # no profile of the inference class sets tcp_rmem: the netns's own
+    assert fresh[2] != "48500", fresh
     assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 48500
     assert "training receive window (tcp_rmem max): 48500 bytes" in node.aiqosctl("status").stdout
     node.write_config(dict(CONFIG, trainingRcvWindow="off"))
-    wait_down(node, lambda: rmem(train) == ["4096", "131072", str(64 << 20)], "the training profile's tcp_rmem back")
+    wait_down(node, lambda: rmem(train) == fresh, "the training pod's tcp_rmem as before aiqos")
     assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 0
     node.write_config(dict(CONFIG, trainingRcvWindow=100000, downlinkRttUs=2000))
     wait_down(node, lambda: rmem(train) == ["4096", "100000", "100000"], "an explicit window")

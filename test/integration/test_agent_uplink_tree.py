@@ -6,7 +6,8 @@ status; an mq root with grafted children is recorded whole and restored on
 idle and on --cleanup; a virtual uplink's reported speed is never a rate (no
 HTB at 97 % of a veth's fictional 10000 Mb/s); a multi-queue uplink in
 mixed mode keeps mq with a child per tx queue and the BPF classifier,
-adopted on restart and removed on idle. The kernel is read back with tc."""
+adopted on restart and removed on idle; a noqueue uplink (a veth as the
+kernel makes it) gets no tree unless uplinkRate asks for a shaper. The kernel is read back with tc."""
 
 import json
 import os
@@ -188,8 +189,43 @@ def test_virtual_uplink_speed_is_not_a_rate(node):
     assert not [c for c in node.classes() if c["kind"] == "htb"], node.tc_summary()
 
 
+def test_noqueue_multiqueue_uplink_is_left_as_it_is(mqnode):
+    # a 4-queue veth as the kernel makes it (noqueue): nothing waits there, so no tree in any mode
+    node = mqnode
+    assert node.root()["kind"] == "noqueue", node.tc_summary()
+    before = (tc_text(node, "qdisc"), tc_text(node, "filter"))
+    node.start_agent(UNSHAPED)
+    pods = [node.add_api_pod(INF, "10.79.0.1"), node.add_api_pod(TRAIN, "10.79.0.2")]
+    assert_mode(node, "mixed")
+    st = wait_for(node, lambda: (lambda s: s if s and s.get("uplink", {}).get("warnings") else None)(
+        node.status(check=False)), "an uplink warning")
+    assert st["uplink"]["shape"] == "none", st["uplink"]
+    assert any("holds no queue" in w and "set uplinkRate" in w for w in st["uplink"]["warnings"]), st["uplink"]
+    wait_for(node, lambda: [e for e in node.events(reason="UplinkWarning") if "holds no queue" in e["message"]],
+             "an UplinkWarning Event saying the uplink holds no queue")
+    time.sleep(0.3)
+    assert (tc_text(node, "qdisc"), tc_text(node, "filter")) == before, node.tc_summary()
+    # the operator asks for a shaper: HTB
+    node.stop_agent(signal.SIGTERM)
+    node.start_agent(SHAPED)
+    wait_for(node, lambda: node.root()["kind"] == "htb", "the HTB tree")
+    for p in pods:
+        p.delete_api()
+    assert_mode(node, "idle")
+    wait_for(node, lambda: node.root()["kind"] == "noqueue", "noqueue back")
+
+
+def nic_mq(node):
+    """What a multi-queue NIC has: mq with the kernel's default child per queue."""
+    node.sh("tc", "qdisc", "replace", "dev", "up0", "root", "handle", "1:", "mq")
+    t = mq_tree(node)
+    assert t[0] == "mq" and len(t[2]) == 4, t
+    return t
+
+
 def test_mixed_on_multiqueue_uplink_keeps_mq_with_classifier(mqnode):
     node = mqnode
+    before = nic_mq(node)
     node.start_agent(UNSHAPED)
     pods = [node.add_api_pod(INF, "10.79.0.1"), node.add_api_pod(TRAIN, "10.79.0.2")]
     assert_mode(node, "mixed")
@@ -215,9 +251,9 @@ def test_mixed_on_multiqueue_uplink_keeps_mq_with_classifier(mqnode):
     node.sh("tc", "filter", "del", "dev", "up0", "egress", "pref", "1")
     node.sh("tc", "qdisc", "del", "dev", "up0", "parent", "1:2")
     wait_for(node, mq_layout, "the classifier and the child repaired", timeout_s=10)
-    # idle: noqueue back, no clsact left
+    # idle: the NIC's mq and its children back, no clsact left
     for p in pods:
         p.delete_api()
     assert_mode(node, "idle")
-    wait_for(node, lambda: node.root()["kind"] == "noqueue", "noqueue back")
+    wait_for(node, lambda: mq_tree(node) == before, "the original mq tree back")
     assert "clsact" not in tc_text(node, "qdisc"), tc_text(node, "qdisc")

@@ -92,8 +92,9 @@ def test_add_training_tunes_buffers(lab):
     ns = att.netns.name
     assert cni.read_sysctl(ns, "net.ipv4.tcp_ecn") == "1"
     assert cni.read_sysctl(ns, "net.ipv4.tcp_congestion_control") == "bbr"
-    assert cni.read_sysctl(ns, "net.ipv4.tcp_rmem").split()[2] == "67108864"
-    assert cni.read_sysctl(ns, "net.ipv4.tcp_wmem").split()[2] == "67108864"
+    # the buffers stay the kernel's (a raise costs goodput at line rate)
+    for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+        assert cni.read_sysctl(ns, key) == _host_sysctl(key), key
     root = cni.root_qdisc(ns, "eth0")
     assert root is not None and root["kind"] == "noqueue", cni.tc_summary(ns, "eth0")
 
@@ -239,12 +240,29 @@ def test_add_annotations_from_agent(lab):
     assert s is not None and s["class"] == "inference", s
 
 
+def _host_sysctl(key):
+    with open("/proc/sys/" + key.replace(".", "/")) as f:
+        return " ".join(f.read().split())
+
+
+def test_add_training_buffers_from_the_operators_profile(lab):
+    # rmemMax / wmemMax of the "profiles" override raise them
+    att = lab.attachment(annotations=TRAINING, aiqos_extra={
+        "profiles": {"training": {"rmemMax": 33554432, "wmemMax": 16777216}}})
+    run = att.add()
+    _assert_passthrough(att, run)
+    assert cni.read_sysctl(att.netns.name, "net.ipv4.tcp_rmem").split()[2] == "33554432"
+    assert cni.read_sysctl(att.netns.name, "net.ipv4.tcp_wmem").split()[2] == "16777216"
+
+
 def test_add_runtime_annotations_win_over_agent(lab):
     agent = lab.fake_agent(mode="answer", annotations={"ai.workload": "inference"})
     att = lab.attachment(annotations=TRAINING)
     att.add()
     assert [r for r in agent.requests if r.get("op") == "pod"] == [], agent.requests
-    assert cni.read_sysctl(att.netns.name, "net.ipv4.tcp_rmem").split()[2] == "67108864"
+    # the training profile, not the agent's inference one
+    assert cni.read_sysctl(att.netns.name, "net.ipv4.tcp_notsent_lowat") != "16384"
+    assert cni.read_sysctl(att.netns.name, "net.ipv4.tcp_ecn") == "1"
 
 
 def test_add_stdout_is_only_the_result(lab):

@@ -1123,6 +1123,51 @@ TEST(run_check_without_state)
 	rm_rf_flat(dir);
 }
 
+/* Which library call failed decides the code (cni/errors.h): an unreadable
+ * record at CHECK and a state directory GC cannot list are state failures
+ * (102), the library's message kept. */
+TEST(run_state_failures_are_code_102)
+{
+	_cleanup_free_ char *dir = make_tmpdir();
+	struct cni_env check = {.command = "CHECK", .container_id = "c7", .netns = NS, .ifname = "eth0"};
+	struct cni_env gc = {.command = "GC"};
+	char conf[2048], path[STATE_PATH_MAX], msg[ERROR_MSG_MAX] = "", ver[32] = "";
+	char *out;
+	FILE *f;
+
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	CHECK_INT(state_path(dir, "c7", "eth0", path, sizeof(path)), 0);
+	f = fopen(path, "we");
+	CHECK(f != NULL);
+	if (f) {
+		fputs("{not json", f);
+		fclose(f);
+	}
+	snprintf(conf, sizeof(conf),
+	         "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"aiqos\",\"logLevel\":\"error\","
+	         "\"stateDir\":\"%s\",\"prevResult\":" PREV_KINDNET_031 "}",
+	         dir);
+	CHECK_INT(run(&check, conf, &out), 1);
+	CHECK_INT(error_code_of(out, msg, sizeof(msg), ver, sizeof(ver)), CNI_ERR_STATE);
+	CHECK_CONTAINS(msg, path);
+	CHECK_CONTAINS(msg, "JSON");
+	free(out);
+
+	/* GC: the state directory is a regular file */
+	snprintf(conf, sizeof(conf),
+	         "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"aiqos\",\"logLevel\":\"error\","
+	         "\"stateDir\":\"%s\",\"agentSocket\":\"/nonexistent/aiqos-unit.sock\","
+	         "\"cni.dev/valid-attachments\":[]}",
+	         path);
+	CHECK_INT(run(&gc, conf, &out), 1);
+	CHECK_INT(error_code_of(out, msg, sizeof(msg), ver, sizeof(ver)), CNI_ERR_STATE);
+	CHECK_CONTAINS(msg, path);
+	free(out);
+	rm_rf_flat(dir);
+}
+
 TEST(run_gc)
 {
 	_cleanup_free_ char *dir = make_tmpdir();

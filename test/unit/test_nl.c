@@ -430,7 +430,7 @@ TEST(htb_tree)
 
 		other.u.htb.defcls = 0x30;
 		CHECK_INT(nl_tc_replace(sk, ifx, &other, &e), -EINVAL);
-		CHECK_CONTAINS(e.msg, "replace qdisc htb root handle 1: on ifindex");
+		CHECK_CONTAINS(e.msg, "qdisc replace root handle 1: htb default 30 r2q 10 on ifindex");
 		printf("    changing an existing htb root: %s\n", e.msg);
 	}
 
@@ -652,7 +652,7 @@ TEST(clsact_and_u32)
 
 		CHECK_INT(nl_tc_delete(sk, ifx, &f[1], &e), 0);
 		CHECK_INT(nl_tc_delete(sk, ifx, &f[1], &e), -ENOENT);
-		CHECK_CONTAINS(e.msg, "delete filter u32 parent 1: prio 10 protocol ip handle ::123 on ifindex");
+		CHECK_CONTAINS(e.msg, "filter delete parent 1: protocol ip prio 10 handle ::123 u32 on ifindex");
 		CHECK_INT(nl_tc_delete(sk, ifx, &none, &e), -ENOENT);
 		/* a whole prio/protocol (handle 0) */
 		CHECK_INT(nl_tc_delete(sk, ifx, &f[6], &e), 0);
@@ -674,15 +674,27 @@ TEST(missing_kinds_errno)
 	struct tc_spec prio = q(TC_KIND_PRIO, TC_H_ROOT, H(1, 0)), clsact = q(TC_KIND_CLSACT, TC_H_CLSACT, 0);
 	struct tc_spec p4 = u32(EGRESS, 1, ETH_P_IP, 0, 0), p6 = u32(EGRESS, 2, ETH_P_IPV6, 0, 0);
 	struct tc_spec p4src = u32_addr(u32(EGRESS, 3, ETH_P_IP, 0x42, 0), U32_MATCH_SRC, "10.1.0.5", 32);
+	/* the object as the error names it: tc(8) words (tc_spec_describe) */
 	const struct {
 		struct tc_spec *s;
 		const char *name;
-	} cases[] = {{&fq, "fq"},
-	             {&fqc, "fq_codel"},
-	             {&prio, "prio"},
-	             {&p4, "u32+pedit+csum (v4)"},
-	             {&p6, "u32+pedit (v6)"},
-	             {&p4src, "u32 src+pedit+csum (v4)"}};
+		const char *what;
+	} cases[] = {
+	        {&fq, "fq", "qdisc replace root handle 1: fq limit 10000 ce_threshold 1ms pacing"},
+	        {&fqc, "fq_codel", "qdisc replace root handle 1: fq_codel limit 1024 target 1ms interval 10ms ecn"},
+	        {&prio, "prio", "qdisc replace root handle 1: prio bands 3 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"},
+	        {&p4, "u32+pedit+csum (v4)",
+	         "filter replace parent ffff:fff3 protocol ip prio 1 u32 match u32 0 0 action pedit ex munge ip "
+	         "dsfield "
+	         "set 0xb8 retain 0xfc pipe action csum ip"},
+	        {&p6, "u32+pedit (v6)",
+	         "filter replace parent ffff:fff3 protocol ipv6 prio 2 u32 match u32 0 0 action pedit ex munge ip6 "
+	         "traffic_class set 0x28 retain 0xfc"},
+	        {&p4src, "u32 src+pedit+csum (v4)",
+	         "filter replace parent ffff:fff3 protocol ip prio 3 handle ::42 u32 match ip src 10.1.0.5/32 flowid "
+	         "1:10 "
+	         "action pedit ex munge ip dsfield set 0x28 retain 0xfc pipe action csum ip"},
+	};
 
 	fq.u.fq = (struct tc_fq){.limit_pkts = 10000, .ce_threshold_us = 1000, .pacing = TRI_ON};
 	fqc.u.fq_codel =
@@ -716,16 +728,16 @@ TEST(missing_kinds_errno)
 		}
 		CHECK(errno_allows_fallback(r));
 		CHECK_INT(e.errnum, -r);
-		CHECK_CONTAINS(e.msg, "on ifindex");
 		CHECK_CONTAINS(e.msg, strerror(-r));
-		if (cases[i].s->type == TC_QDISC) {
-			char want[96];
-			/* the object is named, and the kernel's extended ack is appended */
-			snprintf(want, sizeof(want), "replace qdisc %s root handle 1: on ifindex %d: ", cases[i].name,
-			         ifx);
+		{
+			char want[512];
+			/* the object is named, with its options */
+			snprintf(want, sizeof(want), "%s on ifindex %d: ", cases[i].what, ifx);
 			CHECK_CONTAINS(e.msg, want);
-			CHECK_CONTAINS(e.msg, "(");
 		}
+		/* and for qdiscs the kernel's extended ack is appended */
+		if (cases[i].s->type == TC_QDISC)
+			CHECK_CONTAINS(e.msg, "(");
 		/* nothing half-made is left behind */
 		CHECK_INT(count_type(&d, TC_FILTER), 0);
 		CHECK_INT(count_type(&d, TC_QDISC), cases[i].s->type == TC_FILTER ? 2 : 1);
@@ -746,7 +758,7 @@ TEST(delete_missing_is_enoent)
 
 	/* nothing there (default root qdisc) */
 	CHECK_INT(nl_tc_delete(sk, ifx, &htb, &e), -ENOENT);
-	CHECK_CONTAINS(e.msg, "delete qdisc htb root handle 1: on ifindex");
+	CHECK_CONTAINS(e.msg, "qdisc delete root handle 1: htb on ifindex");
 	CHECK_INT(nl_tc_delete(sk, ifx, &cls, &e), -ENOENT);
 	CHECK_INT(nl_tc_delete(sk, ifx, &flt, &e), -ENOENT);
 	CHECK_INT(nl_tc_delete(sk, ifx, &fh, &e), -ENOENT);

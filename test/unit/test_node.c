@@ -107,6 +107,13 @@ static const struct uplink_facts VETH_SPEED = {
         .ifname = "eth0", .speed_bps = 10000000000ULL, .is_virtual = true, .tx_queues = 1, .mtu = 1500};
 static const struct uplink_facts VETH_MQ = {
         .ifname = "eth0", .speed_bps = 10000000000ULL, .is_virtual = true, .tx_queues = 4, .mtu = 1500};
+/* the same veth as the kernel makes it: root noqueue (nothing ever waits there) */
+static const struct uplink_facts VETH_MQ_NOQ = {.ifname = "eth0",
+                                                .speed_bps = 10000000000ULL,
+                                                .is_virtual = true,
+                                                .tx_queues = 4,
+                                                .mtu = 1500,
+                                                .no_queue = true};
 
 static struct plan_caps caps_full(void)
 {
@@ -154,6 +161,10 @@ static const struct scenario scenarios[] = {
         {"veth-mq-ci", 0, &VETH_MQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_MQ}},
         /* the operator asked for a shaper: HTB even on mq */
         {"veth-mq-100g", 100000000000ULL, &VETH_MQ, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
+        /* a noqueue root (veth, bond, VLAN): no unshaped tree in any mode, on any kernel */
+        {"noqueue", 0, &VETH_MQ_NOQ, false, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
+        {"noqueue-ci", 0, &VETH_MQ_NOQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
+        {"noqueue-100g", 100000000000ULL, &VETH_MQ_NOQ, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
 };
 
 static int plan_for(const struct scenario *sc, enum node_classify cl, enum node_mode mode, const struct node_pod *pods,
@@ -1910,6 +1921,56 @@ TEST(node_plan_downlink_when_not)
 		CHECK(node_downlink_wanted(&cfg, NULL, MODE_TRAINING, NULL));
 		plan_caps_mark_missing(&nohtb, TC_KIND_HTB);
 		CHECK(!node_downlink_wanted(&cfg, &nohtb, MODE_MIXED, NULL));
+	}
+}
+
+/* A noqueue uplink: no uplink tree without uplinkRate, one warning naming
+ * the key; the download tree does not depend on it. */
+TEST(node_plan_noqueue_uplink)
+{
+	struct node_config cfg;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	struct uplink_facts up = VETH_IFB;
+
+	up.no_queue = true;
+	up.tx_queues = 4;
+	node_config_defaults(&cfg);
+	for (int ci = 0; ci < 2; ci++) {
+		_cleanup_plan_ struct plan np = {0};
+		struct node_plan_info info;
+
+		CHECK_INT(plan_down(&cfg, &up, ci, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK_INT(info.shape, SHAPE_NONE);
+		CHECK_INT(np.n, 0);
+		CHECK_INT(info.n_warn, 2); /* this one, and the download rate unknown */
+		CHECK_CONTAINS(info.warn[0], "uplink uplink holds no queue");
+		CHECK_CONTAINS(info.warn[0], "set uplinkRate");
+		CHECK(strstr(info.warn[0], "is virtual") == NULL);
+	}
+	{
+		/* downlinkRate alone: the download tree, nothing on the uplink's root */
+		_cleanup_plan_ struct plan np = {0};
+		struct node_plan_info info;
+
+		cfg.downlink_rate_bps = 500000000ULL;
+		CHECK_INT(plan_down(&cfg, &up, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK_INT(info.shape, SHAPE_NONE);
+		CHECK(info.down.planned);
+		CHECK(np.n > 0);
+		CHECK_INT(count_prefix(&np, "uplink.", DEV_UPLINK), 0);
+		CHECK(count_prefix(&np, "down.", DEV_IFB) > 0);
+	}
+	{
+		/* the operator asked for a shaper: HTB, no such warning */
+		_cleanup_plan_ struct plan np = {0};
+		struct node_plan_info info;
+
+		cfg.uplink_rate_bps = 500000000ULL;
+		CHECK_INT(plan_down(&cfg, &up, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK_INT(info.shape, SHAPE_HTB);
+		for (unsigned i = 0; i < info.n_warn; i++)
+			CHECK(strstr(info.warn[i], "holds no queue") == NULL);
 	}
 }
 

@@ -535,7 +535,8 @@ TEST(load_corrupted)
 			CHECK_CONTAINS(e.msg, path);
 			CHECK_CONTAINS(e.msg, cases[i].msg);
 			CHECK(choices == NULL);
-			CHECK_INT(e.code, CNI_ERR_STATE);
+			CHECK_INT(e.errnum, -r); /* the errno, unclassified: CNI codes are cni/'s */
+			CHECK_INT(e.code, 0);
 		}
 		free(c);
 	}
@@ -623,7 +624,8 @@ TEST(save_errors)
 	snprintf(path, sizeof(path), "%s/sub", dir);
 	CHECK_INT(state_save(path, s, &e), -ENOTDIR);
 	CHECK_CONTAINS(e.msg, dir);
-	CHECK_INT(e.code, CNI_ERR_STATE);
+	CHECK_INT(e.errnum, ENOTDIR); /* the errno, unclassified: CNI codes are cni/'s */
+	CHECK_INT(e.code, 0);
 
 	/* bad ids never reach the filesystem */
 	str_copy(s->container_id, sizeof(s->container_id), "../../etc/passwd");
@@ -940,7 +942,8 @@ TEST(attachment_locks_are_per_attachment_and_bounded)
 	fd = state_lock_attachment(dir, "busy", "x@y", 100, &e);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	CHECK_INT(fd, -ETIMEDOUT);
-	CHECK_INT(e.code, CNI_ERR_TRY_LATER);
+	CHECK_INT(e.errnum, ETIMEDOUT); /* the errno, unclassified: CNI codes are cni/'s */
+	CHECK_INT(e.code, 0);
 	CHECK_CONTAINS(e.msg, path);
 	CHECK(ms_between(&t0, &t1) >= 100 && ms_between(&t0, &t1) < 600);
 	CHECK_INT(state_lock_attachment(dir, "busy", "x@y", 0, &e), -ETIMEDOUT); /* one try */
@@ -1097,6 +1100,7 @@ TEST(intent_round_trip)
 	s->intent.has_target = true;
 	s->intent.workload.class = CLASS_TRAINING;
 	s->intent.workload.ingress_bps = 80000000;
+	str_copy(s->intent.workload.profile, sizeof(s->intent.workload.profile), "training");
 	str_copy(s->intent.profile, sizeof(s->intent.profile), "training");
 	s->intent.profile_spec = *profile_find(&set, "training");
 	s->intent.ifs = s->ifs;
@@ -1108,11 +1112,29 @@ TEST(intent_round_trip)
 	CHECK(r->intent.has_target);
 	CHECK_INT(r->intent.workload.class, CLASS_TRAINING);
 	CHECK_INT(r->intent.workload.ingress_bps, 80000000);
+	CHECK_STR(r->intent.workload.profile, "training");
 	CHECK_STR(r->intent.profile, "training");
 	CHECK(profile_content_equal(&r->intent.profile_spec, profile_find(&set, "training")));
 	CHECK_INT(r->intent.ifs.mtu, 9000);
 	CHECK_STR(r->intent.ifs.host_ifname, "veth1234abcd");
 	CHECK_INT(r->workload.class, CLASS_INFERENCE); /* the committed tuning */
+	/* the record's and the intent's workload limits: errors name whose */
+	for (int intent = 0; intent < 2; intent++) {
+		char path[STATE_PATH_MAX], *text;
+		cJSON *j = state_to_json(s), *w;
+
+		w = cJSON_GetObjectItem(intent ? cJSON_GetObjectItem(j, "intent") : j, "workload");
+		cJSON_ReplaceItemInObject(w, intent ? "ingressBps" : "egressBps", cJSON_CreateNumber(-1));
+		text = cJSON_Print(j);
+		CHECK_INT(state_path(dir, "intent", "eth0", path, sizeof(path)), 0);
+		write_file(path, text, strlen(text));
+		free(text);
+		cJSON_Delete(j);
+		error_clear(&e);
+		CHECK_INT(state_load(dir, "intent", "eth0", r, NULL, &e), -ERANGE);
+		CHECK_CONTAINS(e.msg,
+		               intent ? "field 'intent.workload.ingressBps' = -1" : "field 'workload.egressBps' = -1");
+	}
 	/* a teardown's intent without a target; an unknown op names the field */
 	s->intent.op = ATTACH_OP_TEARDOWN;
 	s->intent.has_target = false;

@@ -126,6 +126,17 @@ static const uint8_t golden_u32_src4_pedit[] = {
         0xff, 0x00, 0x00, 0x00, 0x0a, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 };
 
+/* tc filter add dev d0 egress prio 1 protocol ip u32 match u32 0 0 action mirred egress redirect dev d1
+ * (d1: ifindex 2) */
+static const uint8_t golden_u32_mirred[] = {
+        0x60, 0x00, 0x02, 0x00, 0x38, 0x00, 0x07, 0x00, 0x34, 0x00, 0x01, 0x00, 0x0b, 0x00, 0x01, 0x00,
+        0x6d, 0x69, 0x72, 0x72, 0x65, 0x64, 0x00, 0x00, 0x24, 0x00, 0x02, 0x80, 0x20, 0x00, 0x02, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x24, 0x00, 0x05, 0x00,
+        0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
 /* --- helpers --- */
 
 static struct tc_spec qdisc(enum tc_kind_id kind, uint32_t parent, uint32_t handle)
@@ -507,6 +518,66 @@ TEST(spec_format)
 	CHECK_INT(tc_spec_format(&bad, "eth0", "replace", buf, sizeof(buf)), -EINVAL);
 }
 
+/* The words errors name an object with (nl.c): tc_spec_format's, without
+ * "dev"; the kind also on delete; never a failure. */
+TEST(spec_describe)
+{
+	struct tc_spec htb = qdisc(TC_KIND_HTB, TC_H_ROOT, 0x10000);
+	struct tc_spec tbf = qdisc(TC_KIND_TBF, TC_H_ROOT, 0x10000);
+	struct tc_spec cls = {.type = TC_CLASS, .kind = TC_KIND_HTB_CLASS, .parent = 0x10000, .handle = 0x10010};
+	struct tc_spec clsact = qdisc(TC_KIND_CLSACT, TC_H_CLSACT, 0);
+	struct tc_spec src6 = u32_filter(0x10000, 11, ETH_P_IPV6);
+	struct tc_spec all = u32_filter(0x10000, 10, ETH_P_IP);
+	struct tc_spec bad_prefix = u32_filter(0x10000, 12, ETH_P_IP);
+	struct tc_spec wrong_type = cls, no_kind = htb;
+	char buf[TC_FORMAT_MAX], small[24];
+
+	htb.u.htb = (struct tc_htb){.defcls = 0x10, .r2q = 10};
+	tbf.u.tbf.rate_bps = 100000000;
+	cls.u.htb_class = (struct tc_htb_class){.rate_bps = 500000000, .quantum_bytes = 60000};
+	set_addr(&src6, U32_MATCH_SRC, "fd00::1:5", 128);
+	src6.u.u32.classid = 0x10030;
+	src6.handle = 0x123;
+	all.handle = 0x80000123;
+	set_addr(&bad_prefix, U32_MATCH_SRC, "10.1.0.5", 32);
+	bad_prefix.u.u32.prefix_len = 40; /* format refuses: the options are left out */
+	wrong_type.kind = TC_KIND_FQ;
+	no_kind.kind = _TC_KIND_INVALID;
+
+	const struct {
+		const struct tc_spec *s;
+		const char *verb;
+		const char *want;
+	} cases[] = {
+	        {&htb, "replace", "qdisc replace root handle 1: htb default 10 r2q 10"},
+	        {&tbf, "add", "qdisc add root handle 1: tbf rate 100mbit burst 14100b limit 26600b"},
+	        {&cls, "replace", "class replace parent 1: classid 1:10 htb rate 500mbit quantum 60000 prio 0"},
+	        {&clsact, "delete", "qdisc delete clsact"},
+	        {&src6, "replace",
+	         "filter replace parent 1: protocol ipv6 prio 11 handle ::123 u32 match ip6 src fd00::1:5/128 flowid "
+	         "1:30"},
+	        /* delete: the object and its kind, no options (what the request carries) */
+	        {&htb, "delete", "qdisc delete root handle 1: htb"},
+	        {&tbf, "delete", "qdisc delete root handle 1: tbf"},
+	        {&cls, "delete", "class delete parent 1: classid 1:10 htb"},
+	        {&all, "delete", "filter delete parent 1: protocol ip prio 10 handle 800::123 u32"},
+	        /* what tc_spec_format refuses is still named */
+	        {&bad_prefix, "replace", "filter replace parent 1: protocol ip prio 12 u32"},
+	        {&wrong_type, "replace", "class replace parent 1: classid 1:10 fq"},
+	        {&no_kind, "replace", "qdisc replace root handle 1:"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		tc_spec_describe(cases[i].s, cases[i].verb, buf, sizeof(buf));
+		CHECK_STR(buf, cases[i].want);
+	}
+	CHECK_INT(tc_spec_format(&bad_prefix, "eth0", "replace", buf, sizeof(buf)), -EINVAL);
+	CHECK_INT(tc_spec_format(&wrong_type, "eth0", "replace", buf, sizeof(buf)), -EINVAL);
+	/* too small a buffer: cut, terminated */
+	tc_spec_describe(&htb, "replace", small, sizeof(small));
+	CHECK_STR(small, "qdisc replace root hand");
+}
+
 /* --- fill() against tc's own encoding --- */
 
 TEST(fill_equals_tc_qdiscs)
@@ -557,6 +628,7 @@ TEST(fill_equals_tc_u32)
 	struct tc_spec ds4 = u32_filter(0x10000, 4, ETH_P_IP);
 	struct tc_spec ds6 = u32_filter(0x10000, 5, ETH_P_IPV6);
 	struct tc_spec src4_pedit = u32_filter(TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), 6, ETH_P_IP);
+	struct tc_spec mirred = u32_filter(TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), 1, ETH_P_IP);
 
 	pedit4.u.u32.dscp = 46;
 	check_golden(&pedit4, golden_u32_pedit4, sizeof(golden_u32_pedit4), 0);
@@ -583,6 +655,8 @@ TEST(fill_equals_tc_u32)
 	src4_pedit.u.u32.classid = 0x10010;
 	src4_pedit.u.u32.dscp = 10;
 	check_golden(&src4_pedit, golden_u32_src4_pedit, sizeof(golden_u32_src4_pedit), 0);
+	mirred.u.u32.redirect_ifindex = 2;
+	check_golden(&mirred, golden_u32_mirred, sizeof(golden_u32_mirred), 0);
 }
 
 TEST(parse_tc_encoding)
