@@ -735,9 +735,14 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
                 for dev in _node_queue_devs(lab):
                     f.write(lab.tc_text(lab.node, dev))
                 f.write(lab.tc_text(lab.wire, lab.bottleneck_dev(direction)))
-                if direction == "download":  # the training senders' view (cwnd, rwnd_limited)
-                    ss = L.sh(*L.nsexec(lab.fabric, "ss", "-tin", "state", "established"), check=False)
-                    f.write(f"$ ss -tin  # {lab.fabric}\n{ss.stdout}")
+                # the training senders' view (cwnd, rwnd_limited): the fabric's in
+                # download cells, the first training pod's (and its qdisc) in egress cells
+                sender = lab.fabric if direction == "download" else (train[0].netns if train else None)
+                if sender:
+                    ss = L.sh(*L.nsexec(sender, "ss", "-tin", "state", "established"), check=False)
+                    f.write(f"$ ss -tin  # {sender}\n{ss.stdout}")
+                if train and direction == "egress":
+                    f.write(lab.tc_text(train[0].netns, "eth0"))
             r["tc_file"] = f"tc-{tag}.txt"
             results.append(r)
             log(f"    {cell:28} {arm:9} p50 {_ms(r['p50_us']):>8} p99 {_ms(r['p99_us']):>8} "
