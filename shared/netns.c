@@ -194,50 +194,66 @@ static int sysctl_fd_write(int fd, const char *key, const char *val, const char 
 	return 0;
 }
 
-int sysctl_write(const char *key, const char *val, struct error *err)
-{
+/* What a write of val to key needs: the key's file, open, and "val\n". */
+struct sysctl_put {
 	char path[SYSCTL_ROOT_MAX + 256];
 	char line[SYSCTL_WRITE_MAX + 2];
-	_cleanup_close_ int fd = -1;
-	size_t len = 0;
-	int r;
+	size_t len;
+	bool key_ok; /* the key resolved to a path (a later step failed) */
+};
 
-	r = sysctl_path(key, path, sizeof(path), err);
+/* Resolve key, check val and open the key's file with flags, into *ret_fd. */
+static int sysctl_put_open(const char *key, const char *val, int flags, struct sysctl_put *p, int *ret_fd,
+                           struct error *err)
+{
+	int fd, r;
+
+	p->key_ok = false;
+	r = sysctl_path(key, p->path, sizeof(p->path), err);
 	if (r < 0)
 		return r;
-	r = sysctl_line(key, val, line, &len, err);
+	p->key_ok = true;
+	r = sysctl_line(key, val, p->line, &p->len, err);
 	if (r < 0)
 		return r;
-	fd = open(path, O_WRONLY | O_CLOEXEC);
+	fd = open(p->path, flags | O_CLOEXEC);
 	if (fd < 0)
 		return error_set(err, errno, "write sysctl '%s': %s", key, strerror(errno));
-	return sysctl_fd_write(fd, key, val, line, len, err);
+	*ret_fd = fd;
+	return 0;
+}
+
+int sysctl_write(const char *key, const char *val, struct error *err)
+{
+	struct sysctl_put p = {0};
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	r = sysctl_put_open(key, val, O_WRONLY, &p, &fd, err);
+	if (r < 0)
+		return r;
+	return sysctl_fd_write(fd, key, val, p.line, p.len, err);
 }
 
 int sysctl_exchange(const char *key, const char *val, char *prev, size_t prev_size, int *ret_read, struct error *err)
 {
-	char path[SYSCTL_ROOT_MAX + 256];
-	char line[SYSCTL_WRITE_MAX + 2];
+	struct sysctl_put p = {0};
 	_cleanup_close_ int fd = -1;
-	size_t len = 0;
 	int r;
 
-	r = sysctl_path(key, path, sizeof(path), err);
+	r = sysctl_put_open(key, val, O_RDWR, &p, &fd, NULL);
 	if (r < 0) {
-		*ret_read = r;
-		return r;
-	}
-	r = sysctl_line(key, val, line, &len, err);
-	if (r >= 0)
-		fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		/* absent, read-only here, or val invalid: the two calls say
-		 * exactly what they always said */
-		*ret_read = prev_size ? sysctl_read(key, prev, prev_size, NULL) : -EINVAL;
+		/* an invalid key fails both calls with its error; val invalid,
+		 * absent or read-only here: the two calls say exactly what they
+		 * always said */
+		if (!p.key_ok)
+			*ret_read = r;
+		else
+			*ret_read = prev_size ? sysctl_read(key, prev, prev_size, NULL) : -EINVAL;
 		return sysctl_write(key, val, err);
 	}
 	*ret_read = prev_size ? sysctl_fd_read(fd, key, prev, prev_size, NULL) : -EINVAL;
-	return sysctl_fd_write(fd, key, val, line, len, err);
+	return sysctl_fd_write(fd, key, val, p.line, p.len, err);
 }
 
 bool sysctl_value_equal(const char *a, const char *b)

@@ -486,21 +486,51 @@ static int tc_on_msg(const struct nlmsghdr *hdr, void *arg)
 	return ctx->visit(&s, name, ctx->arg);
 }
 
-/* One dump request of objects of `type` on ifindex (filters: of parent,
- * optionally only one prio/protocol via info). */
-static int tc_dump_one(struct nl_sock *sk, int ifindex, enum tc_type type, uint32_t parent, uint32_t info,
-                       tc_visit_fn visit, void *arg, bool *intr, struct nl_req *req)
+/* The dump request of objects of `type` on ifindex (filters: of parent,
+ * optionally only one prio/protocol via info): -ENOMEM or -EMSGSIZE. */
+static int tc_dump_msg(struct nl_msg **ret, enum tc_type type, int ifindex, uint32_t parent, uint32_t info)
 {
 	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
-	struct tc_dump_ctx ctx = {.ifindex = ifindex, .type = type, .visit = visit, .arg = arg};
 	struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex, .tcm_parent = parent, .tcm_info = info};
-	int r;
 
 	msg = nlmsg_alloc_simple(tc_rtm[type][TC_OP_GET], NLM_F_DUMP);
 	if (!msg)
 		return -ENOMEM;
 	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
 		return -EMSGSIZE;
+	*ret = TAKE_PTR(msg);
+	return 0;
+}
+
+/* A whole dump of objects of `type` on ifindex, each reply to on_msg; err
+ * says "<what>: ..." */
+static int tc_dump_all(struct nl_sock *sk, enum tc_type type, int ifindex,
+                       int (*on_msg)(const struct nlmsghdr *hdr, void *arg), void *arg, struct nl_req *req,
+                       const char *what, struct error *err)
+{
+	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
+	int r;
+
+	r = tc_dump_msg(&msg, type, ifindex, 0, 0);
+	if (r < 0)
+		return error_set(err, -r, "%s: %s", what, r == -ENOMEM ? "allocate message" : "build message");
+	r = nl_transact(sk, msg, on_msg, arg, req);
+	if (r < 0)
+		return req_error(err, r, req, what);
+	return 0;
+}
+
+/* One dump request of objects of `type` on ifindex (tc_dump_msg). */
+static int tc_dump_one(struct nl_sock *sk, int ifindex, enum tc_type type, uint32_t parent, uint32_t info,
+                       tc_visit_fn visit, void *arg, bool *intr, struct nl_req *req)
+{
+	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
+	struct tc_dump_ctx ctx = {.ifindex = ifindex, .type = type, .visit = visit, .arg = arg};
+	int r;
+
+	r = tc_dump_msg(&msg, type, ifindex, parent, info);
+	if (r < 0)
+		return r;
 	r = nl_transact(sk, msg, tc_on_msg, &ctx, req);
 	if (req->intr)
 		*intr = true;
@@ -983,25 +1013,14 @@ static int stats_on_msg(const struct nlmsghdr *hdr, void *arg)
 int nl_tc_stats_dump(struct nl_sock *sk, int ifindex, enum tc_type type,
                      int (*cb)(const struct tc_obj_stats *st, void *ud), void *ud, struct error *err)
 {
-	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
 	struct stats_ctx ctx = {.ifindex = ifindex, .type = type, .cb = cb, .ud = ud};
-	struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex};
 	struct nl_req req = {0};
 	char what[64];
-	int r;
 
 	snprintf(what, sizeof(what), "dump %s statistics of ifindex %d", tc_type_name(type), ifindex);
 	if (type != TC_QDISC && type != TC_CLASS)
 		return error_set(err, EINVAL, "%s: only qdiscs and classes", what);
-	msg = nlmsg_alloc_simple(tc_rtm[type][TC_OP_GET], NLM_F_DUMP);
-	if (!msg)
-		return error_set(err, ENOMEM, "%s: allocate message", what);
-	if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
-		return error_set(err, EMSGSIZE, "%s: build message", what);
-	r = nl_transact(sk, msg, stats_on_msg, &ctx, &req);
-	if (r < 0)
-		return req_error(err, r, &req, what);
-	return 0;
+	return tc_dump_all(sk, type, ifindex, stats_on_msg, &ctx, &req, what, err);
 }
 
 /* --- root qdisc, raw (record and restore what was there before aiqos) --- */
@@ -1056,17 +1075,11 @@ int nl_qdisc_root_get(struct nl_sock *sk, int ifindex, struct tc_qdisc_raw *ret,
 	if (!q)
 		return error_set(err, ENOMEM, "%s: out of memory", what);
 	for (int attempt = 0; attempt < NL_DUMP_TRIES; attempt++) {
-		_cleanup_nlmsg_ struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETQDISC, NLM_F_DUMP);
-		struct tcmsg t = {.tcm_family = AF_UNSPEC, .tcm_ifindex = ifindex};
 		struct root_raw_ctx ctx = {.ifindex = ifindex, .q = q};
 
-		if (!msg)
-			return error_set(err, ENOMEM, "%s: allocate message", what);
-		if (nlmsg_append(msg, &t, sizeof(t), NLMSG_ALIGNTO) < 0)
-			return error_set(err, EMSGSIZE, "%s: build message", what);
-		r = nl_transact(sk, msg, root_raw_on_msg, &ctx, &req);
+		r = tc_dump_all(sk, TC_QDISC, ifindex, root_raw_on_msg, &ctx, &req, what, err);
 		if (r < 0)
-			return req_error(err, r, &req, what);
+			return r;
 		if (req.intr)
 			continue;
 		if (!ctx.found) {

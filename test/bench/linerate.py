@@ -14,7 +14,8 @@ kernel makes it, and as a bond or VLAN is: aiqos leaves it unless a rate is
 configured) and `mq` (the same veth given `mq` with the kernel's default child
 per tx queue: what a multi-queue NIC has, which aiqos keeps and grafts).
 Optional per-pod sysctl arms (--sysctl-arms) measure the training profile's
-settings one at a time on the training pods, without the agent. Arms are
+settings one at a time on the training pods, without the agent. Which arm
+runs on which uplink: UPLINK_ARMS (--arms runs the named ones on both). Arms are
 interleaved: every rep visits every arm in a fresh random order, each run
 next to a run of the default layout (ABBA), >= 3 reps; medians and ranges;
 ratios against the adjacent default run. Per arm: training goodput (receiver side), CPU
@@ -75,6 +76,14 @@ SYSCTL_ARMS = {
 }
 # the uplink's layout before aiqos: the veth's noqueue, or a NIC's mq
 UPLINKS = ("noqueue", "mq")
+# the arms each uplink runs by default: on noqueue every unshaped mode plans
+# the same nothing (mixed stands for them) and the per-pod rows run there; on
+# mq every mode has a layout of its own; the shaper (HTB replaces either root)
+# against both defaults in mixed mode, and per mode against noqueue
+UPLINK_ARMS = {
+    "noqueue": ("mixed", "training@100gbit", "inference@100gbit", "mixed@100gbit", *SYSCTL_ARMS),
+    "mq": ("training", "inference", "mixed", "mixed@100gbit"),
+}
 
 
 def sh(*argv, check=True, timeout=60):
@@ -421,8 +430,7 @@ def main(argv):
             # order), so slow drifts of a shared machine's load cancel in the ratio
             runs = []
             for up in rnd.sample(uplinks, len(uplinks)):
-                # the per-pod sysctl arms do not depend on the uplink: on the first only
-                order = [x for x in arms if x != "default" and (up == uplinks[0] or x not in SYSCTL_ARMS)]
+                order = [x for x in arms if x != "default" and (a.arms or x in UPLINK_ARMS[up])]
                 rnd.shuffle(order)
                 for arm in order:
                     runs += [(up, "default", pair), (up, arm, pair)] if pair % 2 == 0 else \

@@ -14,6 +14,7 @@ import ctypes
 import http.client
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -375,6 +376,36 @@ class NodeLab:
     def tc_summary(self, dev="up0"):
         return cni.tc_summary(self.node.name, dev)
 
+    # -- the agent's HTTP endpoints on the node's loopback (metrics, health)
+    def metrics_port(self):
+        """The port the agent logged last (metrics_port=N); fails naming the log when none."""
+        port = None
+        for line in open(self.agent_log, errors="replace"):
+            if "metrics_port=" in line:
+                port = int(line.split("metrics_port=")[1].split()[0])
+        assert port is not None, f"no metrics port in the log:\n{self.agent_log_tail()}"
+        return port
+
+    def http_get(self, path, port=None):
+        """(status, body bytes) of GET path on the agent's metrics port, from the node netns."""
+        port = port or self.metrics_port()
+
+        def call():
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            try:
+                c.request("GET", path)
+                r = c.getresponse()
+                return r.status, r.read()
+            finally:
+                c.close()
+        return in_netns_call(self.node.name, call)
+
+    def metrics(self):
+        """The text of GET /metrics (status 200)."""
+        status, body = self.http_get("/metrics")
+        assert status == 200, (status, body[:500])
+        return body.decode()
+
     def cleanup(self):
         """Stop the agent and the API server (the netns go with the cni.Lab)."""
         with contextlib.suppress(Exception):
@@ -387,6 +418,34 @@ class NodeLab:
                 except subprocess.TimeoutExpired:
                     os.killpg(self.api_proc.pid, signal.SIGKILL)
                     self.api_proc.wait(5)
+
+
+@contextlib.contextmanager
+def started(lab, cls=None):
+    """A NodeLab (or a subclass: cls) on lab with its API server started,
+    cleaned up afterwards (the conftest `node` fixture)."""
+    n = (cls or NodeLab)(lab)
+    try:
+        n.start_api()
+        yield n
+    finally:
+        n.cleanup()
+
+
+def class_packets(node, dev="up0"):
+    """{classid: packets sent} of dev's classes, from `tc -s class show`
+    (text: iproute2 6.1 has no JSON for class statistics)."""
+    out, cur = {}, None
+    for line in node.sh("tc", "-s", "class", "show", "dev", dev).stdout.splitlines():
+        m = re.match(r"class \S+ (\S+) ", line)
+        if m:
+            cur = m.group(1)
+            continue
+        m = re.match(r"\s*Sent (\d+) bytes (\d+) pkt", line)
+        if m and cur:
+            out[cur] = int(m.group(2))
+            cur = None
+    return out
 
 
 def cni_build():

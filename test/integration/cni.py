@@ -838,6 +838,21 @@ class Lab:
         cl = {"cniVersion": version, "name": f"aqt-{self.tag}", "plugins": [conf]}
         return self.attachment(conflist=cl, **kw)
 
+    def plain_pod(self, annotations=None, bandwidth=None):
+        """A pod with a veth from ptp (its ADD done) and no aiqos yet; its
+        sysctls as the kernel made them in .baseline_sysctls."""
+        att = self.base_only(annotations=annotations, bandwidth=bandwidth)
+        att.add()
+        att.baseline_sysctls = read_sysctls(att.netns.name)
+        return att
+
+    def add_conf(self, att, **extra):
+        """A valid aiqos ADD config for att (after its base plugin's result),
+        then `extra` set at the top level."""
+        conf = build_plugin_config(self.aiqos_conf(), f"aqt-{self.tag}", att.version, att.result, att.runtime_config)
+        conf.update(extra)
+        return conf
+
     def run_aiqos(self, att, command, conf, **kw):
         """Exec aiqos for attachment att with an explicit stdin."""
         kw.setdefault("containerid", att.container_id)

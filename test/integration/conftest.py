@@ -1,7 +1,8 @@
 """conftest.py — fixtures for the aiqos plugin integration tests: root check,
 the plugin binary ($AIQOS_BUILD/bin/aiqos, default <repo>/build), the
 reference plugins (/usr/lib/cni), a per-test Lab that removes every netns,
-link, bridge and temp dir it made even when the test fails, and the
+link, bridge and temp dir it made even when the test fails, a lab node
+(`node`: agentlab.NodeLab with its API server), and the
 "integration: N passed, N failed, N skipped" line test/run.sh reads."""
 
 import contextlib
@@ -12,6 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import agentlab  # noqa: E402
 import cni  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -82,6 +84,13 @@ def lab(plugin, request):
     tag = "".join(ch for ch in request.node.name.replace("test_", "") if ch.isalnum())[:6] or "t"
     with make_lab(plugin, tag) as lab:
         yield lab
+
+
+@pytest.fixture
+def node(lab):
+    """A lab node (agentlab.NodeLab) with its fake API server started."""
+    with agentlab.started(lab) as n:
+        yield n
 
 
 @pytest.fixture

@@ -16,26 +16,14 @@ import socket
 import subprocess
 import time
 
-import pytest
-
 import agentlab
 import cni
-from agentlab import wait_until
+from agentlab import class_packets, wait_until
 
 INF = {"ai.workload": "inference"}
 TRAIN = {"ai.workload": "training"}
 IFB = "aiqos-ifb0"
 CONFIG = {"uplinkRate": "500mbit", "downlinkRate": "400mbit", "debounceMs": 50, "mixedHoldSeconds": 0}
-
-
-@pytest.fixture
-def node(lab):
-    n = agentlab.NodeLab(lab)
-    try:
-        n.start_api()
-        yield n
-    finally:
-        n.cleanup()
 
 
 def links(node):
@@ -46,22 +34,6 @@ def links(node):
 def ifindex(node, dev):
     p = node.sh("ip", "-o", "link", "show", "dev", dev)
     return int(p.stdout.split(":", 1)[0])
-
-
-def class_packets(node, dev):
-    """{classid: packets sent} from `tc -s class show` (text; iproute2 6.1 has no JSON for classes)."""
-    p = node.sh("tc", "-s", "class", "show", "dev", dev)
-    out, cur = {}, None
-    for line in p.stdout.splitlines():
-        m = re.match(r"class \S+ (\S+) ", line)
-        if m:
-            cur = m.group(1)
-            continue
-        m = re.match(r"\s*Sent (\d+) bytes (\d+) pkt", line)
-        if m and cur:
-            out[cur] = int(m.group(2))
-            cur = None
-    return out
 
 
 def ingress_qdiscs(node, dev="up0"):

@@ -12,13 +12,10 @@ test_the_chain_re_marks_default_pods.)"""
 
 import json
 import os
-import re
-
-import pytest
 
 import agentlab
 import cni
-from agentlab import wait_until
+from agentlab import class_packets, wait_until
 
 INF = {"ai.workload": "inference"}
 TRAIN = {"ai.workload": "training"}
@@ -32,32 +29,6 @@ s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, int(sys.argv[2], 0))
 for i in range(int(sys.argv[3])):
     s.sendto(b"x" * 200, (sys.argv[1], 9))
 """
-
-
-@pytest.fixture
-def node(lab):
-    n = agentlab.NodeLab(lab)
-    try:
-        n.start_api()
-        yield n
-    finally:
-        n.cleanup()
-
-
-def class_packets(node, dev="up0"):
-    """{classid: packets sent} from `tc -s class show` (text in iproute2 6.1)."""
-    out = node.sh("tc", "-s", "class", "show", "dev", dev).stdout
-    got, cur = {}, None
-    for line in out.splitlines():
-        m = re.match(r"class \S+ (\S+) ", line)
-        if m:
-            cur = m.group(1)
-            continue
-        m = re.search(r"Sent \d+ bytes (\d+) pkt", line)
-        if m and cur:
-            got[cur] = int(m.group(1))
-            cur = None
-    return got
 
 
 def send(pod, dst, tos, n=N_PKTS):

@@ -15,8 +15,6 @@ import signal
 import subprocess
 import time
 
-import pytest
-
 import agentlab
 import cni
 from agentlab import wait_until
@@ -25,16 +23,6 @@ INF = {"ai.workload": "inference"}
 TRAIN = {"ai.workload": "training"}
 HOLD_S = 2
 BASE_CONFIG = {"uplinkRate": "500mbit", "debounceMs": 50, "mixedHoldSeconds": HOLD_S}
-
-
-@pytest.fixture
-def node(lab):
-    n = agentlab.NodeLab(lab)
-    try:
-        n.start_api()
-        yield n
-    finally:
-        n.cleanup()
 
 
 def classes_by_handle(node):
@@ -413,21 +401,6 @@ def test_agent_bad_config_at_start_exits(node):
     assert "uplinkRate" in node.agent_log_tail(), node.agent_log_tail()
 
 
-def _metrics(node):
-    port = None
-    for line in open(node.agent_log):
-        if "metrics_port=" in line:
-            port = int(line.split("metrics_port=")[1].split()[0])
-    assert port is not None, node.agent_log_tail()
-
-    def call():
-        import http.client
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        c.request("GET", "/metrics")
-        return c.getresponse().read().decode()
-    return agentlab.in_netns_call(node.node.name, call)
-
-
 def test_agent_unreachable_netns_is_an_event_and_a_metric(node):
     """A running pod whose netns path the agent cannot open (cri-dockerd's
     /proc/<pid>/ns/net, an agent without hostPID) is not silently stale: a
@@ -451,34 +424,23 @@ def test_agent_unreachable_netns_is_an_event_and_a_metric(node):
     pod.annotate(TRAIN)
     ev = wait_until(lambda: node.events("NetnsUnreachable", pod.name), 10, "a NetnsUnreachable Event")
     assert ev[0]["type"] == "Warning" and gone in ev[0]["message"] and "hostPID" in ev[0]["message"], ev
-    assert "aiqos_pods_netns_unreachable 1" in _metrics(node)
+    assert "aiqos_pods_netns_unreachable 1" in node.metrics()
     p = [x for x in node.status()["pods"] if x["name"] == pod.name][0]
     assert p["status"] == "failed", p
     # reachable again (the agent retries on its backoff): tuned, the gauge back to 0
     write_netns(good)
     wait_until(lambda: pod.state()["class"] == "training", 15, "the re-tune after the netns came back")
-    wait_until(lambda: "aiqos_pods_netns_unreachable 0" in _metrics(node), 10, "the gauge back to 0")
+    wait_until(lambda: "aiqos_pods_netns_unreachable 0" in node.metrics(), 10, "the gauge back to 0")
 
 
 def test_agent_metrics_and_health(node):
     node.start_agent(BASE_CONFIG)
     node.add_api_pod(INF, "10.81.0.1")
     assert_mode(node, "inference")
-    port = None
-    for line in open(node.agent_log):
-        if "metrics_port=" in line:
-            port = int(line.split("metrics_port=")[1].split()[0])
-    if port is None:
-        pytest.fail(f"no metrics port in the log:\n{node.agent_log_tail()}")
 
     def get(path):
-        def call():
-            import http.client
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", path)
-            r = c.getresponse()
-            return r.status, r.read().decode()
-        return agentlab.in_netns_call(node.node.name, call)
+        status, body = node.http_get(path)
+        return status, body.decode()
 
     assert get("/healthz")[0] == 200
     assert get("/readyz")[0] == 200

@@ -16,7 +16,6 @@ which sees what ASan does not (reads of uninitialised memory): zero errors,
 no definite or indirect leak."""
 
 import glob
-import http.client
 import os
 import shutil
 import signal
@@ -58,12 +57,8 @@ def node(lab, monkeypatch):
     # the lab's plugin and agent both come from the sanitized build
     monkeypatch.setenv("AIQOS_BUILD", build)
     lab.plugin = os.path.join(build, "bin", "aiqos")
-    n = agentlab.NodeLab(lab)
-    try:
-        n.start_api()
+    with agentlab.started(lab) as n:
         yield n
-    finally:
-        n.cleanup()
 
 
 def sanitizer_env(node):
@@ -94,28 +89,6 @@ def api_pod_names(node):
 def agent_pod_names(node):
     st = node.status(check=False)
     return {p["name"] for p in st["pods"]} if st else None
-
-
-def metrics_port(node):
-    port = None
-    for line in open(node.agent_log, errors="replace"):
-        if "metrics_port=" in line:
-            port = int(line.split("metrics_port=")[1].split()[0])
-    if port is None:
-        pytest.fail(f"no metrics port in the log:\n{node.agent_log_tail()}")
-    return port
-
-
-def scrape(node, port, path="/metrics"):
-    def call():
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        try:
-            c.request("GET", path)
-            r = c.getresponse()
-            return r.status, r.read()
-        finally:
-            c.close()
-    return agentlab.in_netns_call(node.node.name, call)
 
 
 def alive(node):
@@ -180,7 +153,7 @@ def churn(node, port, rounds):
         node.aiqosctl("status", "--json", check=False)
         node.aiqosctl("explain", "--json", f"aqt/{real[i % len(real)].name}", check=False)
         node.aiqosctl("explain", "--json", "aqt/no-such-pod", check=False)
-        assert scrape(node, port)[0] == 200
+        assert node.http_get("/metrics", port)[0] == 200
         alive(node)
 
     node.api("DELETE", "/faults")
@@ -214,7 +187,7 @@ def test_agent_churn_asan(node, monkeypatch):
         monkeypatch.setenv(k, v)
     node.start_agent(CONFIG, env=env, wait_ready=False)
     node.wait_ready(timeout_s=30)
-    churn(node, metrics_port(node), ROUNDS)
+    churn(node, node.metrics_port(), ROUNDS)
     rc = node.stop_agent(signal.SIGTERM, timeout_s=30)
     found = reports(prefix)
     assert rc == 0 and not found, (f"agent exit {rc}; sanitizer reports (agent, plugin, aiqosctl):\n"
@@ -254,7 +227,7 @@ def test_agent_churn_valgrind(vg_node):
     node = vg_node
     node.start_agent(CONFIG, wait_ready=False)
     node.wait_ready(timeout_s=60)
-    churn(node, metrics_port(node), 1)
+    churn(node, node.metrics_port(), 1)
     rc = node.stop_agent(signal.SIGTERM, timeout_s=60)
     logs = glob.glob(node.valgrind_prefix + ".*")
     text = "".join(open(p, errors="replace").read() for p in logs)

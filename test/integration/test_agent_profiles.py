@@ -16,8 +16,6 @@ import glob
 import json
 import os
 
-import pytest
-
 import agentlab
 import cni
 from agentlab import wait_until
@@ -25,16 +23,6 @@ from agentlab import wait_until
 INF = {"ai.workload": "inference"}
 BASE = {"debounceMs": 50, "driftRepairSeconds": 0}
 LOWAT = "net.ipv4.tcp_notsent_lowat"
-
-
-@pytest.fixture
-def node(lab):
-    n = agentlab.NodeLab(lab)
-    try:
-        n.start_api()
-        yield n
-    finally:
-        n.cleanup()
 
 
 def lowat(pod):

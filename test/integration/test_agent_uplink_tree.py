@@ -24,12 +24,16 @@ INF = {"ai.workload": "inference"}
 TRAIN = {"ai.workload": "training"}
 SHAPED = {"uplinkRate": "500mbit", "debounceMs": 50, "mixedHoldSeconds": 1}
 UNSHAPED = {"debounceMs": 50, "mixedHoldSeconds": 1}
+MQ_QUEUES = 4
 
 
-def make_node(lab, queues):
-    n = agentlab.NodeLab(lab)
-    if queues > 1:
-        # the same uplink, with several tx queues (a fast NIC's shape)
+class MqNodeLab(agentlab.NodeLab):
+    """A lab node whose uplink has MQ_QUEUES tx queues (a fast NIC's shape)."""
+
+    def __init__(self, lab):
+        super().__init__(lab)
+        n, queues = self, MQ_QUEUES
+        # the same uplink, rebuilt with several tx queues
         n.sh("ip", "link", "del", "up0")
         a, b = f"aqm{os.urandom(4).hex()}", f"aqn{os.urandom(4).hex()}"
         cni.sh("ip", "link", "add", a, "numtxqueues", str(queues), "numrxqueues", str(queues), "type", "veth",
@@ -44,26 +48,12 @@ def make_node(lab, queues):
         n.sh("ip", "link", "set", "up0", "up")
         cni.sh("ip", "-n", n.fabric.name, "link", "set", "fab0", "up")
         n.sh("ip", "route", "add", "default", "via", f"{n.uplink_net}.1")
-    n.start_api()
-    return n
-
-
-@pytest.fixture
-def node(lab):
-    n = make_node(lab, 1)
-    try:
-        yield n
-    finally:
-        n.cleanup()
 
 
 @pytest.fixture
 def mqnode(lab):
-    n = make_node(lab, 4)
-    try:
+    with agentlab.started(lab, MqNodeLab) as n:
         yield n
-    finally:
-        n.cleanup()
 
 
 def tc_text(node, what):

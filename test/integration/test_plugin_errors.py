@@ -17,17 +17,7 @@ BW = {"egressRate": 10_000_000, "ingressRate": 10_000_000}
 @pytest.fixture
 def pod(lab):
     """A pod with a veth from ptp and no aiqos yet."""
-    att = lab.base_only(annotations=ANN, bandwidth=BW)
-    att.add()
-    att.baseline_sysctls = cni.read_sysctls(att.netns.name)
-    return att
-
-
-def _good_conf(lab, pod, **extra):
-    """A valid ADD config for pod, then `extra` set at the top level."""
-    conf = cni.build_plugin_config(lab.aiqos_conf(), f"aqt-{lab.tag}", pod.version, pod.result, pod.runtime_config)
-    conf.update(extra)
-    return conf
+    return lab.plain_pod(ANN, BW)
 
 
 def assert_nothing_left(lab, pod, pod_qdiscs=("noqueue",)):
@@ -49,7 +39,7 @@ def test_malformed_json_is_6(lab, pod):
 
 
 def test_truncated_stdin_is_6(lab, pod):
-    full = json.dumps(_good_conf(lab, pod))
+    full = json.dumps(lab.add_conf(pod))
     r = lab.run_aiqos(pod, "ADD", full[: len(full) // 2])
     r.assert_error(6)
     assert_nothing_left(lab, pod)
@@ -62,7 +52,7 @@ def test_empty_stdin_is_6(lab, pod):
 
 
 def test_trailing_garbage_is_6(lab, pod):
-    r = lab.run_aiqos(pod, "ADD", json.dumps(_good_conf(lab, pod)) + " }{")
+    r = lab.run_aiqos(pod, "ADD", json.dumps(lab.add_conf(pod)) + " }{")
     r.assert_error(6)
     assert_nothing_left(lab, pod)
 
@@ -81,7 +71,7 @@ def test_non_object_config(lab, pod, doc):
 
 
 def test_oversized_stdin_is_refused(lab, pod):
-    conf = _good_conf(lab, pod)
+    conf = lab.add_conf(pod)
     conf["padding"] = "x" * (4 * 1024 * 1024)
     r = lab.run_aiqos(pod, "ADD", json.dumps(conf))
     r.assert_error()
@@ -89,7 +79,7 @@ def test_oversized_stdin_is_refused(lab, pod):
 
 
 def test_unsupported_version_is_1(lab, pod):
-    conf = _good_conf(lab, pod)
+    conf = lab.add_conf(pod)
     conf["cniVersion"] = "9.9.9"
     r = lab.run_aiqos(pod, "ADD", conf)
     e = r.assert_error(1)
@@ -98,7 +88,7 @@ def test_unsupported_version_is_1(lab, pod):
 
 
 def test_check_with_old_version_is_refused(lab, pod):
-    conf = _good_conf(lab, pod)
+    conf = lab.add_conf(pod)
     conf["cniVersion"] = "0.3.1"
     conf["prevResult"] = cni.convert_result(pod.result, "0.3.1")
     r = lab.run_aiqos(pod, "CHECK", conf)
@@ -107,14 +97,14 @@ def test_check_with_old_version_is_refused(lab, pod):
 
 @pytest.mark.parametrize("verb", ["GC", "STATUS"])
 def test_gc_status_need_1_1_0(lab, pod, verb):
-    conf = _good_conf(lab, pod)
+    conf = lab.add_conf(pod)
     conf.pop("prevResult")
     r = cni.run_plugin(lab.plugin, verb, conf, log_file=lab.log_file)
     r.assert_error(1)
 
 
 def test_bad_failure_policy_is_7(lab, pod):
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod, failurePolicy="sometimes"))
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, failurePolicy="sometimes"))
     e = r.assert_error(7)
     assert "failurePolicy" in r.error_text() and "sometimes" in r.error_text(), e
     assert_nothing_left(lab, pod)
@@ -133,14 +123,14 @@ def test_bad_failure_policy_is_7(lab, pod):
     ],
 )
 def test_invalid_config_values_are_7(lab, pod, key, value):
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod, **{key: value}))
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, **{key: value}))
     e = r.assert_error(7)
     assert key in r.error_text() or (isinstance(value, dict) and any(k in r.error_text() for k in value)), e
     assert_nothing_left(lab, pod)
 
 
 def test_invalid_prevresult_is_7(lab, pod):
-    conf = _good_conf(lab, pod)
+    conf = lab.add_conf(pod)
     conf["prevResult"] = {"cniVersion": pod.version, "interfaces": "eth0"}
     r = lab.run_aiqos(pod, "ADD", conf)
     r.assert_error(7)
@@ -150,7 +140,7 @@ def test_invalid_prevresult_is_7(lab, pod):
 
 @pytest.mark.parametrize("var", ["CNI_NETNS", "CNI_CONTAINERID", "CNI_IFNAME", "CNI_COMMAND"])
 def test_missing_env_is_4(lab, pod, var):
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod), unset=(var,))
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod), unset=(var,))
     e = r.assert_error(4)
     if var != "CNI_COMMAND":
         assert var in r.error_text(), e
@@ -158,14 +148,14 @@ def test_missing_env_is_4(lab, pod, var):
 
 
 def test_unknown_command_is_4(lab, pod):
-    r = lab.run_aiqos(pod, "FROB", _good_conf(lab, pod))
+    r = lab.run_aiqos(pod, "FROB", lab.add_conf(pod))
     r.assert_error(4)
     assert_nothing_left(lab, pod)
 
 
 @pytest.mark.parametrize("cid", ["../../etc/passwd", "a/b", "x" * 300, ""])
 def test_bad_container_id_is_refused(lab, pod, cid):
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod), containerid=cid)
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod), containerid=cid)
     r.assert_error()
     assert_nothing_left(lab, pod)
     # nothing was written outside the state dir either
@@ -174,27 +164,27 @@ def test_bad_container_id_is_refused(lab, pod, cid):
 
 def test_nonexistent_netns_is_error_naming_path(lab, pod):
     missing = f"/run/netns/aqt-{cni.SESSION_TAG}-missing-{secrets.token_hex(4)}"
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod), netns=missing)
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod), netns=missing)
     e = r.assert_error()
     assert missing in r.error_text(), e
     assert_nothing_left(lab, pod)
 
 
 def test_netns_path_not_a_netns_is_error(lab, pod):
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod), netns="/proc/self/ns/mnt")
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod), netns="/proc/self/ns/mnt")
     r.assert_error()
     assert_nothing_left(lab, pod)
 
 
 def test_ifname_missing_in_netns_fail_closed(lab, pod):
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod, failurePolicy="closed"), ifname="eth9")
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, failurePolicy="closed"), ifname="eth9")
     e = r.assert_error()
     assert "eth9" in r.error_text(), e
     assert_nothing_left(lab, pod)
 
 
 def test_ifname_missing_in_netns_fail_open(lab, pod):
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod, failurePolicy="open"), ifname="eth9")
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, failurePolicy="open"), ifname="eth9")
     r.assert_ok()
     assert r.json == pod.result, f"fail-open must pass prevResult through{r.describe()}"
     path = os.path.join(lab.state_dir, f"{pod.container_id}@eth9.json")
@@ -204,7 +194,7 @@ def test_ifname_missing_in_netns_fail_open(lab, pod):
     assert s.get("failure"), f"state does not record the failure: {s}"
     assert "eth9" in s["failure"], s["failure"]
     # DEL cleans it up
-    conf = _good_conf(lab, pod, failurePolicy="open")
+    conf = lab.add_conf(pod, failurePolicy="open")
     lab.run_aiqos(pod, "DEL", conf, ifname="eth9").assert_ok(output=False)
     assert lab.state_jsons() == [], lab.state_dir_entries()
 
@@ -215,7 +205,7 @@ def test_conflicting_ingress_qdisc_fail_closed(lab, pod):
     failurePolicy closed ADD fails and undoes everything it did."""
     ns = pod.netns.name
     cni.sh(*cni.in_ns(ns, "tc", "qdisc", "add", "dev", "eth0", "ingress"))
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod, failurePolicy="closed"))
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, failurePolicy="closed"))
     r.assert_error(100)
     assert_nothing_left(lab, pod, pod_qdiscs=("noqueue", "ingress"))
 
@@ -223,7 +213,7 @@ def test_conflicting_ingress_qdisc_fail_closed(lab, pod):
 def test_conflicting_ingress_qdisc_fail_open(lab, pod):
     ns = pod.netns.name
     cni.sh(*cni.in_ns(ns, "tc", "qdisc", "add", "dev", "eth0", "ingress"))
-    r = lab.run_aiqos(pod, "ADD", _good_conf(lab, pod))
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod))
     r.assert_ok()
     assert r.json == pod.result, r.describe()
     s = [json.load(open(f)) for f in lab.state_jsons()]

@@ -22,7 +22,6 @@ import time
 
 import pytest
 
-import agentlab
 import cni
 from agentlab import wait_until
 
@@ -33,16 +32,7 @@ BW = {"egressRate": 10_000_000, "ingressRate": 10_000_000}
 @pytest.fixture
 def pod(lab):
     """A pod with a veth from ptp and no aiqos yet."""
-    att = lab.base_only(annotations=ANN, bandwidth=BW)
-    att.add()
-    att.baseline_sysctls = cni.read_sysctls(att.netns.name)
-    return att
-
-
-def _conf(lab, pod, **extra):
-    conf = cni.build_plugin_config(lab.aiqos_conf(), f"aqt-{lab.tag}", pod.version, pod.result, pod.runtime_config)
-    conf.update(extra)
-    return conf
+    return lab.plain_pod(ANN, BW)
 
 
 def _state_files(lab):
@@ -85,7 +75,7 @@ def test_netns_gone_before_add_is_4_naming_cni_netns(lab, pod):
     path = pod.netns.path
     pod.netns.delete()
     for policy in ("open", "closed"):
-        r = lab.run_aiqos(pod, "ADD", _conf(lab, pod, failurePolicy=policy), netns=path, timeout=10)
+        r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, failurePolicy=policy), netns=path, timeout=10)
         e = r.assert_error(4)
         assert "CNI_NETNS" in r.error_text() and path in r.error_text(), e
         assert r.elapsed_s < 2, r.describe()
@@ -98,7 +88,7 @@ def test_host_veth_deleted_before_add(lab, pod, policy):
     host = pod.host_veth()
     cni.sh("ip", "link", "del", host)
     assert cni.link(pod.netns.name, "eth0") is None
-    r = lab.run_aiqos(pod, "ADD", _conf(lab, pod, failurePolicy=policy), timeout=10)
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, failurePolicy=policy), timeout=10)
     assert r.elapsed_s < 2, r.describe()
     if policy == "closed":
         e = r.assert_error()
@@ -111,7 +101,7 @@ def test_host_veth_deleted_before_add(lab, pod, policy):
         assert s is not None and s["failure"] and "eth0" in s["failure"], s
         assert "failurePolicy open" in lab.log_tail()
         # DEL of what is gone succeeds and forgets the attachment
-        lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10).assert_ok(output=False)
+        lab.run_aiqos(pod, "DEL", lab.add_conf(pod), timeout=10).assert_ok(output=False)
         assert _state_files(lab) == [], lab.state_dir_entries()
     assert _qdisc_kinds(pod.netns.name, "lo") == ["noqueue"]
 
@@ -132,7 +122,7 @@ def _add_stalled_before_apply(lab, pod, conf, fault):
 @pytest.mark.parametrize("policy", ["open", "closed"])
 def test_veth_deleted_between_plan_and_apply(lab, pod, policy):
     host = pod.host_veth()
-    r = _add_stalled_before_apply(lab, pod, _conf(lab, pod, failurePolicy=policy),
+    r = _add_stalled_before_apply(lab, pod, lab.add_conf(pod, failurePolicy=policy),
                                   lambda: cni.sh("ip", "link", "del", host))
     assert r.elapsed_s < 3, r.describe()
     if policy == "closed":
@@ -143,7 +133,7 @@ def test_veth_deleted_between_plan_and_apply(lab, pod, policy):
         assert r.json == pod.result, r.describe()
         s = pod.state()
         assert s and not s.get("pending") and s["failure"], s
-        lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10).assert_ok(output=False)
+        lab.run_aiqos(pod, "DEL", lab.add_conf(pod), timeout=10).assert_ok(output=False)
         assert _state_files(lab) == [], lab.state_dir_entries()
     assert cni.link(None, host) is None
 
@@ -154,12 +144,12 @@ def test_netns_deleted_between_plan_and_apply(lab, pod):
     DEL with the path gone forgets the attachment."""
     host = pod.host_veth()
     path = pod.netns.path
-    r = _add_stalled_before_apply(lab, pod, _conf(lab, pod), pod.netns.delete)
+    r = _add_stalled_before_apply(lab, pod, lab.add_conf(pod), pod.netns.delete)
     r.assert_ok()
     s = pod.state()
     assert s and not s.get("pending") and not s["failure"], s
     assert cni.wait_link_gone(None, host), f"host veth {host} outlived its netns"
-    lab.run_aiqos(pod, "DEL", _conf(lab, pod), netns=path, timeout=10).assert_ok(output=False)
+    lab.run_aiqos(pod, "DEL", lab.add_conf(pod), netns=path, timeout=10).assert_ok(output=False)
     assert _state_files(lab) == [], lab.state_dir_entries()
 
 
@@ -179,7 +169,7 @@ def test_plugin_killed_mid_add_then_del_leaves_nothing(lab, pod):
     """SIGKILL at random points of ADD (then DEL, as a runtime does after a
     failed ADD): whatever the kill hit, DEL leaves nothing behind."""
     host = pod.host_veth()
-    conf = json.dumps(_conf(lab, pod)).encode()
+    conf = json.dumps(lab.add_conf(pod)).encode()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CNI_")}
     env.update(CNI_COMMAND="ADD", CNI_CONTAINERID=pod.container_id, CNI_NETNS=pod.netns.path, CNI_IFNAME="eth0",
                CNI_ARGS=pod.cni_args, CNI_PATH=os.path.dirname(lab.plugin))
@@ -198,16 +188,16 @@ def test_plugin_killed_mid_add_then_del_leaves_nothing(lab, pod):
         outcomes["state_after_kill"] += s is not None
         outcomes["pending_after_kill"] += bool(s and s.get("pending"))
         outcomes["tc_after_kill"] += _qdisc_kinds(None, host) != ["noqueue"]
-        d = lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10)
+        d = lab.run_aiqos(pod, "DEL", lab.add_conf(pod), timeout=10)
         d.assert_ok(output=False)
         assert_clean_after_del(lab, pod, host, f"kill {i} {outcomes}{d.describe()}")
     assert outcomes["killed"] > 0, outcomes
     print("kill outcomes:", outcomes)
     # and a normal ADD afterwards works
-    r = lab.run_aiqos(pod, "ADD", _conf(lab, pod), timeout=10)
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod), timeout=10)
     r.assert_ok()
     assert cni.root_qdisc(None, host)["kind"] == "htb", cni.tc_summary(None, host)
-    lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10).assert_ok(output=False)
+    lab.run_aiqos(pod, "DEL", lab.add_conf(pod), timeout=10).assert_ok(output=False)
     assert_clean_after_del(lab, pod, host, "DEL after a normal ADD")
     # the runtime's teardown (the primary plugin's DEL) leaves nothing at all
     for r in pod.delete():
@@ -231,7 +221,7 @@ LIBRARY_POINTS = {"state-before-rename"}  # in shared/ (failpoint_quiet): armed,
 def test_plugin_killed_at_each_point_of_add(lab, pod, point, cleanup):
     want = KILL_POINTS[point]
     host = pod.host_veth()
-    r = lab.run_aiqos(pod, "ADD", _conf(lab, pod), env_extra={"AIQOS_TEST_FAILPOINTS": f"{point}=kill"},
+    r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod), env_extra={"AIQOS_TEST_FAILPOINTS": f"{point}=kill"},
                       timeout=10)
     assert r.rc == -signal.SIGKILL, r.describe()
     s = pod.state()
@@ -244,13 +234,13 @@ def test_plugin_killed_at_each_point_of_add(lab, pod, point, cleanup):
     assert (_qdisc_kinds(None, host) != ["noqueue"]) == want["tc"], cni.tc_summary(None, host)
     if want["state"] == "pending":
         # CHECK says the ADD never finished
-        c = lab.run_aiqos(pod, "CHECK", _conf(lab, pod), timeout=10)
+        c = lab.run_aiqos(pod, "CHECK", lab.add_conf(pod), timeout=10)
         e = c.assert_error(102)
         assert "did not finish" in e["msg"], c.describe()
     if cleanup == "DEL":
-        d = lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10)
+        d = lab.run_aiqos(pod, "DEL", lab.add_conf(pod), timeout=10)
     else:  # the runtime forgot the attachment: GC with it not among the valid ones
-        d = lab.run_aiqos(pod, "GC", _conf(lab, pod, cniVersion="1.1.0", **{"cni.dev/valid-attachments": []}),
+        d = lab.run_aiqos(pod, "GC", lab.add_conf(pod, cniVersion="1.1.0", **{"cni.dev/valid-attachments": []}),
                           timeout=10)
     d.assert_ok(output=False)
     if cleanup == "GC":
@@ -266,9 +256,9 @@ def test_plugin_killed_at_each_point_of_add(lab, pod, point, cleanup):
     else:
         assert "test failpoint reached" in tail and f"failpoint={point}" in tail, tail[-2000:]
     # the next ADD of the same attachment works normally
-    lab.run_aiqos(pod, "ADD", _conf(lab, pod), timeout=10).assert_ok()
+    lab.run_aiqos(pod, "ADD", lab.add_conf(pod), timeout=10).assert_ok()
     assert not pod.state().get("pending") and not pod.state()["failure"], pod.state()
-    lab.run_aiqos(pod, "CHECK", _conf(lab, pod), timeout=10).assert_ok(output=False)
+    lab.run_aiqos(pod, "CHECK", lab.add_conf(pod), timeout=10).assert_ok(output=False)
 
 
 def _readonly(lab):
@@ -277,22 +267,26 @@ def _readonly(lab):
                    ["mount", "-o", "remount,bind,ro", lab.state_dir])
 
 
+def _fill(d):
+    fd = os.open(os.path.join(d, "filler"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"x" * 4096)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"x")
+    finally:
+        os.close(fd)
+
+
 def _full(lab):
     os.makedirs(lab.state_dir, exist_ok=True)
 
     @contextlib.contextmanager
     def cm():
         with mounted(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "aqt-full", lab.state_dir]):
-            fd = os.open(os.path.join(lab.state_dir, "filler"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                with contextlib.suppress(OSError):
-                    while True:
-                        os.write(fd, b"x" * 4096)
-                with contextlib.suppress(OSError):
-                    while True:
-                        os.write(fd, b"x")
-            finally:
-                os.close(fd)
+            _fill(lab.state_dir)
             yield
     return cm()
 
@@ -304,7 +298,7 @@ STATE_FAULTS = {"readonly": (_readonly, "Read-only file system"), "full": (_full
 def test_state_dir_fault_fail_open(lab, pod, fault):
     make, why = STATE_FAULTS[fault]
     with make(lab):
-        r = lab.run_aiqos(pod, "ADD", _conf(lab, pod, failurePolicy="open"), timeout=10)
+        r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, failurePolicy="open"), timeout=10)
         r.assert_ok()
         assert r.json == pod.result, r.describe()
         log = lab.log_tail(20000)
@@ -314,7 +308,7 @@ def test_state_dir_fault_fail_open(lab, pod, fault):
         assert cni.read_sysctl(pod.netns.name, "net.ipv4.tcp_ecn") == "1"
         assert [f for f in os.listdir(lab.state_dir) if f.endswith(".json") or ".tmp." in f] == []
     # the kernel state without a record: DEL without state is a no-op success
-    lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10).assert_ok(output=False)
+    lab.run_aiqos(pod, "DEL", lab.add_conf(pod), timeout=10).assert_ok(output=False)
 
 
 @pytest.mark.parametrize("fault", sorted(STATE_FAULTS))
@@ -322,7 +316,7 @@ def test_state_dir_fault_fail_closed(lab, pod, fault):
     make, why = STATE_FAULTS[fault]
     host = pod.host_veth()
     with make(lab):
-        r = lab.run_aiqos(pod, "ADD", _conf(lab, pod, failurePolicy="closed"), timeout=10)
+        r = lab.run_aiqos(pod, "ADD", lab.add_conf(pod, failurePolicy="closed"), timeout=10)
         e = r.assert_error(102)
         assert lab.state_dir in r.error_text() and why in r.error_text(), e
         assert [f for f in os.listdir(lab.state_dir) if f.endswith(".json") or ".tmp." in f] == []
@@ -334,10 +328,10 @@ def test_del_with_unremovable_state_succeeds(lab, pod):
     first error: the primary's DEL would never run). The tc objects go, the
     record that could not be removed stays, logged, and GC removes it later."""
     host = pod.host_veth()
-    lab.run_aiqos(pod, "ADD", _conf(lab, pod), timeout=10).assert_ok()
+    lab.run_aiqos(pod, "ADD", lab.add_conf(pod), timeout=10).assert_ok()
     assert pod.state() is not None
     with _readonly(lab):
-        d = lab.run_aiqos(pod, "DEL", _conf(lab, pod), timeout=10)
+        d = lab.run_aiqos(pod, "DEL", lab.add_conf(pod), timeout=10)
         d.assert_ok(output=False)
         log = lab.log_tail(20000)
         kept = [l for l in log.splitlines() if "state file not removed" in l]
@@ -346,7 +340,7 @@ def test_del_with_unremovable_state_succeeds(lab, pod):
         assert _qdisc_kinds(pod.netns.name, "eth0") == ["noqueue"], cni.tc_summary(pod.netns.name, "eth0")
     assert len([f for f in _state_files(lab) if f.endswith(".json")]) == 1, lab.state_dir_entries()
     # a second DEL (the runtime retrying) or GC finishes the bookkeeping
-    g = lab.run_aiqos(pod, "GC", _conf(lab, pod, cniVersion="1.1.0", **{"cni.dev/valid-attachments": []}),
+    g = lab.run_aiqos(pod, "GC", lab.add_conf(pod, cniVersion="1.1.0", **{"cni.dev/valid-attachments": []}),
                       timeout=10)
     g.assert_ok(output=False)
     assert_clean_after_del(lab, pod, host, "DEL on a read-only state dir, then GC")
@@ -386,16 +380,6 @@ def test_add_del_storm_of_20(lab):
 
 # ---------------------------------------------------------------------------
 # the agent down at pod creation
-
-
-@pytest.fixture
-def node(lab):
-    n = agentlab.NodeLab(lab)
-    try:
-        n.start_api()
-        yield n
-    finally:
-        n.cleanup()
 
 
 def test_agent_down_at_add_then_corrects_the_pod(node, fresh_sysctls):
@@ -526,7 +510,7 @@ def test_add_with_state_dir_full_gets_its_record_from_the_agent(node):
 
         w = wait_until(waiting, 10, "the agent to hold the unsaved record")
         assert w[0]["name"] == pod.name and "No space left on device" in w[0]["error"], w
-        assert "aiqos_records_unsaved 1" in _agent_metrics(node)
+        assert "aiqos_records_unsaved 1" in node.metrics()
         # space is back: the agent writes the record
         os.unlink(os.path.join(lab.state_dir, "filler"))
         s = wait_until(pod.state, 40, "the agent to write the record")
@@ -534,8 +518,8 @@ def test_add_with_state_dir_full_gets_its_record_from_the_agent(node):
         # the plugin's record, choices and the values before aiqos included
         assert {c["id"]: c for c in s["choices"]}["sysctl.notsent_lowat"]["prev"] not in ("", "16384"), s
         wait_until(lambda: not waiting(), 10, "status to drop the written record")
-        assert "aiqos_records_unsaved 0" in _agent_metrics(node)
-        assert "aiqos_records_written_total 1" in _agent_metrics(node)
+        assert "aiqos_records_unsaved 0" in node.metrics()
+        assert "aiqos_records_written_total 1" in node.metrics()
         # an annotation flip re-tunes the pod from that record
         pod.annotate({"ai.workload": "training"})
         wait_until(lambda: pod.state()["class"] == "training" and
@@ -548,34 +532,6 @@ def test_add_with_state_dir_full_gets_its_record_from_the_agent(node):
         assert node_kinds(node, host) == ["noqueue"], node.tc_summary(host)
         assert _qdisc_kinds(pod.ns, "eth0") == ["noqueue"], cni.tc_summary(pod.ns, "eth0")
         wait_until(lambda: not waiting(), 10, "nothing waiting after DEL")
-
-
-def _fill(d):
-    fd = os.open(os.path.join(d, "filler"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, b"x" * 4096)
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(fd, b"x")
-    finally:
-        os.close(fd)
-
-
-def _agent_metrics(node):
-    port = None
-    for line in open(node.agent_log):
-        if "metrics_port=" in line:
-            port = int(line.split("metrics_port=")[1].split()[0])
-    assert port is not None, node.agent_log_tail()
-
-    def call():
-        import http.client
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-        c.request("GET", "/metrics")
-        return c.getresponse().read().decode()
-    return agentlab.in_netns_call(node.node.name, call)
 
 
 def test_agent_never_recovers_an_add_that_committed_meanwhile(node):

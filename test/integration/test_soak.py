@@ -90,12 +90,10 @@ def lab_node(lab, cls):
     """A NodeLab of class cls on lab, its state dir a small tmpfs, its API started."""
     os.makedirs(lab.state_dir, exist_ok=True)
     cni.sh("mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "aqt-soak-state", lab.state_dir)
-    n = cls(lab)
     try:
-        n.start_api()
-        yield n
+        with agentlab.started(lab, cls) as n:
+            yield n
     finally:
-        n.cleanup()
         cni.sh("umount", "-l", lab.state_dir, check=False)
 
 

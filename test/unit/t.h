@@ -67,4 +67,35 @@ void t_register(const char *name, void (*fn)(void));
 		}                                                                                        \
 	} while (0)
 
+/* ---- fixtures every test shares (t_fixture.c) ---- */
+
+/* The binary's scratch directory, /tmp/aqt-<name>.XXXXXX (<name>: the
+ * binary's without "test_"): made on first use, removed whole at exit by
+ * the process that made it (not by forked children). Aborts if it cannot be
+ * made. */
+const char *t_tmpdir(void);
+/* "<t_tmpdir()>/<name>" into buf (returned). */
+char *t_tmppath(char *buf, size_t size, const char *name);
+/* rm -rf path; says so on stderr when that fails. */
+void t_rm_rf(const char *path);
+/* The path of the built program name into buf (returned): $env when set,
+ * else <build>/bin/<name> beside this binary (<build>/test/test_x), else
+ * build/bin/<name>. */
+char *t_program(char *buf, size_t size, const char *env, const char *name);
+/* The whole file at path (at most 16 MiB) in a NUL-terminated heap buffer
+ * the caller frees; NULL with errno set when it cannot be read. */
+char *t_read_file(const char *path);
+/* Compare got with the golden file $AIQOS_GOLDEN_DIR/name (default
+ * test/unit/golden, relative to the repository root), failing the case
+ * with the first differing line; AIQOS_UPDATE_GOLDEN=1 rewrites the file. */
+void t_golden_check(const char *name, const char *got);
+/* system() of the formatted command: its exit status, -1 when it did not
+ * exit (a signal) or could not run. */
+int t_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* cJSON_Parse of text; NULL (saying so on stderr) when it is not JSON. */
+struct cJSON;
+struct cJSON *t_json(const char *text);
+/* How many entries of dir have part in their name (0 when dir cannot be read). */
+unsigned t_count_files(const char *dir, const char *part);
+
 #endif

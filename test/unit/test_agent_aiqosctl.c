@@ -6,7 +6,6 @@
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,23 +21,9 @@
 static const char *ctl_path(void)
 {
 	static char path[512];
-	const char *env = getenv("AIQOS_CTL");
-	char self[512];
-	ssize_t n;
 
-	if (path[0])
-		return path;
-	if (env && env[0]) {
-		str_copy(path, sizeof(path), env);
-		return path;
-	}
-	/* build/test/test_agent_aiqosctl -> build/bin/aiqosctl */
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return "build/bin/aiqosctl";
-	self[n] = '\0';
-	/* dirname() cuts in place: twice gives the build directory */
-	snprintf(path, sizeof(path), "%s/bin/aiqosctl", dirname(dirname(self)));
+	if (!path[0]) /* build/test/test_agent_aiqosctl -> build/bin/aiqosctl */
+		t_program(path, sizeof(path), "AIQOS_CTL", "aiqosctl");
 	return path;
 }
 
@@ -154,73 +139,6 @@ static bool ctl_present(void)
 	return false;
 }
 
-/* ---- golden files ---- */
-
-static char *file_read(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0, k;
-	char tmp[4096];
-
-	if (!f)
-		return NULL;
-	while ((k = fread(tmp, 1, sizeof(tmp), f)) > 0) {
-		char *t = realloc(buf, len + k + 1);
-		if (!t)
-			break;
-		buf = t;
-		memcpy(buf + len, tmp, k);
-		len += k;
-		buf[len] = '\0';
-	}
-	fclose(f);
-	return buf ? buf : strdup("");
-}
-
-static void golden_check(const char *name, const char *text)
-{
-	const char *env = getenv("AIQOS_GOLDEN_DIR");
-	const char *dir = env && env[0] ? env : "test/unit/golden";
-	char path[512];
-	char *want;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (getenv("AIQOS_UPDATE_GOLDEN")) {
-		FILE *f = fopen(path, "we");
-		CHECK(f != NULL);
-		if (f) {
-			fputs(text, f);
-			fclose(f);
-		}
-		return;
-	}
-	want = file_read(path);
-	if (!want) {
-		fprintf(stderr, "  %s: missing (run from the repo root, or AIQOS_UPDATE_GOLDEN=1 to create)\n", path);
-		t_failed_now = 1;
-		return;
-	}
-	if (!streq(want, text)) {
-		const char *a = want, *b = text, *la = want, *lb = text;
-		unsigned line = 1;
-
-		while (*a && *a == *b) {
-			if (*a == '\n') {
-				line++;
-				la = a + 1;
-				lb = b + 1;
-			}
-			a++;
-			b++;
-		}
-		fprintf(stderr, "  %s differs at line %u:\n    want: %.*s\n    got:  %.*s\n", path, line,
-		        (int)strcspn(la, "\n"), la, (int)strcspn(lb, "\n"), lb);
-		t_failed_now = 1;
-	}
-	free(want);
-}
-
 /* ---- plan ---- */
 
 #define PODS "test/unit/aiqosctl/"
@@ -256,7 +174,7 @@ TEST(ctl_plan_golden)
 			fprintf(stderr, "  %s: exit %d: %s\n", cases[i].golden, r.code, r.err);
 		CHECK_INT(r.code, 0);
 		CHECK_STR(r.err, "");
-		golden_check(cases[i].golden, r.out);
+		t_golden_check(cases[i].golden, r.out);
 		run_done(&r);
 	}
 }
@@ -318,7 +236,7 @@ TEST(ctl_plan_formats_parse)
 TEST(ctl_plan_stdin)
 {
 	struct run a, b;
-	char *text = file_read(PODS "pods-mixed.json");
+	char *text = t_read_file(PODS "pods-mixed.json");
 
 	if (!ctl_present() || !text) {
 		CHECK(text != NULL);
@@ -620,7 +538,7 @@ TEST(ctl_status_explain)
 		run_agent(&a, &r, args);
 		CHECK_INT(r.code, 0);
 		CHECK_STR(r.err, "");
-		golden_check("aiqosctl-status.txt", r.out);
+		t_golden_check("aiqosctl-status.txt", r.out);
 		run_done(&r);
 	}
 	{
@@ -641,7 +559,7 @@ TEST(ctl_status_explain)
 		run_agent(&a, &r, args);
 		CHECK_INT(r.code, 0);
 		CHECK_STR(r.err, "");
-		golden_check("aiqosctl-explain.txt", r.out);
+		t_golden_check("aiqosctl-explain.txt", r.out);
 		run_done(&r);
 	}
 	{

@@ -27,33 +27,13 @@
 	"\"ipam\":{\"type\":\"host-local\",\"ranges\":[[{\"subnet\":\"10.244.7.0/24\"}]]},\"mtu\":1500}," \
 	"{\"type\":\"portmap\",\"capabilities\":{\"portMappings\":true}}]}"
 
-static char root[256];
-
-static void rm_root(void)
-{
-	char cmd[320];
-	if (root[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-		if (system(cmd) != 0)
-			fprintf(stderr, "  could not remove %s\n", root);
-	}
-}
-
-/* A fresh dir <root>/<tag> with conf/ and bin/ inside. */
+/* A fresh dir <t_tmpdir()>/<tag> with conf/ and bin/ inside. */
 static const char *fresh(const char *tag)
 {
 	static char dir[512];
 	char p[600];
 
-	if (!root[0]) {
-		snprintf(root, sizeof(root), "/tmp/aqt-chain-XXXXXX");
-		if (!mkdtemp(root)) {
-			perror("mkdtemp");
-			exit(1);
-		}
-		atexit(rm_root);
-	}
-	snprintf(dir, sizeof(dir), "%s/%s", root, tag);
+	t_tmppath(dir, sizeof(dir), tag);
 	if (mkdir(dir, 0755) < 0) {
 		perror(dir);
 		exit(1);

@@ -8,32 +8,12 @@
 #include "../../agent/config.h"
 #include "t.h"
 
-static char tmp[256];
-
-static void cleanup_tmp(void)
-{
-	char cmd[300];
-	if (tmp[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-		if (system(cmd) != 0)
-			fprintf(stderr, "  could not remove %s\n", tmp);
-	}
-}
-
 static const char *put(const char *name, const char *content, size_t len)
 {
 	static char path[512];
 	FILE *f;
 
-	if (!tmp[0]) {
-		snprintf(tmp, sizeof(tmp), "/tmp/aqt-config-XXXXXX");
-		if (!mkdtemp(tmp)) {
-			perror("mkdtemp");
-			exit(1);
-		}
-		atexit(cleanup_tmp);
-	}
-	snprintf(path, sizeof(path), "%s/%s", tmp, name);
+	t_tmppath(path, sizeof(path), name);
 	if (content) {
 		f = fopen(path, "we");
 		if (!f) {

@@ -22,6 +22,35 @@ static cJSON *jparse(const char *sq)
 	return j;
 }
 
+/* The decoders on the JSON sq (jparse), the parsed tree freed again (the
+ * decoded values own their memory). */
+static int pod_decode(const char *sq, struct kube_pod *ret, struct error *err)
+{
+	cJSON *j = jparse(sq);
+	int r = kube_pod_decode(j, ret, err);
+
+	cJSON_Delete(j);
+	return r;
+}
+
+static int event_decode(const char *sq, struct kube_event *ret, struct error *err)
+{
+	cJSON *j = jparse(sq);
+	int r = kube_event_decode(j, ret, err);
+
+	cJSON_Delete(j);
+	return r;
+}
+
+static int pod_list_decode(const char *sq, struct kube_pod_list *ret, struct error *err)
+{
+	cJSON *j = jparse(sq);
+	int r = kube_pod_list_decode(j, ret, err);
+
+	cJSON_Delete(j);
+	return r;
+}
+
 #define META "'metadata':{'namespace':'default','name':'web-0','uid':'6f1c-aa','resourceVersion':'42'"
 
 static const char full_pod[] =
@@ -36,12 +65,11 @@ static const char full_pod[] =
 
 TEST(pod_full)
 {
-	cJSON *j = jparse(full_pod);
 	struct kube_pod pod;
 	struct error e = {0};
 	char buf[64];
 
-	CHECK_INT(kube_pod_decode(j, &pod, &e), 0);
+	CHECK_INT(pod_decode(full_pod, &pod, &e), 0);
 	CHECK_STR(pod.namespace_, "ml");
 	CHECK_STR(pod.name, "trainer-1");
 	CHECK_STR(pod.uid, "4f0c2a1e-9b7d");
@@ -66,15 +94,13 @@ TEST(pod_full)
 	CHECK_INT(pod.n_warn, 0);
 	kube_pod_done(&pod);
 	CHECK(pod.annotations == NULL);
-	cJSON_Delete(j);
 }
 
 TEST(pod_minimal)
 {
-	cJSON *j = jparse("{" META "}}");
 	struct kube_pod pod;
 
-	CHECK_INT(kube_pod_decode(j, &pod, NULL), 0);
+	CHECK_INT(pod_decode("{" META "}}", &pod, NULL), 0);
 	CHECK_STR(pod.name, "web-0");
 	CHECK_STR(pod.node_name, "");
 	CHECK_INT(pod.phase, KUBE_POD_PHASE_UNSET);
@@ -84,7 +110,6 @@ TEST(pod_minimal)
 	CHECK_INT(pod.gpus, 0);
 	CHECK_INT(pod.n_warn, 0);
 	kube_pod_done(&pod);
-	cJSON_Delete(j);
 }
 
 TEST(pod_identity_errors)
@@ -126,69 +151,58 @@ TEST(pod_identity_errors)
 	        {"[1]", "pod: object: expected an object, got an array"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		cJSON *j = jparse(cases[i].json);
 		struct kube_pod pod;
 		struct error e = {0};
 
 		memset(&pod, 0x5a, sizeof(pod));
-		CHECK_INT(kube_pod_decode(j, &pod, &e), -EINVAL);
+		CHECK_INT(pod_decode(cases[i].json, &pod, &e), -EINVAL);
 		CHECK_STR(e.msg, cases[i].msg);
 		CHECK_INT(e.code, 0); /* CNI codes are the plugin's (cni/), never the agent's */
 		CHECK_INT(e.errnum, EINVAL);
 		CHECK_INT(pod.namespace_[0], 0x5a); /* ret untouched on failure */
-		cJSON_Delete(j);
 	}
 }
+
+/* A pod of namespace d named %s. */
+#define POD_NAMED "{'metadata':{'namespace':'d','name':'%s','uid':'u','resourceVersion':'1'}}"
 
 TEST(pod_name_length_limits)
 {
 	char name[300], json[600];
 	struct kube_pod pod;
 	struct error e = {0};
-	cJSON *j;
 
 	/* 253 = the longest valid name (labels of 63 joined by dots) */
 	memset(name, 'a', 253);
 	name[63] = name[127] = name[191] = '.';
 	name[253] = '\0';
-	snprintf(json, sizeof(json), "{'metadata':{'namespace':'d','name':'%s','uid':'u','resourceVersion':'1'}}",
-	         name);
-	j = jparse(json);
-	CHECK_INT(kube_pod_decode(j, &pod, &e), 0);
+	snprintf(json, sizeof(json), POD_NAMED, name);
+	CHECK_INT(pod_decode(json, &pod, &e), 0);
 	CHECK_STR(pod.name, name);
 	kube_pod_done(&pod);
-	cJSON_Delete(j);
 
 	name[253] = 'a';
 	name[254] = '\0';
-	snprintf(json, sizeof(json), "{'metadata':{'namespace':'d','name':'%s','uid':'u','resourceVersion':'1'}}",
-	         name);
-	j = jparse(json);
-	CHECK_INT(kube_pod_decode(j, &pod, &e), -EINVAL);
+	snprintf(json, sizeof(json), POD_NAMED, name);
+	CHECK_INT(pod_decode(json, &pod, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "pod: metadata.name: \"aaaa");
 	CHECK_CONTAINS(e.msg, "...\" is not a valid pod name");
-	cJSON_Delete(j);
 
 	/* pod names are DNS subdomains: a label between dots may be longer
 	 * than 63 characters (Tekton, Argo); only the total is limited */
 	memset(name, 'b', 100);
 	memcpy(name + 100, ".run.x", 7);
-	snprintf(json, sizeof(json), "{'metadata':{'namespace':'d','name':'%s','uid':'u','resourceVersion':'1'}}",
-	         name);
-	j = jparse(json);
-	CHECK_INT(kube_pod_decode(j, &pod, &e), 0);
+	snprintf(json, sizeof(json), POD_NAMED, name);
+	CHECK_INT(pod_decode(json, &pod, &e), 0);
 	CHECK_STR(pod.name, name);
 	kube_pod_done(&pod);
-	cJSON_Delete(j);
 
 	/* a 64-character label is not a namespace */
 	memset(name, 'n', 64);
 	name[64] = '\0';
 	snprintf(json, sizeof(json), "{'metadata':{'namespace':'%s','name':'a'}}", name);
-	j = jparse(json);
-	CHECK_INT(kube_pod_decode(j, &pod, &e), -EINVAL);
+	CHECK_INT(pod_decode(json, &pod, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "is not a valid namespace");
-	cJSON_Delete(j);
 }
 
 /* Bad optional fields: the pod decodes, the field keeps its default, a warning says why. */
@@ -231,11 +245,10 @@ TEST(pod_best_effort_fields)
 	         "spec.containers[0].resources: expected an object, got a number (7); ignored", false, 0},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		cJSON *j = jparse(cases[i].json);
 		struct kube_pod pod;
 		struct error e = {0};
 
-		CHECK_INT(kube_pod_decode(j, &pod, &e), 0);
+		CHECK_INT(pod_decode(cases[i].json, &pod, &e), 0);
 		if (cases[i].warn) {
 			CHECK_INT(pod.n_warn, 1);
 			CHECK_STR(pod.warn[0], cases[i].warn);
@@ -246,7 +259,6 @@ TEST(pod_best_effort_fields)
 		CHECK_INT(pod.phase, cases[i].phase);
 		CHECK_STR(pod.name, "web-0");
 		kube_pod_done(&pod);
-		cJSON_Delete(j);
 	}
 }
 
@@ -289,16 +301,15 @@ TEST(annotations_kept_counted_bounded)
 TEST(annotations_duplicate_key_last_wins)
 {
 	/* cJSON keeps duplicate keys; Go (the API server) would keep the last */
-	cJSON *j = jparse("{" META ",'annotations':{'ai.workload':'inference','ai.workload':'training'}}}");
+	static const char json[] = "{" META ",'annotations':{'ai.workload':'inference','ai.workload':'training'}}}";
 	struct kube_pod pod;
 
-	CHECK_INT(kube_pod_decode(j, &pod, NULL), 0);
+	CHECK_INT(pod_decode(json, &pod, NULL), 0);
 	CHECK_INT(cJSON_GetArraySize(pod.annotations), 1);
 	CHECK_STR(cJSON_GetObjectItem(pod.annotations, "ai.workload")->valuestring, "training");
 	CHECK_INT(pod.n_warn, 1);
 	CHECK_STR(pod.warn[0], "annotation ai.workload: duplicate key, the last value wins");
 	kube_pod_done(&pod);
-	cJSON_Delete(j);
 }
 
 TEST(pod_ips)
@@ -331,12 +342,10 @@ TEST(pod_ips)
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char json[1024], got[256] = "";
-		cJSON *j;
 		struct kube_pod pod;
 
 		snprintf(json, sizeof(json), "{" META "},'status':%s}", cases[i].status);
-		j = jparse(json);
-		CHECK_INT(kube_pod_decode(j, &pod, NULL), 0);
+		CHECK_INT(pod_decode(json, &pod, NULL), 0);
 		for (unsigned k = 0; k < pod.n_ips; k++) {
 			char b[INET6_ADDRSTRLEN];
 			size_t n = strlen(got);
@@ -348,7 +357,6 @@ TEST(pod_ips)
 		if (cases[i].warn0)
 			CHECK_STR(pod.warn[0], cases[i].warn0);
 		kube_pod_done(&pod);
-		cJSON_Delete(j);
 	}
 }
 
@@ -452,35 +460,32 @@ TEST(pod_gpus)
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char json[2048];
-		cJSON *j;
 		struct kube_pod pod;
 
 		snprintf(json, sizeof(json), "{" META "},'spec':{'containers':%s}}", cases[i].containers);
-		j = jparse(json);
-		CHECK_INT(kube_pod_decode(j, &pod, NULL), 0);
+		CHECK_INT(pod_decode(json, &pod, NULL), 0);
 		CHECK_INT(pod.gpus, cases[i].gpus);
 		if (cases[i].warn)
 			CHECK_STR(pod.warn[0], cases[i].warn);
 		else
 			CHECK_INT(pod.n_warn, 0);
 		kube_pod_done(&pod);
-		cJSON_Delete(j);
 	}
 }
 
 TEST(warnings_bounded)
 {
 	/* 10 bad things: at most KUBE_POD_WARN_MAX kept, all counted */
-	cJSON *j = jparse("{" META "},'status':{'podIPs':[{'ip':'a'},{'ip':'b'},{'ip':'c'},{'ip':'d'},{'ip':'e'},"
-	                  "{'ip':'f'},{'ip':'g'},{'ip':'h'},{'ip':'i'},{'ip':'j'}]}}");
+	static const char json[] =
+	        "{" META "},'status':{'podIPs':[{'ip':'a'},{'ip':'b'},{'ip':'c'},{'ip':'d'},{'ip':'e'},"
+	        "{'ip':'f'},{'ip':'g'},{'ip':'h'},{'ip':'i'},{'ip':'j'}]}}";
 	struct kube_pod pod;
 
-	CHECK_INT(kube_pod_decode(j, &pod, NULL), 0);
+	CHECK_INT(pod_decode(json, &pod, NULL), 0);
 	CHECK_INT(pod.n_warn, 10);
 	CHECK_STR(pod.warn[KUBE_POD_WARN_MAX - 1],
 	          "status.podIPs[3].ip: \"d\" is not an IPv4 or IPv6 address; ignored");
 	kube_pod_done(&pod);
-	cJSON_Delete(j);
 }
 
 TEST(event_types)
@@ -512,11 +517,10 @@ TEST(event_types)
 	        {"{'type':'ERROR','object':{}}", KUBE_EVENT_ERROR, "", 0, "", ""},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		cJSON *j = jparse(cases[i].json);
 		struct kube_event ev;
 		struct error e = {0};
 
-		CHECK_INT(kube_event_decode(j, &ev, &e), 0);
+		CHECK_INT(event_decode(cases[i].json, &ev, &e), 0);
 		CHECK_STR(e.msg, "");
 		CHECK_INT(ev.type, cases[i].type);
 		CHECK_STR(ev.resource_version, cases[i].rv);
@@ -528,7 +532,6 @@ TEST(event_types)
 			CHECK_INT(ev.pod.deleting, ev.type == KUBE_EVENT_DELETED);
 		}
 		kube_event_done(&ev);
-		cJSON_Delete(j);
 	}
 	CHECK_STR(kube_event_type_name(KUBE_EVENT_EXPIRED), "EXPIRED");
 	CHECK_INT(kube_event_type_from_name("EXPIRED"), _KUBE_EVENT_INVALID);
@@ -570,13 +573,11 @@ TEST(event_errors)
 	        {"[]", "watch event: expected an object, got an array"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		cJSON *j = jparse(cases[i].json);
 		struct kube_event ev;
 		struct error e = {0};
 
-		CHECK_INT(kube_event_decode(j, &ev, &e), -EINVAL);
+		CHECK_INT(event_decode(cases[i].json, &ev, &e), -EINVAL);
 		CHECK_STR(e.msg, cases[i].msg);
-		cJSON_Delete(j);
 	}
 }
 
@@ -637,17 +638,17 @@ TEST(event_decode_json)
 
 TEST(pod_list)
 {
-	cJSON *j = jparse("{'kind':'PodList','apiVersion':'v1','metadata':{'resourceVersion':'777','continue':"
-	                  "'eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6Nzc3fQ=='},'items':["
-	                  "{" META "}},"
-	                  "{'metadata':{'namespace':'default','name':'BAD'}},"
-	                  "{'metadata':{'namespace':'ml','name':'t-1','uid':'u-2','resourceVersion':'700'},"
-	                  "'status':{'podIP':'10.0.0.9'}},"
-	                  "7]}");
+	static const char json[] = "{'kind':'PodList','apiVersion':'v1','metadata':{'resourceVersion':'777','continue':"
+	                           "'eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6Nzc3fQ=='},'items':["
+	                           "{" META "}},"
+	                           "{'metadata':{'namespace':'default','name':'BAD'}},"
+	                           "{'metadata':{'namespace':'ml','name':'t-1','uid':'u-2','resourceVersion':'700'},"
+	                           "'status':{'podIP':'10.0.0.9'}},"
+	                           "7]}";
 	struct kube_pod_list list;
 	struct error e = {0};
 
-	CHECK_INT(kube_pod_list_decode(j, &list, &e), 0);
+	CHECK_INT(pod_list_decode(json, &list, &e), 0);
 	CHECK_STR(list.resource_version, "777");
 	CHECK_STR(list.continue_token, "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6Nzc3fQ==");
 	CHECK_INT(list.n, 2);
@@ -659,7 +660,6 @@ TEST(pod_list)
 	          "items[1]: pod: metadata.name: \"BAD\" is not a valid pod name (DNS-1123 subdomain)");
 	kube_pod_list_done(&list);
 	CHECK_INT(list.n, 0);
-	cJSON_Delete(j);
 }
 
 TEST(pod_list_edge_cases)
@@ -686,10 +686,9 @@ TEST(pod_list_edge_cases)
 	        {"'x'", -EINVAL, 0, "PodList: expected an object, got a string (\"x\")"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		cJSON *j = jparse(cases[i].json);
 		struct kube_pod_list list;
 		struct error e = {0};
-		int r = kube_pod_list_decode(j, &list, &e);
+		int r = pod_list_decode(cases[i].json, &list, &e);
 
 		CHECK_INT(r, cases[i].ret);
 		CHECK_STR(e.msg, cases[i].msg);
@@ -697,7 +696,6 @@ TEST(pod_list_edge_cases)
 			CHECK_INT(list.n, cases[i].n);
 			kube_pod_list_done(&list);
 		}
-		cJSON_Delete(j);
 	}
 }
 
@@ -732,17 +730,15 @@ TEST(pod_list_json)
 
 TEST(pod_move)
 {
-	cJSON *j = jparse(full_pod);
 	struct kube_pod a, b;
 
-	CHECK_INT(kube_pod_decode(j, &a, NULL), 0);
+	CHECK_INT(pod_decode(full_pod, &a, NULL), 0);
 	kube_pod_move(&b, &a);
 	CHECK(a.annotations == NULL);
 	CHECK(b.annotations != NULL);
 	CHECK_STR(b.name, "trainer-1");
 	kube_pod_done(&a);
 	kube_pod_done(&b);
-	cJSON_Delete(j);
 }
 
 TEST(quote)

@@ -13,31 +13,6 @@
 #define PEM_CERT "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 #define PEM_KEY  "-----BEGIN EC PRIVATE KEY-----\nMHcfakeKEYmaterial\n-----END EC PRIVATE KEY-----\n"
 
-static char tmp[256];
-
-static void cleanup_tmp(void)
-{
-	char cmd[300];
-	if (tmp[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-		if (system(cmd) != 0)
-			fprintf(stderr, "  could not remove %s\n", tmp);
-	}
-}
-
-static const char *tmpdir(void)
-{
-	if (!tmp[0]) {
-		snprintf(tmp, sizeof(tmp), "/tmp/aqt-kubeconfig-XXXXXX");
-		if (!mkdtemp(tmp)) {
-			perror("mkdtemp");
-			exit(1);
-		}
-		atexit(cleanup_tmp);
-	}
-	return tmp;
-}
-
 /* Write rel (under the temp dir, creating directories) and return its absolute path. */
 static const char *put(const char *rel, const char *content)
 {
@@ -47,10 +22,10 @@ static const char *put(const char *rel, const char *content)
 	char dir[512];
 	FILE *f;
 
-	snprintf(path, 512, "%s/%s", tmpdir(), rel);
+	snprintf(path, 512, "%s/%s", t_tmpdir(), rel);
 	snprintf(dir, sizeof(dir), "%s", path);
 	*strrchr(dir, '/') = '\0';
-	for (char *p = dir + strlen(tmpdir()) + 1; (p = strchr(p, '/')); *p++ = '/') {
+	for (char *p = dir + strlen(t_tmpdir()) + 1; (p = strchr(p, '/')); *p++ = '/') {
 		*p = '\0';
 		mkdir(dir, 0700);
 	}
@@ -131,7 +106,7 @@ TEST(token_and_relative_ca_path)
 	CHECK_INT(kube_config_load_file(path, NULL, &c, &e), 0);
 	CHECK_STR(e.msg, "");
 	CHECK_STR(c.server, "https://api.example.com:6443");
-	snprintf(want, sizeof(want), "%s/a/ca.crt", tmpdir());
+	snprintf(want, sizeof(want), "%s/a/ca.crt", t_tmpdir());
 	CHECK_STR(c.ca_file, want);
 	CHECK(c.ca_pem == NULL);
 	CHECK_STR(c.token, SECRET);
@@ -157,10 +132,10 @@ TEST(relative_kubeconfig_path)
 	put("rel/sub/ca.pem", PEM_CERT);
 	kubeconfig("rel/kc.yaml", "    server: https://10.0.0.1\n    certificate-authority: sub/ca.pem\n", "    {}\n");
 	CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
-	CHECK_INT(chdir(tmpdir()), 0);
+	CHECK_INT(chdir(t_tmpdir()), 0);
 	CHECK_INT(kube_config_load_file("rel/kc.yaml", NULL, &c, &e), 0);
 	CHECK_STR(e.msg, "");
-	snprintf(want, sizeof(want), "%s/rel/sub/ca.pem", tmpdir());
+	snprintf(want, sizeof(want), "%s/rel/sub/ca.pem", t_tmpdir());
 	CHECK_STR(c.ca_file, want);
 	CHECK(c.token == NULL);
 	kube_client_config_done(&c);
@@ -462,16 +437,16 @@ TEST(file_errors)
 	char path[600], want[700];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/does-not-exist", tmpdir());
+	snprintf(path, sizeof(path), "%s/does-not-exist", t_tmpdir());
 	CHECK_INT(kube_config_load_file(path, NULL, &c, &e), -ENOENT);
 	snprintf(want, sizeof(want), "kubeconfig %s: No such file or directory", path);
 	CHECK_STR(e.msg, want);
 
-	CHECK_INT(kube_config_load_file(tmpdir(), NULL, &c, &e), -EINVAL);
-	snprintf(want, sizeof(want), "kubeconfig %s: not a regular file", tmpdir());
+	CHECK_INT(kube_config_load_file(t_tmpdir(), NULL, &c, &e), -EINVAL);
+	snprintf(want, sizeof(want), "kubeconfig %s: not a regular file", t_tmpdir());
 	CHECK_STR(e.msg, want);
 
-	snprintf(path, sizeof(path), "%s/big", tmpdir());
+	snprintf(path, sizeof(path), "%s/big", t_tmpdir());
 	f = fopen(path, "we");
 	for (int i = 0; i < KUBECONFIG_MAX_BYTES / 16 + 1; i++)
 		fputs("# padding......\n", f);
@@ -526,7 +501,7 @@ static const char *sa_dir(const char *name, const char *token, const char *ca, c
 	static char dir[600];
 	char rel[300];
 
-	snprintf(dir, sizeof(dir), "%s/%s", tmpdir(), name);
+	snprintf(dir, sizeof(dir), "%s/%s", t_tmpdir(), name);
 	if (token) {
 		snprintf(rel, sizeof(rel), "%s/token", name);
 		put(rel, token);

@@ -7,7 +7,6 @@
  * with a user namespace when not root. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <libgen.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,42 +17,12 @@
 #include "t.h"
 #include "util.h"
 
-static char base[64];
-
-__attribute__((constructor)) static void make_base(void)
-{
-	snprintf(base, sizeof(base), "/tmp/aiqos-test-main.XXXXXX");
-	if (!mkdtemp(base))
-		abort();
-}
-
-__attribute__((destructor)) static void remove_base(void)
-{
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-	if (system(cmd) != 0)
-		fprintf(stderr, "  cleanup of %s failed\n", base);
-}
-
 static const char *agent_path(void)
 {
 	static char path[512];
-	const char *env = getenv("AIQOS_AGENT");
-	char self[512];
-	ssize_t n;
 
-	if (path[0])
-		return path;
-	if (env && env[0]) {
-		str_copy(path, sizeof(path), env);
-		return path;
-	}
-	/* build/test/test_agent_main -> build/bin/aiqos-agent */
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return "build/bin/aiqos-agent";
-	self[n] = '\0';
-	snprintf(path, sizeof(path), "%s/bin/aiqos-agent", dirname(dirname(self)));
+	if (!path[0]) /* build/test/test_agent_main -> build/bin/aiqos-agent */
+		t_program(path, sizeof(path), "AIQOS_AGENT", "aiqos-agent");
 	return path;
 }
 
@@ -63,7 +32,7 @@ static const char *dir(const char *name)
 	static unsigned i;
 	char *p = path[i++ % 4];
 
-	snprintf(p, sizeof(path[0]), "%s/%s", base, name);
+	snprintf(p, sizeof(path[0]), "%s/%s", t_tmpdir(), name);
 	if (mkdir(p, 0755) < 0 && errno != EEXIST)
 		abort();
 	return p;
@@ -226,7 +195,7 @@ TEST(uninstall_wait_exits_at_once_when_uninstall_failed)
 	int fd;
 	struct proc p;
 
-	snprintf(file, sizeof(file), "%s/not-a-dir", base);
+	snprintf(file, sizeof(file), "%s/not-a-dir", t_tmpdir());
 	fd = open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	CHECK(fd >= 0);
 	if (fd >= 0)

@@ -50,20 +50,6 @@ static void need_root(void)
 	}
 }
 
-static int sh(const char *fmt, ...) _printf_(1, 2);
-static int sh(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	r = system(cmd);
-	return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
 /* Output of a command (stdout), malloc'd. */
 static char *sh_out(const char *fmt, ...) _printf_(1, 2);
 static char *sh_out(const char *fmt, ...)
@@ -116,9 +102,9 @@ static void fixture_down(void)
 		close(fx.host_nsfd);
 	fx.pod_nsfd = fx.host_nsfd = -1;
 	if (fx.ns_pod[0])
-		sh("ip netns del %s 2>/dev/null", fx.ns_pod);
+		t_sh("ip netns del %s 2>/dev/null", fx.ns_pod);
 	if (fx.ns_host[0])
-		sh("ip netns del %s 2>/dev/null", fx.ns_host);
+		t_sh("ip netns del %s 2>/dev/null", fx.ns_host);
 	fx.ready = false;
 }
 
@@ -132,8 +118,8 @@ __attribute__((destructor)) static void fixture_cleanup(void)
  * was it accepted? */
 static bool probe(int r)
 {
-	sh("ip netns exec %s tc qdisc del dev %s root 2>/dev/null", fx.ns_host, fx.host_if);
-	sh("ip netns exec %s tc qdisc del dev %s clsact 2>/dev/null", fx.ns_host, fx.host_if);
+	t_sh("ip netns exec %s tc qdisc del dev %s root 2>/dev/null", fx.ns_host, fx.host_if);
+	t_sh("ip netns exec %s tc qdisc del dev %s clsact 2>/dev/null", fx.ns_host, fx.host_if);
 	return r == 0;
 }
 
@@ -151,10 +137,10 @@ static void fixture_up(void)
 	snprintf(fx.ns_host, sizeof(fx.ns_host), "aqt-mech-%d-h", (int)getpid());
 	snprintf(fx.ns_pod, sizeof(fx.ns_pod), "aqt-mech-%d-p", (int)getpid());
 	snprintf(fx.host_if, sizeof(fx.host_if), "aqm%dh", (int)getpid() % 100000);
-	if (sh("ip netns add %s && ip netns add %s", fx.ns_host, fx.ns_pod) ||
-	    sh("ip -n %s link add %s type veth peer name eth0 netns %s", fx.ns_host, fx.host_if, fx.ns_pod) ||
-	    sh("ip -n %s link set %s up && ip -n %s link set eth0 up && ip -n %s link set lo up", fx.ns_host,
-	       fx.host_if, fx.ns_pod, fx.ns_pod)) {
+	if (t_sh("ip netns add %s && ip netns add %s", fx.ns_host, fx.ns_pod) ||
+	    t_sh("ip -n %s link add %s type veth peer name eth0 netns %s", fx.ns_host, fx.host_if, fx.ns_pod) ||
+	    t_sh("ip -n %s link set %s up && ip -n %s link set eth0 up && ip -n %s link set lo up", fx.ns_host,
+	         fx.host_if, fx.ns_pod, fx.ns_pod)) {
 		fprintf(stderr, "  fixture: cannot create namespaces/veth\n");
 		return;
 	}
@@ -173,13 +159,13 @@ static void fixture_up(void)
 		goto fail;
 	fx.host_ifindex = li.ifindex;
 
-	fx.has_fq = probe(sh("ip netns exec %s tc qdisc add dev %s root fq 2>/dev/null", fx.ns_host, fx.host_if));
+	fx.has_fq = probe(t_sh("ip netns exec %s tc qdisc add dev %s root fq 2>/dev/null", fx.ns_host, fx.host_if));
 	fx.has_fq_codel =
-	        probe(sh("ip netns exec %s tc qdisc add dev %s root fq_codel 2>/dev/null", fx.ns_host, fx.host_if));
-	fx.has_pedit = probe(sh("ip netns exec %1$s tc qdisc add dev %2$s clsact && ip netns exec %1$s tc filter add "
-	                        "dev %2$s egress prio 1 protocol ip u32 match u32 0 0 action pedit ex munge ip "
-	                        "dsfield set 0xb8 2>/dev/null",
-	                        fx.ns_host, fx.host_if));
+	        probe(t_sh("ip netns exec %s tc qdisc add dev %s root fq_codel 2>/dev/null", fx.ns_host, fx.host_if));
+	fx.has_pedit = probe(t_sh("ip netns exec %1$s tc qdisc add dev %2$s clsact && ip netns exec %1$s tc filter add "
+	                          "dev %2$s egress prio 1 protocol ip u32 match u32 0 0 action pedit ex munge ip "
+	                          "dsfield set 0xb8 2>/dev/null",
+	                          fx.ns_host, fx.host_if));
 	s = sh_out("cat /proc/sys/net/ipv4/tcp_available_congestion_control");
 	str_copy(fx.cc_available, sizeof(fx.cc_available), s);
 	free(s);
@@ -614,11 +600,11 @@ TEST(apply_observe_diff_remove)
 
 	/* someone changes the leaf and a sysctl behind our back: the diff says so */
 	/* (the kernel refuses "replace" by another kind under the same handle) */
-	CHECK_INT(sh("ip netns exec %1$s tc qdisc del dev eth0 parent 1:10 handle 10: && "
-	             "ip netns exec %1$s tc qdisc add dev eth0 parent 1:10 handle 10: pfifo limit 7",
-	             fx.ns_pod),
+	CHECK_INT(t_sh("ip netns exec %1$s tc qdisc del dev eth0 parent 1:10 handle 10: && "
+	               "ip netns exec %1$s tc qdisc add dev eth0 parent 1:10 handle 10: pfifo limit 7",
+	               fx.ns_pod),
 	          0);
-	CHECK_INT(sh("ip netns exec %s sh -c 'echo 0 > /proc/sys/net/ipv4/tcp_ecn'", fx.ns_pod), 0);
+	CHECK_INT(t_sh("ip netns exec %s sh -c 'echo 0 > /proc/sys/net/ipv4/tcp_ecn'", fx.ns_pod), 0);
 	CHECK_INT(observe_plan(p, &t, obs, &e), 0);
 	diff[0] = '\0';
 	r = plan_diff(p, &ifs, obs, diff, sizeof(diff));
@@ -796,10 +782,10 @@ TEST(node_download_tree_on_an_ifb)
 	CHECK(fx.ready);
 	if (!fx.ready)
 		return;
-	if (sh("ip -n %s link add %s type ifb && ip -n %s link set %s up", fx.ns_host, PLAN_IFB_NAME, fx.ns_host,
-	       PLAN_IFB_NAME) ||
-	    sh("ip -n %s addr add 10.251.0.1/24 dev %s && ip -n %s addr add 10.251.0.2/24 dev eth0", fx.ns_host,
-	       fx.host_if, fx.ns_pod) ||
+	if (t_sh("ip -n %s link add %s type ifb && ip -n %s link set %s up", fx.ns_host, PLAN_IFB_NAME, fx.ns_host,
+	         PLAN_IFB_NAME) ||
+	    t_sh("ip -n %s addr add 10.251.0.1/24 dev %s && ip -n %s addr add 10.251.0.2/24 dev eth0", fx.ns_host,
+	         fx.host_if, fx.ns_pod) ||
 	    nl_link_get(fx.host_sk, PLAN_IFB_NAME, 0, &li, &e) < 0) {
 		CHECK(!"ifb and addresses");
 		return;
@@ -883,7 +869,7 @@ TEST(node_download_tree_on_an_ifb)
 		CHECK(found);
 		tc_dump_list_free(&d);
 	}
-	sh("ip -n %s link del %s", fx.ns_host, PLAN_IFB_NAME);
+	t_sh("ip -n %s link del %s", fx.ns_host, PLAN_IFB_NAME);
 	plan_free(&np);
 }
 
@@ -937,7 +923,7 @@ TEST(hard_errors)
 	}
 
 	/* the pod's device vanishes (the pod went away) between open and apply */
-	CHECK_INT(sh("ip -n %s link del eth0", fx.ns_pod), 0);
+	CHECK_INT(t_sh("ip -n %s link del eth0", fx.ns_pod), 0);
 	t = target();
 	r = apply_plan(p, NULL, &t, &caps, &e);
 	CHECK_INT(r, -ENODEV);
@@ -1281,7 +1267,7 @@ TEST(cc_not_allowed_is_set_and_the_host_list_left_as_found)
 	if (!cc)
 		goto out;
 	/* the host's default stays allowed; cc is not */
-	CHECK_INT(sh("echo reno > /proc/sys/net/ipv4/tcp_allowed_congestion_control"), 0);
+	CHECK_INT(t_sh("echo reno > /proc/sys/net/ipv4/tcp_allowed_congestion_control"), 0);
 	list = sh_out("cat /proc/sys/net/ipv4/tcp_allowed_congestion_control");
 	CHECK(strstr(list, cc) == NULL || streq(cc, "cubic"));
 	t = target();
@@ -1302,7 +1288,7 @@ TEST(cc_not_allowed_is_set_and_the_host_list_left_as_found)
 	free(list);
 out:
 	if (fx.cc_allowed[0])
-		CHECK_INT(sh("echo '%s' > /proc/sys/net/ipv4/tcp_allowed_congestion_control", fx.cc_allowed), 0);
+		CHECK_INT(t_sh("echo '%s' > /proc/sys/net/ipv4/tcp_allowed_congestion_control", fx.cc_allowed), 0);
 	plan_free(p);
 	free(p);
 }
@@ -1477,7 +1463,7 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 			if (m->np.items[i].tc[0].kind == TC_KIND_BPF)
 				m->np.items[i].tc[0].u.bpf.prog_fd = m->prog_fd;
 		}
-		sh("ip netns exec %s tc qdisc del dev %s root 2>/dev/null", ns, up->ifname);
+		t_sh("ip netns exec %s tc qdisc del dev %s root 2>/dev/null", ns, up->ifname);
 		r = apply_plan(
 		        &m->np,
 		        &(struct apply_only){.idx = idx, .n = m->np.n < ARRAY_SIZE(idx) ? m->np.n : ARRAY_SIZE(idx)},
@@ -1517,13 +1503,14 @@ TEST(node_mq_mixed_classifier)
 	CHECK(fx.ready);
 	if (!fx.ready)
 		return;
-	CHECK_INT(sh("ip -n %1$s link add aqtmq0 numtxqueues 4 type veth peer name aqtmq1 numrxqueues 4 netns %2$s && "
+	CHECK_INT(
+	        t_sh("ip -n %1$s link add aqtmq0 numtxqueues 4 type veth peer name aqtmq1 numrxqueues 4 netns %2$s && "
 	             "ip -n %1$s addr add 10.77.0.1/24 dev aqtmq0 && ip -n %1$s addr add 10.77.0.10/32 dev aqtmq0 && "
 	             "ip -n %1$s addr add 10.77.0.20/32 dev aqtmq0 && ip -n %1$s addr add 10.77.0.30/32 dev aqtmq0 && "
 	             "ip -n %2$s addr add 10.77.0.2/24 dev aqtmq1 && ip -n %1$s link set aqtmq0 up && "
 	             "ip -n %2$s link set aqtmq1 up",
 	             fx.ns_host, fx.ns_pod),
-	          0);
+	        0);
 	CHECK_INT(nl_link_get(fx.host_sk, "aqtmq0", 0, &li, &e), 0);
 	mq_apply_mixed(pods, 3, &up, li.ifindex, fx.ns_host, &m);
 	CHECK_INT(node_cls_entries(pods, 3, &m.cfg, &m.info, &ents, &n_ents), 0);
@@ -1556,9 +1543,10 @@ TEST(node_mq_mixed_classifier)
 		        (unsigned long long)cnt.pkts[0], (unsigned long long)cnt.pkts[1],
 		        (unsigned long long)cnt.pkts[2]);
 	}
-	sh("ip netns exec %s tc qdisc del dev aqtmq0 root 2>/dev/null; ip netns exec %s tc qdisc del dev aqtmq0 clsact "
-	   "2>/dev/null; ip -n %s link del aqtmq0 2>/dev/null",
-	   fx.ns_host, fx.ns_host, fx.ns_host);
+	t_sh("ip netns exec %s tc qdisc del dev aqtmq0 root 2>/dev/null; ip netns exec %s tc qdisc del dev aqtmq0 "
+	     "clsact "
+	     "2>/dev/null; ip -n %s link del aqtmq0 2>/dev/null",
+	     fx.ns_host, fx.ns_host, fx.ns_host);
 	mq_setup_free(&m);
 }
 
@@ -1617,11 +1605,11 @@ TEST(node_mq_mixed_backlog)
 	queues = (unsigned)atoi(s);
 	free(s);
 	CHECK(queues >= 2);
-	CHECK_INT(sh("ip link set %2$s netns %1$s && ip -n %1$s link set %2$s up && "
-	             "ip -n %1$s addr add 10.78.0.1/24 dev %2$s && ip -n %1$s addr add 10.78.0.10/32 dev %2$s && "
-	             "ip -n %1$s addr add 10.78.0.20/32 dev %2$s && "
-	             "ip -n %1$s neigh replace 10.78.0.2 lladdr 02:00:00:00:00:02 dev %2$s nud permanent",
-	             fx.ns_host, nic),
+	CHECK_INT(t_sh("ip link set %2$s netns %1$s && ip -n %1$s link set %2$s up && "
+	               "ip -n %1$s addr add 10.78.0.1/24 dev %2$s && ip -n %1$s addr add 10.78.0.10/32 dev %2$s && "
+	               "ip -n %1$s addr add 10.78.0.20/32 dev %2$s && "
+	               "ip -n %1$s neigh replace 10.78.0.2 lladdr 02:00:00:00:00:02 dev %2$s nud permanent",
+	               fx.ns_host, nic),
 	          0);
 	CHECK_INT(nl_link_get(fx.host_sk, nic, 0, &li, &e), 0);
 	str_copy(up.ifname, sizeof(up.ifname), nic);
@@ -1667,9 +1655,10 @@ TEST(node_mq_mixed_backlog)
 	}
 	free(base);
 	free(ours);
-	sh("ip netns exec %1$s tc qdisc del dev %2$s root 2>/dev/null; ip netns exec %1$s tc qdisc del dev %2$s clsact "
-	   "2>/dev/null; ip -n %1$s link set %2$s netns 1",
-	   fx.ns_host, nic);
+	t_sh("ip netns exec %1$s tc qdisc del dev %2$s root 2>/dev/null; ip netns exec %1$s tc qdisc del dev %2$s "
+	     "clsact "
+	     "2>/dev/null; ip -n %1$s link set %2$s netns 1",
+	     fx.ns_host, nic);
 	mq_setup_free(&m);
 }
 
@@ -1678,6 +1667,6 @@ TEST(zz_teardown)
 	need_root();
 	fixture_down();
 	if (fx.cc_allowed[0])
-		CHECK_INT(sh("echo '%s' > /proc/sys/net/ipv4/tcp_allowed_congestion_control", fx.cc_allowed), 0);
-	CHECK_INT(sh("ip netns list | grep -q 'aqt-mech-%d-'", (int)getpid()), 1);
+		CHECK_INT(t_sh("echo '%s' > /proc/sys/net/ipv4/tcp_allowed_congestion_control", fx.cc_allowed), 0);
+	CHECK_INT(t_sh("ip netns list | grep -q 'aqt-mech-%d-'", (int)getpid()), 1);
 }

@@ -28,26 +28,12 @@ static struct {
 	struct profile_set set;
 } fx;
 
-static int sh(const char *fmt, ...) _printf_(1, 2);
-static int sh(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	r = system(cmd);
-	return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
-}
-
 static void fixture_down(void)
 {
 	if (fx.ns_pod[0])
-		sh("ip netns del %s 2>/dev/null", fx.ns_pod);
+		t_sh("ip netns del %s 2>/dev/null", fx.ns_pod);
 	if (fx.dir[0])
-		sh("rm -rf '%s'", fx.dir);
+		t_sh("rm -rf '%s'", fx.dir);
 }
 
 /* Once per process: a private host netns (nothing on the real host is
@@ -64,7 +50,7 @@ static void fixture_up(void)
 		exit(0);
 	}
 	if (fx.dir[0])
-		sh("rm -rf '%s'", fx.dir);
+		t_sh("rm -rf '%s'", fx.dir);
 	snprintf(fx.dir, sizeof(fx.dir), "%s", mkdtemp(tmpl) ?: "/tmp/aiqos-test-attach");
 	if (done)
 		return;
@@ -77,9 +63,9 @@ static void fixture_up(void)
 	snprintf(fx.ns_pod, sizeof(fx.ns_pod), "aqt-att-%d", (int)getpid());
 	snprintf(fx.netns, sizeof(fx.netns), "/run/netns/%s", fx.ns_pod);
 	snprintf(fx.host_if, sizeof(fx.host_if), "aqa%dh", (int)getpid() % 100000);
-	if (sh("ip link set lo up && ip netns add %s", fx.ns_pod) ||
-	    sh("ip link add %s type veth peer name eth0 netns %s", fx.host_if, fx.ns_pod) ||
-	    sh("ip link set %s up && ip -n %s link set eth0 up", fx.host_if, fx.ns_pod)) {
+	if (t_sh("ip link set lo up && ip netns add %s", fx.ns_pod) ||
+	    t_sh("ip link add %s type veth peer name eth0 netns %s", fx.host_if, fx.ns_pod) ||
+	    t_sh("ip link set %s up && ip -n %s link set eth0 up", fx.host_if, fx.ns_pod)) {
 		fprintf(stderr, "  fixture: cannot create the pod netns and veth\n");
 		return;
 	}
@@ -104,17 +90,17 @@ static void record_identity(struct attach_state *s)
 /* Host qdisc kinds as "htb,bfifo" (tc's order), "" for none of ours. */
 static bool host_has(const char *kind)
 {
-	return sh("tc qdisc show dev %s | grep -qw %s", fx.host_if, kind) == 0;
+	return t_sh("tc qdisc show dev %s | grep -qw %s", fx.host_if, kind) == 0;
 }
 
 static bool pod_has(const char *kind)
 {
-	return sh("ip netns exec %s tc qdisc show dev eth0 | grep -qw %s", fx.ns_pod, kind) == 0;
+	return t_sh("ip netns exec %s tc qdisc show dev eth0 | grep -qw %s", fx.ns_pod, kind) == 0;
 }
 
 static bool host_class_rate(const char *rate)
 {
-	return sh("tc class show dev %s | grep -q 'rate %s'", fx.host_if, rate) == 0;
+	return t_sh("tc class show dev %s | grep -q 'rate %s'", fx.host_if, rate) == 0;
 }
 
 /* Tune s (ADD or re-tune) to class/ingress under the attachment lock, as
@@ -359,12 +345,12 @@ TEST(tune_without_intent_changes_nothing)
 	if (!fx.ready)
 		return;
 	record_identity(s);
-	sh("rm -rf '%s' && mkdir -p '%s' && chmod 0500 '%s'", fx.dir, fx.dir, fx.dir);
+	t_sh("rm -rf '%s' && mkdir -p '%s' && chmod 0500 '%s'", fx.dir, fx.dir, fx.dir);
 	/* root ignores the mode: make the directory a file instead */
-	sh("rmdir '%s' && touch '%s'", fx.dir, fx.dir);
+	t_sh("rmdir '%s' && touch '%s'", fx.dir, fx.dir);
 	CHECK(tune(s, ATTACH_OP_ADD, CLASS_INFERENCE, 40000000, NULL, NULL) < 0);
 	CHECK(!host_has("htb"));
 	CHECK(!s->pending);
-	sh("rm -f '%s'", fx.dir);
+	t_sh("rm -f '%s'", fx.dir);
 	attach_state_free(s);
 }

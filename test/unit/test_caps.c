@@ -17,33 +17,11 @@
 #define BOOT_B "0b5e6f52-bbbb-4c3e-9d6a-4f3c2b1a0002"
 #define T0     ((time_t)1700000000)
 
-static char base[64];
-
-__attribute__((constructor)) static void make_base(void)
-{
-	snprintf(base, sizeof(base), "/tmp/aiqos-test-caps.XXXXXX");
-	if (!mkdtemp(base))
-		abort();
-}
-
-static void rm_rf(const char *path)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	if (system(cmd) != 0)
-		fprintf(stderr, "  cleanup of %s failed\n", path);
-}
-
-__attribute__((destructor)) static void remove_base(void)
-{
-	rm_rf(base);
-}
-
-/* A fresh, existing directory under base. */
+/* A fresh, existing directory under t_tmpdir(). */
 static void fresh_dir(char *buf, size_t size, const char *name)
 {
-	snprintf(buf, size, "%s/%s", base, name);
-	rm_rf(buf);
+	t_tmppath(buf, size, name);
+	t_rm_rf(buf);
 	if (mkdir(buf, 0700) < 0)
 		abort();
 }
@@ -59,21 +37,6 @@ static void write_caps_file(const char *dir, const char *text)
 		abort();
 	fputs(text, f);
 	fclose(f);
-}
-
-static unsigned count_files(const char *dir, const char *part)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	unsigned n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d)))
-		if (strstr(de->d_name, part))
-			n++;
-	closedir(d);
-	return n;
 }
 
 static bool caps_empty(const struct plan_caps *c)
@@ -108,7 +71,7 @@ TEST(round_trip_keeps_errnos)
 	CHECK_INT(caps_save_at(dir, BOOT_A, T0, &c, &e), 0);
 	snprintf(path, sizeof(path), "%s/%s", dir, CAPS_FILE);
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
-	CHECK_INT(count_files(dir, ".tmp."), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 
 	CHECK_INT(caps_load_at(dir, BOOT_A, T0 + 10, &got, &e), 1);
 	CHECK_INT(got.missing_kinds, c.missing_kinds);
@@ -378,7 +341,7 @@ TEST(concurrent_saves)
 		CHECK(pids[i] > 0 && waitpid(pids[i], &st, 0) == pids[i]);
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	CHECK_INT(count_files(dir, ".tmp."), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 	CHECK_INT(caps_load_at(dir, BOOT_A, T0, &got, &e), 1);
 	CHECK(got.missing_pedit);
 	CHECK(got.missing_kinds != 0);
@@ -405,11 +368,11 @@ TEST(save_errors_and_leftovers)
 	snprintf(tmp, sizeof(tmp), "%s/%s.tmp.%ld", dir, CAPS_FILE, (long)getpid());
 	CHECK(close(open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) == 0);
 	CHECK_INT(caps_save_at(dir, BOOT_A, T0, &c, &e), 0);
-	CHECK_INT(count_files(dir, ".tmp."), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 	CHECK_INT(caps_load_at(dir, BOOT_A, T0, &got, &e), 1);
 
 	/* the directory must exist (the plugin's state save creates it) */
-	snprintf(tmp, sizeof(tmp), "%s/missing-dir", base);
+	snprintf(tmp, sizeof(tmp), "%s/missing-dir", t_tmpdir());
 	CHECK_INT(caps_save_at(tmp, BOOT_A, T0, &c, &e), -ENOENT);
 	CHECK_CONTAINS(e.msg, tmp);
 	CHECK_INT(e.errnum, ENOENT); /* the errno, unclassified: CNI codes are cni/'s */

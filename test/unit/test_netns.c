@@ -9,32 +9,15 @@
 #include "netns.h"
 #include "t.h"
 
-static char base[64];
-
-__attribute__((constructor)) static void make_base(void)
-{
-	snprintf(base, sizeof(base), "/tmp/aiqos-test-netns.XXXXXX");
-	if (!mkdtemp(base))
-		abort();
-}
-
-__attribute__((destructor)) static void remove_base(void)
-{
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-	if (system(cmd) != 0)
-		fprintf(stderr, "  cleanup of %s failed\n", base);
-}
-
-/* base/rel with text, parent dirs created */
+/* t_tmpdir()/rel with text, parent dirs created */
 static void put(const char *rel, const char *text)
 {
 	char path[256];
 	size_t i;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", base, rel);
-	for (i = strlen(base) + 1; path[i]; i++) {
+	t_tmppath(path, sizeof(path), rel);
+	for (i = strlen(t_tmpdir()) + 1; path[i]; i++) {
 		if (path[i] != '/')
 			continue;
 		path[i] = '\0';
@@ -55,7 +38,7 @@ static const char *get(const char *rel)
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", base, rel);
+	t_tmppath(path, sizeof(path), rel);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return "(missing)";
@@ -86,7 +69,7 @@ TEST(keys_resolve_below_the_root)
 	struct error e = {0};
 	int rd = -1;
 
-	snprintf(root, sizeof(root), "%s/host/proc/sys", base);
+	snprintf(root, sizeof(root), "%s/host/proc/sys", t_tmpdir());
 	put("host/proc/sys/net/ipv4/tcp_ecn", "5\n");
 	put("host/proc/sys/net/ipv4/tcp_rmem", "4096\t131072\t6291456\n");
 	put("host/proc/sys/net/ipv4/conf/eth0.100/rp_filter", "7\n");
@@ -119,8 +102,8 @@ TEST(trailing_slashes_are_one)
 	char root[128], want[160];
 
 	put("slash/net/ipv4/tcp_ecn", "6\n");
-	snprintf(root, sizeof(root), "%s/slash///", base);
-	snprintf(want, sizeof(want), "%s/slash/", base);
+	snprintf(root, sizeof(root), "%s/slash///", t_tmpdir());
+	snprintf(want, sizeof(want), "%s/slash/", t_tmpdir());
 	CHECK_INT(sysctl_set_root(root, NULL), 0);
 	CHECK_STR(sysctl_get_root(), want);
 	{
@@ -153,9 +136,9 @@ TEST(invalid_roots_are_refused_and_change_nothing)
 
 	memset(long_root, 'a', sizeof(long_root) - 1);
 	long_root[0] = '/';
-	snprintf(missing, sizeof(missing), "%s/nope", base);
+	snprintf(missing, sizeof(missing), "%s/nope", t_tmpdir());
 	put("a-file", "x");
-	snprintf(file_root, sizeof(file_root), "%s/a-file", base);
+	snprintf(file_root, sizeof(file_root), "%s/a-file", t_tmpdir());
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct error e = {0};
 		CHECK_INT(sysctl_set_root(cases[i].dir, &e), cases[i].want);

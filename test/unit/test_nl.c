@@ -35,21 +35,6 @@ static struct nl_sock *sk;
 
 /* --- shell helpers (tc/ip run in this process's private netns) --- */
 
-_printf_(1, 2) static int sh(const char *fmt, ...)
-{
-	char cmd[CMD_MAX];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
 /* Run a command and capture stdout (stderr dropped). Returns exit status. */
 _printf_(3, 4) static int sh_out(char *out, size_t size, const char *fmt, ...)
 {
@@ -88,8 +73,8 @@ static int dev_new(char *name, size_t size, unsigned txq)
 	int r;
 
 	snprintf(name, size, "aqt-nl-%u", n++);
-	if (sh("ip link add %s numtxqueues %u type veth peer name %sp && ip link set %s up && ip link set %sp up", name,
-	       txq ? txq : 1, name, name, name) != 0) {
+	if (t_sh("ip link add %s numtxqueues %u type veth peer name %sp && ip link set %s up && ip link set %sp up",
+	         name, txq ? txq : 1, name, name, name) != 0) {
 		fprintf(stderr, "  cannot create veth %s\n", name);
 		t_failed_now = 1;
 		return -1;
@@ -350,7 +335,7 @@ TEST(link_peer_in_other_netns)
 	close(pipefd[0]);
 	close(pipefd[1]);
 
-	CHECK_INT(sh("ip link add aqt-nl-x type veth peer name aqt-nl-y netns %d", (int)pid), 0);
+	CHECK_INT(t_sh("ip link add aqt-nl-x type veth peer name aqt-nl-y netns %d", (int)pid), 0);
 	CHECK_INT(nl_link_get(sk, "aqt-nl-x", 0, &lx, &e), 0);
 	CHECK_STR(lx.kind, "veth");
 	CHECK(lx.peer_ifindex > 0);
@@ -379,7 +364,7 @@ TEST(link_peer_in_other_netns)
 		close(nsfd);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	sh("ip link del aqt-nl-x 2>/dev/null");
+	t_sh("ip link del aqt-nl-x 2>/dev/null");
 }
 
 /* htb qdisc, classes (incl. a 64-bit rate), fifo leaves: create, read back,
@@ -840,11 +825,11 @@ TEST(format_is_tc_syntax)
 
 		t.u.tbf.rate_bps = 100000000;
 		CHECK_INT(tc_spec_format(&t, dev2, "replace", cmd, sizeof(cmd)), 0);
-		CHECK_INT(sh("tc %s", cmd), 0);
+		CHECK_INT(t_sh("tc %s", cmd), 0);
 		if (dump(ifx2, &d2))
 			check_all_match(&d2, &t, 1);
 		CHECK_INT(tc_spec_format(&t, dev2, "del", cmd, sizeof(cmd)), 0);
-		CHECK_INT(sh("tc %s", cmd), 0);
+		CHECK_INT(t_sh("tc %s", cmd), 0);
 	}
 
 	/* delete commands, children first */
@@ -863,7 +848,7 @@ TEST(format_is_tc_syntax)
 		if (s[i].type == TC_CLASS ||
 		    (s[i].type == TC_QDISC && s[i].kind != TC_KIND_CLSACT && s[i].parent != TC_H_ROOT))
 			continue; /* go with the root */
-		if (sh("tc %s", cmd) != 0) {
+		if (t_sh("tc %s", cmd) != 0) {
 			fprintf(stderr, "  tc %s failed\n", cmd);
 			t_failed_now = 1;
 		}
@@ -891,7 +876,7 @@ TEST(dump_unknown_kinds)
 		}
 	CHECK_INT(noqueue, 1);
 	/* mq on a 4-queue veth gets one default child per queue */
-	CHECK_INT(sh("tc qdisc add dev %s root handle 1: mq", dev), 0);
+	CHECK_INT(t_sh("tc qdisc add dev %s root handle 1: mq", dev), 0);
 	if (!dump(ifx, &d))
 		return;
 	for (unsigned i = 0; i < d.n; i++) {
@@ -952,7 +937,7 @@ __attribute__((constructor)) static void nl_test_setup(void)
 		why = "needs root (creates network namespaces and veth devices)";
 	else if (unshare(CLONE_NEWNET) < 0)
 		why = "unshare(CLONE_NEWNET) failed";
-	else if (sh("command -v ip >/dev/null && command -v tc >/dev/null") != 0)
+	else if (t_sh("command -v ip >/dev/null && command -v tc >/dev/null") != 0)
 		why = "ip/tc (iproute2) not installed";
 	else if (nl_open(&sk, &e) < 0)
 		why = "cannot open an rtnetlink socket";
@@ -962,5 +947,5 @@ __attribute__((constructor)) static void nl_test_setup(void)
 		fflush(stdout);
 		exit(0);
 	}
-	sh("ip link set lo up");
+	t_sh("ip link set lo up");
 }

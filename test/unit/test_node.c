@@ -232,78 +232,6 @@ static char *render(const struct plan *np, const struct node_plan_info *info)
 	return out;
 }
 
-static char *file_read(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *m;
-	char tmp[4096];
-	size_t k;
-
-	if (!f)
-		return NULL;
-	m = open_memstream(&buf, &len);
-	if (!m) {
-		fclose(f);
-		return NULL;
-	}
-	while ((k = fread(tmp, 1, sizeof(tmp), f)) > 0)
-		fwrite(tmp, 1, k, m);
-	fclose(f);
-	fclose(m);
-	return buf;
-}
-
-static const char *golden_dir(void)
-{
-	const char *d = getenv("AIQOS_GOLDEN_DIR");
-	return d && d[0] ? d : "test/unit/golden";
-}
-
-/* Compare text with golden file name (or write it when AIQOS_UPDATE_GOLDEN=1). */
-static void golden_check(const char *name, const char *text)
-{
-	char path[512];
-	char *want;
-
-	snprintf(path, sizeof(path), "%s/%s", golden_dir(), name);
-	if (getenv("AIQOS_UPDATE_GOLDEN")) {
-		FILE *f = fopen(path, "we");
-		CHECK(f != NULL);
-		if (f) {
-			fputs(text, f);
-			fclose(f);
-		}
-		return;
-	}
-	want = file_read(path);
-	if (!want) {
-		fprintf(stderr, "  %s: missing (run from the repo root, or AIQOS_UPDATE_GOLDEN=1 to create)\n", path);
-		CHECK(want != NULL);
-		return;
-	}
-	if (!streq(want, text)) {
-		const char *a = want, *b = text, *la = want, *lb = text;
-		unsigned line = 1;
-
-		while (*a && *a == *b) {
-			if (*a == '\n') {
-				line++;
-				la = a + 1;
-				lb = b + 1;
-			}
-			a++;
-			b++;
-		}
-		fprintf(stderr,
-		        "  %s differs at line %u (AIQOS_UPDATE_GOLDEN=1 rewrites it):\n  want: %.*s\n  have: %.*s\n",
-		        path, line, (int)strcspn(la, "\n"), la, (int)strcspn(lb, "\n"), lb);
-		CHECK(streq(want, text));
-	}
-	free(want);
-}
-
 static const struct plan_item *find(const struct plan *np, const char *id)
 {
 	return plan_find_const(np, id);
@@ -1670,7 +1598,7 @@ TEST(node_plan_golden)
 				}
 				snprintf(name, sizeof(name), "node-%s-%s-%s.txt", node_mode_name(modes[m]),
 				         scenarios[k].name, node_classify_name((enum node_classify)cl));
-				golden_check(name, text);
+				t_golden_check(name, text);
 				free(text);
 			}
 	{
@@ -1685,7 +1613,7 @@ TEST(node_plan_golden)
 		text = render(&np, &info);
 		CHECK(text != NULL);
 		if (text)
-			golden_check("node-idle.txt", text);
+			t_golden_check("node-idle.txt", text);
 		free(text);
 	}
 }
@@ -2028,7 +1956,7 @@ TEST(node_plan_downlink_golden)
 				continue;
 			snprintf(name, sizeof(name), "node-down-%s-lab-%s.txt", node_mode_name(modes[m]),
 			         node_classify_name((enum node_classify)cl));
-			golden_check(name, text);
+			t_golden_check(name, text);
 			free(text);
 		}
 }

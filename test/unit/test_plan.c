@@ -12,93 +12,6 @@
 #include "plan.h"
 #include "t.h"
 
-#define GOLDEN_DIR "test/unit/golden"
-
-/* ---- golden files ---- */
-
-static char *read_file(const char *path)
-{
-	_cleanup_fclose_ FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, n;
-
-	if (!f)
-		return NULL;
-	do {
-		if (len + 4096 + 1 > cap) {
-			char *t;
-			cap = cap ? cap * 2 : 8192;
-			t = realloc(buf, cap);
-			if (!t) {
-				free(buf);
-				return NULL;
-			}
-			buf = t;
-		}
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-	} while (n > 0);
-	buf[len] = '\0';
-	return buf;
-}
-
-/* Print the first differing line of want and got. */
-static void show_first_difference(const char *want, const char *got)
-{
-	unsigned line = 1;
-	const char *w = want, *g = got;
-
-	while (*w && *w == *g) {
-		if (*w == '\n')
-			line++;
-		w++;
-		g++;
-	}
-	while (w > want && w[-1] != '\n')
-		w--, g--;
-	fprintf(stderr, "    first difference at line %u:\n    want: %.*s\n    got:  %.*s\n", line,
-	        (int)strcspn(w, "\n"), w, (int)strcspn(g, "\n"), g);
-}
-
-static void golden_check(const char *name, const char *got)
-{
-	char path[256];
-	_cleanup_free_ char *want = NULL;
-	const char *update = getenv("AIQOS_UPDATE_GOLDEN");
-	struct stat st;
-
-	snprintf(path, sizeof(path), "%s/%s", GOLDEN_DIR, name);
-	if (stat(GOLDEN_DIR, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "  golden directory %s not found: run the tests from the repository root\n",
-		        GOLDEN_DIR);
-		t_failed_now = 1;
-		return;
-	}
-	if (update && streq(update, "1")) {
-		_cleanup_fclose_ FILE *f = fopen(path, "we");
-		if (!f || fputs(got, f) < 0) {
-			fprintf(stderr, "  cannot write %s: %s\n", path, strerror(errno));
-			t_failed_now = 1;
-		} else {
-			fprintf(stderr, "  updated %s\n", path);
-		}
-		/* f is _cleanup_fclose_: cppcheck does not follow the cleanup attribute */
-		// cppcheck-suppress resourceLeak
-		return;
-	}
-	want = read_file(path);
-	if (!want) {
-		fprintf(stderr, "  %s: %s (AIQOS_UPDATE_GOLDEN=1 creates it)\n", path, strerror(errno));
-		t_failed_now = 1;
-		return;
-	}
-	if (!streq(want, got)) {
-		fprintf(stderr, "  %s differs from the output (AIQOS_UPDATE_GOLDEN=1 rewrites it)\n", path);
-		show_first_difference(want, got);
-		t_failed_now = 1;
-	}
-}
-
 /* ---- fixtures ---- */
 
 static const struct attach_ifaces ifs_veth = {
@@ -221,7 +134,7 @@ static void golden_profile(const char *profile)
 		}
 		fclose(f);
 		snprintf(name, sizeof(name), "plan_%s_%s.txt", profile, kernels[k]);
-		golden_check(name, out.s ? out.s : "");
+		t_golden_check(name, out.s ? out.s : "");
 		free(out.s);
 	}
 }
@@ -809,7 +722,7 @@ TEST(golden_render_formats)
 		fprintf(f, "%s## %s\n%s", i ? "\n" : "", cases[i].label, s ? s : "(render failed)\n");
 	}
 	fclose(f);
-	golden_check("render_formats.txt", out ? out : "");
+	t_golden_check("render_formats.txt", out ? out : "");
 	free(out);
 }
 

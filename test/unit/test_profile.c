@@ -8,14 +8,6 @@
 #include "profile.h"
 #include "t.h"
 
-static cJSON *parse(const char *json)
-{
-	cJSON *j = cJSON_Parse(json);
-	if (!j)
-		fprintf(stderr, "  bad test JSON: %s\n", json);
-	return j;
-}
-
 /* The expected built-ins, field by field. */
 static const struct {
 	const char *name;
@@ -130,7 +122,7 @@ TEST(resolve_never_null)
 TEST(merge_override_keeps_other_fields)
 {
 	struct profile_set set, before;
-	_cleanup_json_ cJSON *j = parse("{\"inference\": {\"targetUs\": 800, \"dscp\": 34, \"podQdisc\": false}}");
+	_cleanup_json_ cJSON *j = t_json("{\"inference\": {\"targetUs\": 800, \"dscp\": 34, \"podQdisc\": false}}");
 	struct error e = {0};
 	const struct profile *p;
 	struct profile expect;
@@ -155,9 +147,9 @@ TEST(merge_add_starts_from_class_builtin)
 {
 	struct profile_set set;
 	_cleanup_json_ cJSON *j =
-	        parse("{\"bulk\": {\"class\": \"training\", \"congestionControl\": [\"cubic\"], "
-	              "\"dscp\": null, \"tcpEcn\": null, \"rmemMax\": 0},"
-	              " \"lowlat\": {\"class\": \"inference\", \"limitPkts\": 128, \"ceThresholdUs\": 300}}");
+	        t_json("{\"bulk\": {\"class\": \"training\", \"congestionControl\": [\"cubic\"], "
+	               "\"dscp\": null, \"tcpEcn\": null, \"rmemMax\": 0},"
+	               " \"lowlat\": {\"class\": \"inference\", \"limitPkts\": 128, \"ceThresholdUs\": 300}}");
 	struct error e = {0};
 	const struct profile *p, *base;
 	struct profile_set builtins;
@@ -206,7 +198,7 @@ TEST(merge_add_starts_from_class_builtin)
 TEST(merge_same_class_allowed_and_empty_cc)
 {
 	struct profile_set set;
-	_cleanup_json_ cJSON *j = parse(
+	_cleanup_json_ cJSON *j = t_json(
 	        "{\"training\": {\"class\": \"training\", \"congestionControl\": [], \"tcpEcn\": 2, \"dscp\": -1}}");
 	struct error e = {0};
 	const struct profile *p;
@@ -300,7 +292,7 @@ static const struct {
 TEST(merge_invalid_exact_and_atomic)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		_cleanup_json_ cJSON *j = parse(bad[i].json);
+		_cleanup_json_ cJSON *j = t_json(bad[i].json);
 		struct profile_set set, before;
 		struct error e = {0};
 		int r;

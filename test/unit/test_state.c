@@ -19,48 +19,11 @@
 #include "state.h"
 #include "t.h"
 
-static char base[64];
-
-__attribute__((constructor)) static void make_base(void)
-{
-	snprintf(base, sizeof(base), "/tmp/aiqos-test-state.XXXXXX");
-	if (!mkdtemp(base))
-		abort();
-}
-
-static void rm_rf(const char *path)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-	if (system(cmd) != 0)
-		fprintf(stderr, "  cleanup of %s failed\n", path);
-}
-
-__attribute__((destructor)) static void remove_base(void)
-{
-	rm_rf(base);
-}
-
-/* A fresh directory path under base (not created). */
+/* A fresh directory path under t_tmpdir() (not created). */
 static void fresh_dir(char *buf, size_t size, const char *name)
 {
-	snprintf(buf, size, "%s/%s", base, name);
-	rm_rf(buf);
-}
-
-static unsigned count_tmp_files(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	unsigned n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d)))
-		if (strstr(de->d_name, ".tmp."))
-			n++;
-	closedir(d);
-	return n;
+	t_tmppath(buf, size, name);
+	t_rm_rf(buf);
 }
 
 static struct tc_spec qdisc(enum tc_kind_id k, uint32_t parent, uint32_t handle)
@@ -279,12 +242,12 @@ TEST(save_load_round_trip)
 	CHECK_INT(state_path(dir, "c0ffee-01", "eth0", path, sizeof(path)), 0);
 	CHECK(stat(path, &st) == 0 && (st.st_mode & 07777) == 0600);
 	CHECK(stat(dir, &st) == 0 && (st.st_mode & 07777) == 0700);
-	CHECK_INT(count_tmp_files(dir), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 
 	/* second save over the first: replaced, still no temp file */
 	s->updated_unix++;
 	CHECK_INT(state_save(dir, s, &e), 0);
-	CHECK_INT(count_tmp_files(dir), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 
 	CHECK_INT(state_load(dir, "c0ffee-01", "eth0", l, &choices, &e), 0);
 	CHECK_STR(l->container_id, "c0ffee-01");
@@ -591,7 +554,7 @@ TEST(atomic_no_partial_file)
 	}
 	CHECK_INT(bad, 0);
 	CHECK(loads > 10);
-	CHECK_INT(count_tmp_files(dir), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 	attach_state_free(l);
 }
 
@@ -606,7 +569,7 @@ TEST(stale_tmp_file_of_same_pid)
 	snprintf(tmp, sizeof(tmp), "%s/stale@eth0.json.tmp.%ld", dir, (long)getpid());
 	write_file(tmp, "junk", 4);
 	CHECK_INT(state_save(dir, s, NULL), 0);
-	CHECK_INT(count_tmp_files(dir), 0);
+	CHECK_INT(t_count_files(dir, ".tmp."), 0);
 	/* an existing directory keeps its mode */
 	CHECK(stat(dir, &st) == 0 && (st.st_mode & 07777) == 0755);
 	attach_state_free(s);
@@ -629,7 +592,7 @@ TEST(save_errors)
 
 	/* bad ids never reach the filesystem */
 	str_copy(s->container_id, sizeof(s->container_id), "../../etc/passwd");
-	CHECK_INT(state_save(base, s, &e), -EINVAL);
+	CHECK_INT(state_save(t_tmpdir(), s, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "container ID");
 	attach_state_free(s);
 }
@@ -708,7 +671,7 @@ static void fs_child(struct fs_result *res, const char *dir)
 		struct error e = {0};
 		res->full_r = state_save(full, s, &e);
 		memcpy(res->full_msg, e.msg, sizeof(e.msg));
-		res->full_tmp_left = (int)count_tmp_files(full);
+		res->full_tmp_left = (int)t_count_files(full, ".tmp.");
 	}
 	attach_state_free(s);
 }

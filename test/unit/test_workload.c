@@ -203,14 +203,6 @@ TEST(quantity_hostile_long)
 	free(s);
 }
 
-static cJSON *parse(const char *json)
-{
-	cJSON *j = cJSON_Parse(json);
-	if (!j)
-		fprintf(stderr, "  bad test JSON: %s\n", json);
-	return j;
-}
-
 static const struct {
 	const char *json;
 	enum workload_class class;
@@ -361,7 +353,7 @@ static const struct {
 TEST(annotations_table)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(annots); i++) {
-		_cleanup_json_ cJSON *j = parse(annots[i].json);
+		_cleanup_json_ cJSON *j = t_json(annots[i].json);
 		struct error e = {0};
 		struct workload w;
 		unsigned n_warn = 0;
@@ -386,8 +378,8 @@ TEST(annotations_null_and_non_object)
 {
 	struct workload w;
 	struct error e = {0};
-	_cleanup_json_ cJSON *arr = parse("[\"ai.workload\"]");
-	_cleanup_json_ cJSON *str = parse("\"inference\"");
+	_cleanup_json_ cJSON *arr = t_json("[\"ai.workload\"]");
+	_cleanup_json_ cJSON *str = t_json("\"inference\"");
 
 	memset(&w, 0xaa, sizeof(w));
 	CHECK_INT(workload_from_annotations(NULL, &w, &e), 0);
@@ -479,7 +471,7 @@ static const struct {
 TEST(runtime_bandwidth_table)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(runtime_bw); i++) {
-		_cleanup_json_ cJSON *j = parse(runtime_bw[i].json);
+		_cleanup_json_ cJSON *j = t_json(runtime_bw[i].json);
 		struct workload w = {.class = CLASS_TRAINING, .egress_bps = 5000000, .ingress_bps = 7000000};
 		struct error e = {0};
 		int r = workload_apply_runtime_bandwidth(j, &w, &e);
