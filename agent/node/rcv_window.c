@@ -1,5 +1,6 @@
 /* rcv_window.c — see rcv_window.h. */
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "agent.h"
 #include "node/rcv_window.h"
@@ -35,8 +36,24 @@ bool agent_profiles_refresh(struct agent *ag, bool rewant)
 		ag->rcv_window = w;
 	}
 	if (changed && rewant) {
-		unsigned n = pod_cache_rewant(&ag->pods, &ag->profiles);
+		/* a pod waiting for a retry keeps its backoff: the window follows
+		 * the node, not the pod, and a failing re-tune must not be retried
+		 * at every change of it */
+		unsigned n_pods = ag->pods.n;
+		_cleanup_free_ unsigned *retries = calloc(n_pods ? n_pods : 1, sizeof(*retries));
+		_cleanup_free_ int64_t *retry_at = calloc(n_pods ? n_pods : 1, sizeof(*retry_at));
+		unsigned n;
 
+		for (unsigned i = 0; retries && retry_at && i < n_pods; i++) {
+			retries[i] = ag->pods.v[i]->retries;
+			retry_at[i] = ag->pods.v[i]->retry_at_ms;
+		}
+		n = pod_cache_rewant(&ag->pods, &ag->profiles);
+		for (unsigned i = 0; retries && retry_at && i < n_pods && i < ag->pods.n; i++)
+			if (retry_at[i] >= 0) {
+				ag->pods.v[i]->retries = retries[i];
+				ag->pods.v[i]->retry_at_ms = retry_at[i];
+			}
 		if (n > 0)
 			sched_kick(&ag->sched, agent_now_ms());
 	}
