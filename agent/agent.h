@@ -100,6 +100,10 @@ struct agent {
 	struct plan in_force;
 	struct node_plan_info info;
 	bool have_info;
+	/* the profiles pods get: the config's, training's rmemMax lowered to
+	 * the download tree's receive window (node/rcv_window.h) */
+	struct profile_set profiles;
+	uint32_t rcv_window; /* that window in force, bytes; 0 = none */
 	struct node_mode_state mode;
 	int64_t mode_since_unix;
 	struct plan_caps up_caps;

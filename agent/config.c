@@ -256,6 +256,37 @@ static int parse_overhead(const char *key, const cJSON *v, struct agent_config *
 	return parse_uint(key, v, NODE_OVERHEAD_MAX, &c->node.overhead_bytes, err);
 }
 
+static int parse_down_rtt(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	return parse_uint(key, v, NODE_DOWN_RTT_US_MAX, &c->node.down_rtt_us, err);
+}
+
+/* "auto" (the default: from the downlink rate and downlinkRttUs), "off", or bytes */
+static int parse_rcv_window(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	uint32_t n = 0;
+	int r;
+
+	if (cJSON_IsString(v) && streq(v->valuestring, "auto")) {
+		c->node.training_rcv_window = NODE_DOWN_RCV_WINDOW_AUTO;
+		return 0;
+	}
+	if (cJSON_IsString(v) && streq(v->valuestring, "off")) {
+		c->node.training_rcv_window = NODE_DOWN_RCV_WINDOW_OFF;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v))
+		return type_error(err, key, "\"auto\", \"off\" or a number of bytes", v);
+	r = parse_uint(key, v, NODE_DOWN_RCV_WINDOW_MAX, &n, err);
+	if (r < 0)
+		return r;
+	if (n < NODE_DOWN_RCV_WINDOW_MIN)
+		return error_set(err, ERANGE, "%s: %u is out of range [%u, %u]", key, n, NODE_DOWN_RCV_WINDOW_MIN,
+		                 NODE_DOWN_RCV_WINDOW_MAX);
+	c->node.training_rcv_window = n;
+	return 0;
+}
+
 static int parse_classify(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
 	char q[96];
@@ -296,6 +327,8 @@ static const struct config_key {
         {"uplinkRate", parse_uplink_rate},
         {"downlinkRate", parse_downlink_rate},
         {"downlink", parse_downlink},
+        {"downlinkRttUs", parse_down_rtt},
+        {"trainingRcvWindow", parse_rcv_window},
         {"inferenceShare", parse_inference_share},
         {"trainingFloor", parse_training_floor},
         {"mixedHoldSeconds", parse_mixed_hold},
@@ -447,6 +480,7 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 		if (k == ARRAY_SIZE(config_keys)) {
 			r = error_set(err, EINVAL,
 			              "unknown key %s (accepted: uplink, uplinkRate, downlinkRate, downlink, "
+			              "downlinkRttUs, trainingRcvWindow, "
 			              "inferenceShare, trainingFloor, "
 			              "mixedHoldSeconds, "
 			              "debounceMs, classify, driftRepairSeconds, profiles, uplinkOverhead)",

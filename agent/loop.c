@@ -21,6 +21,7 @@
 #include <netlink/socket.h>
 
 #include "agent.h"
+#include "node/rcv_window.h"
 #include "install/chain.h"
 #include "kube/kube.h"
 #include "loop.h"
@@ -95,7 +96,8 @@ static void config_reload(struct agent *ag, const char *why)
 	sched_configure(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());
 	if (!streq(old_uplink, ag->cfg.node.uplink))
 		ag->up_need_discover = true;
-	r = (int)pod_cache_rewant(&ag->pods, &ag->cfg.profiles);
+	agent_profiles_refresh(ag, false);
+	r = (int)pod_cache_rewant(&ag->pods, &ag->profiles);
 	log_msg(LOG_LVL_INFO, "config reloaded", "trigger", why, "file", ag->config_path, "from_file",
 	        ag->cfg.from_file ? "true" : "false", (char *)NULL);
 	if (r > 0) {
@@ -268,7 +270,7 @@ static void kube_list_pod(void *ud, const struct kube_pod *pod)
 
 	if (!pod_is_ours(ag, pod))
 		return;
-	if (!pod_cache_api_upsert(&ag->pods, pod, &ag->cfg.profiles, &changed))
+	if (!pod_cache_api_upsert(&ag->pods, pod, &ag->profiles, &changed))
 		log_msg(LOG_LVL_ERROR, "out of memory caching a pod", "pod", pod->name, (char *)NULL);
 }
 
@@ -301,7 +303,7 @@ static void kube_watch_event(void *ud, enum kube_event_type type, const struct k
 			changed = pod_cache_api_delete(&ag->pods, pod->uid) ? POD_CHANGED_NODE : 0;
 			break;
 		}
-		if (!pod_cache_api_upsert(&ag->pods, pod, &ag->cfg.profiles, &changed))
+		if (!pod_cache_api_upsert(&ag->pods, pod, &ag->profiles, &changed))
 			log_msg(LOG_LVL_ERROR, "out of memory caching a pod", "pod", pod->name, (char *)NULL);
 		break;
 	case KUBE_EVENT_DELETED:

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "agent.h"
+#include "node/rcv_window.h"
 #include "doctor.h"
 #include "install/chain.h"
 #include "loop.h"
@@ -415,6 +416,7 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 	ag->config_loaded_unix = agent_now_unix();
+	agent_profiles_refresh(ag, false);
 	sched_configure(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());
 	r = agent_run(ag);
 	agent_done(ag);

@@ -204,6 +204,8 @@ static cJSON *uplink_json(const struct agent *ag)
 			cJSON_AddNumberToObject(dl, "shapedBps",
 			                        (double)(ag->have_info && d->planned ? d->shaped_bps : 0));
 			cJSON_AddBoolToObject(dl, "foreignIngress", ag->down.foreign_hook);
+			/* training pods' tcp_rmem maximum (node.h DOWNLOAD), 0 = not bounded */
+			cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", (double)ag->rcv_window);
 			if (ag->have_info && d->planned) {
 				cJSON *cl = cJSON_AddObjectToObject(dl, "classes");
 
@@ -353,7 +355,7 @@ static int explain_plan(struct agent *ag, const struct agent_pod *p, cJSON *o)
 	if (p->n_att > 0) {
 		r = state_load(ag->state_dir, p->att[0].container_id, p->att[0].ifname, s, &choices, NULL);
 		if (r == 0) {
-			r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, NULL);
+			r = attach_plan_restore(&ag->profiles, s, choices, NULL, NULL);
 			netns = s->netns;
 		}
 		cJSON_Delete(choices);
@@ -364,7 +366,7 @@ static int explain_plan(struct agent *ag, const struct agent_pod *p, cJSON *o)
 		struct attach_ifaces ifs = {.pod_ifname = "eth0", .host_ifname = "veth-host"};
 
 		str_copy(w.profile, sizeof(w.profile), p->want.profile_requested);
-		r = plan_pod(&w, profile_resolve(&ag->cfg.profiles, &w, NULL, 0), &ifs, &ag->pod_caps, &s->plan);
+		r = plan_pod(&w, profile_resolve(&ag->profiles, &w, NULL, 0), &ifs, &ag->pod_caps, &s->plan);
 		s->ifs = ifs;
 		if (r < 0)
 			return r;

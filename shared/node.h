@@ -165,6 +165,14 @@
  *   down.dscp.<class>.v4|v6   [ifb] classify "dscp": DS field -> class (as on the uplink)
  * Handles of the download filters follow the uplink's rules (their own
  * namespace on the ifb). The agent creates, records and removes the ifb.
+ * The receive window of training pods (info->down.rcv_window_bytes): the
+ * ifb ranks what reaches the node, but a sender's in-flight beyond what the
+ * ifb holds queues upstream (a FIFO inference shares). Only the receiver
+ * bounds any sender (bbr ignores the ifb's drops): while the tree is planned,
+ * training pods' tcp_rmem maximum is Rd * 97 % x (downlinkRttUs +
+ * NODE_DOWN_QUEUE_BUDGET_US) / 8 bytes (at least NODE_DOWN_RCV_WINDOW_MIN),
+ * per socket; "trainingRcvWindow": "off" or a byte count overrides it. The
+ * agent lowers the training profiles' rmemMax to it (never raises it).
  *
  * CAPACITY. A node plan has one filter per pod address: 250 dual-stack pods
  * need ~510 items, in the same heap container as a pod's plan (struct plan,
@@ -209,7 +217,16 @@
 /* the download tree's training FIFO: shorter, so that senders back off
  * before the queue upstream of the node (which drains only at the 3 %
  * margin) builds */
-#define NODE_DOWN_TRAINING_QUEUE_MS   7
+#define NODE_DOWN_TRAINING_QUEUE_MS 7
+/* the training receive window while the download tree is planned (DOWNLOAD):
+ * the base RTT of the downlink path (downlinkRttUs) plus a queue budget */
+#define NODE_DOWN_RTT_US_DEFAULT      500
+#define NODE_DOWN_RTT_US_MAX          1000000
+#define NODE_DOWN_QUEUE_BUDGET_US     500
+#define NODE_DOWN_RCV_WINDOW_MIN      32768U
+#define NODE_DOWN_RCV_WINDOW_MAX      2147483647U
+#define NODE_DOWN_RCV_WINDOW_AUTO     0U         /* trainingRcvWindow "auto" */
+#define NODE_DOWN_RCV_WINDOW_OFF      UINT32_MAX /* trainingRcvWindow "off" */
 #define NODE_FIFO_MIN_INFERENCE_BYTES (8U * 65536)
 #define NODE_FIFO_MIN_TRAINING_BYTES  (4U * 65536)
 #define NODE_FIFO_MAX_BYTES           (16U << 20)
@@ -297,6 +314,9 @@ struct node_config {
 	/* link-layer bytes per packet the shaper counts beyond the frame it
 	 * sees (uplinkOverhead; Ethernet: preamble+SFD 8, FCS 4, gap 12) */
 	uint32_t overhead_bytes;
+	/* the download direction's training receive window (DOWNLOAD) */
+	uint32_t down_rtt_us;         /* downlinkRttUs: base RTT of the path toward the node */
+	uint32_t training_rcv_window; /* trainingRcvWindow: bytes, _AUTO or _OFF */
 };
 
 struct uplink_facts {
@@ -344,6 +364,7 @@ struct node_down_info {
 	uint64_t class_rate_bps[_CLASS_MAX];
 	uint64_t class_ceil_bps[_CLASS_MAX];
 	unsigned n_filters;
+	uint32_t rcv_window_bytes; /* training pods' tcp_rmem maximum while planned, 0 = none */
 };
 
 struct node_plan_info {
@@ -404,6 +425,12 @@ int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_
  * and of its download filter on the ifb ("down.pod.<H>.<n>"). */
 int node_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
 int node_down_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
+
+/* The training pods' tcp_rmem maximum while the download tree shapes at
+ * shaped_bps (DOWNLOAD): 0 when configured is NODE_DOWN_RCV_WINDOW_OFF or
+ * nothing is shaped, configured bytes as given, else (_AUTO) shaped_bps / 8
+ * x (rtt_us + NODE_DOWN_QUEUE_BUDGET_US), at least NODE_DOWN_RCV_WINDOW_MIN. */
+uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t configured);
 
 /* Does the node shape its download direction in this mode (config on, a
  * rate known, the kinds it needs not known missing)? ret_rate_bps (may be

@@ -112,9 +112,11 @@ static int plan_sysctls(struct plan *p, const struct profile *pr, const struct p
 		if (r < 0)
 			return r;
 	}
-	/* min and default as the kernel ships them; only the maximum grows. */
+	/* min and default as the kernel ships them; the maximum as the profile
+	 * says (a default above a lower maximum would start every socket
+	 * above it: the download tree's training window, node.h DOWNLOAD) */
 	if (pr->rmem_max > 0) {
-		snprintf(v, sizeof(v), "4096 131072 %u", pr->rmem_max);
+		snprintf(v, sizeof(v), "4096 %u %u", pr->rmem_max < 131072 ? pr->rmem_max : 131072, pr->rmem_max);
 		r = sysctl_add(p, "sysctl.rmem", "net/ipv4/tcp_rmem", v);
 		if (r < 0)
 			return r;

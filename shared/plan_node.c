@@ -75,6 +75,8 @@ void node_config_defaults(struct node_config *ret)
 	ret->dscp_inference = NODE_DSCP_INFERENCE_DEFAULT;
 	ret->dscp_training = NODE_DSCP_TRAINING_DEFAULT;
 	ret->overhead_bytes = NODE_OVERHEAD_DEFAULT;
+	ret->down_rtt_us = NODE_DOWN_RTT_US_DEFAULT;
+	ret->training_rcv_window = NODE_DOWN_RCV_WINDOW_AUTO;
 }
 
 int node_config_check(const struct node_config *cfg, struct error *err)
@@ -94,6 +96,16 @@ int node_config_check(const struct node_config *cfg, struct error *err)
 	if (cfg->downlink_rate_bps != 0 && (cfg->downlink_rate_bps < BW_MIN_BPS || cfg->downlink_rate_bps > BW_MAX_BPS))
 		return error_set(err, EINVAL, "downlinkRate: %" PRIu64 " bit/s is out of range %llu..%llu",
 		                 cfg->downlink_rate_bps, BW_MIN_BPS, BW_MAX_BPS);
+	if (cfg->down_rtt_us > NODE_DOWN_RTT_US_MAX)
+		return error_set(err, EINVAL, "downlinkRttUs: %u is out of range 0..%d", cfg->down_rtt_us,
+		                 NODE_DOWN_RTT_US_MAX);
+	if (cfg->training_rcv_window != NODE_DOWN_RCV_WINDOW_AUTO &&
+	    cfg->training_rcv_window != NODE_DOWN_RCV_WINDOW_OFF &&
+	    (cfg->training_rcv_window < NODE_DOWN_RCV_WINDOW_MIN ||
+	     cfg->training_rcv_window > NODE_DOWN_RCV_WINDOW_MAX))
+		return error_set(err, EINVAL,
+		                 "trainingRcvWindow: %u bytes is out of range %u..%u (or \"auto\", \"off\")",
+		                 cfg->training_rcv_window, NODE_DOWN_RCV_WINDOW_MIN, NODE_DOWN_RCV_WINDOW_MAX);
 	if (!node_classify_name(cfg->classify))
 		return error_set(err, EINVAL, "classify: invalid value %d (src-ip, dscp)", (int)cfg->classify);
 	if (cfg->overhead_bytes > NODE_OVERHEAD_MAX)
@@ -818,6 +830,19 @@ bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps 
 	       plan_caps_has(caps, TC_KIND_U32);
 }
 
+uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t configured)
+{
+	uint64_t w;
+
+	if (configured == NODE_DOWN_RCV_WINDOW_OFF || shaped_bps == 0)
+		return 0;
+	if (configured != NODE_DOWN_RCV_WINDOW_AUTO)
+		return configured;
+	/* bytes in flight per socket: the path's base RTT plus the queue budget at the shaped rate */
+	w = shaped_bps / 8 * ((uint64_t)rtt_us + NODE_DOWN_QUEUE_BUDGET_US) / 1000000;
+	return (uint32_t)clamp_u64(w, NODE_DOWN_RCV_WINDOW_MIN, NODE_DOWN_RCV_WINDOW_MAX);
+}
+
 /* The download direction (node.h "DOWNLOAD"): the ingress hook and redirect
  * on the uplink, then the same HTB tree on the ifb, filters on destination. */
 static int downlink_build(struct builder *b, const struct node_pod *const *sorted, unsigned n,
@@ -832,6 +857,7 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	int r;
 
 	d->shaped_bps = shaped_rate(d->rate_bps);
+	d->rcv_window_bytes = node_down_rcv_window(d->shaped_bps, cfg->down_rtt_us, cfg->training_rcv_window);
 	htb_class_rates(d->shaped_bps, &info->shares, d->class_rate_bps, d->class_ceil_bps, classid);
 
 	builder_tree(b, DEV_UPLINK, PFX_DOWN, U32_MATCH_DST);

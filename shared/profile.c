@@ -183,7 +183,8 @@ struct int_field {
 static const struct int_field int_fields[] = {
         {"tcpEcn", offsetof(struct profile, tcp_ecn), 0, 2, "", UNSET_MINUS_ONE, true},
         {"notsentLowat", offsetof(struct profile, notsent_lowat), 1, 1LL << 30, " (0 = unchanged)", UNSET_ZERO, false},
-        {"rmemMax", offsetof(struct profile, rmem_max), 131072, 2147483647, " (0 = unchanged)", UNSET_ZERO, false},
+        /* from 32 KiB: the download tree's training receive window (node.h NODE_DOWN_RCV_WINDOW_MIN) */
+        {"rmemMax", offsetof(struct profile, rmem_max), 32768, 2147483647, " (0 = unchanged)", UNSET_ZERO, false},
         {"wmemMax", offsetof(struct profile, wmem_max), 16384, 2147483647, " (0 = unchanged)", UNSET_ZERO, false},
         {"dscp", offsetof(struct profile, dscp), 0, 63, "", UNSET_MINUS_ONE, true},
         {"targetUs", offsetof(struct profile, target_us), 1, 10000000, " (0 = kernel default)", UNSET_ZERO, false},
@@ -500,4 +501,19 @@ uint64_t profile_content_hash(const struct profile *p)
 	}
 	h = fnv_mix(h, &pq, sizeof(pq));
 	return h ? h : 1;
+}
+
+unsigned profile_set_bound_rmem(struct profile_set *set, enum workload_class c, uint32_t bound)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; bound > 0 && i < set->n && i < PROFILES_MAX; i++) {
+		struct profile *p = &set->p[i];
+
+		if (p->class != c || (p->rmem_max != 0 && p->rmem_max <= bound))
+			continue;
+		p->rmem_max = bound;
+		n++;
+	}
+	return n;
 }

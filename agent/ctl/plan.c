@@ -186,6 +186,20 @@ static int plan_compute(struct plan_run *r)
 		if (q < 0)
 			return fail("node plan: %s", err.msg);
 	}
+	/* the download tree bounds training pods' receive window (as the
+	 * agent's effective profiles do, node/rcv_window.h): plan them again */
+	if (r->info.down.planned &&
+	    profile_set_bound_rmem(&r->cfg.profiles, CLASS_TRAINING, r->info.down.rcv_window_bytes) > 0)
+		for (size_t i = 0; i < r->n_res; i++) {
+			struct pod_result *pr = &r->res[i];
+
+			if (pr->profile->class != CLASS_TRAINING)
+				continue;
+			q = plan_pod(&pr->w, pr->profile, &pr->ifs, &r->caps, &pr->plan);
+			if (q < 0)
+				return fail("pod %s/%s: cannot plan: %s", pr->pod->namespace_, pr->pod->name,
+				            strerror(-q));
+		}
 	return EXIT_OK;
 }
 
@@ -342,6 +356,13 @@ static int plan_print_text(const struct plan_run *r)
 		printf("  download: %s ingress redirected to %s, htb at %s (downlinkRate %s), filters on the "
 		       "destination: %u\n",
 		       r->up.ifname, PLAN_IFB_NAME, ds, dr, in->down.n_filters);
+		if (in->down.rcv_window_bytes)
+			printf("  download: training pods' receive window (tcp_rmem max) %u bytes (%s at %s x "
+			       "(downlinkRttUs %u + %u us))\n",
+			       in->down.rcv_window_bytes,
+			       r->cfg.node.training_rcv_window == NODE_DOWN_RCV_WINDOW_AUTO ? "auto"
+			                                                                    : "trainingRcvWindow",
+			       ds, r->cfg.node.down_rtt_us, NODE_DOWN_QUEUE_BUDGET_US);
 	}
 	if (in->ce_threshold_us) {
 		char t[32];
@@ -503,7 +524,8 @@ static int plan_print_json(const struct plan_run *r)
 		ok = dl && cJSON_AddStringToObject(dl, "ifb", PLAN_IFB_NAME) &&
 		     cJSON_AddNumberToObject(dl, "rateBps", (double)in->down.rate_bps) &&
 		     cJSON_AddNumberToObject(dl, "shapedBps", (double)in->down.shaped_bps) &&
-		     cJSON_AddNumberToObject(dl, "filters", in->down.n_filters);
+		     cJSON_AddNumberToObject(dl, "filters", in->down.n_filters) &&
+		     cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", in->down.rcv_window_bytes);
 	}
 	ok = ok && cJSON_AddNumberToObject(up, "trainingFloor",
 	                                   in->mode == MODE_MIXED ? in->shares.share_pm[CLASS_TRAINING] / 1000.0 : 0);

@@ -160,6 +160,8 @@ static void print_uplink(const cJSON *up)
 		jrate(dl, "shapedBps", r2, sizeof(r2));
 		printf("download: %s ingress -> %s  rate %s  shaped %s\n", jstr_or(up, "ifname", "-"),
 		       jstr_or(dl, "ifb", "-"), r1, r2);
+		if (jnum(dl, "trainingRcvWindowBytes", &rb) && rb > 0)
+			printf("  training receive window (tcp_rmem max): %.0f bytes\n", rb);
 	}
 	print_effective_degraded(up, "  ");
 	if (jstr(up, "classifyWhy"))

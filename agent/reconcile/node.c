@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 
 #include "agent.h"
+#include "node/rcv_window.h"
 #include "bpf_cls.h"
 #include "attach.h"
 #include "node/trust.h"
@@ -688,6 +689,8 @@ void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 			node_apply_delta(ag, &ps);
 	}
 	node_pass_done(&ps);
+	/* the download tree's training receive window follows the plan in force */
+	agent_profiles_refresh(ag, true);
 }
 
 int agent_cleanup_uplink(struct agent *ag, struct error *err)

@@ -67,7 +67,7 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 		if (attach_recover_action(s) == ATTACH_RECOVER_TEARDOWN) {
 			struct attach_teardown_res td;
 
-			r = attach_teardown(ag->state_dir, &ag->cfg.profiles, s, choices, s->netns, &td);
+			r = attach_teardown(ag->state_dir, &ag->profiles, s, choices, s->netns, &td);
 			state_unlock_attachment(fd, ag->state_dir, container_id, ifname);
 			cJSON_Delete(choices);
 			log_msg(r < 0 ? LOG_LVL_WARN : LOG_LVL_INFO,
@@ -171,7 +171,7 @@ static int attach_describe(struct agent *ag, struct agent_attach *at, struct ret
 		out->failed = true;
 		return r;
 	}
-	r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, &e);
+	r = attach_plan_restore(&ag->profiles, s, choices, NULL, &e);
 	cJSON_Delete(choices);
 	if (r == 0)
 		out_summary(&s->plan, out);
@@ -264,7 +264,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 		/* an ADD or a teardown died (the lock is ours): undo or finish it */
 		struct attach_teardown_res td;
 
-		attach_teardown(ag->state_dir, &ag->cfg.profiles, s, choices, s->netns, &td);
+		attach_teardown(ag->state_dir, &ag->profiles, s, choices, s->netns, &td);
 		cJSON_Delete(choices);
 		out->stale = true;
 		return 0;
@@ -274,7 +274,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 		snprintf(out->failure, sizeof(out->failure), "%s", e.msg);
 		return r;
 	}
-	r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, &e);
+	r = attach_plan_restore(&ag->profiles, s, choices, NULL, &e);
 	cJSON_Delete(choices);
 	if (r < 0) {
 		/* what is in the kernel is unknown: plan anew, replace what we can */
@@ -308,7 +308,7 @@ static int attach_retune(struct agent *ag, struct agent_pod *p, struct agent_att
 	str_copy(w.profile, sizeof(w.profile), p->want.profile_requested);
 	w.egress_bps = p->want.egress_bps;
 	w.ingress_bps = p->want.ingress_bps;
-	prof = profile_resolve(&ag->cfg.profiles, &w, pwarn, sizeof(pwarn));
+	prof = profile_resolve(&ag->profiles, &w, pwarn, sizeof(pwarn));
 	ifs = s->ifs;
 	ifs.mtu = a.pod.mtu ? a.pod.mtu : s->ifs.mtu;
 	if (!a.host.ifindex)
@@ -475,7 +475,7 @@ static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 	r = state_load(ag->state_dir, at->container_id, at->ifname, s, &choices, NULL);
 	if (r < 0)
 		return r;
-	r = attach_plan_restore(&ag->cfg.profiles, s, choices, NULL, &e);
+	r = attach_plan_restore(&ag->profiles, s, choices, NULL, &e);
 	cJSON_Delete(choices);
 	if (r < 0) {
 		/* what the kernel should hold is unknown: never skip it silently,

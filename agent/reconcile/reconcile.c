@@ -71,6 +71,7 @@ void agent_init(struct agent *ag)
 {
 	memset(ag, 0, sizeof(*ag));
 	agent_config_defaults(&ag->cfg);
+	ag->profiles = ag->cfg.profiles;
 	pod_cache_init(&ag->pods);
 	ag->mode = NODE_MODE_STATE_INIT;
 	ag->mode_since_unix = agent_now_unix();

@@ -619,6 +619,26 @@ def _train_sysctls(lab, spec, train, inst):
             subprocess.run(["ip", "netns", "exec", p.netns, "sysctl", "-q", "-w", f"{k}={v}"], check=True)
     if kv:
         inst["train_sysctls"] = dict(kv)
+    # BENCH_X_POD_CMDS: ";"-separated commands run in every training pod's
+    # netns (e.g. "ip route change default via 10.88.0.1 dev eth0 window 65536")
+    cmds = [c.strip() for c in os.environ.get("BENCH_X_POD_CMDS", "").split(";") if c.strip()] if env else []
+    for p in train:
+        for c in cmds:
+            subprocess.run(["ip", "netns", "exec", p.netns, "sh", "-c", c], check=True)
+    if cmds:
+        inst["train_pod_cmds"] = cmds
+
+
+def _x_node_cmds(lab, spec, inst):
+    """BENCH_X_NODE_CMDS: ";"-separated commands run in the node netns once
+    the agent reports its mode (e.g. a replaced ifb leaf; pair it with
+    BENCH_X_AGENT='{"driftRepairSeconds": 0}' so the agent keeps it)."""
+    cmds = ([c.strip() for c in os.environ.get("BENCH_X_NODE_CMDS", "").split(";") if c.strip()]
+            if spec.get("train_sysctls_env") else [])
+    for c in cmds:
+        subprocess.run(["ip", "netns", "exec", lab.node, "sh", "-c", c], check=True)
+    if cmds:
+        inst["node_cmds"] = cmds
 
 
 def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
@@ -640,6 +660,8 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             x_down = os.environ.get("BENCH_X_DOWNLINK_MBIT") if spec.get("train_sysctls_env") else None
             if x_down and direction == "download":
                 cfg["downlinkRate"] = f"{int(x_down)}mbit"
+            if spec.get("train_sysctls_env") and os.environ.get("BENCH_X_AGENT"):
+                cfg.update(json.loads(os.environ["BENCH_X_AGENT"]))  # extra agent config keys
             agent = lab.start_agent(cfg)
             inst["agent_config"] = cfg
         short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "aiqos_x": "ax", "fq_codel": "fc"}.get(arm, "xx")
@@ -674,6 +696,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         if agent is not None:
             inst["mode_wait_s"] = round(agent.wait_mode("mixed" if train else "inference"), 3)
             inst.update({f"agent_{k}": v for k, v in _agent_snapshot(agent).items()})
+            _x_node_cmds(lab, spec, inst)
         inst["node_ifbs"] = lab.node_ifbs()
         sampler = CellSampler(lab, w.sample_s)
         sampler.start()
@@ -712,6 +735,14 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
                 for dev in _node_queue_devs(lab):
                     f.write(lab.tc_text(lab.node, dev))
                 f.write(lab.tc_text(lab.wire, lab.bottleneck_dev(direction)))
+                # the training senders' view (cwnd, rwnd_limited): the fabric's in
+                # download cells, the first training pod's (and its qdisc) in egress cells
+                sender = lab.fabric if direction == "download" else (train[0].netns if train else None)
+                if sender:
+                    ss = L.sh(*L.nsexec(sender, "ss", "-tin", "state", "established"), check=False)
+                    f.write(f"$ ss -tin  # {sender}\n{ss.stdout}")
+                if train and direction == "egress":
+                    f.write(lab.tc_text(train[0].netns, "eth0"))
             r["tc_file"] = f"tc-{tag}.txt"
             results.append(r)
             log(f"    {cell:28} {arm:9} p50 {_ms(r['p50_us']):>8} p99 {_ms(r['p99_us']):>8} "

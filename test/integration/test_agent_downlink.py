@@ -6,7 +6,8 @@ toward an inference pod lands in the inference class on the ifb (tc -s), a
 training pod's in the training class; a restart adopts without touching the
 kernel; idle removes the ifb and the ingress hook; --cleanup removes them; a
 foreign ingress qdisc is left alone with a warning; "downlink": false and an
-unknown rate shape nothing (a warning names downlinkRate)."""
+unknown rate shape nothing (a warning names downlinkRate); training pods' receive
+window is bounded while the tree shapes (trainingRcvWindow, downlinkRttUs)."""
 
 import os
 import re
@@ -233,3 +234,32 @@ def test_download_cleanup_removes_everything(node):
     node.sh("ip", "link", "del", IFB)
     node.add_api_pod(TRAIN, "10.77.0.2")  # any event: the next pass recreates it
     wait_down(node, lambda: down_tree_ready(node) and len(node.filters(IFB)) == 3, "the ifb recreated")
+
+
+def rmem(pod):
+    return cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem").split()
+
+
+def test_download_bounds_the_training_receive_window(node):
+    """While the download tree shapes at Rd * 97 % (388 Mbit/s), training
+    pods' tcp_rmem maximum is 388e6 / 8 x (downlinkRttUs 500 + 500 us) =
+    48500 bytes (the default field follows it down); inference pods keep
+    theirs; "trainingRcvWindow": "off" gives training its profile's (here:
+    the netns's own value back), an explicit byte count is used as given."""
+    node.start_agent(CONFIG)
+    train = node.add_pod(TRAIN)
+    inf = node.add_pod(INF)
+    wait_down(node, lambda: down_tree_ready(node), "the download tree on the ifb")
+    wait_down(node, lambda: rmem(train) == ["4096", "48500", "48500"], "the training pod's tcp_rmem bounded")
+    fresh = rmem(inf)  # no profile of the inference class sets tcp_rmem: the netns's own
+    assert fresh[2] != "48500", fresh
+    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 48500
+    assert "training receive window (tcp_rmem max): 48500 bytes" in node.aiqosctl("status").stdout
+    node.write_config(dict(CONFIG, trainingRcvWindow="off"))
+    wait_down(node, lambda: rmem(train) == fresh, "the training pod's tcp_rmem as before aiqos")
+    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 0
+    node.write_config(dict(CONFIG, trainingRcvWindow=100000, downlinkRttUs=2000))
+    wait_down(node, lambda: rmem(train) == ["4096", "100000", "100000"], "an explicit window")
+    node.write_config(dict(CONFIG, downlinkRttUs=2000))
+    # 388e6 / 8 x 2.5 ms
+    wait_down(node, lambda: rmem(train) == ["4096", "121250", "121250"], "the window from downlinkRttUs")

@@ -1,7 +1,7 @@
 """test_bench_xarm.py — the bench's exploration arm `aiqos_x`
 (test/bench/outcome.py): BENCH_X_SYSCTLS reach every training pod's netns
 (the real sysctl in a real netns, read back) and nothing else; unset, the arm
-changes nothing. Root (network namespaces)."""
+changes nothing; BENCH_X_POD_CMDS run in them too. Root (network namespaces)."""
 
 import os
 import subprocess
@@ -56,3 +56,13 @@ def test_other_arms_and_unset_env_change_nothing(netns, monkeypatch):
     O._train_sysctls(None, O.ARMS["aiqos_x"], [FakePod(n) for n in netns], inst)
     assert [rmem(n) for n in netns] == before
     assert "train_sysctls" not in inst
+
+
+def test_x_pod_cmds_run_in_every_training_pod_and_only_for_the_x_arm(netns, monkeypatch):
+    monkeypatch.setenv("BENCH_X_POD_CMDS", "sysctl -q -w net.ipv4.tcp_rmem='4096 32768 32768'")
+    inst = {}
+    O._train_sysctls(None, O.ARMS["aiqos"], [FakePod(n) for n in netns], inst)
+    assert "train_pod_cmds" not in inst and [rmem(n)[2] for n in netns] != ["32768"] * 2
+    O._train_sysctls(None, O.ARMS["aiqos_x"], [FakePod(n) for n in netns], inst)
+    assert [rmem(n) for n in netns] == [["4096", "32768", "32768"]] * 2
+    assert inst["train_pod_cmds"] == ["sysctl -q -w net.ipv4.tcp_rmem='4096 32768 32768'"]

@@ -262,12 +262,18 @@ TEST(invalid_values)
 	        {"{\"classify\": \"dscp\", \"profiles\": {\"gold\": {\"class\": \"default\", \"dscp\": 10}}}",
 	         "profiles.gold.dscp = 10: with classify \"dscp\" that is the uplink's training DSCP"},
 	        {"{\"uplinkrate\": \"1gbit\"}", "unknown key \"uplinkrate\" (accepted: uplink, uplinkRate, "
-	                                        "downlinkRate, downlink, inferenceShare, trainingFloor, "
+	                                        "downlinkRate, downlink, downlinkRttUs, trainingRcvWindow, "
+	                                        "inferenceShare, trainingFloor, "
 	                                        "mixedHoldSeconds, debounceMs, "
 	                                        "classify, driftRepairSeconds, profiles, uplinkOverhead)"},
-	        {"{\"\": 1}", "unknown key \"\" (accepted: uplink, uplinkRate, downlinkRate, downlink, inferenceShare, "
+	        {"{\"\": 1}", "unknown key \"\" (accepted: uplink, uplinkRate, downlinkRate, downlink, downlinkRttUs, "
+	                      "trainingRcvWindow, inferenceShare, "
 	                      "trainingFloor, mixedHoldSeconds, debounceMs, classify, "
 	                      "driftRepairSeconds, profiles, uplinkOverhead)"},
+	        {"{\"trainingRcvWindow\": 1000}", "trainingRcvWindow: 1000 is out of range [32768, 2147483647]"},
+	        {"{\"trainingRcvWindow\": \"small\"}",
+	         "trainingRcvWindow: expected \"auto\", \"off\" or a number of bytes, got a string (\"small\")"},
+	        {"{\"downlinkRttUs\": 2000000}", "downlinkRttUs: 2e+06 is out of range [0, 1000000]"},
 	        {"{\"trainingFloor\": 1.5}", "trainingFloor: 1.5 is out of range [0, 1]"},
 	        {"{\"trainingFloor\": -0.1}", "trainingFloor: -0.1 is out of range [0, 1]"},
 	        {"{\"trainingFloor\": \"0.2\"}",

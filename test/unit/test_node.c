@@ -218,11 +218,11 @@ static char *render(const struct plan *np, const struct node_plan_info *info)
 	if (info->down.planned)
 		fprintf(f,
 		        "# download: rate %" PRIu64 " shaped %" PRIu64 "; rates %" PRIu64 " %" PRIu64 " %" PRIu64
-		        ", ceilings %" PRIu64 " %" PRIu64 " %" PRIu64 ", filters %u\n",
+		        ", ceilings %" PRIu64 " %" PRIu64 " %" PRIu64 ", filters %u, training rcv window %u\n",
 		        info->down.rate_bps, info->down.shaped_bps, info->down.class_rate_bps[CLASS_INFERENCE],
 		        info->down.class_rate_bps[CLASS_DEFAULT], info->down.class_rate_bps[CLASS_TRAINING],
 		        info->down.class_ceil_bps[CLASS_INFERENCE], info->down.class_ceil_bps[CLASS_DEFAULT],
-		        info->down.class_ceil_bps[CLASS_TRAINING], info->down.n_filters);
+		        info->down.class_ceil_bps[CLASS_TRAINING], info->down.n_filters, info->down.rcv_window_bytes);
 	for (unsigned i = 0; i < info->n_warn; i++)
 		fprintf(f, "# warning: %s\n", info->warn[i]);
 	CHECK_INT(plan_render(np, NULL, NULL, PLAN_FMT_TEXT, false, &txt), 0);
@@ -1719,6 +1719,74 @@ TEST(node_plan_downlink_items)
 	/* uplink items are untouched by the download tree */
 	CHECK_INT(count_prefix(&np, "uplink.", DEV_UPLINK),
 	          np.n - count_prefix(&np, "down.", DEV_UPLINK) - count_prefix(&np, "down.", DEV_IFB));
+}
+
+/* The training receive window (node.h DOWNLOAD): Rd * 97 % x (RTT + budget),
+ * scaled with the rate and the RTT, floored, "off", explicit, and only while
+ * the download tree is planned. */
+TEST(node_plan_downlink_rcv_window)
+{
+	struct node_config cfg;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+
+	/* the lab: 500 Mbit/s, default RTT 500 us: 485 Mbit/s x 1 ms */
+	CHECK_INT(node_down_rcv_window(485000000ULL, NODE_DOWN_RTT_US_DEFAULT, NODE_DOWN_RCV_WINDOW_AUTO), 60625);
+	/* 100 Gbit/s, 50 us: 97 Gbit/s x 550 us */
+	CHECK_INT(node_down_rcv_window(97000000000ULL, 50, NODE_DOWN_RCV_WINDOW_AUTO), 6668750);
+	/* a WAN-ish 10 ms path at 1 Gbit/s */
+	CHECK_INT(node_down_rcv_window(970000000ULL, 10000, NODE_DOWN_RCV_WINDOW_AUTO), 1273125);
+	/* 10 Mbit/s: the floor */
+	CHECK_INT(node_down_rcv_window(9700000ULL, 500, NODE_DOWN_RCV_WINDOW_AUTO), NODE_DOWN_RCV_WINDOW_MIN);
+	CHECK_INT(node_down_rcv_window(485000000ULL, 500, NODE_DOWN_RCV_WINDOW_OFF), 0);
+	CHECK_INT(node_down_rcv_window(485000000ULL, 500, 262144), 262144);
+	CHECK_INT(node_down_rcv_window(0, 500, NODE_DOWN_RCV_WINDOW_AUTO), 0);
+
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	{
+		_cleanup_plan_ struct plan np = {0};
+		struct node_plan_info info;
+
+		CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK(info.down.planned);
+		CHECK_INT(info.down.rcv_window_bytes, 60625);
+	}
+	{
+		_cleanup_plan_ struct plan np = {0};
+		struct node_plan_info info;
+		struct node_config c = cfg;
+
+		c.down_rtt_us = 2000;
+		CHECK_INT(plan_down(&c, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK_INT(info.down.rcv_window_bytes, 485000000ULL / 8 * 2500 / 1000000);
+		c.training_rcv_window = NODE_DOWN_RCV_WINDOW_OFF;
+		CHECK_INT(plan_down(&c, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK(info.down.planned);
+		CHECK_INT(info.down.rcv_window_bytes, 0);
+	}
+	{
+		/* no download tree, no window */
+		_cleanup_plan_ struct plan np = {0};
+		struct node_plan_info info;
+		struct node_config off = cfg;
+
+		off.downlink = false;
+		CHECK_INT(plan_down(&off, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK_INT(info.down.rcv_window_bytes, 0);
+	}
+	{
+		struct error e = {0};
+		struct node_config bad = cfg;
+
+		bad.training_rcv_window = 1000;
+		CHECK_INT(node_config_check(&bad, &e), -EINVAL);
+		CHECK_CONTAINS(e.msg, "trainingRcvWindow");
+		bad = cfg;
+		bad.down_rtt_us = NODE_DOWN_RTT_US_MAX + 1;
+		CHECK_INT(node_config_check(&bad, &e), -EINVAL);
+		CHECK_CONTAINS(e.msg, "downlinkRttUs");
+	}
 }
 
 TEST(node_plan_downlink_when_not)

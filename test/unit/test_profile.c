@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 
 #include "json.h"
+#include "plan.h"
 #include "profile.h"
 #include "t.h"
 
@@ -235,7 +236,7 @@ static const struct {
         {"{\"inference\": {\"queueMs\": 0}}", -ERANGE, "profiles.inference.queueMs: 0 is out of range 1..1000"},
         {"{\"inference\": {\"queueMs\": null}}", -EINVAL, "profiles.inference.queueMs: expected an integer, got null"},
         {"{\"training\": {\"rmemMax\": 4096}}", -ERANGE,
-         "profiles.training.rmemMax: 4096 is out of range 131072..2147483647 (0 = unchanged)"},
+         "profiles.training.rmemMax: 4096 is out of range 32768..2147483647 (0 = unchanged)"},
         {"{\"training\": {\"wmemMax\": 4294967296}}", -ERANGE,
          "profiles.training.wmemMax: 4294967296 is out of range 16384..2147483647 (0 = unchanged)"},
         {"{\"training\": {\"notsentLowat\": 2147483648}}", -ERANGE,
@@ -385,4 +386,37 @@ TEST(profile_json_round_trip_and_hash)
 		CHECK(profile_from_json("x", j, &out, &e) < 0); /* class required */
 		cJSON_Delete(j);
 	}
+}
+
+/* The download tree's training window lowers training profiles' rmemMax
+ * (an unset one too), never raises one, leaves other classes alone; the pod
+ * plan's tcp_rmem default follows a maximum below 128 KiB. */
+TEST(profile_bound_rmem)
+{
+	struct profile_set set;
+	const struct profile *tr, *inf;
+	struct workload w = {.class = CLASS_TRAINING};
+	_cleanup_plan_ struct plan p = {0};
+	const struct plan_item *it;
+
+	profile_set_builtin(&set);
+	CHECK(set.n < PROFILES_MAX);
+	set.p[set.n] = *profile_find(&set, "training");
+	str_copy(set.p[set.n].name, sizeof(set.p[set.n].name), "training-small");
+	set.p[set.n].rmem_max = 40000;
+	set.n++;
+	CHECK(profile_set_bound_rmem(&set, CLASS_TRAINING, 60625) >= 1);
+	tr = profile_find(&set, "training");
+	inf = profile_find(&set, "inference");
+	CHECK_INT(tr->rmem_max, 60625);
+	CHECK_INT(profile_find(&set, "training-small")->rmem_max, 40000);
+	CHECK(inf->rmem_max != 60625);
+	CHECK_INT(profile_set_bound_rmem(&set, CLASS_TRAINING, 0), 0);
+	CHECK_INT(tr->rmem_max, 60625);
+
+	CHECK_INT(plan_pod(&w, tr, NULL, NULL, &p), 0);
+	it = plan_find_const(&p, "sysctl.rmem");
+	CHECK(it != NULL);
+	if (it)
+		CHECK_STR(it->val[0], "4096 60625 60625");
 }

@@ -1,0 +1,61 @@
+/* rcv_window.c — see rcv_window.h. */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "agent.h"
+#include "node/rcv_window.h"
+
+static bool profile_sets_equal(const struct profile_set *a, const struct profile_set *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (unsigned i = 0; i < a->n && i < PROFILES_MAX; i++)
+		if (!streq(a->p[i].name, b->p[i].name) ||
+		    profile_content_hash(&a->p[i]) != profile_content_hash(&b->p[i]))
+			return false;
+	return true;
+}
+
+bool agent_profiles_refresh(struct agent *ag, bool rewant)
+{
+	uint32_t w = ag->have_info && ag->info.down.planned ? ag->info.down.rcv_window_bytes : 0;
+	struct profile_set eff = ag->cfg.profiles;
+	bool changed;
+
+	profile_set_bound_rmem(&eff, CLASS_TRAINING, w);
+	changed = !profile_sets_equal(&eff, &ag->profiles);
+	ag->profiles = eff;
+	if (w != ag->rcv_window) {
+		char v[24];
+
+		snprintf(v, sizeof(v), "%" PRIu32, w);
+		log_msg(LOG_LVL_INFO,
+		        w ? "download tree: training pods' receive window bounded"
+		          : "training pods' receive window unbounded",
+		        "rmemMax", v, (char *)NULL);
+		ag->rcv_window = w;
+	}
+	if (changed && rewant) {
+		/* a pod waiting for a retry keeps its backoff: the window follows
+		 * the node, not the pod, and a failing re-tune must not be retried
+		 * at every change of it */
+		unsigned n_pods = ag->pods.n;
+		_cleanup_free_ unsigned *retries = calloc(n_pods ? n_pods : 1, sizeof(*retries));
+		_cleanup_free_ int64_t *retry_at = calloc(n_pods ? n_pods : 1, sizeof(*retry_at));
+		unsigned n;
+
+		for (unsigned i = 0; retries && retry_at && i < n_pods; i++) {
+			retries[i] = ag->pods.v[i]->retries;
+			retry_at[i] = ag->pods.v[i]->retry_at_ms;
+		}
+		n = pod_cache_rewant(&ag->pods, &ag->profiles);
+		for (unsigned i = 0; retries && retry_at && i < n_pods && i < ag->pods.n; i++)
+			if (retry_at[i] >= 0) {
+				ag->pods.v[i]->retries = retries[i];
+				ag->pods.v[i]->retry_at_ms = retry_at[i];
+			}
+		if (n > 0)
+			sched_kick(&ag->sched, agent_now_ms());
+	}
+	return changed;
+}
