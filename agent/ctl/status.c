@@ -155,13 +155,14 @@ static void print_uplink(const cJSON *up)
 	if (jobj(up, "downlink") && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(jobj(up, "downlink"), "shaped"))) {
 		const cJSON *dl = jobj(up, "downlink");
 		char r1[32], r2[32];
+		double win = 0;
 
 		jrate(dl, "rateBps", r1, sizeof(r1));
 		jrate(dl, "shapedBps", r2, sizeof(r2));
 		printf("download: %s ingress -> %s  rate %s  shaped %s\n", jstr_or(up, "ifname", "-"),
 		       jstr_or(dl, "ifb", "-"), r1, r2);
-		if (jnum(dl, "trainingRcvWindowBytes", &rb) && rb > 0)
-			printf("  training receive window (tcp_rmem max): %.0f bytes\n", rb);
+		if (jnum(dl, "trainingRcvWindowBytes", &win) && win > 0)
+			printf("  training receive window (tcp_rmem max): %.0f bytes\n", win);
 	}
 	print_effective_degraded(up, "  ");
 	if (jstr(up, "classifyWhy"))
