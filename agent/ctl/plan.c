@@ -362,7 +362,7 @@ static int plan_print_text(const struct plan_run *r)
 			       in->down.rcv_window_bytes,
 			       r->cfg.node.training_rcv_window == NODE_DOWN_RCV_WINDOW_AUTO ? "auto"
 			                                                                    : "trainingRcvWindow",
-			       ds, r->cfg.node.down_rtt_us, NODE_DOWN_QUEUE_BUDGET_US);
+			       ds, r->cfg.node.down_rtt_us, (unsigned)NODE_DOWN_QUEUE_BUDGET_US);
 	}
 	if (in->ce_threshold_us) {
 		char t[32];
