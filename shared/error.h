@@ -2,7 +2,8 @@
  * Fallible functions return a negative errno and, when given a non-NULL
  * struct error, fill it with the errno and a message naming the field and
  * the value, that callers may prefix with context ("apply plan on 'veth12':
- * replace qdisc fq_codel: Operation not supported"). The library does not
+ * qdisc replace root handle 1: fq_codel ... on ifindex 7: Operation not
+ * supported"). The library does not
  * classify failures any further: what a failure means to a program (the
  * plugin's CNI error code, cni/errors.h) is the program's to decide from
  * what it called and the errno. Only the programs (cni/, agent/) print
