@@ -43,7 +43,7 @@ static const struct profile builtin[] = {
         {
                 /* No tcp_rmem/tcp_wmem raise: the kernel's autotuning maxima
                  * (6 MiB / 4 MiB by default) cover a flow's BDP inside a data centre,
-                 * and 64 MiB cost 13-18 % of the goodput at line rate
+                 * and 64 MiB cost 3-18 % of the goodput at line rate across runs
                  * (docs/benchmarks.md P6). rmemMax/wmemMax set them. */
                 .name = "training",
                 .class = CLASS_TRAINING,
