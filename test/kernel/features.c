@@ -1,8 +1,8 @@
 /* features.c — prints the kernel features aiqos can use, straight from the
  * code: every tc kind of the registry (shared/tc/tc.c), the tc actions the
  * planner's filters render to, the congestion controls and sysctls of the
- * built-in profiles. One "<type> <name>" line each, sorted; the README's
- * "Kernel support" table is checked against this list (check-readme.sh). */
+ * built-in profiles (and the buffer sysctls a profile override sets). One "<type> <name>" line each, sorted; the
+ * README's "Kernel support" table is checked against this list (check-readme.sh). */
 #include <stdio.h>
 #include <sys/socket.h>
 #include <stdlib.h>
@@ -136,6 +136,21 @@ int main(void)
 			if (r == 0)
 				r = plan_features(&f, p);
 		}
+	}
+	/* ... and the buffer sysctls, set when a profile asks for them: the
+	 * operator's rmemMax/wmemMax, the download direction's receive window */
+	for (unsigned i = 0; i < set.n && r == 0; i++) {
+		struct profile pr = set.p[i];
+		struct workload w = {.class = pr.class};
+		struct attach_ifaces ifs = {.pod_ifname = "eth0", .host_ifname = "veth0", .mtu = 1500};
+		struct plan_caps caps = {0};
+
+		str_copy(w.profile, sizeof(w.profile), pr.name);
+		pr.rmem_max = 1u << 24;
+		pr.wmem_max = 1u << 24;
+		r = plan_pod(&w, &pr, &ifs, &caps, p);
+		if (r == 0)
+			r = plan_features(&f, p);
 	}
 	/* what the node planner asks of it: mixed mode with both directions
 	 * shaped (the download hook's mirred redirect), both classifiers */
