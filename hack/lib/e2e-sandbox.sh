@@ -108,7 +108,10 @@ setup_network() {
 	ip link set lo up
 	sysctl -qw net.ipv4.ip_forward=1
 	ip netns add aqe-gw
-	ip link add eth0 type veth peer name gw0 netns aqe-gw
+	# the uplink as a multi-queue NIC has it (mq, a default child per tx
+	# queue): a bare veth is noqueue, which aiqos leaves alone unshaped
+	ip link add eth0 numtxqueues 2 numrxqueues 2 type veth peer name gw0 netns aqe-gw
+	tc qdisc replace dev eth0 root mq
 	ip addr add "$NODE_IP/24" dev eth0
 	ip link set eth0 up
 	ip -n aqe-gw link set lo up
