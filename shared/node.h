@@ -28,6 +28,12 @@
  *   t     = w_train / (w_inf + w_train)   (0.5 without weights)
  *   floor = trainingFloor * (0.5 + t)     (0.5x .. 1.5x of trainingFloor)
  *   floor = min(floor, 100% - default - inferenceShare), clamped to 1..90 %
+ * The floor holds at every instant (HTB serves it before any borrowing), so
+ * it is also what an inference burst can never have: at trainingFloor 0.2
+ * (23 % for 1 inference vs 2 training pods) Poisson bursts at 70 % of the
+ * link met a 77 % ceiling and queued (p99 2 ms against 0.35 ms idle); the
+ * default 0.05 keeps the inference ceiling within ~7 % of the link while
+ * training keeps enough to never starve (docs/benchmarks.md P4).
  * inferenceShare (the old "guaranteed share of inference") is the minimum
  * guarantee of inference: it lowers the floor, never raises it. Rounded to
  * 0.1 % (per mille) so rates are exact integers. In training mode the
@@ -38,8 +44,10 @@
  * Every HTB class counts overhead_bytes (uplinkOverhead, default 24: the
  * Ethernet framing the kernel does not see) per packet on top of its
  * length, so a shaped rate stays below the wire's.
- * Shaping (HTB parent class at Rp = R * 97 %, "slightly below the rate so the
- * queue lives where aiqos manages it") is used when uplinkRate is configured,
+ * Shaping (HTB parent class at Rp = R * 99 %, "slightly below the rate so the
+ * queue lives where aiqos manages it": the framing overhead is counted, and
+ * aiqos is the only sender into that link, its output never above Rp) is used
+ * when uplinkRate is configured,
  * when the link is virtual and R is known, or in mixed mode when the kernel
  * is known to lack the work-conserving `prio` (R known). Without a known R no
  * rate can be set and HTB cannot prioritise, so:
@@ -53,7 +61,7 @@
  * A real NIC with a known speed and no uplinkRate is not shaped: training and
  * inference get the root AQM above; mixed gets prio (strict priority with AQM
  * leaves, work conserving at line rate) or, when prio is known to be missing,
- * the HTB tree at 97 % of the link speed. HTB itself known missing -> the
+ * the HTB tree at 99 % of the link speed. HTB itself known missing -> the
  * unshaped layout. Alternatives of a kind known to be missing are dropped
  * unless none would remain (then all are kept and the applier records the
  * failure: the item is skipped and the original qdisc stays), as plan_pod()
@@ -155,7 +163,7 @@
  *   down.hook                 [uplink] clsact (parent ffff:fff1)
  *   down.redirect             [uplink] u32 on ffff:fff2 prio 30 protocol all, match-all,
  *                             action mirred egress redirect dev PLAN_IFB_NAME (up->ifb_ifindex)
- *   down.root, down.class.*, down.leaf.*   [ifb] the HTB tree of the mode at Rd * 97 %,
+ *   down.root, down.class.*, down.leaf.*   [ifb] the HTB tree of the mode at Rd * 98 %,
  *                             the same shares, prio, ceilings and AQM leaves (fq_codel ecn
  *                             first, byte FIFOs sized at Rd) as the uplink's HTB tree, but
  *                             training's leaf is fq_codel ecn [ce] | bfifo 7 ms (no fq:
@@ -169,7 +177,7 @@
  * ifb ranks what reaches the node, but a sender's in-flight beyond what the
  * ifb holds queues upstream (a FIFO inference shares). Only the receiver
  * bounds any sender (bbr ignores the ifb's drops): while the tree is planned,
- * training pods' tcp_rmem maximum is Rd * 97 % x (downlinkRttUs +
+ * training pods' tcp_rmem maximum is Rd * 98 % x (downlinkRttUs +
  * NODE_DOWN_QUEUE_BUDGET_US) / 8 bytes (at least NODE_DOWN_RCV_WINDOW_MIN),
  * per socket; "trainingRcvWindow": "off" or a byte count overrides it. The
  * agent lowers the training profiles' rmemMax to it (never raises it).
@@ -192,7 +200,7 @@
 
 /* Defaults of the agent config (agent/config.h) */
 #define NODE_INFERENCE_SHARE_DEFAULT 0.3
-#define NODE_TRAINING_FLOOR_DEFAULT  0.2
+#define NODE_TRAINING_FLOOR_DEFAULT  0.05
 #define NODE_MIXED_HOLD_S_DEFAULT    30
 #define NODE_DEBOUNCE_MS_DEFAULT     200
 #define NODE_DSCP_INFERENCE_DEFAULT  46 /* EF */
@@ -201,16 +209,19 @@
 #define NODE_OVERHEAD_MAX            256
 
 /* Policy constants (see the comment above) */
-#define NODE_SHAPE_PERCENT    97
-#define NODE_SHARE_DEFAULT_PM 50 /* default class guarantee, per mille */
-#define NODE_FLOOR_MIN_PM     10 /* training floor clamp, per mille */
-#define NODE_FLOOR_MAX_PM     900
-#define NODE_CE_THRESHOLD_US  1000
-#define NODE_INF_TARGET_US    1000
-#define NODE_INF_INTERVAL_US  10000
-#define NODE_INF_LIMIT_PKTS   1024
-#define NODE_HTB_R2Q          10
-#define NODE_FIFO_MIN_BYTES   (2U * 65536)
+#define NODE_SHAPE_PERCENT 99 /* egress: aiqos's HTB is the only sender into the link */
+/* download: remote senders burst into the port upstream of the node; a wider
+ * margin drains what lands there sooner */
+#define NODE_DOWN_SHAPE_PERCENT 98
+#define NODE_SHARE_DEFAULT_PM   50 /* default class guarantee, per mille */
+#define NODE_FLOOR_MIN_PM       10 /* training floor clamp, per mille */
+#define NODE_FLOOR_MAX_PM       900
+#define NODE_CE_THRESHOLD_US    1000
+#define NODE_INF_TARGET_US      1000
+#define NODE_INF_INTERVAL_US    10000
+#define NODE_INF_LIMIT_PKTS     1024
+#define NODE_HTB_R2Q            10
+#define NODE_FIFO_MIN_BYTES     (2U * 65536)
 /* the inference FIFO (kernels without fq_codel) holds a response-sized
  * burst: NODE_INF_QUEUE_MS at the link rate, at least two 256 KiB responses */
 #define NODE_INF_QUEUE_MS 20
@@ -360,7 +371,7 @@ struct node_mode_state {
 struct node_down_info {
 	bool planned;        /* the plan has the down.* items */
 	uint64_t rate_bps;   /* downlinkRate, else uplinkRate; 0 = unknown (not shaped) */
-	uint64_t shaped_bps; /* rate * 97 % when planned */
+	uint64_t shaped_bps; /* rate * 98 % when planned */
 	uint64_t class_rate_bps[_CLASS_MAX];
 	uint64_t class_ceil_bps[_CLASS_MAX];
 	unsigned n_filters;
@@ -371,7 +382,7 @@ struct node_plan_info {
 	enum node_mode mode;
 	enum node_shape shape;
 	uint64_t rate_bps;   /* R: uplinkRate or link speed, 0 = unknown */
-	uint64_t shaped_bps; /* Rp = R * 97 % when shape = HTB, else 0 */
+	uint64_t shaped_bps; /* Rp = R * 99 % when shape = HTB, else 0 */
 	bool rate_configured;
 	struct node_counts counts;
 	struct node_shares shares;

@@ -787,10 +787,10 @@ _printf_(2, 3) static void info_warn(struct node_plan_info *info, const char *fm
 	va_end(ap);
 }
 
-/* Rp = R * 97 %, exact in integers */
-static uint64_t shaped_rate(uint64_t r)
+/* R * percent %, exact in integers */
+static uint64_t shaped_rate(uint64_t r, unsigned percent)
 {
-	return r / 100 * NODE_SHAPE_PERCENT + r % 100 * NODE_SHAPE_PERCENT / 100;
+	return r / 100 * percent + r % 100 * percent / 100;
 }
 
 /* HTB class rates and ceilings from the shares: the floor and default are
@@ -856,7 +856,7 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	const char *hook;
 	int r;
 
-	d->shaped_bps = shaped_rate(d->rate_bps);
+	d->shaped_bps = shaped_rate(d->rate_bps, NODE_DOWN_SHAPE_PERCENT);
 	d->rcv_window_bytes = node_down_rcv_window(d->shaped_bps, cfg->down_rtt_us, cfg->training_rcv_window);
 	htb_class_rates(d->shaped_bps, &info->shares, d->class_rate_bps, d->class_ceil_bps, classid);
 
@@ -994,7 +994,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	}
 
 	if (info.shape == SHAPE_HTB) {
-		info.shaped_bps = shaped_rate(info.rate_bps);
+		info.shaped_bps = shaped_rate(info.rate_bps, NODE_SHAPE_PERCENT);
 		htb_class_rates(info.shaped_bps, &info.shares, info.class_rate_bps, info.class_ceil_bps, classid);
 	} else if (info.shape == SHAPE_MQ) {
 		info.n_queues = up->tx_queues > NODE_MQ_QUEUES_MAX ? NODE_MQ_QUEUES_MAX : up->tx_queues;

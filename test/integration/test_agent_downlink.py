@@ -87,8 +87,8 @@ def test_download_traffic_goes_to_the_destination_pods_class(node):
     st = node.status()
     dl = st["uplink"]["downlink"]
     assert dl["shaped"] is True and dl["ifb"] == IFB, dl
-    assert dl["shapedBps"] == 388_000_000 and dl["rateBps"] == 400_000_000, dl
-    assert dl["classes"]["inference"]["ceilBps"] == 388_000_000, dl
+    assert dl["shapedBps"] == 392_000_000 and dl["rateBps"] == 400_000_000, dl
+    assert dl["classes"]["inference"]["ceilBps"] == 392_000_000, dl
     # one filter per pod address on the ifb, on the destination
     fl = [f for f in node.filters(IFB) if f["flowid"] in ("1:10", "1:30")]
     assert sorted(f["flowid"] for f in fl) == ["1:10", "1:30"], node.filters(IFB)
@@ -120,7 +120,7 @@ def test_download_traffic_goes_to_the_destination_pods_class(node):
         c.request("GET", "/metrics")
         return c.getresponse().read().decode()
     m = agentlab.in_netns_call(node.node.name, get)
-    want = f'aiqos_uplink_shaped_rate_bytes_per_second{{dev="{IFB}",direction="ingress"}} 48500000'
+    want = f'aiqos_uplink_shaped_rate_bytes_per_second{{dev="{IFB}",direction="ingress"}} 49000000'
     assert want in m, [x for x in m.splitlines() if "shaped_rate" in x]
     assert f'dev="{IFB}"' in "".join(x for x in m.splitlines() if x.startswith("aiqos_uplink_queue_"))
 
@@ -241,25 +241,25 @@ def rmem(pod):
 
 
 def test_download_bounds_the_training_receive_window(node):
-    """While the download tree shapes at Rd * 97 % (388 Mbit/s), training
-    pods' tcp_rmem maximum is 388e6 / 8 x (downlinkRttUs 500 + 500 us) =
-    48500 bytes (the default field follows it down); inference pods keep
+    """While the download tree shapes at Rd * 98 % (392 Mbit/s), training
+    pods' tcp_rmem maximum is 392e6 / 8 x (downlinkRttUs 500 + 500 us) =
+    49000 bytes (the default field follows it down); inference pods keep
     theirs; "trainingRcvWindow": "off" gives training its profile's (here:
     the netns's own value back), an explicit byte count is used as given."""
     node.start_agent(CONFIG)
     train = node.add_pod(TRAIN)
     inf = node.add_pod(INF)
     wait_down(node, lambda: down_tree_ready(node), "the download tree on the ifb")
-    wait_down(node, lambda: rmem(train) == ["4096", "48500", "48500"], "the training pod's tcp_rmem bounded")
+    wait_down(node, lambda: rmem(train) == ["4096", "49000", "49000"], "the training pod's tcp_rmem bounded")
     fresh = rmem(inf)  # no profile of the inference class sets tcp_rmem: the netns's own
-    assert fresh[2] != "48500", fresh
-    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 48500
-    assert "training receive window (tcp_rmem max): 48500 bytes" in node.aiqosctl("status").stdout
+    assert fresh[2] != "49000", fresh
+    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 49000
+    assert "training receive window (tcp_rmem max): 49000 bytes" in node.aiqosctl("status").stdout
     node.write_config(dict(CONFIG, trainingRcvWindow="off"))
     wait_down(node, lambda: rmem(train) == fresh, "the training pod's tcp_rmem as before aiqos")
     assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 0
     node.write_config(dict(CONFIG, trainingRcvWindow=100000, downlinkRttUs=2000))
     wait_down(node, lambda: rmem(train) == ["4096", "100000", "100000"], "an explicit window")
     node.write_config(dict(CONFIG, downlinkRttUs=2000))
-    # 388e6 / 8 x 2.5 ms
-    wait_down(node, lambda: rmem(train) == ["4096", "121250", "121250"], "the window from downlinkRttUs")
+    # 392e6 / 8 x 2.5 ms
+    wait_down(node, lambda: rmem(train) == ["4096", "122500", "122500"], "the window from downlinkRttUs")

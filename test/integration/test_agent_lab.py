@@ -85,12 +85,12 @@ def test_agent_modes_follow_the_pods(node):
     assert node.status()["mode"] == "idle"
     assert node.root()["kind"] == "pfifo"
 
-    # training pod -> training: HTB at 97 % of uplinkRate, default + training classes
+    # training pod -> training: HTB at 99 % of uplinkRate, default + training classes
     train = node.add_pod(TRAIN)
     assert_mode(node, "training")
     wait_shape(node, lambda: htb_training(node) and filters_for(node, train.ip()), "the training tree")
     cl = classes_by_handle(node)
-    assert cl["1:1"]["rate_bps"] == 485_000_000, cl["1:1"]
+    assert cl["1:1"]["rate_bps"] == 495_000_000, cl["1:1"]
     assert int(cl["1:30"]["prio"]) == 2
     f = filters_for(node, train.ip())
     assert len(f) == 1 and f[0]["flowid"] == "1:30", f
@@ -101,7 +101,7 @@ def test_agent_modes_follow_the_pods(node):
     wait_shape(node, lambda: htb_mixed(node) and filters_for(node, inf.ip()), "the mixed tree")
     cl = classes_by_handle(node)
     assert [int(cl[h]["prio"]) for h in ("1:10", "1:20", "1:30")] == [0, 1, 2], cl
-    assert cl["1:10"]["ceil_bps"] == 485_000_000
+    assert cl["1:10"]["ceil_bps"] == 495_000_000
     assert [f["flowid"] for f in filters_for(node, inf.ip())] == ["1:10"]
     assert [f["flowid"] for f in filters_for(node, train.ip())] == ["1:30"]
     # the training filter was not touched (incremental: same handle)
@@ -164,8 +164,8 @@ def test_agent_retunes_running_pod_on_annotation_change(node, fresh_sysctls):
     assert cni.read_sysctl(pod.ns, "net.ipv4.tcp_notsent_lowat") == fresh_sysctls["net/ipv4/tcp_notsent_lowat"]
     # the training profile leaves tcp_rmem alone; uplinkRate also shapes the
     # download tree, which bounds training's receive window (node.h DOWNLOAD):
-    # 485 Mbit/s / 8 x 1 ms
-    assert cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem") == "4096 60625 60625"
+    # 490 Mbit/s (98 %) / 8 x 1 ms
+    assert cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem") == "4096 61250 61250"
     assert st["annotationsSource"] == "agent" and not st["failure"]
 
     # an ingress limit: a shaper on the host side of the veth (in the node netns)
@@ -377,20 +377,20 @@ def test_agent_config_hot_reload(node):
     node.start_agent(BASE_CONFIG)
     node.add_api_pod(TRAIN, "10.80.0.1")
     wait_shape(node, lambda: htb_training(node), "the training tree")
-    assert classes_by_handle(node)["1:1"]["rate_bps"] == 485_000_000
+    assert classes_by_handle(node)["1:1"]["rate_bps"] == 495_000_000
     # a valid change: the rate follows
     node.write_config(dict(BASE_CONFIG, uplinkRate="200mbit"))
-    wait_shape(node, lambda: classes_by_handle(node)["1:1"]["rate_bps"] == 194_000_000, "the new rate")
+    wait_shape(node, lambda: classes_by_handle(node)["1:1"]["rate_bps"] == 198_000_000, "the new rate")
     # an invalid one: the old config stays, status says why
     node.write_config(dict(BASE_CONFIG, inferenceShare=1.5))
     st = wait_until(lambda: (lambda s: s if s["config"]["error"] else None)(node.status()), 5, "config error")
     assert "inferenceShare" in st["config"]["error"], st["config"]
-    assert classes_by_handle(node)["1:1"]["rate_bps"] == 194_000_000
+    assert classes_by_handle(node)["1:1"]["rate_bps"] == 198_000_000
     assert node.agent.poll() is None
     # SIGHUP reloads too
     node.write_config(dict(BASE_CONFIG, uplinkRate="300mbit"))
     os.killpg(node.agent.pid, signal.SIGHUP)
-    wait_shape(node, lambda: classes_by_handle(node)["1:1"]["rate_bps"] == 291_000_000, "the rate after SIGHUP")
+    wait_shape(node, lambda: classes_by_handle(node)["1:1"]["rate_bps"] == 297_000_000, "the rate after SIGHUP")
     assert node.status()["config"]["error"] == ""
 
 
@@ -470,7 +470,7 @@ def test_agent_drift_repair(node):
     cni.sh(*cni.in_ns(pod.ns, "tc", "qdisc", "del", "dev", "eth0", "root"))
     wait_shape(node, lambda: sorted((f["handle"], f["flowid"]) for f in node.filters()) == before,
                "the filters repaired", timeout_s=6)
-    wait_shape(node, lambda: classes_by_handle(node)["1:10"]["ceil_bps"] == 485_000_000, "the class repaired")
+    wait_shape(node, lambda: classes_by_handle(node)["1:10"]["ceil_bps"] == 495_000_000, "the class repaired")
     wait_shape(node, lambda: cni.root_qdisc(pod.ns, "eth0")["kind"] == "htb", "the pod's shaper repaired")
     assert [c["rate_bps"] for c in cni.tc_classes(pod.ns, "eth0")] == [30_000_000]
 

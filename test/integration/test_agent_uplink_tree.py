@@ -4,7 +4,7 @@ operator's classful HTB tree is left intact (never deleted, never
 "restored" from a dump the kernel refuses), with a warning, an Event and
 status; an mq root with grafted children is recorded whole and restored on
 idle and on --cleanup; a virtual uplink's reported speed is never a rate (no
-HTB at 97 % of a veth's fictional 10000 Mb/s); a multi-queue uplink in
+HTB below a veth's fictional 10000 Mb/s); a multi-queue uplink in
 mixed mode keeps mq with a child per tx queue and the BPF classifier,
 adopted on restart and removed on idle; a noqueue uplink (a veth as the
 kernel makes it) gets no tree unless uplinkRate asks for a shaper. The kernel is read back with tc."""

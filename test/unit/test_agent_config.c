@@ -45,7 +45,7 @@ TEST(defaults_when_absent)
 	CHECK_STR(c.node.uplink, "auto");
 	CHECK_INT(c.node.uplink_rate_bps, 0);
 	CHECK(c.node.inference_share == n.inference_share);
-	CHECK(c.node.training_floor == 0.2);
+	CHECK(c.node.training_floor == 0.05);
 	CHECK_INT(c.node.downlink_rate_bps, 0);
 	CHECK(c.node.downlink);
 	CHECK_INT(c.node.mixed_hold_s, n.mixed_hold_s);

@@ -575,7 +575,7 @@ TEST(node_plan_shape_per_scenario)
 		}
 }
 
-/* The P4 lab numbers: uplinkRate 500mbit -> HTB at 485 Mbit/s. */
+/* The P4 lab numbers: uplinkRate 500mbit -> HTB at 495 Mbit/s (99 %). */
 TEST(node_plan_htb_numbers)
 {
 	_cleanup_plan_ struct plan np = {0};
@@ -587,15 +587,15 @@ TEST(node_plan_htb_numbers)
 	CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &np, &info), 0);
 	CHECK_INT(info.shape, SHAPE_HTB);
 	CHECK_INT(info.rate_bps, 500000000);
-	CHECK_INT(info.shaped_bps, 485000000);
-	/* 2 vs 2 pods: training floor 20 %, inference the rest (old: 50 %) */
-	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 200);
-	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 750);
-	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 363750000);
-	CHECK_INT(info.class_rate_bps[CLASS_DEFAULT], 24250000);
-	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 97000000);
+	CHECK_INT(info.shaped_bps, 495000000);
+	/* 2 vs 2 pods: training floor 5 % (trainingFloor 0.05 x 1), inference the rest (old: 50 %) */
+	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 50);
+	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 900);
+	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 445500000);
+	CHECK_INT(info.class_rate_bps[CLASS_DEFAULT], 24750000);
+	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 24750000);
 	for (int c = 0; c < _CLASS_MAX; c++)
-		CHECK_INT(info.class_ceil_bps[c], 485000000);
+		CHECK_INT(info.class_ceil_bps[c], 495000000);
 	CHECK_INT(info.ce_threshold_us, 1000);
 	CHECK_INT(info.n_warn, 0);
 
@@ -610,10 +610,10 @@ TEST(node_plan_htb_numbers)
 	if (it) {
 		CHECK_INT(it->tc[0].handle, 0x10001);
 		CHECK_INT(it->tc[0].parent, 0x10000);
-		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 485000000);
-		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
-		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 131072); /* 2 ms = 121250 < 2 GSO */
-		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 60625);
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 495000000);
+		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
+		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 131072); /* 2 ms = 123750 < 2 GSO */
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 61875);
 	}
 	it = find(&np, "uplink.class.inference");
 	CHECK(it != NULL);
@@ -621,20 +621,20 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].handle, 0x10010);
 		CHECK_INT(it->tc[0].parent, 0x10001);
 		CHECK_INT(it->tc[0].u.htb_class.prio, 0);
-		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 363750000);
-		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
-		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 45468);
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 445500000);
+		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 55687);
 		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 131072);
 	}
 	it = find(&np, "uplink.class.default");
 	CHECK(it && it->tc[0].handle == 0x10020 && it->tc[0].u.htb_class.prio == 1);
 	if (it)
-		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3031);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3093);
 	it = find(&np, "uplink.class.training");
 	CHECK(it && it->tc[0].handle == 0x10030 && it->tc[0].u.htb_class.prio == 2);
 	if (it) {
-		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 97000000);
-		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 485000000);
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 24750000);
+		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
 	}
 	/* CI kernel: the AQM alternatives stay listed first (the applier skips
 	 * them and records the byte FIFO as degraded); the FIFO is last */
@@ -644,13 +644,13 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[1].parent, 0x10010);
 		CHECK_INT(it->tc[1].handle, 0x100000);
 		/* 20 ms at the link's shaped rate (old: 128 KiB, less than one 256 KiB response) */
-		CHECK_INT(it->tc[1].u.fifo.limit, 1212500);
+		CHECK_INT(it->tc[1].u.fifo.limit, 1237500);
 		CHECK_STR(it->depends, "uplink.class.inference");
 	}
 	it = find(&np, "uplink.leaf.default");
-	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 303125);
+	CHECK(it && it->n_alt == 2 && it->tc[1].u.fifo.limit == 309375);
 	it = find(&np, "uplink.leaf.training");
-	CHECK(it && it->n_alt == 3 && it->tc[2].u.fifo.limit == 1212500 && it->tc[2].handle == 0x300000);
+	CHECK(it && it->n_alt == 3 && it->tc[2].u.fifo.limit == 1237500 && it->tc[2].handle == 0x300000);
 }
 
 /* Issue 11: 1 inference pod next to 2 training pods, 256 KiB responses at
@@ -671,8 +671,8 @@ TEST(node_plan_inference_not_capped_by_its_share)
 	CHECK_INT(info.shape, SHAPE_HTB);
 	/* inference is guaranteed more than its load; training its floor */
 	CHECK(info.class_rate_bps[CLASS_INFERENCE] > load);
-	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 233); /* trainingFloor 0.2 x (0.5 + 2/3) */
-	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 485000000ULL * 233 / 1000);
+	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 58); /* trainingFloor 0.05 x (0.5 + 2/3) */
+	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 495000000ULL * 58 / 1000);
 	CHECK(info.class_rate_bps[CLASS_INFERENCE] + info.class_rate_bps[CLASS_DEFAULT] +
 	              info.class_rate_bps[CLASS_TRAINING] ==
 	      info.shaped_bps);
@@ -682,7 +682,7 @@ TEST(node_plan_inference_not_capped_by_its_share)
 	it = find(&np, "uplink.class.inference");
 	CHECK(it && it->tc[0].u.htb_class.prio == 0 && it->tc[0].u.htb_class.ceil_bps == info.shaped_bps);
 	it = find(&np, "uplink.class.training");
-	CHECK(it && it->tc[0].u.htb_class.prio == 2 && it->tc[0].u.htb_class.rate_bps == 113005000);
+	CHECK(it && it->tc[0].u.htb_class.prio == 2 && it->tc[0].u.htb_class.rate_bps == 28710000);
 	/* the CI kernel's FIFO holds at least two 256 KiB responses */
 	it = find(&np, "uplink.leaf.inference");
 	CHECK(it && it->n_alt == 2 && it->tc[1].kind == TC_KIND_BFIFO && it->tc[1].u.fifo.limit >= 2 * 262144);
@@ -1328,14 +1328,15 @@ TEST(node_plan_incremental)
 	CHECK(pods != NULL);
 	if (!pods)
 		return;
-	/* 10 inference, 35 training, 5 default: inferenceShare 0.8 caps the
-	 * training floor at 15 %, so one pod more or less does not move the
-	 * class rates */
+	/* 10 inference, 35 training, 5 default: inferenceShare 0.8 caps a
+	 * trainingFloor of 0.2 (25 % for these weights) at 15 %, so one pod more
+	 * or less does not move the class rates */
 	many_pods(pods, n, 0);
 	for (unsigned i = 0; i < n; i++)
 		pods[i].class = i < 10 ? CLASS_INFERENCE : i < 45 ? CLASS_TRAINING : CLASS_DEFAULT;
 	uplink_only_config(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
+	cfg.training_floor = 0.2;
 	cfg.inference_share = 0.8;
 	CHECK_INT(node_plan(pods, n, &cfg, &VETH, &caps, MODE_MIXED, NULL, &p0, &info, NULL), 0);
 	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 800);
@@ -1666,12 +1667,12 @@ TEST(node_plan_downlink_items)
 	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
 	CHECK(info.down.planned);
 	CHECK_INT(info.down.rate_bps, 400000000);
-	CHECK_INT(info.down.shaped_bps, 388000000);
+	CHECK_INT(info.down.shaped_bps, 392000000);
 	/* the same guarantees as the uplink, at the download rate */
-	CHECK_INT(info.down.class_rate_bps[CLASS_TRAINING], 388000000ULL * 200 / 1000);
-	CHECK_INT(info.down.class_rate_bps[CLASS_DEFAULT], 388000000ULL * 50 / 1000);
-	CHECK_INT(info.down.class_rate_bps[CLASS_INFERENCE], 388000000ULL - 77600000 - 19400000);
-	CHECK_INT(info.down.class_ceil_bps[CLASS_TRAINING], 388000000);
+	CHECK_INT(info.down.class_rate_bps[CLASS_TRAINING], 392000000ULL * 50 / 1000);
+	CHECK_INT(info.down.class_rate_bps[CLASS_DEFAULT], 392000000ULL * 50 / 1000);
+	CHECK_INT(info.down.class_rate_bps[CLASS_INFERENCE], 392000000ULL - 19600000 - 19600000);
+	CHECK_INT(info.down.class_ceil_bps[CLASS_TRAINING], 392000000);
 	/* the hook on the uplink's ingress: clsact + match-all redirect to the ifb */
 	it = find(&np, "down.hook");
 	CHECK(it && it->dev == DEV_UPLINK && it->tc[0].kind == TC_KIND_CLSACT && it->tc[0].parent == TC_H_CLSACT);
@@ -1691,13 +1692,13 @@ TEST(node_plan_downlink_items)
 	CHECK(it && it->dev == DEV_IFB && it->tc[0].kind == TC_KIND_HTB && it->tc[0].parent == TC_H_ROOT);
 	it = find(&np, "down.class.inference");
 	CHECK(it && it->dev == DEV_IFB && it->tc[0].u.htb_class.prio == 0 &&
-	      it->tc[0].u.htb_class.ceil_bps == 388000000);
+	      it->tc[0].u.htb_class.ceil_bps == 392000000);
 	it = find(&np, "down.leaf.inference");
 	CHECK(it && it->dev == DEV_IFB && it->tc[0].kind == TC_KIND_FQ_CODEL && it->tc[0].u.fq_codel.ecn == TRI_ON);
-	/* training on the ifb: fq_codel ecn (no fq: nothing to pace), a 7 ms FIFO at 388 Mbit/s */
+	/* training on the ifb: fq_codel ecn (no fq: nothing to pace), a 7 ms FIFO at 392 Mbit/s */
 	it = find(&np, "down.leaf.training");
 	CHECK(it && it->n_alt == 2 && it->tc[0].kind == TC_KIND_FQ_CODEL && it->tc[0].u.fq_codel.ecn == TRI_ON);
-	CHECK(it && it->tc[1].kind == TC_KIND_BFIFO && it->tc[1].u.fifo.limit == 339500);
+	CHECK(it && it->tc[1].kind == TC_KIND_BFIFO && it->tc[1].u.fifo.limit == 343000);
 	/* one filter per pod address, on the DESTINATION, same handles scheme */
 	CHECK_INT(count_prefix(&np, "down.pod.", DEV_IFB), 6);
 	CHECK_INT(info.down.n_filters, 6);
@@ -1721,7 +1722,7 @@ TEST(node_plan_downlink_items)
 	          np.n - count_prefix(&np, "down.", DEV_UPLINK) - count_prefix(&np, "down.", DEV_IFB));
 }
 
-/* The training receive window (node.h DOWNLOAD): Rd * 97 % x (RTT + budget),
+/* The training receive window (node.h DOWNLOAD): Rd * 98 % x (RTT + budget),
  * scaled with the rate and the RTT, floored, "off", explicit, and only while
  * the download tree is planned. */
 TEST(node_plan_downlink_rcv_window)
@@ -1750,7 +1751,7 @@ TEST(node_plan_downlink_rcv_window)
 
 		CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
 		CHECK(info.down.planned);
-		CHECK_INT(info.down.rcv_window_bytes, 60625);
+		CHECK_INT(info.down.rcv_window_bytes, 61250); /* 490 Mbit/s x 1 ms */
 	}
 	{
 		_cleanup_plan_ struct plan np = {0};
@@ -1759,7 +1760,7 @@ TEST(node_plan_downlink_rcv_window)
 
 		c.down_rtt_us = 2000;
 		CHECK_INT(plan_down(&c, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
-		CHECK_INT(info.down.rcv_window_bytes, 485000000ULL / 8 * 2500 / 1000000);
+		CHECK_INT(info.down.rcv_window_bytes, 490000000ULL / 8 * 2500 / 1000000);
 		c.training_rcv_window = NODE_DOWN_RCV_WINDOW_OFF;
 		CHECK_INT(plan_down(&c, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
 		CHECK(info.down.planned);
@@ -1914,6 +1915,7 @@ TEST(node_plan_downlink_incremental)
 
 	node_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
+	cfg.training_floor = 0.2;
 	cfg.inference_share = 0.8; /* caps the floor: the new pod does not move the class rates */
 	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &p0, &info), 0);
 	pods[n] = mkpod("infer-c", "a1b2c3d4-0000-4000-8000-00000000000c", CLASS_INFERENCE, "10.244.1.12",
