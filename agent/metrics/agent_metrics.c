@@ -360,6 +360,10 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 			for (int k = 0; k < _CLASS_MAX; k++)
 				d.class_rate_bps[k] = ag->info.down.planned ? ag->info.down.class_rate_bps[k] : 0;
 			direction_write(ag, w, DIR_INGRESS, PLAN_IFB_NAME, ag->down.ifb_ifindex, &d);
+			metrics_write(w, "aiqos_download_training_rcv_window_bytes",
+			              "Receive window (tcp_rmem maximum) training pods get while the download tree "
+			              "shapes (trainingRcvWindow; 0 = not bounded)",
+			              G, (double)ag->rcv_window, "dev", PLAN_IFB_NAME, (char *)NULL);
 		}
 	}
 	for (unsigned i = 0; ag->sk && i < ag->pods.n; i++)

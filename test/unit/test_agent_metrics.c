@@ -961,6 +961,7 @@ TEST(agent_metrics_families)
 	ag->info.class_rate_bps[CLASS_TRAINING] = 339500000;
 	ag->info.shares.share_pm[CLASS_INFERENCE] = 300;
 	ag->info.shares.share_pm[CLASS_TRAINING] = 700;
+	ag->rcv_window = 61250;
 	agent_count_retune(ag, RETUNE_POD, RESULT_OK, 0.004);
 	agent_count_retune(ag, RETUNE_NODE, RESULT_DEGRADED, 0.2);
 	text = render(ag);
@@ -970,6 +971,7 @@ TEST(agent_metrics_families)
 	CHECK_CONTAINS(text, "aiqos_node_mode{mode=\"mixed\"} 1\n");
 	CHECK_CONTAINS(text, "aiqos_uplink_rate_bytes_per_second{dev=\"up0\",direction=\"egress\"} 62500000\n");
 	CHECK_CONTAINS(text, "aiqos_uplink_shaped_rate_bytes_per_second{dev=\"up0\",direction=\"egress\"} 60625000\n");
+	CHECK_CONTAINS(text, "aiqos_download_training_rcv_window_bytes{dev=\"aiqos-ifb0\"} 61250\n");
 	CHECK_CONTAINS(text, "aiqos_class_guaranteed_rate_bytes_per_second{dev=\"up0\",direction=\"egress\","
 	                     "class=\"inference\"} 18187500\n");
 	CHECK_CONTAINS(text, "aiqos_class_guaranteed_share_ratio{dev=\"up0\",direction=\"egress\",class=\"training\"} "
