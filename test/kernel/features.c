@@ -1,8 +1,9 @@
 /* features.c — prints the kernel features aiqos can use, straight from the
  * code: every tc kind of the registry (shared/tc/tc.c), the tc actions the
  * planner's filters render to, the congestion controls and sysctls of the
- * built-in profiles (and the buffer sysctls a profile override sets). One "<type> <name>" line each, sorted; the
- * README's "Kernel support" table is checked against this list (check-readme.sh). */
+ * built-in profiles (and the buffer sysctls a profile override sets). One
+ * "<type> <name>" line each, sorted; the README's "Kernel support" table is
+ * checked against this list (check-readme.sh). */
 #include <stdio.h>
 #include <sys/socket.h>
 #include <stdlib.h>
@@ -102,6 +103,20 @@ static int plan_features(struct features *f, const struct plan *p)
 	return 0;
 }
 
+/* what the per-pod planner asks of the kernel for one profile at these rates */
+static int pod_features(struct features *f, struct plan *p, const struct profile *pr, uint64_t egress_bps,
+                        uint64_t ingress_bps)
+{
+	struct workload w = {.class = pr->class, .egress_bps = egress_bps, .ingress_bps = ingress_bps};
+	struct attach_ifaces ifs = {.pod_ifname = "eth0", .host_ifname = "veth0", .mtu = 1500};
+	struct plan_caps caps = {0};
+	int r;
+
+	str_copy(w.profile, sizeof(w.profile), pr->name);
+	r = plan_pod(&w, pr, &ifs, &caps, p);
+	return r == 0 ? plan_features(f, p) : r;
+}
+
 static int cmp_line(const void *a, const void *b)
 {
 	return strcmp((const char *)a, (const char *)b);
@@ -124,33 +139,16 @@ int main(void)
 	/* what the per-pod planner asks of the kernel, for every profile */
 	profile_set_builtin(&set);
 	for (unsigned i = 0; i < set.n && r == 0; i++) {
-		for (size_t j = 0; j < ARRAY_SIZE(rates_bps) && r == 0; j++) {
-			struct workload w = {.class = set.p[i].class};
-			struct attach_ifaces ifs = {.pod_ifname = "eth0", .host_ifname = "veth0", .mtu = 1500};
-			struct plan_caps caps = {0};
+		struct profile buffers = set.p[i];
 
-			str_copy(w.profile, sizeof(w.profile), set.p[i].name);
-			w.egress_bps = rates_bps[j][0];
-			w.ingress_bps = rates_bps[j][1];
-			r = plan_pod(&w, &set.p[i], &ifs, &caps, p);
-			if (r == 0)
-				r = plan_features(&f, p);
-		}
-	}
-	/* ... and the buffer sysctls, set when a profile asks for them: the
-	 * operator's rmemMax/wmemMax, the download direction's receive window */
-	for (unsigned i = 0; i < set.n && r == 0; i++) {
-		struct profile pr = set.p[i];
-		struct workload w = {.class = pr.class};
-		struct attach_ifaces ifs = {.pod_ifname = "eth0", .host_ifname = "veth0", .mtu = 1500};
-		struct plan_caps caps = {0};
-
-		str_copy(w.profile, sizeof(w.profile), pr.name);
-		pr.rmem_max = 1u << 24;
-		pr.wmem_max = 1u << 24;
-		r = plan_pod(&w, &pr, &ifs, &caps, p);
+		for (size_t j = 0; j < ARRAY_SIZE(rates_bps) && r == 0; j++)
+			r = pod_features(&f, p, &set.p[i], rates_bps[j][0], rates_bps[j][1]);
+		/* ... and the buffer sysctls, set when a profile asks for them: the
+		 * operator's rmemMax/wmemMax, the download direction's receive window */
+		buffers.rmem_max = 1u << 24;
+		buffers.wmem_max = 1u << 24;
 		if (r == 0)
-			r = plan_features(&f, p);
+			r = pod_features(&f, p, &buffers, 0, 0);
 	}
 	/* what the node planner asks of it: mixed mode with both directions
 	 * shaped (the download hook's mirred redirect), both classifiers */
