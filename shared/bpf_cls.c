@@ -322,10 +322,11 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 {
 	_cleanup_free_ struct bpf_cls_key *have = NULL;
 	_cleanup_free_ struct bpf_cls_entry *sorted = NULL;
-	struct bpf_cls_key cur = {0}, next = {0};
+	/* iteration starts from a key that is never an entry (the kernel then
+	 * returns the first), rather than a NULL key memcheckers flag */
+	struct bpf_cls_key cur = {.kind = 0xff}, next = {0};
 	union bpf_attr attr;
 	unsigned n_have = 0, changed = 0;
-	bool first = true;
 
 	if (n > BPF_CLS_MAP_MAX)
 		return error_set(err, E2BIG, "classifier: %u entries, at most %d", n, BPF_CLS_MAP_MAX);
@@ -339,7 +340,7 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 	for (;;) {
 		memset(&attr, 0, sizeof(attr));
 		attr.map_fd = (uint32_t)map_fd;
-		attr.key = first ? 0 : ptr_u64(&cur);
+		attr.key = ptr_u64(&cur);
 		attr.next_key = ptr_u64(&next);
 		if (sys_bpf(BPF_MAP_GET_NEXT_KEY, &attr) < 0) {
 			if (errno == ENOENT)
@@ -350,7 +351,6 @@ int bpf_cls_map_sync(int map_fd, const struct bpf_cls_entry *want, unsigned n, u
 			break;
 		have[n_have++] = next;
 		cur = next;
-		first = false;
 	}
 	for (unsigned i = 0; i < n_have; i++) {
 		struct bpf_cls_entry key = {.key = have[i]};
