@@ -1,8 +1,9 @@
-/* bpf_cls.h — the uplink's classifier for multi-queue layouts: a small
- * BPF_PROG_TYPE_SCHED_CLS program, attached direct-action at the clsact
- * egress hook, that sets skb->priority once per packet, lock-free and
- * before the tx queue is picked, so every per-queue child (pfifo_fast, prio)
- * serves the class without a filter copy per queue. It looks up one hash
+/* bpf_cls.h — the uplink's classifier: a small BPF_PROG_TYPE_SCHED_CLS
+ * program, attached direct-action at the clsact egress hook, that sets
+ * skb->priority once per packet, lock-free and before the tx queue is
+ * picked, so every per-queue child of mq (pfifo_fast, prio) serves the class
+ * without a filter copy per queue, and HTB takes the class it names without
+ * walking a filter under its lock. It looks up one hash
  * map, in this order:
  *   {kind 4|6, source address}  -> priority   (classify "src-ip", one per pod address)
  *   {kind 1, DSCP}              -> priority   (classify "dscp")

@@ -18,7 +18,9 @@
 
 /* The action armed for name, copied into action; false when none is. */
 bool failpoint_armed(const char *name, char *action, size_t size);
-/* Carry an action out: "kill" (SIGKILL), "sleep:<ms>" (at most 60 s). */
+/* Carry an action out: "kill" (SIGKILL), "sleep:<ms>" (at most 60 s).
+ * Points that can fail instead test for their own action ("refuse":
+ * agent-classifier-load, the uplink classifier's program not loaded). */
 void failpoint_act(const char *action);
 /* A point of the library: the armed action, if any, silently. */
 void failpoint_quiet(const char *name);

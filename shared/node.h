@@ -111,6 +111,8 @@
  *   uplink.leaf.training      30: under 1:30 (prio: 1:3) fq [ce] | fq_codel ecn [ce] | bfifo 20 ms
  *   uplink.pod.<H>.<n>        u32 on 1: prio 10 (ip) / 11 (ipv6), src addr/32|/128 -> class
  *   uplink.dscp.<class>.v4|v6 u32 on 1: prio 20 (ip) / 21 (ipv6), DS field & 0xfc -> class
+ *   uplink.clsact, uplink.classifier   (HTB, clsact and bpf not known missing) the
+ *                             CLASSIFIER: as in MULTI-QUEUE, last
  * Only the classes of the mode exist (mixed: 10 20 30; training: 20 30;
  * inference: 10 20); pods of a class without a class (and default pods) get
  * no filter: unclassified traffic goes to the default class (HTB default 20,
@@ -125,6 +127,15 @@
  * clamp(2 ms at the rate (ceil for cburst), 128 KiB, 16 MiB). CE threshold
  * on training queues: 1 ms when any training pod runs a CE-marking profile
  * (training-dctcp).
+ *
+ * CLASSIFIER (HTB). The multi-queue layout's BPF classifier (bpf_cls.h) in
+ * front of HTB: its map gives each pod address (or class DSCP) the class's
+ * handle as skb->priority (info.cls_priority: 1:10 / 1:20 / 1:30; a class
+ * the mode lacks -> 1:20), and htb_classify takes a priority naming one of
+ * its leaves without walking a filter: classification is O(1) and outside
+ * HTB's lock at any pod count. The u32 filters below stay as the fallback
+ * for a packet whose priority names no class (the program not attached:
+ * the agent learns a refused program missing and plans without it).
  *
  * CLASSIFICATION. classify "src-ip": one u32 filter per pod address. The item
  * id is "uplink.pod.<H>.<n>": H = 16 hex digits of a 64-bit FNV-1a hash of the
@@ -342,6 +353,7 @@ struct uplink_facts {
 	/* the download direction */
 	int ifb_ifindex;      /* PLAN_IFB_NAME's ifindex (the redirect target), 0 = not created (dry run) */
 	bool ingress_foreign; /* the uplink has an ingress/clsact qdisc aiqos did not create */
+	bool ingress_held;    /* an `ingress` qdisc holds the hook: no clsact, so no classifier */
 };
 
 struct node_counts {
@@ -390,9 +402,10 @@ struct node_plan_info {
 	uint64_t class_ceil_bps[_CLASS_MAX]; /* HTB ceilings (what a class may borrow up to) */
 	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
 	unsigned n_filters;
-	unsigned n_queues;    /* SHAPE_MQ: tx queues given a child */
-	bool classifier;      /* SHAPE_MQ mixed: the clsact BPF classifier sets skb->priority */
-	bool speed_untrusted; /* a virtual link's reported speed was not used as a rate */
+	unsigned n_queues; /* SHAPE_MQ: tx queues given a child */
+	bool classifier;   /* the clsact BPF classifier sets skb->priority (SHAPE_MQ mixed, SHAPE_HTB) */
+	uint32_t cls_priority[_CLASS_MAX]; /* with classifier: each class's skb->priority (mq: band, HTB: classid) */
+	bool speed_untrusted;              /* a virtual link's reported speed was not used as a rate */
 	struct node_down_info down;
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];

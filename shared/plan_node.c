@@ -996,9 +996,19 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	if (info.shape == SHAPE_HTB) {
 		info.shaped_bps = shaped_rate(info.rate_bps, NODE_SHAPE_PERCENT);
 		htb_class_rates(info.shaped_bps, &info.shares, info.class_rate_bps, info.class_ceil_bps, classid);
+		/* the class picked before HTB's lock (node.h, "CLASSIFIER"): skb->priority = its classid */
+		info.classifier =
+		        plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF) && !up->ingress_held;
+		for (int c = 0; c < _CLASS_MAX; c++)
+			info.cls_priority[c] = info.class_rate_bps[c]               ? TC_H_MAKE(H_ROOT, class_minor(c))
+			                       : info.class_rate_bps[CLASS_DEFAULT] ? TC_H_MAKE(H_ROOT, MINOR_DEFAULT)
+			                                                            : 0;
 	} else if (info.shape == SHAPE_MQ) {
 		info.n_queues = up->tx_queues > NODE_MQ_QUEUES_MAX ? NODE_MQ_QUEUES_MAX : up->tx_queues;
 		info.classifier = mode == MODE_MIXED;
+		info.cls_priority[CLASS_INFERENCE] = NODE_CLS_PRIO_INFERENCE;
+		info.cls_priority[CLASS_DEFAULT] = NODE_CLS_PRIO_DEFAULT;
+		info.cls_priority[CLASS_TRAINING] = NODE_CLS_PRIO_TRAINING;
 	} else if (info.shape == SHAPE_PRIO) {
 		classid[CLASS_INFERENCE] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_INFERENCE));
 		classid[CLASS_TRAINING] = TC_H_MAKE(H_ROOT, prio_minor(CLASS_TRAINING));
@@ -1045,7 +1055,9 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	}
 
 	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 2 + filters_count(pods, n, NULL) : 0) +
-	      (info.shape == SHAPE_MQ ? node_mq_items(mode, up, caps) : 0);
+	      (info.shape == SHAPE_MQ ? node_mq_items(mode, up, caps)
+	       : info.classifier      ? 2
+	                              : 0);
 	if (plan_reserve(&np, cap) < 0)
 		return error_set(err, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
 
@@ -1079,6 +1091,10 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		else
 			r = filters_dscp(&b, cfg, classid);
 	}
+	/* HTB's classifier: after its fallback, the u32 filters HTB consults for
+	 * what it left unclassified (no program) */
+	if (r >= 0 && info.shape == SHAPE_HTB && info.classifier)
+		r = node_classifier_add(&b);
 	if (r >= 0 && info.down.planned)
 		r = downlink_build(&b, sorted, n, cfg, up, prev, &info);
 	if (r < 0) {

@@ -33,5 +33,8 @@ bool node_mq_usable(enum node_mode mode, const struct uplink_facts *up, const st
 unsigned node_mq_items(enum node_mode mode, const struct uplink_facts *up, const struct plan_caps *caps);
 int node_tree_mq(struct builder *b, enum node_mode mode, const struct uplink_facts *up, uint32_t ce_us,
                  uint64_t fifo_rate_bps);
+/* The clsact egress hook and the BPF classifier on it (uplink.clsact,
+ * uplink.classifier): 2 items. */
+int node_classifier_add(struct builder *b);
 
 #endif

@@ -45,7 +45,7 @@ bool node_mq_usable(enum node_mode mode, const struct uplink_facts *up, const st
 		return plan_caps_has(caps, TC_KIND_FQ_CODEL);
 	case MODE_MIXED:
 		return (plan_caps_has(caps, TC_KIND_PRIO) || plan_caps_has(caps, TC_KIND_PFIFO_FAST)) &&
-		       plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF);
+		       plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF) && !up->ingress_held;
 	default:
 		return false;
 	}
@@ -117,7 +117,7 @@ static int leaves_add(struct builder *b, unsigned q, uint32_t ce_us, uint64_t fi
 	return 0;
 }
 
-static int classifier_add(struct builder *b)
+int node_classifier_add(struct builder *b)
 {
 	struct plan_item *it;
 	struct tc_spec *s;
@@ -161,15 +161,8 @@ int node_tree_mq(struct builder *b, enum node_mode mode, const struct uplink_fac
 			return r;
 	}
 	if (mode == MODE_MIXED)
-		return classifier_add(b);
+		return node_classifier_add(b);
 	return 0;
-}
-
-static uint32_t cls_priority(enum workload_class c)
-{
-	return c == CLASS_INFERENCE  ? NODE_CLS_PRIO_INFERENCE
-	       : c == CLASS_TRAINING ? NODE_CLS_PRIO_TRAINING
-	                             : NODE_CLS_PRIO_DEFAULT;
 }
 
 int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
@@ -192,7 +185,8 @@ int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_
 	v = calloc(cap, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	v[k++] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = NODE_CLS_PRIO_DEFAULT};
+	v[k++] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_DEFAULT},
+	                                .priority = info->cls_priority[CLASS_DEFAULT]};
 	if (cfg->classify == CLASSIFY_SRC_IP) {
 		for (unsigned i = 0; i < n; i++) {
 			const struct node_pod *p = &pods[i];
@@ -204,16 +198,16 @@ int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_
 
 				e->key.kind = p->ips[a].family == AF_INET6 ? BPF_CLS_KEY_SRC6 : BPF_CLS_KEY_SRC4;
 				memcpy(e->key.addr, p->ips[a].addr, p->ips[a].family == AF_INET6 ? 16 : 4);
-				e->priority = cls_priority(p->class);
+				e->priority = info->cls_priority[p->class];
 			}
 		}
 	} else {
 		v[k].key.kind = BPF_CLS_KEY_DSCP;
 		v[k].key.addr[0] = (uint8_t)cfg->dscp_inference;
-		v[k++].priority = NODE_CLS_PRIO_INFERENCE;
+		v[k++].priority = info->cls_priority[CLASS_INFERENCE];
 		v[k].key.kind = BPF_CLS_KEY_DSCP;
 		v[k].key.addr[0] = (uint8_t)cfg->dscp_training;
-		v[k++].priority = NODE_CLS_PRIO_TRAINING;
+		v[k++].priority = info->cls_priority[CLASS_TRAINING];
 	}
 	*ret = v;
 	*ret_n = k;

@@ -156,7 +156,9 @@ static int ifb_delete(struct nl_sock *sk, struct error *err)
 /* ---- the ingress hook ---- */
 
 /* Is there an ingress or clsact qdisc on ifindex? */
-static int hook_present(struct nl_sock *sk, int ifindex, bool *ret, struct error *err)
+/* A hook aiqos did not create: an ingress qdisc, or a clsact unless the
+ * uplink's record says aiqos made it (the egress classifier's). */
+static int hook_present(struct nl_sock *sk, int ifindex, bool clsact_ours, bool *ret, struct error *err)
 {
 	struct tc_dump_list d = {0};
 	int r = nl_tc_dump_alloc(sk, ifindex, 0, &d, err);
@@ -165,7 +167,8 @@ static int hook_present(struct nl_sock *sk, int ifindex, bool *ret, struct error
 		return r;
 	*ret = false;
 	for (unsigned i = 0; i < d.n; i++)
-		if (d.tc[i].type == TC_QDISC && d.tc[i].parent == TC_H_CLSACT)
+		if (d.tc[i].type == TC_QDISC && d.tc[i].parent == TC_H_CLSACT &&
+		    !(clsact_ours && d.tc[i].kind == TC_KIND_CLSACT))
 			*ret = true;
 	tc_dump_list_free(&d);
 	return 0;
@@ -253,7 +256,8 @@ int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
 	if (!d->have_record) {
 		bool present;
 
-		r = hook_present(ag->sk, ag->up.ifindex, &present, err);
+		r = hook_present(ag->sk, ag->up.ifindex, ag->up.have_record && !ag->up.record.clsact_before, &present,
+		                 err);
 		if (r < 0)
 			return r;
 		if (present) {

@@ -524,6 +524,22 @@ int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, s
 	return 0;
 }
 
+static int hook_kind(const struct tc_obj_stats *st, void *ud)
+{
+	if (st->type == TC_QDISC && st->parent == TC_H_CLSACT && !streq(st->kind, "clsact"))
+		*(bool *)ud = true;
+	return 0;
+}
+
+bool uplink_ingress_held(struct nl_sock *sk, int ifindex)
+{
+	bool held = false;
+
+	if (ifindex > 0)
+		(void)nl_tc_stats_dump(sk, ifindex, TC_QDISC, hook_kind, &held, NULL);
+	return held;
+}
+
 bool uplink_no_queue(struct nl_sock *sk, const struct uplink *up)
 {
 	_cleanup_free_ struct tc_qdisc_raw *q = NULL;

@@ -68,6 +68,9 @@ int uplink_default_route(struct nl_sock *sk, int family, int *ret_ifindex, struc
 /* The uplink's original root is `noqueue` (node.h NO QUEUE): the recorded
  * original, else the kernel's root now. False when it cannot be read. */
 bool uplink_no_queue(struct nl_sock *sk, const struct uplink *up);
+/* Is the uplink's ingress hook (ffff:) held by a qdisc that is not a clsact
+ * (an `ingress` qdisc: no clsact can be added, so no classifier either)? */
+bool uplink_ingress_held(struct nl_sock *sk, int ifindex);
 
 int uplink_record_path(const char *state_dir, char *buf, size_t size);
 /* -ENOENT when there is no record. */

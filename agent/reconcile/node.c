@@ -7,6 +7,7 @@
 #include "agent.h"
 #include "node/rcv_window.h"
 #include "bpf_cls.h"
+#include "failpoint.h"
 #include "attach.h"
 #include "node/trust.h"
 #include "nl.h"
@@ -220,6 +221,7 @@ static void warnings_update(struct agent *ag, const struct node_plan_info *info)
 static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned *idx, unsigned n_idx, int *ret_prog_fd,
                               struct error *err)
 {
+	char act[32];
 	int r;
 
 	*ret_prog_fd = -1;
@@ -228,6 +230,8 @@ static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned 
 
 		if (it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_BPF)
 			continue;
+		if (failpoint_armed("agent-classifier-load", act, sizeof(act)) && streq(act, "refuse"))
+			return error_set(err, EPERM, "the classifier refused (failpoint agent-classifier-load)");
 		if (ag->up_cls_map_fd < 0) {
 			r = bpf_cls_map_create(&ag->up_cls_map_fd, err);
 			if (r < 0)
@@ -260,9 +264,10 @@ static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 	}
 }
 
-/* Make the classifier's map match the pods (O(entries) syscalls). */
-static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsigned n, const struct node_plan_info *info,
-                           struct error *err)
+/* Make the classifier's map match the pods (O(entries) syscalls), under
+ * the config the plan was made with (its effective classify). */
+static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsigned n, const struct node_config *cfg,
+                           const struct node_plan_info *info, struct error *err)
 {
 	_cleanup_free_ struct bpf_cls_entry *ents = NULL;
 	unsigned n_ents = 0, changed = 0;
@@ -276,7 +281,7 @@ static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsign
 	}
 	if (ag->up_cls_map_fd < 0)
 		return 0; /* not attached (skipped): nothing to fill */
-	r = node_cls_entries(pods, n, &ag->cfg.node, info, &ents, &n_ents);
+	r = node_cls_entries(pods, n, cfg, info, &ents, &n_ents);
 	if (r < 0)
 		return error_set(err, -r, "classifier entries: %s", strerror(-r));
 	r = bpf_cls_map_sync(ag->up_cls_map_fd, ents, n_ents, &changed, err);
@@ -452,6 +457,7 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 		}
 	}
 	ag->up.facts.no_queue = uplink_no_queue(ag->sk, &ag->up);
+	ag->up.facts.ingress_held = uplink_ingress_held(ag->sk, ag->up.ifindex);
 	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
 	if (!agent_dscp_trusted(ag))
 		ps->ncfg.classify = CLASSIFY_SRC_IP;
@@ -611,10 +617,16 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	n_idx = node_delta_apply_order(&d, idx, absent);
 	node_plan_delta_free(&d);
 	error_clear(&e);
-	if (classifier_prepare(ag, &ps->np, idx, n_idx, &prog_fd, &e) < 0)
-		log_msg(LOG_LVL_WARN, "uplink classifier not loaded", "uplink", ag->up.ifname, "error", e.msg,
-		        (char *)NULL);
 	caps_before = ag->up_caps.missing_kinds;
+	r = classifier_prepare(ag, &ps->np, idx, n_idx, &prog_fd, &e);
+	if (r < 0) {
+		/* learnt missing like a refused kind: its item is skipped now and
+		 * the next plan goes without it (HTB: its u32 filters classify) */
+		log_msg(LOG_LVL_WARN, "uplink classifier not loaded: planning without it", "uplink", ag->up.ifname,
+		        "error", e.msg, (char *)NULL);
+		plan_caps_mark_missing(&ag->up_caps, TC_KIND_BPF);
+		ag->up_caps.missing_errno[TC_KIND_BPF] = -r;
+	}
 	error_clear(&e);
 	r = n_idx ? apply_plan(&ps->np, &(struct apply_only){.idx = idx, .absent = absent, .n = n_idx}, &t,
 	                       &ag->up_caps, &e)
@@ -628,7 +640,7 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 				ps->np.items[k].tc[a].u.bpf.prog_fd = -1;
 	{
 		struct error ec = {0};
-		int q = classifier_sync(ag, ps->pods, ps->n_pods, &ps->info, &ec);
+		int q = classifier_sync(ag, ps->pods, ps->n_pods, &ps->ncfg, &ps->info, &ec);
 
 		if (q < 0)
 			log_msg(LOG_LVL_WARN, "uplink classifier not synced", "uplink", ag->up.ifname, "error", ec.msg,

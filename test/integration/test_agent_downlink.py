@@ -172,7 +172,7 @@ def test_download_off_and_unknown_rate(node):
     node.add_api_pod(INF, "10.77.1.1")
     wait_until(lambda: node.status()["mode"] == "mixed" and node.root() and node.root()["kind"] == "htb", 5, "mixed")
     time.sleep(0.3)
-    assert IFB not in links(node) and not ingress_qdiscs(node)
+    assert IFB not in links(node) and not redirect_filters(node)  # (clsact: the egress classifier's)
     assert node.status()["uplink"]["downlink"]["shaped"] is False
     # no rate at all: the veth's speed is fiction; nothing shaped, the warning says what to set
     node.stop_agent()
@@ -202,6 +202,22 @@ def test_download_without_uplink_rate_on_a_noqueue_uplink(node):
     assert node.root()["kind"] == "noqueue", node.tc_summary()
 
 
+def test_download_turned_on_shares_the_classifiers_hook(node):
+    """The clsact the egress classifier made (shaped uplink, download off)
+    is aiqos's, not a foreign hook: turning the download on uses it."""
+    node.start_agent(dict(CONFIG, downlink=False))
+    node.add_api_pod(TRAIN, "10.77.0.1")
+    node.add_api_pod(INF, "10.77.1.1")
+    wait_down(node, lambda: "aiqos_cls" in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout,
+              "the egress classifier on its clsact")
+    node.stop_agent()
+    node.start_agent(CONFIG)
+    wait_down(node, lambda: down_tree_ready(node), "the download tree on the same hook")
+    dl = node.status()["uplink"]["downlink"]
+    assert dl["shaped"] is True and not dl.get("foreignIngress"), dl
+    assert [q["kind"] for q in ingress_qdiscs(node)] == ["clsact"]
+
+
 def test_download_foreign_ingress_qdisc_is_left_alone(node):
     node.sh("tc", "qdisc", "add", "dev", "up0", "ingress")
     node.start_agent(CONFIG)
@@ -212,6 +228,11 @@ def test_download_foreign_ingress_qdisc_is_left_alone(node):
     assert st["uplink"]["downlink"]["foreignIngress"] is True
     assert IFB not in links(node)
     assert [q["kind"] for q in ingress_qdiscs(node)] == ["ingress"]
+    # the egress side shapes all the same: HTB classified by its u32 filters
+    # (no clsact can join an ingress qdisc, so no classifier), no failure
+    wait_down(node, lambda: node.root()["kind"] == "htb" and len(node.filters()) == 2, "the egress tree")
+    assert "aiqos_cls" not in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+    assert "uplink tuning failed" not in node.agent_log_tail(), node.agent_log_tail()
     node.stop_agent()
     node.cleanup_uplink()
     assert [q["kind"] for q in ingress_qdiscs(node)] == ["ingress"]  # still there, untouched

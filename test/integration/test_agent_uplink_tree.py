@@ -175,7 +175,7 @@ def test_virtual_uplink_speed_is_not_a_rate(node):
                   "an UplinkWarning Event naming uplinkRate")
     assert ev[0]["involvedObject"]["name"] in (inf.name, train.name)
     time.sleep(0.3)
-    assert node.root()["kind"] != "htb", node.tc_summary()
+    assert (node.root() or {}).get("kind") != "htb", node.tc_summary()
     assert not [c for c in node.classes() if c["kind"] == "htb"], node.tc_summary()
 
 
@@ -247,3 +247,52 @@ def test_mixed_on_multiqueue_uplink_keeps_mq_with_classifier(mqnode):
     assert_mode(node, "idle")
     wait_for(node, lambda: mq_tree(node) == before, "the original mq tree back")
     assert "clsact" not in tc_text(node, "qdisc"), tc_text(node, "qdisc")
+
+
+def test_shaped_uplink_classifier_before_htb(node):
+    """uplinkRate (HTB): the BPF classifier at the clsact egress hook picks
+    each packet's class before HTB's lock (unit: node_htb_classifier_picks_the_class
+    sends the packets); the pods' u32 filters stay as the fallback. A restart
+    adopts it, idle removes it with the clsact aiqos made."""
+    node.start_agent(SHAPED)
+    pods = [node.add_api_pod(INF, "10.79.1.1"), node.add_api_pod(TRAIN, "10.79.1.2")]
+    assert_mode(node, "mixed")
+
+    def htb_layout():
+        r = node.root()
+        return (r and r["kind"] == "htb" and "aiqos_cls" in egress_filters(node) and
+                sorted(f["flowid"] for f in node.filters()) == ["1:10", "1:30"])
+    wait_for(node, htb_layout, "htb + the classifier + the pods' u32 filters")
+    prog = egress_filters(node)
+    node.stop_agent(signal.SIGKILL)
+    node.start_agent(dict(SHAPED, driftRepairSeconds=1))
+    pods.append(node.add_api_pod(TRAIN, "10.79.1.3"))
+    wait_for(node, lambda: len(node.filters()) == 3, "the new pod's filter")
+    assert egress_filters(node) == prog, (prog, egress_filters(node))
+    for p in pods:
+        p.delete_api()
+    assert_mode(node, "idle")
+    wait_for(node, lambda: "clsact" not in tc_text(node, "qdisc") and (node.root() or {}).get("kind") != "htb",
+             "the uplink back, no clsact left")
+
+
+def test_classifier_refused_plans_without_it(node):
+    """A program the kernel will not load (failpoint agent-classifier-load)
+    is learnt missing like a refused qdisc kind: a warning, and the next
+    plan shapes with the u32 filters alone; the download tree still comes."""
+    node.start_agent(SHAPED, env={"AIQOS_TEST_FAILPOINTS": "agent-classifier-load=refuse"})
+    node.add_api_pod(INF, "10.79.2.1")
+    node.add_api_pod(TRAIN, "10.79.2.2")
+    assert_mode(node, "mixed")
+
+    def fallback():
+        r = node.root()
+        return (r and r["kind"] == "htb" and "aiqos_cls" not in egress_filters(node) and
+                sorted(f["flowid"] for f in node.filters()) == ["1:10", "1:30"] and
+                "mirred" in node.sh("tc", "filter", "show", "dev", "up0", "ingress").stdout)
+    wait_for(node, fallback, "htb with u32 filters, no classifier, the download redirect")
+    time.sleep(0.5)
+    assert "aiqos_cls" not in egress_filters(node), egress_filters(node)
+    assert "uplink classifier not loaded: planning without it" in node.agent_log_tail(), node.agent_log_tail()
+    st = node.status()
+    assert st["uplink"]["shape"] == "htb", st["uplink"]

@@ -227,7 +227,7 @@ TEST(ctl_plan_formats_parse)
 		CHECK(alts && strstr(alts, "dev uplink") == NULL);
 		free(alts);
 	}
-	CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(node, "plan")), 11);
+	CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(node, "plan")), 13); /* with clsact + the classifier */
 	cJSON_Delete(j);
 	run_done(&r);
 }

@@ -805,9 +805,13 @@ TEST(node_download_tree_on_an_ifb)
 	inet_pton(AF_INET, "10.251.0.9", pods[1].ips[0].addr);
 	node_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 100000000ULL;
+	/* no egress classifier (its program is node_htb_classifier_picks_the_class's):
+	 * the download tree brings its own ingress hook */
+	plan_caps_mark_missing(&caps, TC_KIND_BPF);
 	r = node_plan(pods, 2, &cfg, &up, &caps, MODE_MIXED, NULL, &np, &info, &e);
 	CHECK_INT(r, 0);
 	CHECK(info.down.planned);
+	CHECK(!info.classifier && plan_find_const(&np, "down.hook") != NULL);
 	idx = calloc(np.n, sizeof(*idx));
 	for (unsigned i = 0; idx && i < np.n; i++)
 		idx[i] = i;
@@ -1411,9 +1415,10 @@ static struct node_pod mq_pod(const char *uid, enum workload_class c, const char
 	return p;
 }
 
-/* aiqos's mixed layout on an mq device, applied as the agent does: the
+/* aiqos's mixed layout with its classifier, applied as the agent does: the
  * plan (made again once first contact has learnt what the kernel lacks),
- * the BPF classifier loaded and its map filled from the pods. */
+ * the BPF classifier loaded and its map filled from the pods. rate_bps 0:
+ * the mq layout of a multi-queue device; else uplinkRate (HTB). */
 struct mq_setup {
 	struct plan_caps caps;
 	struct node_config cfg;
@@ -1432,8 +1437,8 @@ static void mq_setup_free(struct mq_setup *m)
 	m->prog_fd = m->map_fd = -1;
 }
 
-static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct uplink_facts *up, int ifindex,
-                           const char *ns, struct mq_setup *m)
+static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct uplink_facts *up, uint64_t rate_bps,
+                           int ifindex, const char *ns, struct mq_setup *m)
 {
 	struct bpf_cls_entry *ents = NULL;
 	struct apply_target t = target();
@@ -1445,13 +1450,15 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	m->map_fd = m->prog_fd = -1;
 	t.uplink_ifindex = ifindex;
 	node_config_defaults(&m->cfg);
+	m->cfg.uplink_rate_bps = rate_bps;
+	m->cfg.downlink = false;
 	/* first contact learns what is missing (prio on the CI kernel), then the plan is made again */
 	for (int round = 0; round < 2; round++) {
 		uint32_t before = m->caps.missing_kinds;
 
 		plan_free(&m->np);
 		CHECK_INT(node_plan(pods, n, &m->cfg, up, &m->caps, MODE_MIXED, NULL, &m->np, &m->info, &e), 0);
-		CHECK_INT(m->info.shape, SHAPE_MQ);
+		CHECK_INT(m->info.shape, rate_bps ? SHAPE_HTB : SHAPE_MQ);
 		CHECK(m->info.classifier);
 		CHECK(m->np.n <= ARRAY_SIZE(idx));
 		if (m->map_fd < 0)
@@ -1474,7 +1481,7 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 		if (m->caps.missing_kinds == before)
 			break;
 	}
-	if (expect_full_kernel())
+	if (expect_full_kernel() && !rate_bps)
 		CHECK(plan_caps_has(&m->caps, TC_KIND_PRIO));
 	CHECK_INT(node_cls_entries(pods, n, &m->cfg, &m->info, &ents, &n_ents), 0);
 	CHECK_INT(bpf_cls_map_sync(m->map_fd, ents, n_ents, NULL, &e), 0);
@@ -1512,7 +1519,7 @@ TEST(node_mq_mixed_classifier)
 	             fx.ns_host, fx.ns_pod),
 	        0);
 	CHECK_INT(nl_link_get(fx.host_sk, "aqtmq0", 0, &li, &e), 0);
-	mq_apply_mixed(pods, 3, &up, li.ifindex, fx.ns_host, &m);
+	mq_apply_mixed(pods, 3, &up, 0, li.ifindex, fx.ns_host, &m);
 	CHECK_INT(node_cls_entries(pods, 3, &m.cfg, &m.info, &ents, &n_ents), 0);
 	CHECK_INT(n_ents, 3); /* default + 2 pod addresses */
 	free(ents);
@@ -1546,6 +1553,101 @@ TEST(node_mq_mixed_classifier)
 	t_sh("ip netns exec %s tc qdisc del dev aqtmq0 root 2>/dev/null; ip netns exec %s tc qdisc del dev aqtmq0 "
 	     "clsact "
 	     "2>/dev/null; ip -n %s link del aqtmq0 2>/dev/null",
+	     fx.ns_host, fx.ns_host, fx.ns_host);
+	mq_setup_free(&m);
+}
+
+/* Packets sent by the HTB classes 1:10, 1:20, 1:30 */
+struct class_count {
+	uint64_t pkts[3]; /* inference 1:10, default 1:20, training 1:30 */
+};
+
+static int count_class(const struct tc_obj_stats *st, void *ud)
+{
+	struct class_count *c = ud;
+	uint32_t minor = TC_H_MIN(st->handle);
+
+	if (st->type == TC_CLASS && TC_H_MAJ(st->handle) == 0x10000u && minor >= 0x10 && minor <= 0x30 &&
+	    minor % 0x10 == 0)
+		c->pkts[minor / 0x10 - 1] = st->packets;
+	return 0;
+}
+
+static struct class_count classes_now(int ifindex)
+{
+	struct class_count c = {0};
+	struct error e = {0};
+
+	CHECK_INT(nl_tc_stats_dump(fx.host_sk, ifindex, TC_CLASS, count_class, &c, &e), 0);
+	return c;
+}
+
+/* With uplinkRate (HTB) the same classifier picks the class before HTB's
+ * lock: skb->priority = the class's handle, which HTB takes without
+ * consulting a filter. The u32 filters stay as the fallback for what the
+ * classifier leaves: removed here by hand, every pod's packets still land
+ * in its class; with the classifier removed too, they fall to the default. */
+TEST(node_htb_classifier_picks_the_class)
+{
+	struct node_pod pods[3] = {mq_pod("inf", CLASS_INFERENCE, "10.76.0.10"),
+	                           mq_pod("train", CLASS_TRAINING, "10.76.0.20"),
+	                           mq_pod("web", CLASS_DEFAULT, "10.76.0.30")};
+	struct uplink_facts up = {.ifname = "aqthc0", .is_virtual = true, .tx_queues = 1, .mtu = 1500};
+	struct class_count c0, c1, c2;
+	struct mq_setup m;
+	struct link_info li;
+	struct error e = {0};
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		return;
+	CHECK_INT(
+	        t_sh("ip -n %1$s link add aqthc0 type veth peer name aqthc1 netns %2$s && "
+	             "ip -n %1$s addr add 10.76.0.1/24 dev aqthc0 && ip -n %1$s addr add 10.76.0.10/32 dev aqthc0 && "
+	             "ip -n %1$s addr add 10.76.0.20/32 dev aqthc0 && ip -n %1$s addr add 10.76.0.30/32 dev aqthc0 && "
+	             "ip -n %2$s addr add 10.76.0.2/24 dev aqthc1 && ip -n %1$s link set aqthc0 up && "
+	             "ip -n %2$s link set aqthc1 up",
+	             fx.ns_host, fx.ns_pod),
+	        0);
+	CHECK_INT(nl_link_get(fx.host_sk, "aqthc0", 0, &li, &e), 0);
+	mq_apply_mixed(pods, 3, &up, 500000000ULL, li.ifindex, fx.ns_host, &m);
+	CHECK_INT(m.info.cls_priority[CLASS_INFERENCE], 0x10010);
+	CHECK_INT(m.info.cls_priority[CLASS_DEFAULT], 0x10020);
+	CHECK_INT(m.info.cls_priority[CLASS_TRAINING], 0x10030);
+	{
+		char *f = sh_out("ip netns exec %s tc filter show dev aqthc0 egress", fx.ns_host);
+		char *u = sh_out("ip netns exec %s tc filter show dev aqthc0 parent 1:", fx.ns_host);
+
+		CHECK(strstr(f, "aiqos_cls") != NULL);
+		CHECK(strstr(u, "10.76.0.20") != NULL || strstr(u, "0a4c0014") != NULL);
+		free(f);
+		free(u);
+	}
+	/* the classifier alone: the pods' u32 filters removed */
+	CHECK_INT(t_sh("ip netns exec %s tc filter del dev aqthc0 parent 1: prio %d", fx.ns_host,
+	               NODE_FILTER_PRIO_SRC_V4),
+	          0);
+	c0 = classes_now(li.ifindex);
+	send_from("10.76.0.10", "10.76.0.2", 40);
+	send_from("10.76.0.20", "10.76.0.2", 60);
+	send_from("10.76.0.30", "10.76.0.2", 80);
+	c1 = classes_now(li.ifindex);
+	fprintf(stderr, "  class packets: inference %llu, default %llu, training %llu\n",
+	        (unsigned long long)(c1.pkts[0] - c0.pkts[0]), (unsigned long long)(c1.pkts[1] - c0.pkts[1]),
+	        (unsigned long long)(c1.pkts[2] - c0.pkts[2]));
+	CHECK(c1.pkts[0] - c0.pkts[0] >= 40 && c1.pkts[0] - c0.pkts[0] < 60);
+	CHECK(c1.pkts[2] - c0.pkts[2] >= 60 && c1.pkts[2] - c0.pkts[2] < 80);
+	CHECK(c1.pkts[1] - c0.pkts[1] >= 80);
+	/* neither classifier nor filters: the training pod's packets in the default class */
+	CHECK_INT(t_sh("ip netns exec %s tc filter del dev aqthc0 egress pref %d", fx.ns_host, NODE_FILTER_PRIO_CLS),
+	          0);
+	send_from("10.76.0.20", "10.76.0.2", 60);
+	c2 = classes_now(li.ifindex);
+	CHECK(c2.pkts[2] - c1.pkts[2] < 10);
+	CHECK(c2.pkts[1] - c1.pkts[1] >= 60);
+	t_sh("ip netns exec %s tc qdisc del dev aqthc0 root 2>/dev/null; ip netns exec %s tc qdisc del dev aqthc0 "
+	     "clsact 2>/dev/null; ip -n %s link del aqthc0 2>/dev/null",
 	     fx.ns_host, fx.ns_host, fx.ns_host);
 	mq_setup_free(&m);
 }
@@ -1621,7 +1723,7 @@ TEST(node_mq_mixed_backlog)
 	free(q);
 	base = mq_order_run(nic);
 
-	mq_apply_mixed(pods, 2, &up, li.ifindex, fx.ns_host, &m);
+	mq_apply_mixed(pods, 2, &up, 0, li.ifindex, fx.ns_host, &m);
 	q = sh_out("ip netns exec %s tc qdisc show dev %s", fx.ns_host, nic);
 	fprintf(stderr, "  aiqos layout:\n%s\n", q);
 	CHECK(strstr(q, "qdisc mq 1: root") != NULL);

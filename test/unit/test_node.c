@@ -242,7 +242,8 @@ static unsigned count_filters(const struct plan *np)
 	unsigned k = 0;
 
 	for (unsigned i = 0; i < np->n; i++)
-		if (np->items[i].n_alt > 0 && np->items[i].tc[0].type == TC_FILTER)
+		if (np->items[i].n_alt > 0 && np->items[i].tc[0].type == TC_FILTER &&
+		    np->items[i].tc[0].kind == TC_KIND_U32)
 			k++;
 	return k;
 }
@@ -940,7 +941,7 @@ TEST(node_plan_filters_only_for_existing_classes)
 		CHECK_INT(info.n_filters, 3);
 		CHECK(find(&np, "uplink.class.inference") == NULL);
 		for (unsigned i = 0; i < np.n; i++)
-			if (np.items[i].tc[0].type == TC_FILTER)
+			if (np.items[i].tc[0].kind == TC_KIND_U32)
 				CHECK_INT(np.items[i].tc[0].u.u32.classid, 0x10030);
 	}
 	{
@@ -951,7 +952,7 @@ TEST(node_plan_filters_only_for_existing_classes)
 		CHECK_INT(info.n_filters, 3);
 		CHECK(find(&np, "uplink.class.training") == NULL);
 		for (unsigned i = 0; i < np.n; i++)
-			if (np.items[i].tc[0].type == TC_FILTER)
+			if (np.items[i].tc[0].kind == TC_KIND_U32)
 				CHECK_INT(np.items[i].tc[0].u.u32.classid, 0x10010);
 	}
 }
@@ -1193,13 +1194,24 @@ TEST(node_plan_order_independent)
 					CHECK_STR(a.items[f].id, id);
 			}
 		}
-		CHECK_INT(f, a.n);
+		/* then the classifier: clsact and its program */
+		CHECK_INT(f + 2, a.n);
+		CHECK_STR(a.items[a.n - 1].id, "uplink.classifier");
 	}
 	free(pods);
 	free(rev);
 }
 
 /* Find a UID whose first filter takes the same node id as `uid`'s. */
+/* The plan's last u32 filter (a pod's, in these one-pod plans) */
+static const struct plan_item *last_filter(const struct plan *np)
+{
+	for (unsigned i = np->n; i-- > 0;)
+		if (np->items[i].tc[0].kind == TC_KIND_U32)
+			return &np->items[i];
+	return &np->items[0];
+}
+
 static bool find_colliding_uid(const char *uid, char *ret, size_t size)
 {
 	struct node_config cfg;
@@ -1211,7 +1223,7 @@ static bool find_colliding_uid(const char *uid, char *ret, size_t size)
 	cfg.uplink_rate_bps = 1000000000ULL;
 	if (node_plan(&a, 1, &cfg, &NIC_10G, NULL, MODE_TRAINING, NULL, &pa, NULL, NULL) < 0)
 		return false;
-	ha = pa.items[pa.n - 1].tc[0].handle;
+	ha = last_filter(&pa)->tc[0].handle;
 	for (unsigned i = 0; i < 200000; i++) {
 		char cand[64];
 		struct node_pod b;
@@ -1221,7 +1233,7 @@ static bool find_colliding_uid(const char *uid, char *ret, size_t size)
 		b = mkpod("b", cand, CLASS_TRAINING, "10.0.0.2", NULL);
 		if (node_plan(&b, 1, &cfg, &NIC_10G, NULL, MODE_TRAINING, NULL, &pb, NULL, NULL) < 0)
 			return false;
-		if (pb.items[pb.n - 1].tc[0].handle == ha) {
+		if (last_filter(&pb)->tc[0].handle == ha) {
 			str_copy(ret, size, cand);
 			return true;
 		}
@@ -1415,12 +1427,14 @@ TEST(node_plan_delta_recreate)
 	CHECK_INT(d.n_same, ci.n);
 	node_plan_delta_free(&d);
 
-	/* the same plan over a root of another kind: everything is redone */
+	/* the same plan over a root of another kind: everything under it is
+	 * redone (the clsact hook and its classifier, last, do not hang there) */
 	CHECK_INT(plan_for(&scenarios[4], CLASSIFY_SRC_IP, MODE_MIXED, pods, n, &old, &info), 0);
+	CHECK_STR(ci.items[ci.n - 1].id, "uplink.classifier");
 	old.items[0].tc[0].kind = TC_KIND_PRIO;
 	CHECK_INT(node_plan_delta(&old, &ci, &d), 0);
-	CHECK_INT(d.n_changed, ci.n);
-	CHECK_INT(d.n_same, 0);
+	CHECK_INT(d.n_changed, ci.n - 2);
+	CHECK_INT(d.n_same, 2);
 	for (unsigned i = 0; i < d.n_changed; i++)
 		CHECK_INT(d.changed[i], i);
 	node_plan_delta_free(&d);
@@ -1428,8 +1442,8 @@ TEST(node_plan_delta_recreate)
 		old.items[i].status = ITEM_APPLIED;
 		old.items[i].chosen = 0;
 	}
-	CHECK_INT(node_plan_carry_effective(&ci, &old), 0);
-	CHECK_INT(plan_count_pending(&ci), ci.n);
+	CHECK_INT(node_plan_carry_effective(&ci, &old), 2);
+	CHECK_INT(plan_count_pending(&ci), ci.n - 2);
 
 	/* prio (full kernel NIC) -> HTB (prio learned missing): all redone,
 	 * the old leaves' and filters' ids survive but not their objects */
@@ -1445,7 +1459,7 @@ TEST(node_plan_delta_recreate)
 		CHECK_INT(node_plan_delta(&prio, &htb, &d), 0);
 		CHECK_INT(d.n_same, 0);
 		CHECK_INT(d.n_removed, 0);
-		CHECK_INT(d.n_added, 4); /* parent + 3 classes */
+		CHECK_INT(d.n_added, 6); /* parent + 3 classes, clsact + the classifier */
 		CHECK_INT(d.n_changed + d.n_added, htb.n);
 		node_plan_delta_free(&d);
 	}
@@ -1517,6 +1531,54 @@ TEST(node_plan_carry_and_render)
 
 /* Shaped classes count the Ethernet framing the kernel does not see
  * (uplinkOverhead, default 24 bytes); 0 turns it off. */
+/* HTB's classifier: planned last (after the u32 fallback) where clsact
+ * and bpf are available and no `ingress` qdisc holds the hook; each class's
+ * skb->priority is its HTB handle (a class the mode lacks: the default). */
+TEST(node_plan_htb_classifier)
+{
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	struct node_config cfg;
+	struct uplink_facts held = NIC_10G;
+
+	uplink_only_config(&cfg);
+	cfg.uplink_rate_bps = 1000000000ULL;
+	held.ingress_held = true;
+	for (int k = 0; k < 4; k++) {
+		_cleanup_plan_ struct plan np = {0};
+		struct plan_caps caps = {0};
+		struct node_plan_info info;
+		enum node_mode mode = k == 3 ? MODE_TRAINING : MODE_MIXED;
+		bool want = k == 0 || k == 3;
+
+		if (k == 1)
+			plan_caps_mark_missing(&caps, TC_KIND_BPF);
+		CHECK_INT(node_plan(pods, n, &cfg, k == 2 ? &held : &NIC_10G, &caps, mode, NULL, &np, &info, NULL), 0);
+		CHECK_INT(info.shape, SHAPE_HTB);
+		CHECK(info.classifier == want);
+		CHECK((find(&np, "uplink.classifier") != NULL) == want);
+		CHECK((find(&np, "uplink.clsact") != NULL) == want);
+		CHECK_INT(count_filters(&np), info.n_filters); /* the u32 filters in every case */
+		if (!want || np.n < 2)
+			continue;
+		CHECK_STR(np.items[np.n - 1].id, "uplink.classifier");
+		CHECK_INT(info.cls_priority[CLASS_DEFAULT], 0x10020);
+		CHECK_INT(info.cls_priority[CLASS_TRAINING], 0x10030);
+		CHECK_INT(info.cls_priority[CLASS_INFERENCE], mode == MODE_MIXED ? 0x10010 : 0x10020);
+	}
+	/* an `ingress` qdisc on a multi-queue uplink: no mq layout in mixed (it needs the classifier) */
+	{
+		_cleanup_plan_ struct plan np = {0};
+		struct uplink_facts mq = NIC_MQ;
+		struct node_plan_info info;
+
+		uplink_only_config(&cfg);
+		mq.ingress_held = true;
+		CHECK_INT(node_plan(pods, n, &cfg, &mq, NULL, MODE_MIXED, NULL, &np, &info, NULL), 0);
+		CHECK(info.shape != SHAPE_MQ && !info.classifier);
+	}
+}
+
 TEST(node_plan_htb_link_overhead)
 {
 	struct plan_caps caps = caps_ci();
@@ -1673,13 +1735,15 @@ TEST(node_plan_downlink_items)
 	CHECK_INT(info.down.class_rate_bps[CLASS_DEFAULT], 392000000ULL * 50 / 1000);
 	CHECK_INT(info.down.class_rate_bps[CLASS_INFERENCE], 392000000ULL - 19600000 - 19600000);
 	CHECK_INT(info.down.class_ceil_bps[CLASS_TRAINING], 392000000);
-	/* the hook on the uplink's ingress: clsact + match-all redirect to the ifb */
-	it = find(&np, "down.hook");
+	/* the hook on the uplink's ingress: clsact (the one the egress
+	 * classifier uses too) + match-all redirect to the ifb */
+	CHECK(find(&np, "down.hook") == NULL);
+	it = find(&np, "uplink.clsact");
 	CHECK(it && it->dev == DEV_UPLINK && it->tc[0].kind == TC_KIND_CLSACT && it->tc[0].parent == TC_H_CLSACT);
 	it = find(&np, "down.redirect");
 	CHECK(it && it->dev == DEV_UPLINK && it->n_alt == 1);
 	if (it) {
-		CHECK_STR(it->depends, "down.hook");
+		CHECK_STR(it->depends, "uplink.clsact");
 		CHECK_INT(it->tc[0].kind, TC_KIND_U32);
 		CHECK_INT(it->tc[0].parent, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));
 		CHECK_INT(it->tc[0].protocol, ETH_P_ALL);
@@ -2014,7 +2078,7 @@ TEST(node_plan_250_pods)
 	node_plan_delta_free(&d);
 
 	CHECK_INT(info.counts.n_pods, 250);
-	CHECK_INT(np.n, 8 + info.n_filters);
+	CHECK_INT(np.n, 10 + info.n_filters); /* the tree, the filters, clsact + the classifier */
 	printf("  250 pods: %u items (%u filters, %zu KiB), plan %.1f us fresh, %.1f us with prev, delta %.1f us\n",
 	       np.n, info.n_filters, np.n * sizeof(struct plan_item) / 1024, t_fresh / 1000.0, t_prev / 1000.0,
 	       t_delta / 1000.0);
