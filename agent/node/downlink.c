@@ -155,7 +155,6 @@ static int ifb_delete(struct nl_sock *sk, struct error *err)
 
 /* ---- the ingress hook ---- */
 
-/* Is there an ingress or clsact qdisc on ifindex? */
 /* A hook aiqos did not create: an ingress qdisc, or a clsact unless the
  * uplink's record says aiqos made it (the egress classifier's). */
 static int hook_present(struct nl_sock *sk, int ifindex, bool clsact_ours, bool *ret, struct error *err)
@@ -203,9 +202,29 @@ static void plan_drop_down(struct plan *p)
 	p->n = k;
 }
 
+/* The redirect alone, where the egress classifier keeps the clsact. */
+static int redirect_delete(struct nl_sock *sk, const char *uplink, const struct tc_spec *s, struct error *err)
+{
+	struct link_info li;
+	int r;
+
+	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
+		return 0;
+	r = nl_tc_delete(sk, li.ifindex, s, err);
+	if (r == -ENOENT || r == -EINVAL) {
+		error_clear(err);
+		return 0;
+	}
+	return r;
+}
+
 int downlink_give_back(struct agent *ag, struct error *err)
 {
 	struct downlink *d = &ag->down;
+	const struct plan_item *rd = plan_find_const(&ag->in_force, "down.redirect");
+	/* the hook shared with the egress classifier stays (the uplink's plan owns it) */
+	bool shared = plan_find_const(&ag->in_force, "uplink.clsact") && rd && rd->n_alt > 0;
+	struct tc_spec redirect = shared ? rd->tc[0] : (struct tc_spec){0};
 	char uplink[IFNAME_LEN] = "";
 	int r, q;
 
@@ -214,7 +233,7 @@ int downlink_give_back(struct agent *ag, struct error *err)
 		str_copy(uplink, sizeof(uplink), d->uplink);
 	else if (record_load(ag->state_dir, uplink, NULL) < 0)
 		return 0; /* nothing of ours */
-	r = hook_delete(ag->sk, uplink, err);
+	r = shared ? redirect_delete(ag->sk, uplink, &redirect, err) : hook_delete(ag->sk, uplink, err);
 	q = ifb_delete(ag->sk, r < 0 ? NULL : err);
 	if (r < 0 || q < 0)
 		return r < 0 ? r : q;

@@ -218,6 +218,23 @@ def test_download_turned_on_shares_the_classifiers_hook(node):
     assert [q["kind"] for q in ingress_qdiscs(node)] == ["clsact"]
 
 
+def test_download_turned_off_keeps_the_classifiers_hook(node):
+    """Turning the download off (config reload) removes the ifb and the
+    redirect, not the clsact the egress classifier sits on."""
+    node.start_agent(CONFIG)
+    node.add_api_pod(TRAIN, "10.77.0.1")
+    node.add_api_pod(INF, "10.77.1.1")
+    wait_down(node, lambda: down_tree_ready(node) and
+              "aiqos_cls" in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout,
+              "the download tree and the egress classifier")
+    prog = node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+    node.write_config(dict(CONFIG, downlink=False))
+    wait_down(node, lambda: IFB not in links(node) and not redirect_filters(node), "no ifb, no redirect")
+    time.sleep(0.3)
+    assert node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout == prog
+    assert [q["kind"] for q in ingress_qdiscs(node)] == ["clsact"]
+
+
 def test_download_foreign_ingress_qdisc_is_left_alone(node):
     node.sh("tc", "qdisc", "add", "dev", "up0", "ingress")
     node.start_agent(CONFIG)
