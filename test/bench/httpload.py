@@ -160,10 +160,21 @@ def run_vegeta(lab, ns, url, rps, duration_s, warmup_s, out_prefix, timeout_s=3.
             bursts += 1
             k += 1
     errs = []
-    for p in procs:
-        _, err = p.communicate(timeout=duration_s + timeout_s + 30)
-        if p.returncode != 0:
-            errs.append(f"exit {p.returncode}: {err.strip()[:300]}")
+    try:
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=duration_s + timeout_s + 30)
+            except subprocess.TimeoutExpired:
+                errs.append(f"still running {duration_s + timeout_s + 30:.0f} s after its start: killed")
+                continue
+            if p.returncode != 0:
+                errs.append(f"exit {p.returncode}: {err.strip()[:300]}")
+    finally:
+        # never leave an attack behind (they run at real-time priority)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
     if errs:
         raise L.LabError(f"vegeta in {ns}: {'; '.join(errs)}")
     outs = [o for o in outs if os.path.exists(o)]
