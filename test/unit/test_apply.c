@@ -1488,6 +1488,26 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	free(ents);
 }
 
+/* The classifier tests' uplink: a veth DEV (QUEUES tx queues) in the host
+ * namespace with NET.1/24 and the three pod sources NET.10, .20, .30 (/32),
+ * its peer PEER in the pod namespace with NET.2/24. */
+static int cls_link_up(const char *dev, const char *peer, const char *net, unsigned queues)
+{
+	return t_sh("ip -n %1$s link add %3$s numtxqueues %5$u type veth peer name %4$s numrxqueues %5$u netns %2$s && "
+	            "ip -n %1$s addr add %6$s.1/24 dev %3$s && ip -n %1$s addr add %6$s.10/32 dev %3$s && "
+	            "ip -n %1$s addr add %6$s.20/32 dev %3$s && ip -n %1$s addr add %6$s.30/32 dev %3$s && "
+	            "ip -n %2$s addr add %6$s.2/24 dev %4$s && ip -n %1$s link set %3$s up && "
+	            "ip -n %2$s link set %4$s up",
+	            fx.ns_host, fx.ns_pod, dev, peer, queues, net);
+}
+
+static void cls_link_down(const char *dev)
+{
+	t_sh("ip netns exec %1$s tc qdisc del dev %2$s root 2>/dev/null; "
+	     "ip netns exec %1$s tc qdisc del dev %2$s clsact 2>/dev/null; ip -n %1$s link del %2$s 2>/dev/null",
+	     fx.ns_host, dev);
+}
+
 /* Mixed mode on a 4-queue device keeps mq: a child per tx queue (prio with
  * AQM leaves on a full kernel, pfifo_fast on the CI kernel), the BPF
  * classifier at the clsact egress hook setting skb->priority from the
@@ -1510,14 +1530,7 @@ TEST(node_mq_mixed_classifier)
 	CHECK(fx.ready);
 	if (!fx.ready)
 		return;
-	CHECK_INT(
-	        t_sh("ip -n %1$s link add aqtmq0 numtxqueues 4 type veth peer name aqtmq1 numrxqueues 4 netns %2$s && "
-	             "ip -n %1$s addr add 10.77.0.1/24 dev aqtmq0 && ip -n %1$s addr add 10.77.0.10/32 dev aqtmq0 && "
-	             "ip -n %1$s addr add 10.77.0.20/32 dev aqtmq0 && ip -n %1$s addr add 10.77.0.30/32 dev aqtmq0 && "
-	             "ip -n %2$s addr add 10.77.0.2/24 dev aqtmq1 && ip -n %1$s link set aqtmq0 up && "
-	             "ip -n %2$s link set aqtmq1 up",
-	             fx.ns_host, fx.ns_pod),
-	        0);
+	CHECK_INT(cls_link_up("aqtmq0", "aqtmq1", "10.77.0", 4), 0);
 	CHECK_INT(nl_link_get(fx.host_sk, "aqtmq0", 0, &li, &e), 0);
 	mq_apply_mixed(pods, 3, &up, 0, li.ifindex, fx.ns_host, &m);
 	CHECK_INT(node_cls_entries(pods, 3, &m.cfg, &m.info, &ents, &n_ents), 0);
@@ -1550,10 +1563,7 @@ TEST(node_mq_mixed_classifier)
 		        (unsigned long long)cnt.pkts[0], (unsigned long long)cnt.pkts[1],
 		        (unsigned long long)cnt.pkts[2]);
 	}
-	t_sh("ip netns exec %s tc qdisc del dev aqtmq0 root 2>/dev/null; ip netns exec %s tc qdisc del dev aqtmq0 "
-	     "clsact "
-	     "2>/dev/null; ip -n %s link del aqtmq0 2>/dev/null",
-	     fx.ns_host, fx.ns_host, fx.ns_host);
+	cls_link_down("aqtmq0");
 	mq_setup_free(&m);
 }
 
@@ -1602,14 +1612,7 @@ TEST(node_htb_classifier_picks_the_class)
 	CHECK(fx.ready);
 	if (!fx.ready)
 		return;
-	CHECK_INT(
-	        t_sh("ip -n %1$s link add aqthc0 type veth peer name aqthc1 netns %2$s && "
-	             "ip -n %1$s addr add 10.76.0.1/24 dev aqthc0 && ip -n %1$s addr add 10.76.0.10/32 dev aqthc0 && "
-	             "ip -n %1$s addr add 10.76.0.20/32 dev aqthc0 && ip -n %1$s addr add 10.76.0.30/32 dev aqthc0 && "
-	             "ip -n %2$s addr add 10.76.0.2/24 dev aqthc1 && ip -n %1$s link set aqthc0 up && "
-	             "ip -n %2$s link set aqthc1 up",
-	             fx.ns_host, fx.ns_pod),
-	        0);
+	CHECK_INT(cls_link_up("aqthc0", "aqthc1", "10.76.0", 1), 0);
 	CHECK_INT(nl_link_get(fx.host_sk, "aqthc0", 0, &li, &e), 0);
 	mq_apply_mixed(pods, 3, &up, 500000000ULL, li.ifindex, fx.ns_host, &m);
 	CHECK_INT(m.info.cls_priority[CLASS_INFERENCE], 0x10010);
@@ -1646,9 +1649,7 @@ TEST(node_htb_classifier_picks_the_class)
 	c2 = classes_now(li.ifindex);
 	CHECK(c2.pkts[2] - c1.pkts[2] < 10);
 	CHECK(c2.pkts[1] - c1.pkts[1] >= 60);
-	t_sh("ip netns exec %s tc qdisc del dev aqthc0 root 2>/dev/null; ip netns exec %s tc qdisc del dev aqthc0 "
-	     "clsact 2>/dev/null; ip -n %s link del aqthc0 2>/dev/null",
-	     fx.ns_host, fx.ns_host, fx.ns_host);
+	cls_link_down("aqthc0");
 	mq_setup_free(&m);
 }
 
