@@ -696,7 +696,8 @@ def write_docs(path, docs_dir, ctx):
               "waits there to order); on the `mq` uplink mixed mode keeps `mq`, grafts a child per tx queue "
               "and adds the BPF classifier (on this kernel `pfifo_fast` children: no fq, fq_codel or prio, so "
               "training and inference mode leave it as it is); `@100gbit` is the shaper the operator asked "
-              "for (HTB, one lock). The `sysctl:` rows are per-pod settings on the training pods alone: "
+              "for (HTB: one lock for every tx queue; the same BPF classifier in front of it sets each packet's "
+              "class as skb->priority, so no filter is walked under that lock). The `sysctl:` rows are per-pod settings on the training pods alone: "
               "64 MiB buffers (dropped from the training profile after this measurement), ECN (kept), and "
               "BBR (the profile's first choice of congestion control).",
               "", "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \
