@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <linux/if.h>
+#include <linux/if_ether.h>
 #include <linux/pkt_sched.h>
 #include <sys/stat.h>
 
@@ -202,15 +203,43 @@ static void plan_drop_down(struct plan *p)
 	p->n = k;
 }
 
-/* The redirect alone, where the egress classifier keeps the clsact. */
-static int redirect_delete(struct nl_sock *sk, const char *uplink, const struct tc_spec *s, struct error *err)
+/* Does a filter sit at the clsact's egress hook (the uplink's classifier)?
+ * Read from the kernel: after a restart nothing is in force yet. */
+static int hook_egress_used(struct nl_sock *sk, const char *uplink, bool *ret, struct error *err)
 {
+	struct tc_dump_list d = {0};
+	struct link_info li;
+	int r;
+
+	*ret = false;
+	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
+		return 0;
+	r = nl_tc_dump_alloc(sk, li.ifindex, 0, &d, err);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < d.n; i++)
+		if (d.tc[i].type == TC_FILTER && d.tc[i].parent == TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS))
+			*ret = true;
+	tc_dump_list_free(&d);
+	return 0;
+}
+
+/* The redirect alone (node.h DOWNLOAD: down.redirect), where the egress
+ * classifier keeps the clsact. */
+static int redirect_delete(struct nl_sock *sk, const char *uplink, struct error *err)
+{
+	const struct tc_spec s = {.type = TC_FILTER,
+	                          .kind = TC_KIND_U32,
+	                          .parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS),
+	                          .prio = NODE_FILTER_PRIO_REDIRECT,
+	                          .protocol = ETH_P_ALL,
+	                          .handle = NODE_REDIRECT_HANDLE};
 	struct link_info li;
 	int r;
 
 	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
 		return 0;
-	r = nl_tc_delete(sk, li.ifindex, s, err);
+	r = nl_tc_delete(sk, li.ifindex, &s, err);
 	if (r == -ENOENT || r == -EINVAL) {
 		error_clear(err);
 		return 0;
@@ -221,10 +250,10 @@ static int redirect_delete(struct nl_sock *sk, const char *uplink, const struct 
 int downlink_give_back(struct agent *ag, struct error *err)
 {
 	struct downlink *d = &ag->down;
-	const struct plan_item *rd = plan_find_const(&ag->in_force, "down.redirect");
-	/* the hook shared with the egress classifier stays (the uplink's plan owns it) */
-	bool shared = plan_find_const(&ag->in_force, "uplink.clsact") && rd && rd->n_alt > 0;
-	struct tc_spec redirect = shared ? rd->tc[0] : (struct tc_spec){0};
+	/* the hook shared with the egress classifier stays (the uplink's plan
+	 * owns it): in force now, or the classifier found on it (a restart that
+	 * turns the download off in the same move has nothing in force yet) */
+	bool shared = plan_find_const(&ag->in_force, "uplink.clsact") != NULL;
 	char uplink[IFNAME_LEN] = "";
 	int r, q;
 
@@ -233,7 +262,9 @@ int downlink_give_back(struct agent *ag, struct error *err)
 		str_copy(uplink, sizeof(uplink), d->uplink);
 	else if (record_load(ag->state_dir, uplink, NULL) < 0)
 		return 0; /* nothing of ours */
-	r = shared ? redirect_delete(ag->sk, uplink, &redirect, err) : hook_delete(ag->sk, uplink, err);
+	r = shared ? 0 : hook_egress_used(ag->sk, uplink, &shared, err);
+	if (r >= 0)
+		r = shared ? redirect_delete(ag->sk, uplink, err) : hook_delete(ag->sk, uplink, err);
 	q = ifb_delete(ag->sk, r < 0 ? NULL : err);
 	if (r < 0 || q < 0)
 		return r < 0 ? r : q;

@@ -235,6 +235,35 @@ def test_download_turned_off_keeps_the_classifiers_hook(node):
     assert [q["kind"] for q in ingress_qdiscs(node)] == ["clsact"]
 
 
+def test_download_turned_off_across_a_restart_keeps_the_classifiers_hook(node):
+    """The same when the agent restarts with the download off: nothing is in
+    force yet when the download is given back, and the classifier on the
+    shared clsact is never removed, not even for a moment (tc monitor)."""
+    node.start_agent(CONFIG)
+    node.add_api_pod(TRAIN, "10.77.0.1")
+    node.add_api_pod(INF, "10.77.1.1")
+    wait_down(node, lambda: down_tree_ready(node) and
+              "aiqos_cls" in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout,
+              "the download tree and the egress classifier")
+    prog = node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+    node.stop_agent(signal.SIGTERM)
+    mon = subprocess.Popen(cni.in_ns(node.node.name, "tc", "monitor"), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        time.sleep(0.3)
+        node.start_agent(dict(CONFIG, downlink=False))
+        wait_down(node, lambda: IFB not in links(node) and not redirect_filters(node), "no ifb, no redirect")
+        time.sleep(0.5)
+    finally:
+        os.killpg(mon.pid, signal.SIGTERM)
+        out, _ = mon.communicate(timeout=5)
+    gone = [line for line in out.splitlines() if line.startswith("deleted") and
+            ("clsact" in line or "egress" in line or "aiqos_cls" in line)]
+    assert not gone, f"the restart took the classifier's hook away:\n{out}\n{node.agent_log_tail()}"
+    assert node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout == prog
+    assert [q["kind"] for q in ingress_qdiscs(node)] == ["clsact"]
+
+
 def test_download_foreign_ingress_qdisc_is_left_alone(node):
     node.sh("tc", "qdisc", "add", "dev", "up0", "ingress")
     node.start_agent(CONFIG)
