@@ -697,7 +697,10 @@ def write_docs(path, docs_dir, ctx):
               "and adds the BPF classifier (on this kernel `pfifo_fast` children: no fq, fq_codel or prio, so "
               "training and inference mode leave it as it is); `@100gbit` is the shaper the operator asked "
               "for (HTB: one lock for every tx queue; the same BPF classifier in front of it sets each packet's "
-              "class as skb->priority, so no filter is walked under that lock). The `sysctl:` rows are per-pod settings on the training pods alone: "
+              "class as skb->priority, so no filter is walked under that lock). The `:down` rows: the pods "
+              "download at line rate, so every packet takes the uplink's ingress redirect and the download "
+              "tree on its ifb (HTB at 98 % of the configured rate, a second lock); in the other rows it "
+              "carries only the uploads' ACKs. The `sysctl:` rows are per-pod settings on the training pods alone: "
               "64 MiB buffers (dropped from the training profile after this measurement), ECN (kept), and "
               "BBR (the profile's first choice of congestion control).",
               "", "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \

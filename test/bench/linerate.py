@@ -13,7 +13,10 @@ Two uplinks, each with its own default arm: `noqueue` (the veth as the
 kernel makes it, and as a bond or VLAN is: aiqos leaves it unless a rate is
 configured) and `mq` (the same veth given `mq` with the kernel's default child
 per tx queue: what a multi-queue NIC has, which aiqos keeps and grafts).
-Optional per-pod sysctl arms (--sysctl-arms) measure the training profile's
+Arms ending in ":down" run the other direction: the pods download (iperf3 -R)
+through the uplink's ingress, which a configured rate shapes on the ifb
+(the download tree), each next to a default run that downloads too
+("default:down"). Optional per-pod sysctl arms (--sysctl-arms) measure the training profile's
 settings one at a time on the training pods, without the agent. Which arm
 runs on which uplink: UPLINK_ARMS (--arms runs the named ones on both). Arms are
 interleaved: every rep visits every arm in a fresh random order, each run
@@ -66,6 +69,9 @@ AGENT_ARMS = {
     "inference@100gbit": ({"inference"}, "100gbit"),
     "mixed@100gbit": ({"training", "inference"}, "100gbit"),
 }
+# the download direction: an agent arm's name + DOWN; the pods download (iperf3 -R)
+DOWN = ":down"
+DOWN_ARMS = ("training@100gbit" + DOWN, "mixed@100gbit" + DOWN)
 # the training profile's sysctls, one at a time (per-pod tuning, docs/design.md §2);
 # 64 MiB buffers: what the profile set until this measurement dropped it
 SYSCTL_ARMS = {
@@ -79,11 +85,21 @@ UPLINKS = ("noqueue", "mq")
 # the arms each uplink runs by default: on noqueue every unshaped mode plans
 # the same nothing (mixed stands for them) and the per-pod rows run there; on
 # mq every mode has a layout of its own; the shaper (HTB replaces either root)
-# against both defaults in mixed mode, and per mode against noqueue
+# against both defaults in mixed mode, and per mode against noqueue; the
+# download tree (on its ifb, whatever the uplink's root) on noqueue
 UPLINK_ARMS = {
-    "noqueue": ("mixed", "training@100gbit", "inference@100gbit", "mixed@100gbit", *SYSCTL_ARMS),
+    "noqueue": ("mixed", "training@100gbit", "inference@100gbit", "mixed@100gbit", *DOWN_ARMS, *SYSCTL_ARMS),
     "mq": ("training", "inference", "mixed", "mixed@100gbit"),
 }
+
+
+def is_down(arm):
+    return arm.endswith(DOWN)
+
+
+def partner(arm):
+    """The default arm an arm's run is paired with: the same direction."""
+    return "default" + (DOWN if is_down(arm) else "")
 
 
 def sh(*argv, check=True, timeout=60):
@@ -239,13 +255,15 @@ class LineLab:
     def uplink_tc(self):
         return sh(*nsexec(self.node, "tc", "qdisc", "show", "dev", "up0")).stdout
 
-    def run_traffic(self, seconds):
-        """Training goodput (bit/s, receiver side) and CPU seconds."""
+    def run_traffic(self, seconds, down=False):
+        """Training goodput (bit/s, receiver side) and CPU seconds; down:
+        the pods receive (iperf3 -R)."""
         procs = []
         k = 0
         for name, role in PODS:
             p = self.pods[name]
             argv = ["iperf3", "-c", FAB_IP, "-p", str(PORT0 + k), "-t", str(seconds), "-J", "-B", p["ip"]]
+            argv += ["-R"] if down else []
             argv += ["-P", "2"] if role == "training" else ["-b", "200M"]
             procs.append((role, subprocess.Popen(nsexec(p["ns"], *argv), stdout=subprocess.PIPE,
                                                  stderr=subprocess.PIPE, text=True)))
@@ -282,7 +300,7 @@ class LineLab:
 
 
 def run_agent_arm(lab, api, arm, seconds):
-    classes, rate = AGENT_ARMS[arm]
+    classes, rate = AGENT_ARMS[arm.removesuffix(DOWN)]
     cfg = {"debounceMs": 50, "mixedHoldSeconds": 1, "uplink": "up0"}
     if rate:
         cfg["uplinkRate"] = rate
@@ -302,8 +320,11 @@ def run_agent_arm(lab, api, arm, seconds):
         time.sleep(0.3)  # the tree applied after the mode flips
         st = agent.status()
         layout = lab.uplink_tc()
-        res = lab.run_traffic(seconds)
+        res = lab.run_traffic(seconds, down=is_down(arm))
         res["shape"] = (st.get("uplink") or {}).get("shape")
+        if is_down(arm):
+            shaped = ((st.get("uplink") or {}).get("downlink") or {}).get("shaped")
+            res["shape"] = "htb (ifb)" if shaped else "none"
         res["layout"] = layout
         return res
     finally:
@@ -335,8 +356,8 @@ def summarize(results, arms, uplinks=UPLINKS):
         eff = [v["train_bps"] / 1e9 / (v["cpu_s"] / v["wall_s"]) if v["cpu_s"] else 0.0 for v in vals]
         g_ratio, c_ratio = [], []
         for v in vals:
-            d = by_pair.get(v["pair"], {}).get("default")
-            if v["arm"] == "default":
+            d = by_pair.get(v["pair"], {}).get(partner(v["arm"]))
+            if v["arm"] == partner(v["arm"]):
                 d = v
             if d and d["train_bps"] and v["train_bps"]:
                 g_ratio.append(v["train_bps"] / d["train_bps"])
@@ -356,7 +377,7 @@ def summarize(results, arms, uplinks=UPLINKS):
 
 def verdict(row):
     """The acceptance: unshaped >= 95 % goodput, CPU/Gbit within 10 %; at 100gbit >= 90 %, within 20 %."""
-    if row["arm"] == "default" or row["arm"].startswith("sysctl:"):
+    if row["arm"] == partner(row["arm"]) or row["arm"].startswith("sysctl:"):
         return ""
     if row["shape"] in ("none", "noqueue"):
         return "= default (nothing changed: the spread is the noise)"
@@ -372,7 +393,9 @@ def markdown(rows, meta):
            f"{meta['seconds']} s; medians (min-max); ratios to the adjacent default run of the same uplink; load "
            f"average during the run {meta['load']:.1f} (other work on the machine). Uplink before aiqos: "
            "`noqueue` (the veth as the kernel makes it, like a bond or VLAN) or `mq` (the same veth with mq and the "
-           "kernel's default child per tx queue, as a multi-queue NIC has).", "",
+           "kernel's default child per tx queue, as a multi-queue NIC has). Arms ending in `:down`: the pods download "
+           "(iperf3 -R) through the download tree a configured rate plans (its ifb), next to a default run that "
+           "downloads too (`default:down`).", "",
            "| uplink before | arm | uplink shape | training goodput Gbit/s | vs default | endpoint CPU-s /s | "
            "Gbit/s per CPU-s | CPU per Gbit vs default | verdict |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -404,12 +427,12 @@ def main(argv):
     if not shutil.which("iperf3"):
         print("linerate: iperf3 missing (hack/install-deps.sh)", file=sys.stderr)
         return 77
-    arms = ["default", *AGENT_ARMS]
+    arms = ["default", *AGENT_ARMS, "default" + DOWN, *DOWN_ARMS]
     if a.sysctl_arms:
         arms += list(SYSCTL_ARMS)
     if a.arms:
         want = a.arms.split(",")
-        arms = ["default", *[x for x in arms if x in want and x != "default"]]
+        arms = [x for x in arms if x in want or (x == partner(x) and any(partner(w) == x for w in want))]
     uplinks = [u for u in a.uplinks.split(",") if u]
     if not uplinks or any(u not in UPLINKS for u in uplinks):
         print(f"linerate: --uplinks {a.uplinks!r}: each one of {', '.join(UPLINKS)}", file=sys.stderr)
@@ -430,16 +453,16 @@ def main(argv):
             # order), so slow drifts of a shared machine's load cancel in the ratio
             runs = []
             for up in rnd.sample(uplinks, len(uplinks)):
-                order = [x for x in arms if x != "default" and (a.arms or x in UPLINK_ARMS[up])]
+                order = [x for x in arms if x != partner(x) and (a.arms or x in UPLINK_ARMS[up])]
                 rnd.shuffle(order)
                 for arm in order:
-                    runs += [(up, "default", pair), (up, arm, pair)] if pair % 2 == 0 else \
-                        [(up, arm, pair), (up, "default", pair)]
+                    runs += [(up, partner(arm), pair), (up, arm, pair)] if pair % 2 == 0 else \
+                        [(up, arm, pair), (up, partner(arm), pair)]
                     pair += 1
             for up, arm, pr in runs:
                 lab.set_uplink(up)
-                if arm == "default":
-                    res = lab.run_traffic(a.seconds)
+                if arm == partner(arm):
+                    res = lab.run_traffic(a.seconds, down=is_down(arm))
                     res["shape"] = up
                 elif arm in SYSCTL_ARMS:
                     keys = [k for k, _ in SYSCTL_ARMS[arm]]

@@ -2,8 +2,10 @@
 (test/bench/linerate.py, `make bench-linerate`): one repetition of 1 s per
 arm on both uplinks, and the layouts it measured are the ones the policy
 says: on the noqueue veth mixed mode leaves the root as it is, on the mq
-"NIC" it keeps mq with a child per queue and the classifier, and a
-configured uplinkRate gives HTB on either. The figures are not checked
+"NIC" it keeps mq with a child per queue and the classifier, a
+configured uplinkRate gives HTB on either, and with it the download arm
+(the pods receive) runs through the shaped ifb, next to a default run that
+downloads too. The figures are not checked
 (timing on a shared machine); the table and the summary line are. Root,
 iperf3."""
 
@@ -25,7 +27,7 @@ def test_linerate_smoke_layouts(tmp_path):
     build = os.environ.get("AIQOS_BUILD", os.path.join(REPO, "build"))
     out = tmp_path / "lr.json"
     p = subprocess.run([sys.executable, os.path.join(REPO, "test", "bench", "linerate.py"), "--build", build,
-                        "--reps", "1", "--seconds", "1", "--arms", "mixed,mixed@100gbit", "--uplinks",
+                        "--reps", "1", "--seconds", "1", "--arms", "mixed,mixed@100gbit,mixed@100gbit:down", "--uplinks",
                         "noqueue,mq", "--seed", "1", "--json", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -35,7 +37,11 @@ def test_linerate_smoke_layouts(tmp_path):
     shapes = {(r["uplink"], r["arm"]): r["shape"] for r in res["results"]}
     assert shapes == {("noqueue", "default"): "noqueue", ("noqueue", "mixed"): "none",
                       ("noqueue", "mixed@100gbit"): "htb", ("mq", "default"): "mq", ("mq", "mixed"): "mq",
-                      ("mq", "mixed@100gbit"): "htb"}, shapes
+                      ("mq", "mixed@100gbit"): "htb", ("noqueue", "default:down"): "noqueue",
+                      ("noqueue", "mixed@100gbit:down"): "htb (ifb)", ("mq", "default:down"): "mq",
+                      ("mq", "mixed@100gbit:down"): "htb (ifb)"}, shapes
+    rows = {(r["uplink"], r["arm"]) for r in res["rows"]}
+    assert ("noqueue", "default:down") in rows and ("noqueue", "mixed@100gbit:down") in rows, rows
     lay = res["layouts"]
     assert lay["noqueue:mixed"].splitlines()[0].startswith("qdisc noqueue 0: root"), lay["noqueue:mixed"]
     mq = lay["mq:mixed"]
