@@ -218,16 +218,22 @@ def test_download_turned_on_shares_the_classifiers_hook(node):
     assert [q["kind"] for q in ingress_qdiscs(node)] == ["clsact"]
 
 
-def test_download_turned_off_keeps_the_classifiers_hook(node):
-    """Turning the download off (config reload) removes the ifb and the
-    redirect, not the clsact the egress classifier sits on."""
+def download_and_classifier_up(node):
+    """A mixed node with the download tree and the egress classifier on one
+    clsact; returns the egress filters as tc shows them."""
     node.start_agent(CONFIG)
     node.add_api_pod(TRAIN, "10.77.0.1")
     node.add_api_pod(INF, "10.77.1.1")
     wait_down(node, lambda: down_tree_ready(node) and
               "aiqos_cls" in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout,
               "the download tree and the egress classifier")
-    prog = node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+    return node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+
+
+def test_download_turned_off_keeps_the_classifiers_hook(node):
+    """Turning the download off (config reload) removes the ifb and the
+    redirect, not the clsact the egress classifier sits on."""
+    prog = download_and_classifier_up(node)
     node.write_config(dict(CONFIG, downlink=False))
     wait_down(node, lambda: IFB not in links(node) and not redirect_filters(node), "no ifb, no redirect")
     time.sleep(0.3)
@@ -239,13 +245,7 @@ def test_download_turned_off_across_a_restart_keeps_the_classifiers_hook(node):
     """The same when the agent restarts with the download off: nothing is in
     force yet when the download is given back, and the classifier on the
     shared clsact is never removed, not even for a moment (tc monitor)."""
-    node.start_agent(CONFIG)
-    node.add_api_pod(TRAIN, "10.77.0.1")
-    node.add_api_pod(INF, "10.77.1.1")
-    wait_down(node, lambda: down_tree_ready(node) and
-              "aiqos_cls" in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout,
-              "the download tree and the egress classifier")
-    prog = node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+    prog = download_and_classifier_up(node)
     node.stop_agent(signal.SIGTERM)
     mon = subprocess.Popen(cni.in_ns(node.node.name, "tc", "monitor"), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
