@@ -411,6 +411,15 @@ static uint32_t class_htb_prio(enum workload_class c)
 /* Order in which classes appear in the plan (and in tc -s class show). */
 static const enum workload_class class_order[] = {CLASS_INFERENCE, CLASS_DEFAULT, CLASS_TRAINING};
 
+/* A class's HTB burst floor. Inference's holds a cluster of responses (its
+ * leaf's floor): within it the class is green and sends without the parent,
+ * whose tokens training's borrowing keeps negative; past it an inference
+ * burst would wait for the parent's refill. Training's borrowing repays it. */
+static uint32_t class_burst_min(enum workload_class c)
+{
+	return c == CLASS_INFERENCE ? NODE_FIFO_MIN_INFERENCE_BYTES : NODE_FIFO_MIN_BYTES;
+}
+
 static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_CLASS_MAX], uint32_t ce_us)
 {
 	struct plan_item *it;
@@ -447,8 +456,8 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 		s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_PARENT, TC_H_MAKE(H_ROOT, class_minor(c)));
 		s->u.htb_class.rate_bps = class_rate[c];
 		s->u.htb_class.ceil_bps = rp;
-		s->u.htb_class.burst_bytes = plan_htb_burst_bytes(class_rate[c], NODE_FIFO_MIN_BYTES);
-		s->u.htb_class.cburst_bytes = plan_htb_burst_bytes(rp, NODE_FIFO_MIN_BYTES);
+		s->u.htb_class.burst_bytes = plan_htb_burst_bytes(class_rate[c], class_burst_min(c));
+		s->u.htb_class.cburst_bytes = plan_htb_burst_bytes(rp, class_burst_min(c));
 		s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(class_rate[c], b->frame);
 		s->u.htb_class.prio = class_htb_prio(c);
 	}

@@ -625,17 +625,24 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 445500000);
 		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
 		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 55687);
-		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 131072);
+		/* a cluster of responses stays green, without the parent's tokens:
+		 * the inference leaf's floor (512 KiB), not 2 ms of the rate */
+		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 524288);
+		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 524288);
 	}
 	it = find(&np, "uplink.class.default");
 	CHECK(it && it->tc[0].handle == 0x10020 && it->tc[0].u.htb_class.prio == 1);
-	if (it)
+	if (it) {
 		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3093);
+		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 131072);
+	}
 	it = find(&np, "uplink.class.training");
 	CHECK(it && it->tc[0].handle == 0x10030 && it->tc[0].u.htb_class.prio == 2);
 	if (it) {
 		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 24750000);
 		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
+		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 131072);
+		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 131072);
 	}
 	/* CI kernel: the AQM alternatives stay listed first (the applier skips
 	 * them and records the byte FIFO as degraded); the FIFO is last */
