@@ -597,6 +597,7 @@ def _run_cell_http(lab, direction, spec, cc, w, inf, out_prefix):
     return {"p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
             "max_us": lat["max"], "requests": lat["count"], "errors": d["errors"], "timeouts": d["timeouts"],
             "error_kinds": d["error_kinds"], "achieved_rate": d["achieved_rate"], "send_lag_p99_us": None,
+            "stalled_attacks": d["stalled_attacks"], "unrecorded": d["unrecorded"],
             "t0": d["t0_unix_ns"] / 1e9, "client_file": os.path.basename(out_prefix) + ".json"}
 
 
@@ -746,7 +747,9 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             r["tc_file"] = f"tc-{tag}.txt"
             results.append(r)
             log(f"    {cell:28} {arm:9} p50 {_ms(r['p50_us']):>8} p99 {_ms(r['p99_us']):>8} "
-                f"err {r['errors']}/{r['timeouts']} (load {r['loadavg_start']:.1f})")
+                f"err {r['errors']}/{r['timeouts']} (load {r['loadavg_start']:.1f})"
+                + (f" — {r['stalled_attacks']} vegeta attack(s) stalled and were stopped; their "
+                   f"{r['unrecorded']} unrecorded requests count as timeouts" if r.get("stalled_attacks") else ""))
             time.sleep(w.gap_s if i + 1 < len(cells) else w.tail_s)
         outs = []
         retrans = 0

@@ -8,6 +8,8 @@ switches to mixed when training and inference pods share the node."""
 
 import os
 import sys
+import time
+import types
 
 import pytest
 
@@ -206,3 +208,24 @@ def test_vegeta_results_summary():
     assert 980 <= lat["p99"] <= 1000 and 480 <= lat["p50"] <= 520, lat
     assert s["cdf"][-1][1] == 1.0 and all(a[0] <= b[0] for a, b in zip(s["cdf"], s["cdf"][1:])), s["cdf"][:3]
     assert httpload.rate_spec(100) == "1000/10s" and httpload.rate_spec(555.6) == "5556/10s"
+
+
+def test_vegeta_stalled_attack_costs_the_cell_not_the_run(tmp_path, monkeypatch):
+    # a vegeta that records 3 results and then hangs until SIGINT (which
+    # ends a real one too): the run goes on, and the requests it never
+    # recorded count as timeouts
+    import httpload
+    fake = tmp_path / "vegeta"
+    rows = "".join(f"{10**18 + i * 10**6},200,1000,0,8192,,,,{i},GET,u,\\n" for i in range(3))
+    fake.write_text("#!/bin/sh\n"
+                    f"if [ \"$1\" = encode ]; then printf '{rows}'; exit 0; fi\n"
+                    "trap 'exit 0' INT\nwhile :; do sleep 0.05; done\n")
+    fake.chmod(0o755)
+    lab = types.SimpleNamespace(vegeta=str(fake))
+    monkeypatch.setattr(httpload, "STALL_MARGIN_S", 0.5)
+    monkeypatch.setattr(httpload.L, "nsexec", lambda ns, *argv: list(argv))
+    t = time.monotonic()
+    s = httpload.run_vegeta(lab, "ns", "http://x/8k", 100, 1.0, 0.0, str(tmp_path / "c"), timeout_s=0.5)
+    assert time.monotonic() - t < 10, "the stalled attack was not stopped at its deadline"
+    assert s["stalled_attacks"] == 1 and s["unrecorded"] == 97, s
+    assert s["latency_us"]["count"] == 3 and s["timeouts"] == 97 and s["sent"] == 100 and s["errors"] == 0, s
