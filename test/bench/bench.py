@@ -877,7 +877,7 @@ def render(outdir, run, publish_docs=True):
     """Tables and plots from a run's results.json; for `make bench` also
     docs/benchmarks.md, docs/bench/*.png, docs/bench/results.json and the
     results block of README.md."""
-    summ = M.summarize(run["results"], run.get("rate_mbit"))
+    summ = M.summarize(run["results"])
     titles = {a: O.ARMS[a]["title"] for a in O.ARMS}
     mt = M.matrix_table(summ)
     dt = M.detail_table(summ, titles)

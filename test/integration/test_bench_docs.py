@@ -99,19 +99,17 @@ def test_matrix_verdict_follows_the_acceptance():
     assert M.summarize(r)["egress-burst-http-cubic"]["verdict"] == "incomplete"
 
 
-def test_missed_ratio_names_the_transfer_time_floor():
-    # a 256 KiB response takes 4.19 ms at 500 Mbit/s: 10x below a 25 ms FIFO
-    # p99 is less than that, and the reason says so; 10x below 30 ms (3 ms
-    # against 4.19) still is, 10x below 60 ms is not
+def test_missed_ratio_names_the_idle_floor():
+    # 10x below a FIFO whose own p99 is under 10x the idle p99 is below what
+    # the link gives the inference pod alone: the reason says so; when the
+    # FIFO is 20x idle, it does not
     cell = "egress-large-http-bbr"
     r = synthetic(cell, {"idle": [3.0] * 3, "fifo": [25.0] * 3, "aiqos": [4.5] * 3},
                   {"fifo": [260e6] * 3, "aiqos": [255e6] * 3})
-    s = M.summarize(r, 500)[cell]
-    assert abs(s["transfer_us"] - 262144 * 8 / 500) < 1e-6, s["transfer_us"]
-    assert s["verdict"] == "missed" and "unattainable at this rate" in s["why"][0], s["why"]
+    s = M.summarize(r)[cell]
+    assert s["verdict"] == "missed" and "unattainable here" in s["why"][0], s["why"]
+    assert "8.33×" in s["why"][0], s["why"]
     r = synthetic(cell, {"idle": [3.0] * 3, "fifo": [60.0] * 3, "aiqos": [7.0] * 3},
                   {"fifo": [260e6] * 3, "aiqos": [255e6] * 3})
-    s = M.summarize(r, 500)[cell]
-    assert "unattainable" not in s["why"][0], s["why"]
-    s = M.summarize(r)[cell]  # no rate known: no floor named
-    assert s["transfer_us"] is None and "unattainable" not in s["why"][0], s["why"]
+    s = M.summarize(r)[cell]
+    assert s["verdict"] == "missed" and "unattainable" not in s["why"][0], s["why"]
