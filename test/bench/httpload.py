@@ -175,8 +175,8 @@ def run_vegeta(lab, ns, url, rps, duration_s, warmup_s, out_prefix, timeout_s=3.
             try:
                 _, err = p.communicate(timeout=max(0.0, deadline - time.time()))
             except subprocess.TimeoutExpired:
-                # a stalled attack (seen once in ~600: every attack of a cell
-                # stopped recording at once) costs this cell, not the run:
+                # a stalled attack (seen once: every attack of a cell stopped
+                # recording at the same instant) costs this cell, not the run:
                 # stopped (SIGINT flushes its results), and what it never
                 # recorded counts below as timed out
                 stalled += 1
