@@ -121,6 +121,12 @@ class Pod:
     def state(self):
         return self.att.state()
 
+    def settled(self):
+        """The record once a tuning finished, else None (the intent record a
+        re-tune writes first says pending until kernel and record agree)."""
+        st = self.state()
+        return st if st and not st.get("pending") else None
+
     def annotate(self, annotations):
         """Change annotations in the API (None removes a key)."""
         return self.node.api("PATCH", f"/pods/{self.namespace}/{self.name}", {"annotations": annotations})

@@ -153,8 +153,8 @@ def test_agent_retunes_running_pod_on_annotation_change(node, fresh_sysctls):
     pod.annotate({"ai.workload": "training", "kubernetes.io/egress-bandwidth": "20M"})
 
     def retuned():
-        st = pod.state()
-        return st["class"] == "training" and st["workload"]["egressBps"] == 20_000_000 and st
+        st = pod.settled()
+        return st and st["class"] == "training" and st["workload"]["egressBps"] == 20_000_000 and st
 
     st = wait_shape(node, retuned, "the record rewritten")
     r = cni.root_qdisc(pod.ns, "eth0")
@@ -172,20 +172,21 @@ def test_agent_retunes_running_pod_on_annotation_change(node, fresh_sysctls):
     host = pod.host_veth()
     assert node.root(host)["kind"] == "noqueue"
     pod.annotate({"kubernetes.io/ingress-bandwidth": "40M"})
-    wait_shape(node, lambda: pod.state()["workload"]["ingressBps"] == 40_000_000, "the ingress limit recorded")
+    wait_shape(node, lambda: (st := pod.settled()) and st["workload"]["ingressBps"] == 40_000_000,
+               "the ingress limit recorded")
     assert node.root(host)["kind"] == "htb", node.tc_summary(host)
     assert [c["rate_bps"] for c in node.classes(host)] == [40_000_000]
 
     # the limits removed: the shapers go
     pod.annotate({"kubernetes.io/egress-bandwidth": None, "kubernetes.io/ingress-bandwidth": None})
-    wait_shape(node, lambda: pod.state()["workload"]["egressBps"] == 0 and pod.state()["workload"]["ingressBps"] == 0,
-               "the limits removed from the record")
+    wait_shape(node, lambda: (st := pod.settled()) and st["workload"]["egressBps"] == 0
+               and st["workload"]["ingressBps"] == 0, "the limits removed from the record")
     assert cni.root_qdisc(pod.ns, "eth0")["kind"] == "noqueue", cni.tc_summary(pod.ns, "eth0")
     assert node.root(host)["kind"] == "noqueue", node.tc_summary(host)
 
     # the class removed: every sysctl back to what it was before aiqos
     pod.annotate({"ai.workload": None})
-    wait_shape(node, lambda: pod.state()["class"] == "default", "class default in the record")
+    wait_shape(node, lambda: (st := pod.settled()) and st["class"] == "default", "class default in the record")
     assert cni.read_sysctls(pod.ns) == fresh_sysctls
 
     # the plugin's DEL sees the truth and cleans up
@@ -429,7 +430,7 @@ def test_agent_unreachable_netns_is_an_event_and_a_metric(node):
     assert p["status"] == "failed", p
     # reachable again (the agent retries on its backoff): tuned, the gauge back to 0
     write_netns(good)
-    wait_until(lambda: pod.state()["class"] == "training", 15, "the re-tune after the netns came back")
+    wait_until(lambda: (st := pod.settled()) and st["class"] == "training", 15, "the re-tune after the netns came back")
     wait_until(lambda: "aiqos_pods_netns_unreachable 0" in node.metrics(), 10, "the gauge back to 0")
 
 

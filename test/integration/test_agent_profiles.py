@@ -50,7 +50,7 @@ def test_config_profile_retunes_a_pod_the_plugin_tuned_with_the_builtin(node):
     assert pod.state()["profile"] == "inference"
     # same profile name, other content: the agent re-tunes it
     wait_lowat(node, pod, "12345")
-    st = wait_until(lambda: pod.state()["annotationsSource"] == "agent" and pod.state(), 5, "record rewritten")
+    st = wait_until(lambda: (st := pod.settled()) and st["annotationsSource"] == "agent" and st, 5, "record rewritten")
     assert st["profileSpec"]["notsentLowat"] == 12345, st
     assert pod_status(node, pod)["status"] in ("tuned", "degraded"), node.status()
 

@@ -470,7 +470,7 @@ def test_agent_killed_between_pod_apply_and_record_converges(node):
     assert "htb" in node_kinds(node, host), node.tc_summary(host)
     assert pod.state()["workload"]["ingressBps"] == 0, pod.state()
     node.start_agent(config)
-    wait_until(lambda: pod.state()["workload"]["ingressBps"] == 40_000_000, 10, "the re-tune recorded")
+    wait_until(lambda: (st := pod.settled()) and st["workload"]["ingressBps"] == 40_000_000, 10, "the re-tune recorded")
     assert node_kinds(node, host) == ["bfifo", "htb"], node.tc_summary(host)
     assert [c["rate_bps"] for c in node.classes(host)] == [40_000_000], node.tc_summary(host)
     assert not pod.state()["failure"], pod.state()
@@ -522,7 +522,7 @@ def test_add_with_state_dir_full_gets_its_record_from_the_agent(node):
         assert "aiqos_records_written_total 1" in node.metrics()
         # an annotation flip re-tunes the pod from that record
         pod.annotate({"ai.workload": "training"})
-        wait_until(lambda: pod.state()["class"] == "training" and
+        wait_until(lambda: (st := pod.settled()) and st["class"] == "training" and
                    cni.read_sysctl(pod.ns, "net.ipv4.tcp_notsent_lowat") != "16384", 15, "the re-tune to training")
         pod.att.check().assert_ok(output=False)
         host = pod.host_veth()
@@ -573,7 +573,7 @@ def test_agent_restart_recovers_a_killed_plugin(node, point):
     pod = node.add_pod(ANN)
     host = pod.host_veth()
     pod.annotate({"kubernetes.io/ingress-bandwidth": "40M"})
-    wait_until(lambda: pod.state()["workload"]["ingressBps"] == 40_000_000, 10, "the re-tune to 40M")
+    wait_until(lambda: (st := pod.settled()) and st["workload"]["ingressBps"] == 40_000_000, 10, "the re-tune to 40M")
     assert "htb" in node_kinds(node, host), node.tc_summary(host)
     node.stop_agent()
     kill = {"AIQOS_TEST_FAILPOINTS": f"{point}=kill"}
