@@ -97,12 +97,9 @@ def machine():
             for line in f:
                 if line.startswith("PRETTY_NAME="):
                     osname = line.split("=", 1)[1].strip().strip('"')
-    rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True)
     iperf = subprocess.run(["iperf3", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     return {"nproc": os.cpu_count(), "kernel": platform.release(), "cpu": cpu, "mem_gib": round(mem_kb / 2**20, 1),
-            "os": osname, "commit": rev.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else ""),
+            "os": osname, "commit": L.git_commit(),
             "iperf3": iperf, "loadavg": open("/proc/loadavg").read().split()[:3]}
 
 

@@ -80,6 +80,17 @@ class LabError(RuntimeError):
 ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
 
 
+def git_commit():
+    """The checkout's short commit, with " (with uncommitted changes)" when
+    tracked files differ; "" outside a git checkout."""
+    rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if rev.returncode != 0:
+        return ""
+    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True)
+    return rev.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
 def allow_ccs(ccs):
     """A network namespace other than the host's may only make a congestion
     control its default if the host lists it in tcp_allowed_congestion_control

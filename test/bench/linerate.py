@@ -55,6 +55,10 @@ QUEUES = 4
 PORT0 = 5301
 NODE_IP, FAB_IP = "10.93.0.1", "10.93.0.2"
 POD_NET = "10.94.0"
+# every sender's congestion control (the pods upload, the fabric serves the
+# downloads); a netns other than the host's may only make it its default if
+# the host allows it (lab.allow_ccs, restored at teardown)
+CC = "cubic"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # the pods: (name, role); the arms annotate some of them
@@ -136,6 +140,8 @@ class LineLab:
         self.notes = []
         self.pods = {}
         self.netnses = []
+        self.cc_change = None
+        self.ccs = {}
         os.makedirs(os.path.join(self.tmp, "run"), exist_ok=True)
 
     # -- the interface lab.FakeApi / lab.Agent use
@@ -202,6 +208,10 @@ class LineLab:
         sh(*nsexec(self.node, "ip", "route", "add", "default", "via", FAB_IP))
         sh(*nsexec(self.fab, "ip", "route", "add", f"{POD_NET}.0/24", "via", NODE_IP))
         sh(*nsexec(self.node, "sysctl", "-qw", "net.ipv4.ip_forward=1"))
+        self.cc_change = lablib.allow_ccs([CC])
+        if self.cc_change:
+            self.note(f"host tcp_allowed_congestion_control: {' '.join(self.cc_change[1])} (restored at teardown)")
+        self.set_cc(self.fab)
         for i, (name, role) in enumerate(PODS):
             ns = self.prefix + name
             self.netns(ns)
@@ -215,13 +225,19 @@ class LineLab:
             sh(*nsexec(ns, "ip", "route", "add", "default", "via", NODE_IP, "dev", "eth0"))
             sh(*nsexec(self.node, "ip", "route", "add", f"{ip}/32", "dev", host))
             sh(*nsexec(self.node, "sysctl", "-qw", f"net.ipv4.conf.{host}.proxy_arp=1"))
-            # the congestion control set explicitly (FACTS: BBR is the default here)
-            sh(*nsexec(ns, "sysctl", "-qw", "net.ipv4.tcp_congestion_control=cubic"), check=False)
+            self.set_cc(ns)
             self.pods[name] = {"ns": ns, "ip": ip, "role": role, "uid": f"uid-lr-{name}-{self.tag}"}
         for k in range(len(PODS)):
             self.spawn(f"iperf3-s{k}", nsexec(self.fab, "iperf3", "-s", "-p", str(PORT0 + k)))
         time.sleep(0.5)
         return self
+
+    def set_cc(self, ns):
+        """CC for new sockets of ns (FACTS: BBR is the host's default),
+        read back into self.ccs (the results' meta says what ran)."""
+        sh(*nsexec(ns, "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={CC}"))
+        self.ccs[ns.removeprefix(self.prefix)] = sh(*nsexec(ns, "sysctl", "-n",
+                                                             "net.ipv4.tcp_congestion_control")).stdout.strip()
 
     def sysctl_pods(self, role, settings):
         for p in self.pods.values():
@@ -296,6 +312,8 @@ class LineLab:
         for ns in reversed(self.netnses):
             sh("ip", "netns", "del", ns, check=False)
         self.netnses = []
+        lablib.restore_ccs(self.cc_change)
+        self.cc_change = None
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -388,8 +406,9 @@ def verdict(row):
 
 
 def markdown(rows, meta):
-    out = [f"Line rate ({meta['cmd']}, kernel {meta['kernel']}): a {QUEUES}-queue veth uplink, no bottleneck, "
-           f"2 training pods x 2 flows + 1 inference pod at 200 Mbit/s, cubic; {meta['reps']} interleaved reps of "
+    at = f" at {meta['commit']}" if meta.get("commit") else ""
+    out = [f"Line rate ({meta['cmd']}{at}, kernel {meta['kernel']}): a {QUEUES}-queue veth uplink, no bottleneck, "
+           f"2 training pods x 2 flows + 1 inference pod at 200 Mbit/s, {meta['cc']}; {meta['reps']} interleaved reps of "
            f"{meta['seconds']} s; medians (min-max); ratios to the adjacent default run of the same uplink; load "
            f"average during the run {meta['load']:.1f} (other work on the machine). Uplink before aiqos: "
            "`noqueue` (the veth as the kernel makes it, like a bond or VLAN) or `mq` (the same veth with mq and the "
@@ -484,7 +503,8 @@ def main(argv):
         lab.teardown()
     rows = summarize(results, arms, uplinks)
     meta = {"cmd": "make bench-linerate", "reps": a.reps, "seconds": a.seconds, "queues": QUEUES,
-            "kernel": os.uname().release, "load": med([r["loadavg"] for r in results])}
+            "kernel": os.uname().release, "load": med([r["loadavg"] for r in results]),
+            "cc": "/".join(sorted(set(lab.ccs.values()))), "ccs": lab.ccs, "commit": lablib.git_commit()}
     md = markdown(rows, meta)
     print(md)
     if a.json:

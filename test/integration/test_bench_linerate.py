@@ -5,7 +5,7 @@ says: on the noqueue veth mixed mode leaves the root as it is, on the mq
 "NIC" it keeps mq with a child per queue and the classifier, a
 configured uplinkRate gives HTB on either, and with it the download arm
 (the pods receive) runs through the shaped ifb, next to a default run that
-downloads too. The figures are not checked
+downloads too; every sender runs cubic, as the table says. The figures are not checked
 (timing on a shared machine); the table and the summary line are. Root,
 iperf3."""
 
@@ -49,3 +49,8 @@ def test_linerate_smoke_layouts(tmp_path):
     assert sum(1 for line in mq.splitlines() if " parent 1:" in line) == 4, mq
     assert "clsact" in mq, mq
     assert all(r["train_bps"] > 0 for r in res["results"]), res["results"]
+    # every sender ran the congestion control the table names (the host's
+    # default is bbr; a netns may only pick one the host allows)
+    ccs = res["meta"]["ccs"]
+    assert set(ccs) == {"fab", "train0", "train1", "infer0"} and set(ccs.values()) == {"cubic"}, ccs
+    assert res["meta"]["cc"] == "cubic" and ", cubic;" in p.stdout, res["meta"]
