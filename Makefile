@@ -194,7 +194,7 @@ bench-lab: all
 	@bash hack/lab.sh bench-lab $(BUILD)
 
 # P6 line rate: a 4-queue veth uplink without a bottleneck,
-# default vs each aiqos mode, with and without uplinkRate 100gbit (root).
+# default vs each aiqos mode, with and without uplinkRate 400gbit (root).
 bench-linerate: all
 	/usr/bin/python3 test/bench/linerate.py --build $(BUILD) --sysctl-arms --json $(BUILD)/bench-linerate.json
 

@@ -692,7 +692,7 @@ def write_docs(path, docs_dir, ctx):
               "Reading it: on a `noqueue` uplink aiqos installs nothing unless a rate is configured (nothing "
               "waits there to order); on the `mq` uplink mixed mode keeps `mq`, grafts a child per tx queue "
               "and adds the BPF classifier (on this kernel `pfifo_fast` children: no fq, fq_codel or prio, so "
-              "training and inference mode leave it as it is); `@100gbit` is the shaper the operator asked "
+              "training and inference mode leave it as it is); `@400gbit` is the shaper the operator asked "
               "for (HTB: one lock for every tx queue; the same BPF classifier in front of it sets each packet's "
               "class as skb->priority, so no filter is walked under that lock). The `:down` rows: the pods "
               "download at line rate, so every packet takes the uplink's ingress redirect and the download "

@@ -8,7 +8,8 @@ No shaper anywhere: the 2 CPUs are the limit. Traffic: 2 training pods x 2
 TCP flows (bulk, measured) + 1 inference pod (iperf3 at a modest rate).
 Arms: the default layout (the veth's noqueue, no agent) and aiqos-agent in
 each mode (the mode follows which pods are annotated) without and with a
-configured uplinkRate of 100gbit (the operator asked for a shaper: HTB).
+configured uplinkRate of RATE, above what the lab reaches (the operator asked
+for a shaper: HTB).
 Two uplinks, each with its own default arm: `noqueue` (the veth as the
 kernel makes it, and as a bond or VLAN is: aiqos leaves it unless a rate is
 configured) and `mq` (the same veth given `mq` with the kernel's default child
@@ -64,18 +65,23 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # the pods: (name, role); the arms annotate some of them
 PODS = (("train0", "training"), ("train1", "training"), ("infer0", "inference"))
 
+# the configured rate of the shaped arms: a link that is not the bottleneck
+# (the top of GPU nodes' 100-400 Gbit/s frontend NICs). Cubic senders reach
+# ~125 Gbit/s on this lab's veths: a 100gbit shaper binds there, and what it
+# shows is shaping, not its cost
+RATE = "400gbit"
 AGENT_ARMS = {
     # arm: (classes annotated, uplinkRate or None)
     "training": ({"training"}, None),
     "inference": ({"inference"}, None),
     "mixed": ({"training", "inference"}, None),
-    "training@100gbit": ({"training"}, "100gbit"),
-    "inference@100gbit": ({"inference"}, "100gbit"),
-    "mixed@100gbit": ({"training", "inference"}, "100gbit"),
+    f"training@{RATE}": ({"training"}, RATE),
+    f"inference@{RATE}": ({"inference"}, RATE),
+    f"mixed@{RATE}": ({"training", "inference"}, RATE),
 }
 # the download direction: an agent arm's name + DOWN; the pods download (iperf3 -R)
 DOWN = ":down"
-DOWN_ARMS = ("training@100gbit" + DOWN, "mixed@100gbit" + DOWN)
+DOWN_ARMS = (f"training@{RATE}" + DOWN, f"mixed@{RATE}" + DOWN)
 # the training profile's sysctls, one at a time (per-pod tuning, docs/design.md §2);
 # 64 MiB buffers: what the profile set until this measurement dropped it
 SYSCTL_ARMS = {
@@ -92,8 +98,8 @@ UPLINKS = ("noqueue", "mq")
 # against both defaults in mixed mode, and per mode against noqueue; the
 # download tree (on its ifb, whatever the uplink's root) on noqueue
 UPLINK_ARMS = {
-    "noqueue": ("mixed", "training@100gbit", "inference@100gbit", "mixed@100gbit", *DOWN_ARMS, *SYSCTL_ARMS),
-    "mq": ("training", "inference", "mixed", "mixed@100gbit"),
+    "noqueue": ("mixed", f"training@{RATE}", f"inference@{RATE}", f"mixed@{RATE}", *DOWN_ARMS, *SYSCTL_ARMS),
+    "mq": ("training", "inference", "mixed", f"mixed@{RATE}"),
 }
 
 
@@ -394,7 +400,7 @@ def summarize(results, arms, uplinks=UPLINKS):
 
 
 def verdict(row):
-    """The acceptance: unshaped >= 95 % goodput, CPU/Gbit within 10 %; at 100gbit >= 90 %, within 20 %."""
+    """The acceptance: unshaped >= 95 % goodput, CPU/Gbit within 10 %; at RATE (shaped) >= 90 %, within 20 %."""
     if row["arm"] == partner(row["arm"]) or row["arm"].startswith("sysctl:"):
         return ""
     if row["shape"] in ("none", "noqueue"):

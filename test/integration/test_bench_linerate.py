@@ -27,7 +27,7 @@ def test_linerate_smoke_layouts(tmp_path):
     build = os.environ.get("AIQOS_BUILD", os.path.join(REPO, "build"))
     out = tmp_path / "lr.json"
     p = subprocess.run([sys.executable, os.path.join(REPO, "test", "bench", "linerate.py"), "--build", build,
-                        "--reps", "1", "--seconds", "1", "--arms", "mixed,mixed@100gbit,mixed@100gbit:down", "--uplinks",
+                        "--reps", "1", "--seconds", "1", "--arms", "mixed,mixed@400gbit,mixed@400gbit:down", "--uplinks",
                         "noqueue,mq", "--seed", "1", "--json", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -36,12 +36,12 @@ def test_linerate_smoke_layouts(tmp_path):
     res = json.loads(out.read_text())
     shapes = {(r["uplink"], r["arm"]): r["shape"] for r in res["results"]}
     assert shapes == {("noqueue", "default"): "noqueue", ("noqueue", "mixed"): "none",
-                      ("noqueue", "mixed@100gbit"): "htb", ("mq", "default"): "mq", ("mq", "mixed"): "mq",
-                      ("mq", "mixed@100gbit"): "htb", ("noqueue", "default:down"): "noqueue",
-                      ("noqueue", "mixed@100gbit:down"): "htb (ifb)", ("mq", "default:down"): "mq",
-                      ("mq", "mixed@100gbit:down"): "htb (ifb)"}, shapes
+                      ("noqueue", "mixed@400gbit"): "htb", ("mq", "default"): "mq", ("mq", "mixed"): "mq",
+                      ("mq", "mixed@400gbit"): "htb", ("noqueue", "default:down"): "noqueue",
+                      ("noqueue", "mixed@400gbit:down"): "htb (ifb)", ("mq", "default:down"): "mq",
+                      ("mq", "mixed@400gbit:down"): "htb (ifb)"}, shapes
     rows = {(r["uplink"], r["arm"]) for r in res["rows"]}
-    assert ("noqueue", "default:down") in rows and ("noqueue", "mixed@100gbit:down") in rows, rows
+    assert ("noqueue", "default:down") in rows and ("noqueue", "mixed@400gbit:down") in rows, rows
     lay = res["layouts"]
     assert lay["noqueue:mixed"].splitlines()[0].startswith("qdisc noqueue 0: root"), lay["noqueue:mixed"]
     mq = lay["mq:mixed"]
