@@ -699,7 +699,8 @@ def write_docs(path, docs_dir, ctx):
               "download at line rate, so every packet takes the uplink's ingress redirect and the download "
               "tree on its ifb (HTB at 98 % of the configured rate, a second lock); in the other rows it "
               "carries only the uploads' ACKs. The `sysctl:` rows are per-pod settings on the training pods alone: "
-              "64 MiB buffers (dropped from the training profile after this measurement), ECN (kept), and "
+              "64 MiB buffers (dropped from the training profile after a run whose senders were bbr, where they "
+              "cost 12 %; with cubic they cost nothing measurable), ECN (kept), and "
               "BBR (the profile's first choice of congestion control; on this kernel, which has no fq, "
               "BBR paces inside TCP, and next to cubic it is CPU-bound at a fraction of the rate).",
               "", "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \
