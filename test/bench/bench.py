@@ -40,6 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import lab as L  # noqa: E402
+import linerate as LR  # noqa: E402
 import matrix_report as M  # noqa: E402
 import outcome as O  # noqa: E402
 
@@ -692,15 +693,15 @@ def write_docs(path, docs_dir, ctx):
               "Reading it: on a `noqueue` uplink aiqos installs nothing unless a rate is configured (nothing "
               "waits there to order); on the `mq` uplink mixed mode keeps `mq`, grafts a child per tx queue "
               "and adds the BPF classifier (on this kernel `pfifo_fast` children: no fq, fq_codel or prio, so "
-              "training and inference mode leave it as it is); `@400gbit` is the shaper the operator asked "
+              "training and inference mode leave it as it is); `@" + LR.RATE + "` is the shaper the operator asked "
               "for, at a rate the lab does not reach, so the rows show what it costs, not what it shapes (HTB: "
               "one lock for every tx queue; the same BPF classifier in front of it sets each packet's "
               "class as skb->priority, so no filter is walked under that lock). The `:down` rows: the pods "
               "download at line rate, so every packet takes the uplink's ingress redirect and the download "
               "tree on its ifb (HTB at 98 % of the configured rate, a second lock); in the other rows it "
               "carries only the uploads' ACKs. The `sysctl:` rows are per-pod settings on the training pods alone: "
-              "64 MiB buffers (dropped from the training profile after a run whose senders were bbr, where they "
-              "cost 12 %; with cubic they cost nothing measurable), ECN (kept), and "
+              "64 MiB buffers (dropped from the training profile after a run whose senders were bbr; the row "
+              "is what they cost with cubic), ECN (kept), and "
               "BBR (the profile's first choice of congestion control; on this kernel, which has no fq, "
               "BBR paces inside TCP, and next to cubic it is CPU-bound at a fraction of the rate).",
               "", "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \
