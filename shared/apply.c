@@ -517,10 +517,44 @@ static void caps_mark_cc_missing(struct plan_caps *caps, const char *cc)
 	memcpy(caps->cc_missing + n, cc, k + 1);
 }
 
+/* bbr paces with fq. Without fq TCP paces each packet itself, which cost
+ * 72 % of the goodput at line rate here (docs/benchmarks.md P6): where the
+ * plan asked for fq on the pod and did not get it, bbr is left out. */
+static bool cc_needs_fq(const char *cc)
+{
+	return streq(cc, "bbr");
+}
+
+/* The plan puts fq on the pod (a training profile's root, or its leaf under a
+ * shaper) and fq is not there: skipped, another kind taken, or known missing
+ * before it is tried (the tc items are planned before the sysctls). */
+static bool pod_fq_missing(const struct plan_item *items, unsigned n_items, const struct plan_caps *caps)
+{
+	for (unsigned i = 0; i < n_items; i++) {
+		const struct plan_item *it = &items[i];
+		const struct tc_spec *got;
+		bool wants = false;
+
+		if (it->type != ITEM_TC || it->dev != DEV_POD)
+			continue;
+		for (unsigned a = 0; a < it->n_alt; a++)
+			wants = wants || it->tc[a].kind == TC_KIND_FQ;
+		if (!wants)
+			continue;
+		if (it->status == ITEM_PENDING)
+			return !plan_caps_has(caps, TC_KIND_FQ);
+		got = it->status == ITEM_SKIPPED ? NULL : plan_item_effective_tc(it);
+		return !got || got->kind != TC_KIND_FQ;
+	}
+	return false;
+}
+
 /* Called with the thread already in the right netns; for pod sysctls
  * *saved is the host netns (see cc_allow_from_pod). The previous value is
- * read through the same open as the first write (sysctl_exchange). */
-static int apply_sysctl_item(struct plan_item *it, struct plan_caps *caps, int pod_nsfd, int *saved, struct error *err)
+ * read through the same open as the first write (sysctl_exchange).
+ * no_fq: the pod's planned fq is missing (pod_fq_missing). */
+static int apply_sysctl_item(struct plan_item *it, struct plan_caps *caps, bool no_fq, int pod_nsfd, int *saved,
+                             struct error *err)
 {
 	bool is_cc = sysctl_key_is(it->key, SYSCTL_CC_KEY);
 	bool have_prev = false, key_present = false;
@@ -539,6 +573,10 @@ static int apply_sysctl_item(struct plan_item *it, struct plan_caps *caps, int p
 		}
 		if (is_cc && caps && word_in_list(caps->cc_missing, val)) {
 			it->err = ENOENT; /* refused as unknown before: not tried again */
+			continue;
+		}
+		if (is_cc && no_fq && cc_needs_fq(val)) {
+			it->err = EOPNOTSUPP; /* reason.c: it would pace without fq */
 			continue;
 		}
 		if (!have_prev) {
@@ -766,7 +804,8 @@ int apply_plan(struct plan *p, const struct apply_only *only, const struct apply
 		} else if (r == 0) {
 			r = sysctl_switch_netns(it, t, &saved, &e);
 			if (r == 0)
-				r = apply_sysctl_item(it, caps, t->pod_nsfd, &saved, &e);
+				r = apply_sysctl_item(it, caps, pod_fq_missing(items, n_items, caps), t->pod_nsfd,
+				                      &saved, &e);
 		}
 		if (r < 0) {
 			it->status = ITEM_PENDING;

@@ -309,10 +309,6 @@ static int plan_pod_build(const struct workload *w, const struct profile *pr, ui
 	r = plan_reserve(p, POD_ITEMS_MAX);
 	if (r < 0)
 		return r;
-	r = plan_sysctls(p, pr, caps);
-	if (r < 0)
-		return r;
-
 	if (w->egress_bps > 0) {
 		r = plan_shaper(p, DEV_POD, "egress", w->egress_bps, pr, frame, caps);
 		if (r < 0)
@@ -339,7 +335,9 @@ static int plan_pod_build(const struct workload *w, const struct profile *pr, ui
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	/* last: the congestion control depends on whether fq made it onto the
+	 * pod (apply.c, cc_needs_fq) */
+	return plan_sysctls(p, pr, caps);
 }
 
 int plan_pod(const struct workload *w, const struct profile *pr, const struct attach_ifaces *ifs,

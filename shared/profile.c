@@ -42,9 +42,10 @@ static const struct profile builtin[] = {
         },
         {
                 /* No tcp_rmem/tcp_wmem raise: the kernel's autotuning maxima
-                 * (6 MiB / 4 MiB by default) cover a flow's BDP inside a data centre,
-                 * and 64 MiB cost 3-18 % of the goodput at line rate across runs
-                 * (docs/benchmarks.md P6). rmemMax/wmemMax set them. */
+                 * (6 MiB / 4 MiB by default) cover a flow's BDP inside a data centre
+                 * (64 MiB: no gain at line rate, docs/benchmarks.md P6). rmemMax/
+                 * wmemMax set them. bbr only where the pod got fq (apply.c,
+                 * cc_needs_fq). */
                 .name = "training",
                 .class = CLASS_TRAINING,
                 .n_cc = 2,

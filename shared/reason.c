@@ -104,6 +104,11 @@ static const char *reason_sysctl(const struct plan_item *it, char *buf, size_t s
 	sysctl_dotted(it->key, k, sizeof(k));
 	if (!it->err)
 		snprintf(buf, size, it->status == ITEM_SKIPPED ? "not applicable" : "refused");
+	else if (key_is_cc(it->key) && it->n_alt > 0 && it->err == EOPNOTSUPP)
+		snprintf(buf, size,
+		         "%s left out: it paces with the fq qdisc, which the pod did not get (TCP's own "
+		         "pacing costs CPU per packet at line rate)",
+		         it->val[0]);
 	else if (key_is_cc(it->key) && it->n_alt > 0 && it->err == ENOENT)
 		snprintf(buf, size, "kernel lacks %s", reason_cc_feature(it->val[0], f, sizeof(f)));
 	else if (it->err == ENOENT)

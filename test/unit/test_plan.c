@@ -177,9 +177,8 @@ static void check_ids(const struct plan *p, const char *const *ids, unsigned n)
 TEST(plan_inference_shaped_both_ways)
 {
 	static const char *const ids[] = {
-	        "sysctl.tcp_ecn", "sysctl.cc",    "sysctl.notsent_lowat", "egress.root",
-	        "egress.class",   "egress.leaf",  "dscp.clsact",          "dscp.v4",
-	        "dscp.v6",        "ingress.root", "ingress.class",        "ingress.leaf",
+	        "egress.root",  "egress.class",  "egress.leaf",  "dscp.clsact",    "dscp.v4",   "dscp.v6",
+	        "ingress.root", "ingress.class", "ingress.leaf", "sysctl.tcp_ecn", "sysctl.cc", "sysctl.notsent_lowat",
 	};
 	struct plan_caps caps = caps_full();
 	_cleanup_plan_ struct plan p = {0};
@@ -278,7 +277,7 @@ TEST(plan_inference_shaped_both_ways)
 TEST(plan_training_unshaped_and_dctcp)
 {
 	static const char *const ids[] = {
-	        "sysctl.tcp_ecn", "sysctl.cc", "egress.root", "dscp.clsact", "dscp.v4", "dscp.v6",
+	        "egress.root", "dscp.clsact", "dscp.v4", "dscp.v6", "sysctl.tcp_ecn", "sysctl.cc",
 	};
 	struct plan_caps caps = caps_full();
 	_cleanup_plan_ struct plan p = {0};
@@ -726,6 +725,21 @@ TEST(golden_render_formats)
 	free(out);
 }
 
+/* the element of a rendered plan (a JSON array) with this id */
+static const cJSON *json_item(const cJSON *arr, const char *id)
+{
+	const cJSON *e;
+
+	cJSON_ArrayForEach(e, arr)
+	{
+		const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(e, "id"));
+
+		if (v && streq(v, id))
+			return e;
+	}
+	return NULL;
+}
+
 TEST(render_json_is_valid)
 {
 	_cleanup_plan_ struct plan p = {0};
@@ -738,8 +752,8 @@ TEST(render_json_is_valid)
 	j = cJSON_Parse(s);
 	CHECK(cJSON_IsArray(j));
 	CHECK_INT(cJSON_GetArraySize(j), p.n);
-	e = cJSON_GetArrayItem(j, 5);
-	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "id")), "egress.leaf");
+	e = json_item(j, "egress.leaf");
+	CHECK(e != NULL);
 	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "status")), "degraded");
 	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(e, "err")), strerror(ENOENT));
 	CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(e, "alternatives")), 2);
@@ -777,11 +791,11 @@ TEST(choices_round_trip)
 	applied_plan(&a);
 	j = plan_choices_to_json(&a);
 	CHECK(cJSON_IsArray(j));
-	s = cJSON_PrintUnformatted(cJSON_GetArrayItem(j, 5));
+	s = cJSON_PrintUnformatted(json_item(j, "egress.leaf"));
 	CHECK_STR(s, "{\"id\":\"egress.leaf\",\"status\":\"degraded\",\"chosen\":1,\"kind\":\"bfifo\",\"err\":2,"
 	             "\"errText\":\"No such file or directory\"}");
 	free(s);
-	s = cJSON_PrintUnformatted(cJSON_GetArrayItem(j, 1));
+	s = cJSON_PrintUnformatted(json_item(j, "sysctl.cc"));
 	CHECK_STR(s, "{\"id\":\"sysctl.cc\",\"status\":\"applied\",\"chosen\":0,\"value\":\"bbr\",\"err\":0}");
 
 	make_plan("inference", 100000000, 5000000, &caps, &b);
@@ -985,16 +999,16 @@ TEST(diff_differences)
 			str_copy(obs.sysctl_key[i], SYSCTL_KEY_MAX, "net/ipv4/other");
 
 	CHECK_INT(plan_diff(&p, &ifs_veth, &obs, buf, sizeof(buf)), 4);
-	CHECK_STR(buf, "sysctl.tcp_ecn (net.ipv4.tcp_ecn): want \"1\", have nothing\n"
-	               "sysctl.cc (net.ipv4.tcp_congestion_control): want \"bbr\", have \"cubic\"\n"
-	               "egress.root on eth0: want \"htb default 10 r2q 10\", have nothing\n"
-	               "ingress.leaf on veth1a2b3c4d: want \"bfifo limit 6056b\", have \"bfifo limit 1000b\"\n");
+	CHECK_STR(buf, "egress.root on eth0: want \"htb default 10 r2q 10\", have nothing\n"
+	               "ingress.leaf on veth1a2b3c4d: want \"bfifo limit 6056b\", have \"bfifo limit 1000b\"\n"
+	               "sysctl.tcp_ecn (net.ipv4.tcp_ecn): want \"1\", have nothing\n"
+	               "sysctl.cc (net.ipv4.tcp_congestion_control): want \"bbr\", have \"cubic\"\n");
 
 	/* counting without a buffer, and a small buffer is cut, terminated */
 	CHECK_INT(plan_diff(&p, &ifs_veth, &obs, NULL, 0), 4);
 	CHECK_INT(plan_diff(&p, &ifs_veth, &obs, buf, 20), 4);
 	CHECK_INT(strlen(buf), 19);
-	CHECK_STR(buf, "sysctl.tcp_ecn (net");
+	CHECK_STR(buf, "egress.root on eth0");
 	CHECK_INT(plan_diff(&p, &ifs_veth, NULL, buf, sizeof(buf)), 9); /* every item in force */
 }
 
