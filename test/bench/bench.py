@@ -696,14 +696,16 @@ def write_docs(path, docs_dir, ctx):
               "training and inference mode leave it as it is); `@" + LR.RATE + "` is the shaper the operator asked "
               "for, at a rate the lab does not reach, so the rows show what it costs, not what it shapes (HTB: "
               "one lock for every tx queue; the same BPF classifier in front of it sets each packet's "
-              "class as skb->priority, so no filter is walked under that lock). The `:down` rows: the pods "
+              "class as skb->priority, so no filter is walked under that lock; most of the cost is HTB's "
+              "work per packet, not the lock: docs/line-rate.md takes it apart). The `:down` rows: the pods "
               "download at line rate, so every packet takes the uplink's ingress redirect and the download "
               "tree on its ifb (HTB at 98 % of the configured rate, a second lock); in the other rows it "
               "carries only the uploads' ACKs. The `sysctl:` rows are per-pod settings on the training pods alone: "
               "64 MiB buffers (dropped from the training profile after a run whose senders were bbr; the row "
               "is what they cost with cubic), ECN (kept), and "
               "BBR (the profile's first choice of congestion control; on this kernel, which has no fq, "
-              "BBR paces inside TCP, and next to cubic it is CPU-bound at a fraction of the rate).",
+              "BBR paces inside TCP, and next to cubic it is CPU-bound at a fraction of the rate: the "
+              "training profile now takes bbr only where fq made it onto the pod, so here its pods run cubic).",
               "", "`make bench-linerate` runs only this.", ""] if "markdown" in lr else \
         [f"Not run: {lr['skipped']}.", ""]
     lines += ["## Reproduce", "", "```", ctx["command"], "```", "",
