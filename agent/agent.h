@@ -107,6 +107,7 @@ struct agent {
 	struct node_mode_state mode;
 	int64_t mode_since_unix;
 	struct plan_caps up_caps;
+	bool up_fq_probed; /* fq asked of a scratch netns (kind_probe.h) */
 	struct plan_caps pod_caps;
 	unsigned up_retries;
 	int64_t up_retry_at_ms; /* -1 = none */
@@ -116,6 +117,7 @@ struct agent {
 	unsigned up_n_warn;
 	char up_foreign[AGENT_FAILURE_MAX]; /* the uplink holds a tree aiqos leaves alone ("" = none) */
 	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
+	int up_edt_map_fd;                  /* its EDT map (bpf_cls.h), -1 = none */
 
 	struct agent_sched sched;
 	bool ready; /* first list + reconcile done */

@@ -10,8 +10,8 @@
 
 #include "bpf_cls.h"
 
-#define INSNS_MAX    96
-#define LABELS_MAX   8
+#define INSNS_MAX    192
+#define LABELS_MAX   24
 #define VERIFIER_LOG 65536
 #define ETH_HDR      14
 
@@ -60,6 +60,14 @@ static void emit_jmp(struct asm_buf *a, uint8_t code, uint8_t dst, int32_t imm, 
 	emit(a, code, dst, 0, 0, imm);
 }
 
+/* a jump on two registers (BPF_X) to a label */
+static void emit_jmp_reg(struct asm_buf *a, uint8_t code, uint8_t dst, uint8_t src, unsigned label)
+{
+	emit_jmp(a, code | BPF_X, dst, 0, label);
+	if (!a->overflow)
+		a->insn[a->n - 1].src_reg = src;
+}
+
 static void label(struct asm_buf *a, unsigned l)
 {
 	if (l < LABELS_MAX)
@@ -88,6 +96,7 @@ static int resolve(struct asm_buf *a)
 #define R6  BPF_REG_6
 #define R7  BPF_REG_7
 #define R8  BPF_REG_8
+#define R9  BPF_REG_9
 #define R10 BPF_REG_10
 
 #define MOV_IMM(a, d, v)     emit(a, BPF_ALU64 | BPF_MOV | BPF_K, d, 0, 0, v)
@@ -102,12 +111,33 @@ static int resolve(struct asm_buf *a)
 #define JEQ(a, d, v, l)      emit_jmp(a, BPF_JMP | BPF_JEQ | BPF_K, d, v, l)
 #define JNE(a, d, v, l)      emit_jmp(a, BPF_JMP | BPF_JNE | BPF_K, d, v, l)
 #define JA(a, l)             emit_jmp(a, BPF_JMP | BPF_JA, 0, 0, l)
+#define ALU_REG(a, op, d, s) emit(a, BPF_ALU64 | (op) | BPF_X, d, s, 0, 0)
+#define JGE_REG(a, d, s, l)  emit_jmp_reg(a, BPF_JMP | BPF_JGE, d, s, l)
+#define JGT_REG(a, d, s, l)  emit_jmp_reg(a, BPF_JMP | BPF_JGT, d, s, l)
+#define JNE_REG(a, d, s, l)  emit_jmp_reg(a, BPF_JMP | BPF_JNE, d, s, l)
+#define EDT(f)               ((int16_t)offsetof(struct bpf_edt, f))
 
-/* The key lives at fp-24 (20 bytes), a scratch word at fp-32. */
+/* The key lives at fp-24 (20 bytes), a scratch word at fp-32, the EDT
+ * map's index at fp-40. */
 #define KEY_OFF     (-24)
 #define SCRATCH_OFF (-32)
+#define EDT_KEY_OFF (-40)
 
-enum { LBL_V4, LBL_V6, LBL_DSCP, LBL_DEF, LBL_SET, LBL_OUT };
+enum {
+	LBL_V4,
+	LBL_V6,
+	LBL_DSCP,
+	LBL_DEF,
+	LBL_SET,
+	LBL_OUT,
+	LBL_SEGS,
+	LBL_BULK,
+	LBL_INF_START,
+	LBL_LINK_START,
+	LBL_BULK_START,
+	LBL_STAMP,
+	LBL_DROP,
+};
 
 static void key_zero(struct asm_buf *a)
 {
@@ -117,14 +147,94 @@ static void key_zero(struct asm_buf *a)
 	STX(a, BPF_W, R10, R1, KEY_OFF + 16);
 }
 
-/* r1 = map, r2 = &key, call lookup: r0 = value or NULL */
-static void lookup(struct asm_buf *a, int map_fd)
+/* r1 = map, r2 = fp + key_off, call lookup: r0 = value or NULL */
+static void lookup_at(struct asm_buf *a, int map_fd, int key_off)
 {
 	emit(a, BPF_LD | BPF_DW | BPF_IMM, R1, BPF_PSEUDO_MAP_FD, 0, map_fd); // NOLINT(misc-redundant-expression)
 	emit(a, 0, 0, 0, 0, 0);
 	MOV_REG(a, R2, R10);
-	ALU_IMM(a, BPF_ADD, R2, KEY_OFF);
+	ALU_IMM(a, BPF_ADD, R2, key_off);
 	CALL(a, BPF_FUNC_map_lookup_elem);
+}
+
+static void lookup(struct asm_buf *a, int map_fd)
+{
+	lookup_at(a, map_fd, KEY_OFF);
+}
+
+/* dst = (r8 bytes * the map's field q) >> 20: the time they take, in ns */
+static void edt_cost(struct asm_buf *a, uint8_t dst, int16_t q)
+{
+	LDX(a, BPF_DW, dst, R7, q);
+	ALU_REG(a, BPF_MUL, dst, R8);
+	ALU_IMM(a, BPF_RSH, dst, 20);
+}
+
+/* The EDT stage (bpf_cls.h), entered with r6 = skb, r9 = the priority set;
+ * ends at LBL_OUT, or drops. r7 = the map value, r8 = bytes, r0 = now. */
+static void edt_stage(struct asm_buf *a, int edt_fd)
+{
+	ST(a, BPF_W, R10, EDT_KEY_OFF, 0);
+	lookup_at(a, edt_fd, EDT_KEY_OFF);
+	JEQ(a, R0, 0, LBL_OUT);
+	MOV_REG(a, R7, R0);
+	LDX(a, BPF_DW, R1, R7, EDT(link_q20));
+	JEQ(a, R1, 0, LBL_OUT);
+	/* bytes = len + overhead * max(gso_segs, 1) */
+	LDX(a, BPF_W, R8, R6, (int16_t)offsetof(struct __sk_buff, gso_segs));
+	JNE(a, R8, 0, LBL_SEGS);
+	MOV_IMM(a, R8, 1);
+	label(a, LBL_SEGS);
+	LDX(a, BPF_W, R1, R7, EDT(overhead));
+	ALU_REG(a, BPF_MUL, R8, R1);
+	LDX(a, BPF_W, R1, R6, (int16_t)offsetof(struct __sk_buff, len));
+	ALU_REG(a, BPF_ADD, R8, R1);
+	CALL(a, BPF_FUNC_ktime_get_ns);
+	LDX(a, BPF_W, R1, R7, EDT(inf_priority));
+	JNE_REG(a, R9, R1, LBL_BULK);
+
+	/* inference: its own clock, and the link's */
+	LDX(a, BPF_DW, R2, R7, EDT(inf_ns));
+	JGE_REG(a, R2, R0, LBL_INF_START);
+	MOV_REG(a, R2, R0);
+	label(a, LBL_INF_START);
+	MOV_REG(a, R3, R2);
+	ALU_REG(a, BPF_SUB, R3, R0);
+	LDX(a, BPF_DW, R4, R7, EDT(horizon_ns));
+	JGT_REG(a, R3, R4, LBL_DROP);
+	edt_cost(a, R3, EDT(inf_q20));
+	ALU_REG(a, BPF_ADD, R3, R2);
+	STX(a, BPF_DW, R7, R3, EDT(inf_ns));
+	LDX(a, BPF_DW, R4, R7, EDT(link_ns));
+	JGE_REG(a, R4, R0, LBL_LINK_START);
+	MOV_REG(a, R4, R0);
+	label(a, LBL_LINK_START);
+	edt_cost(a, R3, EDT(link_q20));
+	ALU_REG(a, BPF_ADD, R4, R3);
+	STX(a, BPF_DW, R7, R4, EDT(link_ns));
+	JA(a, LBL_STAMP);
+
+	/* bulk: the link's clock */
+	label(a, LBL_BULK);
+	LDX(a, BPF_DW, R2, R7, EDT(link_ns));
+	JGE_REG(a, R2, R0, LBL_BULK_START);
+	MOV_REG(a, R2, R0);
+	label(a, LBL_BULK_START);
+	MOV_REG(a, R3, R2);
+	ALU_REG(a, BPF_SUB, R3, R0);
+	LDX(a, BPF_DW, R4, R7, EDT(horizon_ns));
+	JGT_REG(a, R3, R4, LBL_DROP);
+	edt_cost(a, R3, EDT(link_q20));
+	ALU_REG(a, BPF_ADD, R3, R2);
+	STX(a, BPF_DW, R7, R3, EDT(link_ns));
+
+	label(a, LBL_STAMP);
+	STX(a, BPF_DW, R6, R2, (int16_t)offsetof(struct __sk_buff, tstamp));
+	JA(a, LBL_OUT);
+
+	label(a, LBL_DROP);
+	MOV_IMM(a, R0, TC_ACT_SHOT);
+	EXIT(a);
 }
 
 /* bpf_skb_load_bytes(skb, off, fp + to, len); r0 != 0 -> label fail */
@@ -149,7 +259,7 @@ static void lookup_source(struct asm_buf *a, int map_fd, int type, int off, int 
 	JNE(a, R0, 0, LBL_SET);
 }
 
-static int assemble(struct asm_buf *a, int map_fd)
+static int assemble(struct asm_buf *a, int map_fd, int edt_fd)
 {
 	memset(a, 0, sizeof(*a));
 	for (unsigned i = 0; i < LABELS_MAX; i++)
@@ -194,8 +304,9 @@ static int assemble(struct asm_buf *a, int map_fd)
 	JEQ(a, R0, 0, LBL_OUT);
 
 	label(a, LBL_SET);
-	LDX(a, BPF_W, R1, R0, 0);
-	STX(a, BPF_W, R6, R1, (int16_t)offsetof(struct __sk_buff, priority));
+	LDX(a, BPF_W, R9, R0, 0);
+	STX(a, BPF_W, R6, R9, (int16_t)offsetof(struct __sk_buff, priority));
+	edt_stage(a, edt_fd);
 
 	label(a, LBL_OUT);
 	MOV_IMM(a, R0, TC_ACT_UNSPEC);
@@ -227,7 +338,66 @@ int bpf_cls_map_create(int *ret_fd, struct error *err)
 	return 0;
 }
 
-int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
+uint64_t bpf_edt_q20(uint64_t rate_bps)
+{
+	/* 8e9 ns per bit-per-second per byte, << 20: 8.4e15 fits in 64 bits */
+	return rate_bps ? (8000000000ull << 20) / rate_bps : 0;
+}
+
+int bpf_edt_map_create(int *ret_fd, struct error *err)
+{
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_type = BPF_MAP_TYPE_ARRAY;
+	attr.key_size = sizeof(uint32_t);
+	attr.value_size = sizeof(struct bpf_edt);
+	attr.max_entries = 1;
+	str_copy(attr.map_name, sizeof(attr.map_name), "aiqos_edt");
+	fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
+	if (fd < 0 && errno == EINVAL) {
+		memset(attr.map_name, 0, sizeof(attr.map_name));
+		fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
+	}
+	if (fd < 0)
+		return error_set(err, errno, "create the EDT BPF map: %s", strerror(errno));
+	*ret_fd = fd;
+	return 0;
+}
+
+int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, struct error *err)
+{
+	struct bpf_edt have = {0}, v = *want;
+	uint32_t key = 0;
+	union bpf_attr attr;
+
+	if (ret_changed)
+		*ret_changed = false;
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = (uint32_t)edt_fd;
+	attr.key = ptr_u64(&key);
+	attr.value = ptr_u64(&have);
+	if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) < 0)
+		return error_set(err, errno, "EDT map: read: %s", strerror(errno));
+	if (have.link_q20 == v.link_q20 && have.inf_q20 == v.inf_q20 && have.horizon_ns == v.horizon_ns &&
+	    have.overhead == v.overhead && have.inf_priority == v.inf_priority)
+		return 0;
+	v.link_ns = 0;
+	v.inf_ns = 0;
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = (uint32_t)edt_fd;
+	attr.key = ptr_u64(&key);
+	attr.value = ptr_u64(&v);
+	attr.flags = BPF_ANY;
+	if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
+		return error_set(err, errno, "EDT map: update: %s", strerror(errno));
+	if (ret_changed)
+		*ret_changed = true;
+	return 0;
+}
+
+int bpf_cls_prog_load(int map_fd, int edt_fd, int *ret_fd, struct error *err)
 {
 	_cleanup_free_ struct asm_buf *a = NULL;
 	_cleanup_free_ char *vlog = NULL;
@@ -237,7 +407,7 @@ int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return error_set(err, ENOMEM, "out of memory");
-	r = assemble(a, map_fd);
+	r = assemble(a, map_fd, edt_fd);
 	if (r < 0)
 		return error_set(err, -r, "assemble the classifier: %s", strerror(-r));
 	memset(&attr, 0, sizeof(attr));
@@ -274,13 +444,39 @@ int bpf_cls_prog_load(int map_fd, int *ret_fd, struct error *err)
 	return 0;
 }
 
-int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
+static int map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, struct error *err)
 {
-	_cleanup_close_ int prog_fd = -1;
+	struct bpf_map_info info;
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_id = id;
+	fd = (int)sys_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
+	if (fd < 0)
+		return error_set(err, errno, "classifier map id %u: %s", id, strerror(errno));
+	memset(&info, 0, sizeof(info));
+	memset(&attr, 0, sizeof(attr));
+	attr.info.bpf_fd = (uint32_t)fd;
+	attr.info.info_len = sizeof(info);
+	attr.info.info = ptr_u64(&info);
+	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0) {
+		int e = errno;
+
+		close(fd);
+		return error_set(err, e, "classifier map id %u: info: %s", id, strerror(e));
+	}
+	*ret_fd = fd;
+	*ret_type = info.type;
+	return 0;
+}
+
+int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_edt_fd, struct error *err)
+{
+	_cleanup_close_ int prog_fd = -1, cls = -1, edt = -1;
 	struct bpf_prog_info info;
 	uint32_t map_ids[4] = {0};
 	union bpf_attr attr;
-	int fd;
 
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_id = prog_id;
@@ -296,14 +492,25 @@ int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 	attr.info.info = ptr_u64(&info);
 	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
 		return error_set(err, errno, "classifier program id %u: info: %s", prog_id, strerror(errno));
-	if (info.nr_map_ids != 1)
-		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 1", prog_id, info.nr_map_ids);
-	memset(&attr, 0, sizeof(attr));
-	attr.map_id = map_ids[0];
-	fd = (int)sys_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
-	if (fd < 0)
-		return error_set(err, errno, "classifier map id %u: %s", map_ids[0], strerror(errno));
-	*ret_fd = fd;
+	if (info.nr_map_ids != 2)
+		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 2", prog_id, info.nr_map_ids);
+	for (unsigned i = 0; i < 2; i++) {
+		uint32_t type = 0;
+		int fd = -1, r = map_fd_by_id(map_ids[i], &fd, &type, err);
+
+		if (r < 0)
+			return r;
+		if (type == BPF_MAP_TYPE_HASH && cls < 0)
+			cls = fd;
+		else if (type == BPF_MAP_TYPE_ARRAY && edt < 0)
+			edt = fd;
+		else
+			close(fd);
+	}
+	if (cls < 0 || edt < 0)
+		return error_set(err, ENOENT, "classifier program id %u: not the maps of %s", prog_id, BPF_CLS_NAME);
+	*ret_fd = TAKE_FD(cls);
+	*ret_edt_fd = TAKE_FD(edt);
 	return 0;
 }
 

@@ -128,6 +128,22 @@
  * on training queues: 1 ms when any training pod runs a CE-marking profile
  * (training-dctcp).
  *
+ * EDT (plan_node_mq.c). Shaping configured (uplinkRate) on a device with
+ * several tx queues, where fq, mq, clsact and bpf are not known missing: no
+ * HTB (one lock, and its per-packet class work: docs/line-rate.md). `mq`
+ * with fq on every queue, and the CLASSIFIER below with its EDT map
+ * (bpf_cls.h) at Rp: it stamps each packet's departure time from one
+ * shared link clock, fq holds it until then. Inference is stamped on its
+ * own clock at its HTB guaranteed rate (everything but training's floor and
+ * default's share: node_edt_config) and advances the link clock, so bulk
+ * waits behind it and training keeps its floor; a start more than
+ * NODE_EDT_HORIZON_US ahead is dropped (the queue's limit). fq bands, where
+ * the kernel has them, also serve skb->priority 6 (inference) first.
+ *   uplink.root              mq 1: root
+ *   uplink.q.<i>             fq [ce] of queue i at 1:<i+1>, handle <0x100+i>:
+ *   uplink.clsact, uplink.classifier   as in MULTI-QUEUE
+ * Where fq is missing the stamps would be ignored: HTB instead.
+ *
  * CLASSIFIER (HTB). The multi-queue layout's BPF classifier (bpf_cls.h) in
  * front of HTB: its map gives each pod address (or class DSCP) the class's
  * handle as skb->priority (info.cls_priority: 1:10 / 1:20 / 1:30; a class
@@ -261,11 +277,12 @@
 #define NODE_REDIRECT_HANDLE          1  /* its u32 node id */
 
 /* The multi-queue layout (plan_node_mq.c, see "MULTI-QUEUE" above) */
-#define NODE_MQ_QUEUES_MAX      256 /* per-queue children planned for at most this many tx queues */
-#define NODE_FILTER_PRIO_CLS    1   /* the classifier's pref at the clsact egress hook */
-#define NODE_CLS_PRIO_INFERENCE 6   /* skb->priority TC_PRIO_INTERACTIVE: band 0 of pfifo_fast's priomap */
-#define NODE_CLS_PRIO_DEFAULT   0   /* TC_PRIO_BESTEFFORT: band 1 */
-#define NODE_CLS_PRIO_TRAINING  2   /* TC_PRIO_BULK: band 2 */
+#define NODE_MQ_QUEUES_MAX      256   /* per-queue children planned for at most this many tx queues */
+#define NODE_FILTER_PRIO_CLS    1     /* the classifier's pref at the clsact egress hook */
+#define NODE_CLS_PRIO_INFERENCE 6     /* skb->priority TC_PRIO_INTERACTIVE: band 0 of pfifo_fast's priomap */
+#define NODE_CLS_PRIO_DEFAULT   0     /* TC_PRIO_BESTEFFORT: band 1 */
+#define NODE_CLS_PRIO_TRAINING  2     /* TC_PRIO_BULK: band 2 */
+#define NODE_EDT_HORIZON_US     20000 /* EDT: a packet that would wait longer is dropped (the FIFOs' 20 ms) */
 
 enum node_mode {
 	MODE_IDLE,
@@ -290,6 +307,7 @@ enum node_shape {
 	SHAPE_PRIO,     /* prio bands with AQM leaves, line rate */
 	SHAPE_HTB,      /* HTB at Rp with guaranteed shares */
 	SHAPE_MQ,       /* mq with a child per tx queue (+ the BPF classifier in mixed), line rate */
+	SHAPE_EDT,      /* mq with fq per tx queue, the BPF classifier stamping departure times at Rp */
 	_SHAPE_MAX,
 	_SHAPE_INVALID = -1,
 };
@@ -402,8 +420,8 @@ struct node_plan_info {
 	uint64_t class_ceil_bps[_CLASS_MAX]; /* HTB ceilings (what a class may borrow up to) */
 	uint32_t ce_threshold_us;            /* on training queues, 0 = none */
 	unsigned n_filters;
-	unsigned n_queues; /* SHAPE_MQ: tx queues given a child */
-	bool classifier;   /* the clsact BPF classifier sets skb->priority (SHAPE_MQ mixed, SHAPE_HTB) */
+	unsigned n_queues; /* SHAPE_MQ, SHAPE_EDT: tx queues given a child */
+	bool classifier;   /* the clsact BPF classifier sets skb->priority (SHAPE_MQ mixed, SHAPE_HTB, SHAPE_EDT) */
 	uint32_t cls_priority[_CLASS_MAX]; /* with classifier: each class's skb->priority (mq: band, HTB: classid) */
 	bool speed_untrusted;              /* a virtual link's reported speed was not used as a rate */
 	struct node_down_info down;
@@ -416,7 +434,7 @@ const char *node_mode_name(enum node_mode m);         /* "idle" "training" "infe
 enum node_mode node_mode_from_name(const char *s);    /* _MODE_INVALID if unknown */
 const char *node_classify_name(enum node_classify c); /* "src-ip" "dscp" */
 enum node_classify node_classify_from_name(const char *s);
-const char *node_shape_name(enum node_shape s);               /* "none" "root-aqm" "prio" "htb" */
+const char *node_shape_name(enum node_shape s);               /* "none" "root-aqm" "prio" "htb" "mq" "edt" */
 const char *node_weight_basis_name(enum node_weight_basis b); /* "pods" "gpus" "bandwidth" */
 
 /* Config */
@@ -444,6 +462,9 @@ void node_shares_compute(const struct node_counts *c, double training_floor, dou
  * (classify dscp), and the default. *ret is malloc'd (free it). */
 int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
                      const struct node_plan_info *info, struct bpf_cls_entry **ret, unsigned *ret_n);
+/* The EDT map's configuration for a plan (rate 0 = stamping off: every
+ * shape but SHAPE_EDT). */
+void node_edt_config(const struct node_config *cfg, const struct node_plan_info *info, struct bpf_edt *ret);
 
 /* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"),
  * and of its download filter on the ifb ("down.pod.<H>.<n>"). */

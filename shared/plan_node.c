@@ -48,7 +48,7 @@ DEFINE_STRING_TABLE_FROM_NAME(node_classify_from_name, enum node_classify, class
 
 static const char *const shape_names[_SHAPE_MAX] = {
         [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio", [SHAPE_HTB] = "htb",
-        [SHAPE_MQ] = "mq",
+        [SHAPE_MQ] = "mq",     [SHAPE_EDT] = "edt",
 };
 DEFINE_STRING_TABLE_NAME(node_shape_name, enum node_shape, shape_names)
 
@@ -957,6 +957,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	/* The structure (see node.h) */
 	if (mode == MODE_IDLE)
 		info.shape = SHAPE_NONE;
+	else if (info.rate_configured && node_edt_usable(up, caps))
+		info.shape = SHAPE_EDT;
 	else if (info.rate_configured && has_htb)
 		info.shape = SHAPE_HTB;
 	else if (up->no_queue)
@@ -993,7 +995,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 			          "shaped; to shape below a slower link behind it, set uplinkRate in the agent "
 			          "config, e.g. \"uplinkRate\": \"9500mbit\"",
 			          ifname);
-		if (!has_htb && info.rate_configured)
+		if (!has_htb && info.rate_configured && info.shape != SHAPE_EDT)
 			info_warn(&info, "htb is unavailable: uplink %s is not shaped", ifname);
 		if (mode == MODE_MIXED && info.shape == SHAPE_ROOT_AQM)
 			info_warn(&info,
@@ -1002,7 +1004,18 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 			          ifname);
 	}
 
-	if (info.shape == SHAPE_HTB) {
+	if (info.shape == SHAPE_EDT) {
+		/* HTB's shares, for inference's ceiling (node_edt_config); the
+		 * classifier's priorities as in the mq layout (fq bands) */
+		info.shaped_bps = shaped_rate(info.rate_bps, NODE_SHAPE_PERCENT);
+		htb_class_rates(info.shaped_bps, &info.shares, info.class_rate_bps, info.class_ceil_bps, classid);
+		memset(classid, 0, sizeof(classid));
+		info.n_queues = up->tx_queues > NODE_MQ_QUEUES_MAX ? NODE_MQ_QUEUES_MAX : up->tx_queues;
+		info.classifier = true;
+		info.cls_priority[CLASS_INFERENCE] = NODE_CLS_PRIO_INFERENCE;
+		info.cls_priority[CLASS_DEFAULT] = NODE_CLS_PRIO_DEFAULT;
+		info.cls_priority[CLASS_TRAINING] = NODE_CLS_PRIO_TRAINING;
+	} else if (info.shape == SHAPE_HTB) {
 		info.shaped_bps = shaped_rate(info.rate_bps, NODE_SHAPE_PERCENT);
 		htb_class_rates(info.shaped_bps, &info.shares, info.class_rate_bps, info.class_ceil_bps, classid);
 		/* the class picked before HTB's lock (node.h, "CLASSIFIER"): skb->priority = its classid */
@@ -1064,9 +1077,10 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	}
 
 	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 2 + filters_count(pods, n, NULL) : 0) +
-	      (info.shape == SHAPE_MQ ? node_mq_items(mode, up, caps)
-	       : info.classifier      ? 2
-	                              : 0);
+	      (info.shape == SHAPE_MQ    ? node_mq_items(mode, up, caps)
+	       : info.shape == SHAPE_EDT ? node_edt_items(up)
+	       : info.classifier         ? 2
+	                                 : 0);
 	if (plan_reserve(&np, cap) < 0)
 		return error_set(err, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
 
@@ -1089,6 +1103,9 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	case SHAPE_MQ:
 		r = node_tree_mq(&b, mode, up, info.ce_threshold_us,
 		                 info.rate_bps ? info.rate_bps : NODE_NOMINAL_RATE_BPS);
+		break;
+	case SHAPE_EDT:
+		r = node_tree_edt(&b, up, info.ce_threshold_us);
 		break;
 	default:
 		r = 0;

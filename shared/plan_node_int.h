@@ -33,6 +33,11 @@ bool node_mq_usable(enum node_mode mode, const struct uplink_facts *up, const st
 unsigned node_mq_items(enum node_mode mode, const struct uplink_facts *up, const struct plan_caps *caps);
 int node_tree_mq(struct builder *b, enum node_mode mode, const struct uplink_facts *up, uint32_t ce_us,
                  uint64_t fifo_rate_bps);
+/* EDT (node.h): usable on this uplink and kernel; its tree (mq, fq per
+ * queue, the classifier), and its item count. */
+bool node_edt_usable(const struct uplink_facts *up, const struct plan_caps *caps);
+int node_tree_edt(struct builder *b, const struct uplink_facts *up, uint32_t ce_us);
+unsigned node_edt_items(const struct uplink_facts *up);
 /* The clsact egress hook and the BPF classifier on it (uplink.clsact,
  * uplink.classifier): 2 items. */
 int node_classifier_add(struct builder *b);

@@ -165,6 +165,56 @@ int node_tree_mq(struct builder *b, enum node_mode mode, const struct uplink_fac
 	return 0;
 }
 
+bool node_edt_usable(const struct uplink_facts *up, const struct plan_caps *caps)
+{
+	return queues_of(up) >= 2 && plan_caps_has(caps, TC_KIND_MQ) && plan_caps_has(caps, TC_KIND_FQ) &&
+	       plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF) && !up->ingress_held;
+}
+
+unsigned node_edt_items(const struct uplink_facts *up)
+{
+	return 1 + queues_of(up) + 2;
+}
+
+/* fq only: without it the stamps mean nothing (a refusal is learnt, and the
+ * next plan is HTB) */
+int node_tree_edt(struct builder *b, const struct uplink_facts *up, uint32_t ce_us)
+{
+	struct plan_item *it;
+
+	it = item_add(b, "uplink.root", NULL);
+	if (!it)
+		return -ENOMEM;
+	plan_alt_first(it, TC_QDISC, TC_KIND_MQ, TC_H_ROOT, H_ROOT);
+	for (unsigned q = 0; q < queues_of(up); q++) {
+		char id[PLAN_ID_MAX];
+		struct tc_spec *s;
+
+		snprintf(id, sizeof(id), "uplink.q.%u", q);
+		it = item_add(b, id, "uplink.root");
+		if (!it)
+			return -ENOMEM;
+		s = plan_alt_first(it, TC_QDISC, TC_KIND_FQ, TC_H_MAKE(H_ROOT, q + 1), (MQ_CHILD_MAJOR + q) << 16);
+		s->u.fq.ce_threshold_us = ce_us;
+	}
+	return node_classifier_add(b);
+}
+
+void node_edt_config(const struct node_config *cfg, const struct node_plan_info *info, struct bpf_edt *ret)
+{
+	uint64_t inf;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!info || info->shape != SHAPE_EDT || !info->shaped_bps)
+		return;
+	inf = info->class_rate_bps[CLASS_INFERENCE];
+	ret->link_q20 = bpf_edt_q20(info->shaped_bps);
+	ret->inf_q20 = bpf_edt_q20(inf && inf < info->shaped_bps ? inf : info->shaped_bps);
+	ret->horizon_ns = (uint64_t)NODE_EDT_HORIZON_US * 1000;
+	ret->overhead = cfg->overhead_bytes;
+	ret->inf_priority = info->cls_priority[CLASS_INFERENCE];
+}
+
 int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
                      const struct node_plan_info *info, struct bpf_cls_entry **ret, unsigned *ret_n)
 {

@@ -334,8 +334,8 @@ static int plan_print_text(const struct plan_run *r)
 	printf("  uplink: %s, %s, rate %s (%s)\n", r->up.ifname, r->up.is_virtual ? "virtual link" : "NIC", rate,
 	       rate_source(r));
 	rate_format((double)in->shaped_bps, shaped, sizeof(shaped));
-	if (in->shape == SHAPE_HTB)
-		printf("  shape: htb at %s\n", shaped);
+	if (in->shape == SHAPE_HTB || in->shape == SHAPE_EDT)
+		printf("  shape: %s at %s\n", node_shape_name(in->shape), shaped);
 	else
 		printf("  shape: %s\n", node_shape_name(in->shape));
 	share_text(r, shares, sizeof(shares));

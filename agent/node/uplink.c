@@ -574,7 +574,7 @@ static int classifier_remove(struct nl_sock *sk, int ifindex, bool keep_clsact, 
 		const struct tc_spec *o = &d.tc[i];
 
 		if (o->type == TC_FILTER && o->kind == TC_KIND_BPF && o->parent == f.parent && o->prio == f.prio &&
-		    streq(o->u.bpf.name, BPF_CLS_NAME))
+		    (streq(o->u.bpf.name, BPF_CLS_NAME) || streq(o->u.bpf.name, BPF_CLS_NAME_OLD)))
 			ours = true;
 		if (o->type == TC_QDISC && o->parent == TC_H_CLSACT && o->kind == TC_KIND_CLSACT)
 			clsact = true;

@@ -9,6 +9,7 @@
 #include "bpf_cls.h"
 #include "failpoint.h"
 #include "attach.h"
+#include "node/kind_probe.h"
 #include "node/trust.h"
 #include "nl.h"
 #include "reconcile/delta.h"
@@ -64,6 +65,17 @@ static const struct tc_spec *in_force_root(const struct agent *ag)
 	return it ? plan_item_effective_tc(it) : NULL;
 }
 
+/* Let go of the classifier's maps (the attached program keeps them). */
+static void classifier_forget(struct agent *ag)
+{
+	if (ag->up_cls_map_fd >= 0)
+		close(ag->up_cls_map_fd);
+	if (ag->up_edt_map_fd >= 0)
+		close(ag->up_edt_map_fd);
+	ag->up_cls_map_fd = -1;
+	ag->up_edt_map_fd = -1;
+}
+
 /* Put the recorded original root back and forget the record. */
 static int uplink_give_back(struct agent *ag, struct error *err)
 {
@@ -83,9 +95,7 @@ static int uplink_give_back(struct agent *ag, struct error *err)
 	log_msg(LOG_LVL_INFO, "uplink restored", "uplink", ag->up.ifname, "qdisc", ag->up.record.rendered,
 	        (char *)NULL);
 	plan_free(&ag->in_force);
-	if (ag->up_cls_map_fd >= 0)
-		close(ag->up_cls_map_fd);
-	ag->up_cls_map_fd = -1;
+	classifier_forget(ag);
 	ag->up.have_record = false;
 	return uplink_record_remove(path, err);
 }
@@ -237,8 +247,13 @@ static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned 
 			if (r < 0)
 				return r;
 		}
+		if (ag->up_edt_map_fd < 0) {
+			r = bpf_edt_map_create(&ag->up_edt_map_fd, err);
+			if (r < 0)
+				return r;
+		}
 		if (*ret_prog_fd < 0) {
-			r = bpf_cls_prog_load(ag->up_cls_map_fd, ret_prog_fd, err);
+			r = bpf_cls_prog_load(ag->up_cls_map_fd, ag->up_edt_map_fd, ret_prog_fd, err);
 			if (r < 0)
 				return r;
 		}
@@ -248,17 +263,20 @@ static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned 
 	return 0;
 }
 
-/* After a restart: the map of our attached classifier. */
+/* After a restart: the maps of our attached classifier. An older
+ * program's (BPF_CLS_NAME_OLD) are not adopted: its filter differs from the
+ * plan's, which replaces it with a program loaded on fresh maps. */
 static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 {
-	for (unsigned i = 0; ag->up_cls_map_fd < 0 && i < dump->n; i++) {
+	for (unsigned i = 0; (ag->up_cls_map_fd < 0 || ag->up_edt_map_fd < 0) && i < dump->n; i++) {
 		const struct tc_spec *o = &dump->tc[i];
 		struct error e = {0};
 
 		if (o->type != TC_FILTER || o->kind != TC_KIND_BPF || !streq(o->u.bpf.name, BPF_CLS_NAME) ||
 		    !o->u.bpf.prog_id)
 			continue;
-		if (bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &e) < 0)
+		classifier_forget(ag);
+		if (bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &ag->up_edt_map_fd, &e) < 0)
 			log_msg(LOG_LVL_WARN, "uplink classifier map not found; it will be reloaded", "error", e.msg,
 			        (char *)NULL);
 	}
@@ -271,15 +289,15 @@ static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsign
 {
 	_cleanup_free_ struct bpf_cls_entry *ents = NULL;
 	unsigned n_ents = 0, changed = 0;
+	struct bpf_edt edt;
+	bool edt_changed = false;
 	int r;
 
 	if (!info->classifier) {
-		if (ag->up_cls_map_fd >= 0)
-			close(ag->up_cls_map_fd);
-		ag->up_cls_map_fd = -1;
+		classifier_forget(ag);
 		return 0;
 	}
-	if (ag->up_cls_map_fd < 0)
+	if (ag->up_cls_map_fd < 0 || ag->up_edt_map_fd < 0)
 		return 0; /* not attached (skipped): nothing to fill */
 	r = node_cls_entries(pods, n, cfg, info, &ents, &n_ents);
 	if (r < 0)
@@ -287,6 +305,11 @@ static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsign
 	r = bpf_cls_map_sync(ag->up_cls_map_fd, ents, n_ents, &changed, err);
 	if (r < 0)
 		return r;
+	node_edt_config(cfg, info, &edt);
+	r = bpf_edt_sync(ag->up_edt_map_fd, &edt, &edt_changed, err);
+	if (r < 0)
+		return r;
+	changed += edt_changed;
 	if (changed)
 		log_msg(LOG_LVL_DEBUG, "uplink classifier synced", "entries", n_ents ? "some" : "none", (char *)NULL);
 	return (int)changed;
@@ -424,6 +447,31 @@ static int node_idle(struct agent *ag, struct node_pass *ps)
 	return NODE_STEP_DONE;
 }
 
+/* A configured rate on several tx queues plans EDT where fq is (node.h,
+ * "EDT"): fq is asked of a scratch netns first, once, so a kernel without
+ * it never gets the EDT tree on its uplink only to have it replaced. Where
+ * the probe cannot run, fq is learnt by trying, as every kind is. */
+static void edt_fq_probe(struct agent *ag, const struct node_config *cfg)
+{
+	struct error e = {0};
+	int kerr = 0, r;
+
+	if (ag->up_fq_probed || !cfg->uplink_rate_bps || ag->up.facts.tx_queues < 2 ||
+	    !plan_caps_has(&ag->up_caps, TC_KIND_FQ))
+		return;
+	ag->up_fq_probed = true;
+	r = kind_probe_qdisc(TC_KIND_FQ, &kerr, &e);
+	if (r == 0) {
+		plan_caps_mark_missing(&ag->up_caps, TC_KIND_FQ);
+		ag->up_caps.missing_errno[TC_KIND_FQ] = kerr;
+		log_msg(LOG_LVL_INFO, "the kernel has no fq: a configured rate is shaped with HTB", "uplink",
+		        ag->up.ifname, (char *)NULL);
+	} else if (r < 0) {
+		log_msg(LOG_LVL_WARN, "fq not probed: it is tried on the uplink", "uplink", ag->up.ifname, "error",
+		        e.msg, (char *)NULL);
+	}
+}
+
 /* The download direction's ifb, the kernel read when due, the plan. */
 static int node_plan_build(struct agent *ag, struct node_pass *ps)
 {
@@ -458,6 +506,7 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 	}
 	ag->up.facts.no_queue = uplink_no_queue(ag->sk, &ag->up);
 	ag->up.facts.ingress_held = uplink_ingress_held(ag->sk, ag->up.ifindex);
+	edt_fq_probe(ag, &ps->ncfg);
 	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
 	if (!agent_dscp_trusted(ag))
 		ps->ncfg.classify = CLASSIFY_SRC_IP;

@@ -77,6 +77,7 @@ void agent_init(struct agent *ag)
 	ag->mode_since_unix = agent_now_unix();
 	ag->up_retry_at_ms = -1;
 	ag->up_cls_map_fd = -1;
+	ag->up_edt_map_fd = -1;
 	sched_init(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());
 }
 
@@ -87,7 +88,10 @@ void agent_done(struct agent *ag)
 	plan_free(&ag->in_force);
 	if (ag->up_cls_map_fd >= 0)
 		close(ag->up_cls_map_fd);
+	if (ag->up_edt_map_fd >= 0)
+		close(ag->up_edt_map_fd);
 	ag->up_cls_map_fd = -1;
+	ag->up_edt_map_fd = -1;
 	agent_config_done(&ag->cfg);
 	if (ag->sk)
 		nl_close(ag->sk);

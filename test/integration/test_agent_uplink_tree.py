@@ -144,6 +144,10 @@ def test_mq_with_children_restored_whole_on_idle_and_cleanup(mqnode):
     pods = [node.add_api_pod(INF, "10.79.0.1"), node.add_api_pod(TRAIN, "10.79.0.2")]
     assert_mode(node, "mixed")
     wait_for(node, lambda: node.root()["kind"] == "htb", "the HTB tree")
+    # EDT (mq + fq per queue) needs fq: this kernel has none, and the agent
+    # asked a scratch netns before planning, so it never tried fq here
+    log = node.agent_log_tail()
+    assert "the kernel has no fq" in log, log
     rec = json.load(open(os.path.join(node.state_dir, "uplink.json")))
     assert rec["kind"] == "mq" and len(rec["children"]) == 3, rec
     for p in pods:

@@ -11,6 +11,9 @@
 #include <linux/if_ether.h>
 #include <stdarg.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
 #include <netlink/netlink.h>
 #include <sys/stat.h>
 
@@ -1424,7 +1427,7 @@ struct mq_setup {
 	struct node_config cfg;
 	struct node_plan_info info;
 	struct plan np;
-	int map_fd, prog_fd;
+	int map_fd, edt_fd, prog_fd;
 };
 
 static void mq_setup_free(struct mq_setup *m)
@@ -1434,7 +1437,9 @@ static void mq_setup_free(struct mq_setup *m)
 		close(m->prog_fd);
 	if (m->map_fd >= 0)
 		close(m->map_fd);
-	m->prog_fd = m->map_fd = -1;
+	if (m->edt_fd >= 0)
+		close(m->edt_fd);
+	m->prog_fd = m->map_fd = m->edt_fd = -1;
 }
 
 static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct uplink_facts *up, uint64_t rate_bps,
@@ -1443,11 +1448,12 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	struct bpf_cls_entry *ents = NULL;
 	struct apply_target t = target();
 	struct error e = {0};
+	struct bpf_edt edt;
 	unsigned idx[64], n_ents = 0;
 	int r;
 
 	memset(m, 0, sizeof(*m));
-	m->map_fd = m->prog_fd = -1;
+	m->map_fd = m->edt_fd = m->prog_fd = -1;
 	t.uplink_ifindex = ifindex;
 	node_config_defaults(&m->cfg);
 	m->cfg.uplink_rate_bps = rate_bps;
@@ -1458,13 +1464,14 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 
 		plan_free(&m->np);
 		CHECK_INT(node_plan(pods, n, &m->cfg, up, &m->caps, MODE_MIXED, NULL, &m->np, &m->info, &e), 0);
-		CHECK_INT(m->info.shape, rate_bps ? SHAPE_HTB : SHAPE_MQ);
 		CHECK(m->info.classifier);
 		CHECK(m->np.n <= ARRAY_SIZE(idx));
 		if (m->map_fd < 0)
 			CHECK_INT(bpf_cls_map_create(&m->map_fd, &e), 0);
+		if (m->edt_fd < 0)
+			CHECK_INT(bpf_edt_map_create(&m->edt_fd, &e), 0);
 		if (m->prog_fd < 0)
-			CHECK_INT(bpf_cls_prog_load(m->map_fd, &m->prog_fd, &e), 0);
+			CHECK_INT(bpf_cls_prog_load(m->map_fd, m->edt_fd, &m->prog_fd, &e), 0);
 		for (unsigned i = 0; i < m->np.n && i < ARRAY_SIZE(idx); i++) {
 			idx[i] = i;
 			if (m->np.items[i].tc[0].kind == TC_KIND_BPF)
@@ -1483,8 +1490,16 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	}
 	if (expect_full_kernel() && !rate_bps)
 		CHECK(plan_caps_has(&m->caps, TC_KIND_PRIO));
+	/* a rate: EDT on several queues where fq is (the full kernel), else HTB */
+	CHECK_INT(m->info.shape, !rate_bps                                                  ? SHAPE_MQ
+	                         : up->tx_queues > 1 && plan_caps_has(&m->caps, TC_KIND_FQ) ? SHAPE_EDT
+	                                                                                    : SHAPE_HTB);
+	if (expect_full_kernel() && rate_bps && up->tx_queues > 1)
+		CHECK_INT(m->info.shape, SHAPE_EDT);
 	CHECK_INT(node_cls_entries(pods, n, &m->cfg, &m->info, &ents, &n_ents), 0);
 	CHECK_INT(bpf_cls_map_sync(m->map_fd, ents, n_ents, NULL, &e), 0);
+	node_edt_config(&m->cfg, &m->info, &edt);
+	CHECK_INT(bpf_edt_sync(m->edt_fd, &edt, NULL, &e), 0);
 	free(ents);
 }
 
@@ -1650,6 +1665,211 @@ TEST(node_htb_classifier_picks_the_class)
 	CHECK(c2.pkts[2] - c1.pkts[2] < 10);
 	CHECK(c2.pkts[1] - c1.pkts[1] >= 60);
 	cls_link_down("aqthc0");
+	mq_setup_free(&m);
+}
+
+/* ---- EDT (bpf_cls.h): the program's stamps, read back through
+ * BPF_PROG_TEST_RUN (no fq needed: the CI kernel runs it too) ---- */
+
+struct edt_run {
+	int retval;
+	uint64_t tstamp;
+	uint32_t priority;
+};
+
+/* One 1000-byte IPv4 packet from src through the program. */
+static struct edt_run edt_run_one(int prog_fd, const char *src)
+{
+	uint8_t pkt[1000] = {0};
+	struct __sk_buff ctx = {0}, out = {0};
+	struct edt_run r = {.retval = -100};
+	union bpf_attr attr;
+
+	pkt[12] = 0x08; /* ETH_P_IP */
+	pkt[14] = 0x45;
+	pkt[16] = (uint8_t)((sizeof(pkt) - 14) >> 8);
+	pkt[17] = (uint8_t)((sizeof(pkt) - 14) & 0xff);
+	pkt[22] = 64;
+	pkt[23] = 17;
+	inet_pton(AF_INET, src, pkt + 14 + 12);
+	inet_pton(AF_INET, "10.75.0.2", pkt + 14 + 16);
+	memset(&attr, 0, sizeof(attr));
+	attr.test.prog_fd = (uint32_t)prog_fd;
+	attr.test.data_in = (uint64_t)(uintptr_t)pkt;
+	attr.test.data_size_in = sizeof(pkt);
+	attr.test.ctx_in = (uint64_t)(uintptr_t)&ctx;
+	attr.test.ctx_size_in = sizeof(ctx);
+	attr.test.ctx_out = (uint64_t)(uintptr_t)&out;
+	attr.test.ctx_size_out = sizeof(out);
+	attr.test.repeat = 1;
+	if (syscall(__NR_bpf, BPF_PROG_TEST_RUN, &attr, sizeof(attr)) < 0) {
+		fprintf(stderr, "  BPF_PROG_TEST_RUN: %s\n", strerror(errno));
+		return r;
+	}
+	r.retval = (int)attr.test.retval;
+	r.tstamp = out.tstamp;
+	r.priority = out.priority;
+	return r;
+}
+
+/* At 8 Mbit/s (1 us per byte) a 1000-byte packet plus 24 bytes of framing
+ * takes 1024 us: bulk packets are stamped 1024 us apart on the link clock;
+ * inference leaves on its own clock (now), ahead of the bulk already
+ * stamped, and pushes the link clock on; past the 20 ms horizon bulk is
+ * dropped; rate 0 stamps nothing. */
+TEST(edt_program_stamps)
+{
+	const struct bpf_cls_entry ents[] = {
+	        {.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = NODE_CLS_PRIO_DEFAULT},
+	        {.key = {.kind = BPF_CLS_KEY_SRC4, .addr = {10, 75, 0, 10}}, .priority = NODE_CLS_PRIO_INFERENCE},
+	        {.key = {.kind = BPF_CLS_KEY_SRC4, .addr = {10, 75, 0, 20}}, .priority = NODE_CLS_PRIO_TRAINING},
+	};
+	struct bpf_edt cfg = {.link_q20 = bpf_edt_q20(8000000),
+	                      .inf_q20 = bpf_edt_q20(4000000),
+	                      .horizon_ns = 20000000,
+	                      .overhead = 24,
+	                      .inf_priority = NODE_CLS_PRIO_INFERENCE};
+	_cleanup_close_ int map_fd = -1, edt_fd = -1, prog_fd = -1;
+	struct edt_run t1, t2, t3, inf, x;
+	struct error e = {0};
+	unsigned passed = 0;
+	bool changed = false;
+
+	if (geteuid() != 0) {
+		CHECK(!"needs root (bpf)");
+		return;
+	}
+	CHECK_INT(bpf_edt_q20(8000000), 1000u << 20);
+	CHECK_INT(bpf_cls_map_create(&map_fd, &e), 0);
+	CHECK_INT(bpf_edt_map_create(&edt_fd, &e), 0);
+	CHECK_INT(bpf_cls_prog_load(map_fd, edt_fd, &prog_fd, &e), 0);
+	if (prog_fd < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		return;
+	}
+	CHECK_INT(bpf_cls_map_sync(map_fd, ents, ARRAY_SIZE(ents), NULL, &e), 0);
+	/* stamping off: classified, not stamped */
+	x = edt_run_one(prog_fd, "10.75.0.20");
+	CHECK_INT(x.retval, TC_ACT_UNSPEC);
+	CHECK_INT(x.priority, NODE_CLS_PRIO_TRAINING);
+	CHECK_INT(x.tstamp, 0);
+	CHECK_INT(bpf_edt_sync(edt_fd, &cfg, &changed, &e), 0);
+	CHECK(changed);
+	CHECK_INT(bpf_edt_sync(edt_fd, &cfg, &changed, &e), 0);
+	CHECK(!changed);
+
+	t1 = edt_run_one(prog_fd, "10.75.0.20");
+	t2 = edt_run_one(prog_fd, "10.75.0.20");
+	t3 = edt_run_one(prog_fd, "10.75.0.20");
+	CHECK_INT(t1.retval, TC_ACT_UNSPEC);
+	CHECK(t1.tstamp > 0);
+	CHECK_INT(t2.tstamp - t1.tstamp, 1024000);
+	CHECK_INT(t3.tstamp - t2.tstamp, 1024000);
+	inf = edt_run_one(prog_fd, "10.75.0.10");
+	CHECK_INT(inf.retval, TC_ACT_UNSPEC);
+	CHECK_INT(inf.priority, NODE_CLS_PRIO_INFERENCE);
+	CHECK(inf.tstamp >= t1.tstamp && inf.tstamp < t2.tstamp);
+	/* the bulk after it waits for the inference packet's 1024 us too */
+	x = edt_run_one(prog_fd, "10.75.0.20");
+	CHECK_INT(x.tstamp - t3.tstamp, 2 * 1024000);
+	/* a default pod's packet (no entry of its own) is bulk */
+	x = edt_run_one(prog_fd, "10.75.0.99");
+	CHECK_INT(x.priority, NODE_CLS_PRIO_DEFAULT);
+	CHECK_INT(x.tstamp - t3.tstamp, 3 * 1024000);
+	/* the horizon: about 20 ms of bulk ahead, then drops */
+	for (unsigned i = 0; i < 40; i++) {
+		x = edt_run_one(prog_fd, "10.75.0.20");
+		if (x.retval != TC_ACT_UNSPEC)
+			break;
+		passed++;
+	}
+	fprintf(stderr, "  %u more bulk packets stamped before the horizon\n", passed);
+	CHECK_INT(x.retval, TC_ACT_SHOT);
+	CHECK(passed >= 13 && passed <= 20);
+	/* inference still passes: its own clock is near now */
+	inf = edt_run_one(prog_fd, "10.75.0.10");
+	CHECK_INT(inf.retval, TC_ACT_UNSPEC);
+}
+
+/* Packets sent by the qdiscs of a kind on the uplink, and drops at its
+ * clsact (the EDT horizon), from `tc -s -j`. */
+static void qdisc_counts(const char *dev, const char *kind, long long *ret_sent, long long *ret_clsact_drops)
+{
+	char *out = sh_out("ip netns exec %s tc -s -j qdisc show dev %s", fx.ns_host, dev);
+	cJSON *j = cJSON_Parse(out), *q;
+
+	*ret_sent = *ret_clsact_drops = 0;
+	cJSON_ArrayForEach(q, j)
+	{
+		const char *k = cJSON_GetStringValue(cJSON_GetObjectItem(q, "kind"));
+
+		if (k && streq(k, kind))
+			*ret_sent += (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(q, "packets"));
+		if (k && streq(k, "clsact"))
+			*ret_clsact_drops += (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(q, "drops"));
+	}
+	cJSON_Delete(j);
+	free(out);
+}
+
+/* uplinkRate on a 4-queue device: where fq is (the full kernel) the EDT
+ * layout, mq with fq per queue and the stamping classifier, no HTB; at
+ * 1 Mbit/s a burst of 300 bulk packets keeps 20 ms (the horizon) of them
+ * and drops the rest at the hook, while inference sent right after passes
+ * on its own clock. Without fq (the CI kernel) fq is learnt missing and the
+ * plan is HTB. */
+TEST(node_edt_layout)
+{
+	struct node_pod pods[2] = {mq_pod("inf", CLASS_INFERENCE, "10.74.0.10"),
+	                           mq_pod("train", CLASS_TRAINING, "10.74.0.20")};
+	struct uplink_facts up = {.ifname = "aqted0", .is_virtual = true, .tx_queues = 4, .mtu = 1500};
+	long long sent0, drops0, sent1, drops1, sent2, drops2;
+	struct mq_setup m;
+	struct link_info li;
+	struct error e = {0};
+
+	fixture_up();
+	CHECK(fx.ready);
+	if (!fx.ready)
+		return;
+	CHECK_INT(cls_link_up("aqted0", "aqted1", "10.74.0", 4), 0);
+	CHECK_INT(nl_link_get(fx.host_sk, "aqted0", 0, &li, &e), 0);
+	mq_apply_mixed(pods, 2, &up, 1000000ULL, li.ifindex, fx.ns_host, &m);
+	if (m.info.shape != SHAPE_EDT) {
+		CHECK(!plan_caps_has(&m.caps, TC_KIND_FQ));
+		CHECK(!expect_full_kernel());
+		cls_link_down("aqted0");
+		mq_setup_free(&m);
+		return;
+	}
+	{
+		char *q = sh_out("ip netns exec %s tc qdisc show dev aqted0", fx.ns_host);
+		char *f = sh_out("ip netns exec %s tc filter show dev aqted0 egress", fx.ns_host);
+		unsigned n_fq = 0;
+
+		for (const char *p = q; (p = strstr(p, "qdisc fq ")); p++)
+			n_fq++;
+		fprintf(stderr, "  %s\n  %s\n", q, f);
+		CHECK(strstr(q, "qdisc mq 1: root") != NULL);
+		CHECK(strstr(q, "qdisc htb") == NULL);
+		CHECK_INT(n_fq, 4);
+		CHECK(strstr(f, BPF_CLS_NAME) != NULL);
+		free(q);
+		free(f);
+	}
+	qdisc_counts("aqted0", "fq", &sent0, &drops0);
+	send_from("10.74.0.20", "10.74.0.2", 300);
+	qdisc_counts("aqted0", "fq", &sent1, &drops1);
+	send_from("10.74.0.10", "10.74.0.2", 5);
+	usleep(300 * 1000); /* what fq holds leaves within the 20 ms horizon */
+	qdisc_counts("aqted0", "fq", &sent2, &drops2);
+	fprintf(stderr, "  bulk: %lld sent, %lld dropped at the horizon; then inference: %lld sent, %lld dropped\n",
+	        sent1 - sent0, drops1 - drops0, sent2 - sent1, drops2 - drops1);
+	/* 1 Mbit/s * 99 %: ~2.1 ms per 242 + 24 bytes; 20 ms hold ~10 of 300 */
+	CHECK(drops1 - drops0 >= 250);
+	CHECK(sent2 - sent0 >= 5 && sent2 - sent0 <= 60);
+	CHECK_INT(drops2 - drops1, 0);
+	cls_link_down("aqted0");
 	mq_setup_free(&m);
 }
 

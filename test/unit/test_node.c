@@ -165,6 +165,10 @@ static const struct scenario scenarios[] = {
         {"noqueue", 0, &VETH_MQ_NOQ, false, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
         {"noqueue-ci", 0, &VETH_MQ_NOQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
         {"noqueue-100g", 100000000000ULL, &VETH_MQ_NOQ, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
+        /* a shaper on several queues where fq is: EDT (mq + fq per queue, the stamping classifier) */
+        {"veth-mq-100g-full", 100000000000ULL, &VETH_MQ, false, {SHAPE_NONE, SHAPE_EDT, SHAPE_EDT, SHAPE_EDT}},
+        {"noqueue-100g-full", 100000000000ULL, &VETH_MQ_NOQ, false, {SHAPE_NONE, SHAPE_EDT, SHAPE_EDT, SHAPE_EDT}},
+        {"nic-mq-shaped", 10000000000ULL, &NIC_MQ, false, {SHAPE_NONE, SHAPE_EDT, SHAPE_EDT, SHAPE_EDT}},
 };
 
 static int plan_for(const struct scenario *sc, enum node_classify cl, enum node_mode mode, const struct node_pod *pods,
@@ -1664,6 +1668,25 @@ TEST(node_plan_golden)
 							free(text);
 							text = more;
 						}
+					}
+				}
+				if (info.shape == SHAPE_EDT) {
+					struct node_config cfg;
+					struct bpf_edt edt;
+					char *more = NULL;
+
+					node_config_defaults(&cfg);
+					node_edt_config(&cfg, &info, &edt);
+					if (asprintf(&more,
+					             "%s# edt: link %" PRIu64 " (2^-20 ns/B), inference %" PRIu64
+					             ", horizon %" PRIu64 " ns, overhead %u B, inference priority %u\n",
+					             text, edt.link_q20, edt.inf_q20, edt.horizon_ns, edt.overhead,
+					             edt.inf_priority) < 0)
+						more = NULL;
+					CHECK(more != NULL);
+					if (more) {
+						free(text);
+						text = more;
 					}
 				}
 				snprintf(name, sizeof(name), "node-%s-%s-%s.txt", node_mode_name(modes[m]),
