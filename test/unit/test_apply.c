@@ -1712,11 +1712,12 @@ static struct edt_run edt_run_one(int prog_fd, const char *src)
 	return r;
 }
 
-/* At 8 Mbit/s (1 us per byte) a 1000-byte packet plus 24 bytes of framing
- * takes 1024 us: bulk packets are stamped 1024 us apart on the link clock;
- * inference leaves on its own clock (now), ahead of the bulk already
- * stamped, and pushes the link clock on; past the 20 ms horizon bulk is
- * dropped; rate 0 stamps nothing. */
+/* At 1 Mbit/s (8 us per byte) a 1000-byte packet plus 24 bytes of framing
+ * takes 8192 us: bulk packets are stamped 8192 us apart on the link clock
+ * (slow enough that no pause of the test between two packets lets the clock
+ * fall behind now); inference leaves on its own clock (now), ahead of the
+ * bulk already stamped, and pushes the link clock on; past the horizon
+ * (200 ms here) bulk is dropped; rate 0 stamps nothing. */
 TEST(edt_program_stamps)
 {
 	const struct bpf_cls_entry ents[] = {
@@ -1724,9 +1725,9 @@ TEST(edt_program_stamps)
 	        {.key = {.kind = BPF_CLS_KEY_SRC4, .addr = {10, 75, 0, 10}}, .priority = NODE_CLS_PRIO_INFERENCE},
 	        {.key = {.kind = BPF_CLS_KEY_SRC4, .addr = {10, 75, 0, 20}}, .priority = NODE_CLS_PRIO_TRAINING},
 	};
-	struct bpf_edt cfg = {.link_q20 = bpf_edt_q20(8000000),
-	                      .inf_q20 = bpf_edt_q20(4000000),
-	                      .horizon_ns = 20000000,
+	struct bpf_edt cfg = {.link_q20 = bpf_edt_q20(1000000),
+	                      .inf_q20 = bpf_edt_q20(500000),
+	                      .horizon_ns = 200000000,
 	                      .overhead = 24,
 	                      .inf_priority = NODE_CLS_PRIO_INFERENCE};
 	_cleanup_close_ int map_fd = -1, edt_fd = -1, prog_fd = -1;
@@ -1763,20 +1764,20 @@ TEST(edt_program_stamps)
 	t3 = edt_run_one(prog_fd, "10.75.0.20");
 	CHECK_INT(t1.retval, TC_ACT_UNSPEC);
 	CHECK(t1.tstamp > 0);
-	CHECK_INT(t2.tstamp - t1.tstamp, 1024000);
-	CHECK_INT(t3.tstamp - t2.tstamp, 1024000);
+	CHECK_INT(t2.tstamp - t1.tstamp, 8192000);
+	CHECK_INT(t3.tstamp - t2.tstamp, 8192000);
 	inf = edt_run_one(prog_fd, "10.75.0.10");
 	CHECK_INT(inf.retval, TC_ACT_UNSPEC);
 	CHECK_INT(inf.priority, NODE_CLS_PRIO_INFERENCE);
 	CHECK(inf.tstamp >= t1.tstamp && inf.tstamp < t2.tstamp);
 	/* the bulk after it waits for the inference packet's 1024 us too */
 	x = edt_run_one(prog_fd, "10.75.0.20");
-	CHECK_INT(x.tstamp - t3.tstamp, 2 * 1024000);
+	CHECK_INT(x.tstamp - t3.tstamp, 2 * 8192000);
 	/* a default pod's packet (no entry of its own) is bulk */
 	x = edt_run_one(prog_fd, "10.75.0.99");
 	CHECK_INT(x.priority, NODE_CLS_PRIO_DEFAULT);
-	CHECK_INT(x.tstamp - t3.tstamp, 3 * 1024000);
-	/* the horizon: about 20 ms of bulk ahead, then drops */
+	CHECK_INT(x.tstamp - t3.tstamp, 3 * 8192000);
+	/* the horizon: (200 ms - the 49 ms already ahead) / 8.2 ms of bulk, then drops */
 	for (unsigned i = 0; i < 40; i++) {
 		x = edt_run_one(prog_fd, "10.75.0.20");
 		if (x.retval != TC_ACT_UNSPEC)
@@ -1785,7 +1786,7 @@ TEST(edt_program_stamps)
 	}
 	fprintf(stderr, "  %u more bulk packets stamped before the horizon\n", passed);
 	CHECK_INT(x.retval, TC_ACT_SHOT);
-	CHECK(passed >= 13 && passed <= 20);
+	CHECK(passed >= 17 && passed <= 24);
 	/* inference still passes: its own clock is near now */
 	inf = edt_run_one(prog_fd, "10.75.0.10");
 	CHECK_INT(inf.retval, TC_ACT_UNSPEC);
