@@ -132,6 +132,7 @@ enum {
 	LBL_OUT,
 	LBL_SEGS,
 	LBL_BULK,
+	LBL_INF_MIN,
 	LBL_INF_START,
 	LBL_LINK_START,
 	LBL_BULK_START,
@@ -193,8 +194,13 @@ static void edt_stage(struct asm_buf *a, int edt_fd)
 	LDX(a, BPF_W, R1, R7, EDT(inf_priority));
 	JNE_REG(a, R9, R1, LBL_BULK);
 
-	/* inference: its own clock, and the link's */
+	/* inference: start = max(now, min(its clock, the link's)): at the link
+	 * rate while no bulk waits, at its own rate behind bulk that does */
 	LDX(a, BPF_DW, R2, R7, EDT(inf_ns));
+	LDX(a, BPF_DW, R4, R7, EDT(link_ns));
+	JGE_REG(a, R4, R2, LBL_INF_MIN);
+	MOV_REG(a, R2, R4);
+	label(a, LBL_INF_MIN);
 	JGE_REG(a, R2, R0, LBL_INF_START);
 	MOV_REG(a, R2, R0);
 	label(a, LBL_INF_START);

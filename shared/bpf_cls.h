@@ -21,9 +21,11 @@
  * stamped with the time it may leave (skb->tstamp), from shared clocks:
  *   bulk (any class but inference): start = max(now, link clock),
  *       link clock = start + bytes / rate
- *   inference: start = max(now, inference clock), inference clock = start +
- *       bytes / inference's ceiling, and the link clock advances by its
- *       bytes too (bulk waits behind it)
+ *   inference: start = max(now, min(inference clock, link clock)),
+ *       inference clock = start + bytes / inference's ceiling, and the link
+ *       clock advances by its bytes too (bulk waits behind it): while no
+ *       bulk waits inference goes at the link rate (the link clock is the
+ *       earlier), behind waiting bulk at its ceiling (its clock is)
  * bytes = len + overhead per segment; a start beyond the horizon drops the
  * packet (TC_ACT_SHOT: the queue's limit). fq per tx queue releases each
  * packet at its stamp, lock-free across queues; without fq the stamp is

@@ -135,8 +135,10 @@
  * (bpf_cls.h) at Rp: it stamps each packet's departure time from one
  * shared link clock, fq holds it until then. Inference is stamped on its
  * own clock at its HTB guaranteed rate (everything but training's floor and
- * default's share: node_edt_config) and advances the link clock, so bulk
- * waits behind it and training keeps its floor; a start more than
+ * default's share: node_edt_config), or the link clock where that is
+ * earlier (no bulk waiting: the full rate, as HTB lets it borrow), and
+ * advances the link clock, so bulk waits behind it and training keeps its
+ * floor; a start more than
  * NODE_EDT_HORIZON_US ahead is dropped (the queue's limit). fq bands, where
  * the kernel has them, also serve skb->priority 6 (inference) first.
  *   uplink.root              mq 1: root

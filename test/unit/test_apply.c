@@ -1790,6 +1790,20 @@ TEST(edt_program_stamps)
 	/* inference still passes: its own clock is near now */
 	inf = edt_run_one(prog_fd, "10.75.0.10");
 	CHECK_INT(inf.retval, TC_ACT_UNSPEC);
+
+	/* clocks restarted (the rate changed, and back): inference alone goes
+	 * at the link's rate, not its ceiling (half of it here) */
+	CHECK_INT(bpf_edt_sync(edt_fd, &(struct bpf_edt){0}, NULL, &e), 0);
+	CHECK_INT(bpf_edt_sync(edt_fd, &cfg, NULL, &e), 0);
+	t1 = edt_run_one(prog_fd, "10.75.0.10");
+	t2 = edt_run_one(prog_fd, "10.75.0.10");
+	CHECK_INT(t2.tstamp - t1.tstamp, 8192000);
+	/* bulk behind it; then inference on its own clock (t1 + 2 x 8192 us),
+	 * which the bulk packet's link clock has reached too */
+	t3 = edt_run_one(prog_fd, "10.75.0.20");
+	CHECK_INT(t3.tstamp - t1.tstamp, 2 * 8192000);
+	inf = edt_run_one(prog_fd, "10.75.0.10");
+	CHECK_INT(inf.tstamp - t1.tstamp, 3 * 8192000);
 }
 
 /* Packets sent by the qdiscs of a kind on the uplink, and drops at its
