@@ -171,6 +171,26 @@ static void edt_cost(struct asm_buf *a, uint8_t dst, int16_t q)
 	ALU_IMM(a, BPF_RSH, dst, 20);
 }
 
+/* r2 = start = max(r2 (a clock), r0 (now)); beyond the horizon: drop */
+static void edt_start(struct asm_buf *a, unsigned l)
+{
+	JGE_REG(a, R2, R0, l);
+	MOV_REG(a, R2, R0);
+	label(a, l);
+	MOV_REG(a, R3, R2);
+	ALU_REG(a, BPF_SUB, R3, R0);
+	LDX(a, BPF_DW, R4, R7, EDT(horizon_ns));
+	JGT_REG(a, R3, R4, LBL_DROP);
+}
+
+/* the map's clock = start (r2) + the packet's time at rate q */
+static void edt_clock_after(struct asm_buf *a, int16_t q, int16_t clock)
+{
+	edt_cost(a, R3, q);
+	ALU_REG(a, BPF_ADD, R3, R2);
+	STX(a, BPF_DW, R7, R3, clock);
+}
+
 /* The EDT stage (bpf_cls.h), entered with r6 = skb, r9 = the priority set;
  * ends at LBL_OUT, or drops. r7 = the map value, r8 = bytes, r0 = now. */
 static void edt_stage(struct asm_buf *a, int edt_fd)
@@ -201,16 +221,8 @@ static void edt_stage(struct asm_buf *a, int edt_fd)
 	JGE_REG(a, R4, R2, LBL_INF_MIN);
 	MOV_REG(a, R2, R4);
 	label(a, LBL_INF_MIN);
-	JGE_REG(a, R2, R0, LBL_INF_START);
-	MOV_REG(a, R2, R0);
-	label(a, LBL_INF_START);
-	MOV_REG(a, R3, R2);
-	ALU_REG(a, BPF_SUB, R3, R0);
-	LDX(a, BPF_DW, R4, R7, EDT(horizon_ns));
-	JGT_REG(a, R3, R4, LBL_DROP);
-	edt_cost(a, R3, EDT(inf_q20));
-	ALU_REG(a, BPF_ADD, R3, R2);
-	STX(a, BPF_DW, R7, R3, EDT(inf_ns));
+	edt_start(a, LBL_INF_START);
+	edt_clock_after(a, EDT(inf_q20), EDT(inf_ns));
 	LDX(a, BPF_DW, R4, R7, EDT(link_ns));
 	JGE_REG(a, R4, R0, LBL_LINK_START);
 	MOV_REG(a, R4, R0);
@@ -223,16 +235,8 @@ static void edt_stage(struct asm_buf *a, int edt_fd)
 	/* bulk: the link's clock */
 	label(a, LBL_BULK);
 	LDX(a, BPF_DW, R2, R7, EDT(link_ns));
-	JGE_REG(a, R2, R0, LBL_BULK_START);
-	MOV_REG(a, R2, R0);
-	label(a, LBL_BULK_START);
-	MOV_REG(a, R3, R2);
-	ALU_REG(a, BPF_SUB, R3, R0);
-	LDX(a, BPF_DW, R4, R7, EDT(horizon_ns));
-	JGT_REG(a, R3, R4, LBL_DROP);
-	edt_cost(a, R3, EDT(link_q20));
-	ALU_REG(a, BPF_ADD, R3, R2);
-	STX(a, BPF_DW, R7, R3, EDT(link_ns));
+	edt_start(a, LBL_BULK_START);
+	edt_clock_after(a, EDT(link_q20), EDT(link_ns));
 
 	label(a, LBL_STAMP);
 	STX(a, BPF_DW, R6, R2, (int16_t)offsetof(struct __sk_buff, tstamp));

@@ -14,6 +14,9 @@ void pods_reconcile(struct agent *ag, int64_t now_ms, bool retry_due);
 /* The node: mode, uplink plan, the delta applied; observe = read the kernel
  * first (adoption, drift repair). */
 void node_reconcile(struct agent *ag, int64_t now_ms, bool observe);
+/* Let go of the uplink classifier's maps (node.c; the attached program
+ * keeps them). */
+void classifier_forget(struct agent *ag);
 /* Seconds since t0_ms (agent_now_ms). */
 double seconds_since(int64_t t0_ms);
 

@@ -65,8 +65,7 @@ static const struct tc_spec *in_force_root(const struct agent *ag)
 	return it ? plan_item_effective_tc(it) : NULL;
 }
 
-/* Let go of the classifier's maps (the attached program keeps them). */
-static void classifier_forget(struct agent *ag)
+void classifier_forget(struct agent *ag)
 {
 	if (ag->up_cls_map_fd >= 0)
 		close(ag->up_cls_map_fd);

@@ -86,12 +86,7 @@ void agent_done(struct agent *ag)
 	agent_records_free(&ag->records);
 	pod_cache_done(&ag->pods);
 	plan_free(&ag->in_force);
-	if (ag->up_cls_map_fd >= 0)
-		close(ag->up_cls_map_fd);
-	if (ag->up_edt_map_fd >= 0)
-		close(ag->up_edt_map_fd);
-	ag->up_cls_map_fd = -1;
-	ag->up_edt_map_fd = -1;
+	classifier_forget(ag);
 	agent_config_done(&ag->cfg);
 	if (ag->sk)
 		nl_close(ag->sk);
