@@ -3,14 +3,16 @@
 #define _GNU_SOURCE
 #include <sched.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "apply.h"
 #include "kind_probe.h"
 #include "nl.h"
 
-#define EXIT_PRESENT  0
-#define EXIT_NO_NETNS 250
-#define EXIT_NO_NL    251
+#define EXIT_PRESENT    0
+#define EXIT_NO_NETNS   250
+#define EXIT_NO_NL      251
+#define PROBE_TIMEOUT_S 5
 
 /* In the child: a new netns, a root qdisc of the kind on its lo (ifindex 1).
  * Exit 0, or the kernel's errno (< 250), or EXIT_NO_*. */
@@ -21,6 +23,10 @@ static _Noreturn void probe_child(enum tc_kind_id k)
 	struct error e = {0};
 	int r;
 
+	/* forked from a process with threads: should a lock it inherited
+	 * held (libnl's, stdio's) never be released, the default action of
+	 * SIGALRM ends the child and the parent learns nothing, not hangs */
+	alarm(PROBE_TIMEOUT_S);
 	if (unshare(CLONE_NEWNET) < 0)
 		_exit(EXIT_NO_NETNS);
 	if (nl_open(&sk, &e) < 0)
