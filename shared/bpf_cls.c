@@ -1,121 +1,18 @@
-/* bpf_cls.c — the uplink classifier program (bpf_cls.h): assembled from
- * instructions with forward labels, loaded with bpf(2); its map created,
- * found again and synced. */
+/* bpf_cls.c — the uplink classifier program (bpf_cls.h): assembled
+ * (bpf_asm.h), loaded with bpf(2); its maps created, found again and
+ * synced. */
 #include <arpa/inet.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
 #include <stddef.h>
-#include <sys/syscall.h>
 
+#include "bpf_asm.h"
 #include "bpf_cls.h"
 
-#define INSNS_MAX    192
-#define LABELS_MAX   24
-#define VERIFIER_LOG 65536
-#define ETH_HDR      14
+#define ETH_HDR 14
 
-static long sys_bpf(int cmd, union bpf_attr *attr)
-{
-	return syscall(__NR_bpf, cmd, attr, sizeof(*attr));
-}
-
-static uint64_t ptr_u64(const void *p)
-{
-	return (uint64_t)(uintptr_t)p;
-}
-
-/* ---- a tiny assembler ---- */
-
-struct asm_buf {
-	struct bpf_insn insn[INSNS_MAX];
-	unsigned n;
-	int label_at[LABELS_MAX]; /* instruction index, -1 = not placed */
-	struct {
-		unsigned insn;
-		unsigned label;
-	} fix[INSNS_MAX];
-	unsigned n_fix;
-	bool overflow;
-};
-
-static void emit(struct asm_buf *a, uint8_t code, uint8_t dst, uint8_t src, int16_t off, int32_t imm)
-{
-	if (a->n >= INSNS_MAX) {
-		a->overflow = true;
-		return;
-	}
-	a->insn[a->n++] = (struct bpf_insn){.code = code, .dst_reg = dst, .src_reg = src, .off = off, .imm = imm};
-}
-
-/* a jump to a label (placed before or after) */
-static void emit_jmp(struct asm_buf *a, uint8_t code, uint8_t dst, int32_t imm, unsigned label)
-{
-	if (a->n_fix >= INSNS_MAX || label >= LABELS_MAX) {
-		a->overflow = true;
-		return;
-	}
-	a->fix[a->n_fix].insn = a->n;
-	a->fix[a->n_fix++].label = label;
-	emit(a, code, dst, 0, 0, imm);
-}
-
-/* a jump on two registers (BPF_X) to a label */
-static void emit_jmp_reg(struct asm_buf *a, uint8_t code, uint8_t dst, uint8_t src, unsigned label)
-{
-	emit_jmp(a, code | BPF_X, dst, 0, label);
-	if (!a->overflow)
-		a->insn[a->n - 1].src_reg = src;
-}
-
-static void label(struct asm_buf *a, unsigned l)
-{
-	if (l < LABELS_MAX)
-		a->label_at[l] = (int)a->n;
-}
-
-static int resolve(struct asm_buf *a)
-{
-	if (a->overflow)
-		return -E2BIG;
-	for (unsigned i = 0; i < a->n_fix; i++) {
-		int at = a->label_at[a->fix[i].label];
-
-		if (at < 0)
-			return -EINVAL;
-		a->insn[a->fix[i].insn].off = (int16_t)(at - (int)a->fix[i].insn - 1);
-	}
-	return 0;
-}
-
-#define R0  BPF_REG_0
-#define R1  BPF_REG_1
-#define R2  BPF_REG_2
-#define R3  BPF_REG_3
-#define R4  BPF_REG_4
-#define R6  BPF_REG_6
-#define R7  BPF_REG_7
-#define R8  BPF_REG_8
-#define R9  BPF_REG_9
-#define R10 BPF_REG_10
-
-#define MOV_IMM(a, d, v)     emit(a, BPF_ALU64 | BPF_MOV | BPF_K, d, 0, 0, v)
-#define MOV_REG(a, d, s)     emit(a, BPF_ALU64 | BPF_MOV | BPF_X, d, s, 0, 0)
-#define ALU_IMM(a, op, d, v) emit(a, BPF_ALU64 | (op) | BPF_K, d, 0, 0, v)
-#define OR_REG(a, d, s)      emit(a, BPF_ALU64 | BPF_OR | BPF_X, d, s, 0, 0)
-#define LDX(a, sz, d, s, o)  emit(a, BPF_LDX | (sz) | BPF_MEM, d, s, o, 0)
-#define STX(a, sz, d, s, o)  emit(a, BPF_STX | (sz) | BPF_MEM, d, s, o, 0)
-#define ST(a, sz, d, o, v)   emit(a, BPF_ST | (sz) | BPF_MEM, d, 0, o, v)
-#define CALL(a, fn)          emit(a, BPF_JMP | BPF_CALL, 0, 0, 0, fn)
-#define EXIT(a)              emit(a, BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
-#define JEQ(a, d, v, l)      emit_jmp(a, BPF_JMP | BPF_JEQ | BPF_K, d, v, l)
-#define JNE(a, d, v, l)      emit_jmp(a, BPF_JMP | BPF_JNE | BPF_K, d, v, l)
-#define JA(a, l)             emit_jmp(a, BPF_JMP | BPF_JA, 0, 0, l)
-#define ALU_REG(a, op, d, s) emit(a, BPF_ALU64 | (op) | BPF_X, d, s, 0, 0)
-#define JGE_REG(a, d, s, l)  emit_jmp_reg(a, BPF_JMP | BPF_JGE, d, s, l)
-#define JGT_REG(a, d, s, l)  emit_jmp_reg(a, BPF_JMP | BPF_JGT, d, s, l)
-#define JNE_REG(a, d, s, l)  emit_jmp_reg(a, BPF_JMP | BPF_JNE, d, s, l)
-#define EDT(f)               ((int16_t)offsetof(struct bpf_edt, f))
+#define EDT(f) ((int16_t)offsetof(struct bpf_edt, f))
 
 /* The key lives at fp-24 (20 bytes), a scratch word at fp-32, the EDT
  * map's index at fp-40. */
@@ -151,8 +48,7 @@ static void key_zero(struct asm_buf *a)
 /* r1 = map, r2 = fp + key_off, call lookup: r0 = value or NULL */
 static void lookup_at(struct asm_buf *a, int map_fd, int key_off)
 {
-	emit(a, BPF_LD | BPF_DW | BPF_IMM, R1, BPF_PSEUDO_MAP_FD, 0, map_fd); // NOLINT(misc-redundant-expression)
-	emit(a, 0, 0, 0, 0, 0);
+	emit_ld_map(a, map_fd);
 	MOV_REG(a, R2, R10);
 	ALU_IMM(a, BPF_ADD, R2, key_off);
 	CALL(a, BPF_FUNC_map_lookup_elem);
@@ -271,10 +167,7 @@ static void lookup_source(struct asm_buf *a, int map_fd, int type, int off, int 
 
 static int assemble(struct asm_buf *a, int map_fd, int edt_fd)
 {
-	memset(a, 0, sizeof(*a));
-	for (unsigned i = 0; i < LABELS_MAX; i++)
-		a->label_at[i] = -1;
-
+	asm_init(a);
 	MOV_REG(a, R6, R1);
 	LDX(a, BPF_W, R7, R6, (int16_t)offsetof(struct __sk_buff, protocol));
 	key_zero(a);
@@ -321,31 +214,15 @@ static int assemble(struct asm_buf *a, int map_fd, int edt_fd)
 	label(a, LBL_OUT);
 	MOV_IMM(a, R0, TC_ACT_UNSPEC);
 	EXIT(a);
-	return resolve(a);
+	return asm_resolve(a);
 }
 
 /* ---- syscalls ---- */
 
 int bpf_cls_map_create(int *ret_fd, struct error *err)
 {
-	union bpf_attr attr;
-	int fd;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.map_type = BPF_MAP_TYPE_HASH;
-	attr.key_size = sizeof(struct bpf_cls_key);
-	attr.value_size = sizeof(uint32_t);
-	attr.max_entries = BPF_CLS_MAP_MAX;
-	str_copy(attr.map_name, sizeof(attr.map_name), "aiqos_cls");
-	fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
-	if (fd < 0 && errno == EINVAL) { /* kernels before map names */
-		memset(attr.map_name, 0, sizeof(attr.map_name));
-		fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
-	}
-	if (fd < 0)
-		return error_set(err, errno, "create the classifier's BPF map: %s", strerror(errno));
-	*ret_fd = fd;
-	return 0;
+	return bpf_map_create_named(BPF_MAP_TYPE_HASH, sizeof(struct bpf_cls_key), sizeof(uint32_t), BPF_CLS_MAP_MAX,
+	                            "aiqos_cls", "classifier's BPF map", ret_fd, err);
 }
 
 uint64_t bpf_edt_q20(uint64_t rate_bps)
@@ -356,24 +233,8 @@ uint64_t bpf_edt_q20(uint64_t rate_bps)
 
 int bpf_edt_map_create(int *ret_fd, struct error *err)
 {
-	union bpf_attr attr;
-	int fd;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.map_type = BPF_MAP_TYPE_ARRAY;
-	attr.key_size = sizeof(uint32_t);
-	attr.value_size = sizeof(struct bpf_edt);
-	attr.max_entries = 1;
-	str_copy(attr.map_name, sizeof(attr.map_name), "aiqos_edt");
-	fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
-	if (fd < 0 && errno == EINVAL) {
-		memset(attr.map_name, 0, sizeof(attr.map_name));
-		fd = (int)sys_bpf(BPF_MAP_CREATE, &attr);
-	}
-	if (fd < 0)
-		return error_set(err, errno, "create the EDT BPF map: %s", strerror(errno));
-	*ret_fd = fd;
-	return 0;
+	return bpf_map_create_named(BPF_MAP_TYPE_ARRAY, sizeof(uint32_t), sizeof(struct bpf_edt), 1, "aiqos_edt",
+	                            "EDT BPF map", ret_fd, err);
 }
 
 int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, struct error *err)
@@ -409,76 +270,15 @@ int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, stru
 
 int bpf_cls_prog_load(int map_fd, int edt_fd, int *ret_fd, struct error *err)
 {
-	_cleanup_free_ struct asm_buf *a = NULL;
-	_cleanup_free_ char *vlog = NULL;
-	union bpf_attr attr;
-	int fd, r;
+	_cleanup_free_ struct asm_buf *a = calloc(1, sizeof(*a));
+	int r;
 
-	a = calloc(1, sizeof(*a));
 	if (!a)
 		return error_set(err, ENOMEM, "out of memory");
 	r = assemble(a, map_fd, edt_fd);
 	if (r < 0)
 		return error_set(err, -r, "assemble the classifier: %s", strerror(-r));
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_type = BPF_PROG_TYPE_SCHED_CLS;
-	attr.insns = ptr_u64(a->insn);
-	attr.insn_cnt = a->n;
-	attr.license = ptr_u64("GPL");
-	str_copy(attr.prog_name, sizeof(attr.prog_name), BPF_CLS_NAME);
-	fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
-	if (fd < 0 && errno == EINVAL) { /* kernels before program names */
-		memset(attr.prog_name, 0, sizeof(attr.prog_name));
-		fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
-	}
-	if (fd < 0 && (vlog = calloc(1, VERIFIER_LOG))) {
-		/* again with the verifier's log, for the reason */
-		attr.log_buf = ptr_u64(vlog);
-		attr.log_size = VERIFIER_LOG;
-		attr.log_level = 1;
-		fd = (int)sys_bpf(BPF_PROG_LOAD, &attr);
-	}
-	if (fd < 0) {
-		int e = errno;
-		size_t len = vlog ? strlen(vlog) : 0;
-
-		while (len > 0 && (vlog[len - 1] == '\n' || vlog[len - 1] == ' '))
-			vlog[--len] = '\0';
-		/* the last lines of the verifier's log say why */
-		return error_set(err, e, "load the classifier program: %s%s%s", strerror(e), len ? ": " : "",
-		                 len > 300 ? vlog + len - 300
-		                 : len     ? vlog
-		                           : "");
-	}
-	*ret_fd = fd;
-	return 0;
-}
-
-static int map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, struct error *err)
-{
-	struct bpf_map_info info;
-	union bpf_attr attr;
-	int fd;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.map_id = id;
-	fd = (int)sys_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
-	if (fd < 0)
-		return error_set(err, errno, "classifier map id %u: %s", id, strerror(errno));
-	memset(&info, 0, sizeof(info));
-	memset(&attr, 0, sizeof(attr));
-	attr.info.bpf_fd = (uint32_t)fd;
-	attr.info.info_len = sizeof(info);
-	attr.info.info = ptr_u64(&info);
-	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0) {
-		int e = errno;
-
-		close(fd);
-		return error_set(err, e, "classifier map id %u: info: %s", id, strerror(e));
-	}
-	*ret_fd = fd;
-	*ret_type = info.type;
-	return 0;
+	return bpf_prog_load_sched_cls(a, BPF_CLS_NAME, "classifier", ret_fd, err);
 }
 
 int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_edt_fd, struct error *err)
@@ -506,7 +306,7 @@ int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_edt_fd, struct
 		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 2", prog_id, info.nr_map_ids);
 	for (unsigned i = 0; i < 2; i++) {
 		uint32_t type = 0;
-		int fd = -1, r = map_fd_by_id(map_ids[i], &fd, &type, err);
+		int fd = -1, r = bpf_map_fd_by_id(map_ids[i], &fd, &type, err);
 
 		if (r < 0)
 			return r;
