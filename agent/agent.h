@@ -118,6 +118,7 @@ struct agent {
 	char up_foreign[AGENT_FAILURE_MAX]; /* the uplink holds a tree aiqos leaves alone ("" = none) */
 	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
 	int up_edt_map_fd;                  /* its EDT map (bpf_cls.h), -1 = none */
+	int down_gate_map_fd;               /* the download gate's BPF map (bpf_gate.h), -1 = none */
 
 	struct agent_sched sched;
 	bool ready; /* first list + reconcile done */

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "file.h"
 #include "json.h"
@@ -21,6 +22,24 @@
 #include "server.h"
 #include "status.h"
 
+/* The download gate (bpf_gate.h): its threshold, and whether it sends
+ * arrivals through the ifb right now (read from its map). */
+static void gate_status(const struct agent *ag, const struct node_plan_info *info, cJSON *g)
+{
+	struct bpf_gate cfg, st;
+	struct timespec ts;
+
+	if (!g)
+		return;
+	node_gate_config(info, &cfg);
+	cJSON_AddNumberToObject(g, "thresholdBps", (double)(info->down.shaped_bps / 100 * NODE_DOWN_GATE_PERCENT));
+	cJSON_AddNumberToObject(g, "windowUs", (double)(cfg.win_ns / 1000));
+	if (ag->down_gate_map_fd >= 0 && bpf_gate_read(ag->down_gate_map_fd, &st, NULL) == 0 &&
+	    clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+		cJSON_AddBoolToObject(g, "redirecting",
+		                      (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec <
+		                              st.redirect_until_ns);
+}
 static const char *class_name(enum workload_class c)
 {
 	return workload_class_name(c) ?: "default";
@@ -206,6 +225,8 @@ static cJSON *uplink_json(const struct agent *ag)
 			cJSON_AddBoolToObject(dl, "foreignIngress", ag->down.foreign_hook);
 			/* training pods' tcp_rmem maximum (node.h DOWNLOAD), 0 = not bounded */
 			cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", (double)ag->rcv_window);
+			if (ag->have_info && d->planned && d->gate)
+				gate_status(ag, info, cJSON_AddObjectToObject(dl, "gate"));
 			if (ag->have_info && d->planned) {
 				cJSON *cl = cJSON_AddObjectToObject(dl, "classes");
 

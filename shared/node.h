@@ -190,6 +190,12 @@
  * (up->ingress_foreign: an ingress qdisc aiqos did not create is left alone,
  * with a warning). Items, after the uplink's (same planner, same builders):
  *   down.hook                 [uplink] clsact (parent ffff:fff1)
+ *   down.gate                 [uplink] bpf aiqos_gate on ffff:fff2 prio 29 protocol all,
+ *                             direct-action (bpf_gate.h), where bpf is not known missing:
+ *                             while the arrivals stay under NODE_DOWN_GATE_PERCENT of
+ *                             Rd * 98 % (bytes per window: node_gate_config) packets skip
+ *                             the ifb (nothing can queue there); over it, and for
+ *                             NODE_DOWN_GATE_HOLD_MS after, every packet takes the redirect
  *   down.redirect             [uplink] u32 on ffff:fff2 prio 30 protocol all, match-all,
  *                             action mirred egress redirect dev PLAN_IFB_NAME (up->ifb_ifindex)
  *   down.root, down.class.*, down.leaf.*   [ifb] the HTB tree of the mode at Rd * 98 %,
@@ -219,6 +225,7 @@
 #define AIQOS_NODE_H
 
 #include "bpf_cls.h"
+#include "bpf_gate.h"
 #include "plan.h"
 
 #define NODE_POD_IPS_MAX 4
@@ -260,9 +267,18 @@
 #define NODE_DOWN_TRAINING_QUEUE_MS 7
 /* the training receive window while the download tree is planned (DOWNLOAD):
  * the base RTT of the downlink path (downlinkRttUs) plus a queue budget */
-#define NODE_DOWN_RTT_US_DEFAULT      500
-#define NODE_DOWN_RTT_US_MAX          1000000
-#define NODE_DOWN_QUEUE_BUDGET_US     500
+#define NODE_DOWN_RTT_US_DEFAULT  500
+#define NODE_DOWN_RTT_US_MAX      1000000
+#define NODE_DOWN_QUEUE_BUDGET_US 500
+/* the download gate (DOWNLOAD, bpf_gate.h): packets skip the ifb while the
+ * arrivals stay under this share of the shaped rate, counted in windows of
+ * at least 1 ms and at least 4 x 64 KiB at that share (a GRO burst is not a
+ * rate); once over, the ifb takes everything for the hold, 5 x the deepest
+ * FIFO's 20 ms, so the tree has drained before packets bypass it again */
+#define NODE_DOWN_GATE_PERCENT        50
+#define NODE_DOWN_GATE_WINDOW_MIN_US  1000
+#define NODE_DOWN_GATE_WINDOW_BYTES   (4U * 65536)
+#define NODE_DOWN_GATE_HOLD_MS        100
 #define NODE_DOWN_RCV_WINDOW_MIN      32768U
 #define NODE_DOWN_RCV_WINDOW_MAX      2147483647U
 #define NODE_DOWN_RCV_WINDOW_AUTO     0U         /* trainingRcvWindow "auto" */
@@ -275,6 +291,7 @@
 #define NODE_FILTER_PRIO_SRC_V6       11
 #define NODE_FILTER_PRIO_DSCP_V4      20
 #define NODE_FILTER_PRIO_DSCP_V6      21
+#define NODE_FILTER_PRIO_GATE         29 /* the uplink ingress hook: the download gate (bpf_gate.h) */
 #define NODE_FILTER_PRIO_REDIRECT     30 /* the uplink ingress hook: match-all -> mirred to the ifb */
 #define NODE_REDIRECT_HANDLE          1  /* its u32 node id */
 
@@ -408,6 +425,7 @@ struct node_down_info {
 	uint64_t class_ceil_bps[_CLASS_MAX];
 	unsigned n_filters;
 	uint32_t rcv_window_bytes; /* training pods' tcp_rmem maximum while planned, 0 = none */
+	bool gate;                 /* down.gate planned (bpf_gate.h) */
 };
 
 struct node_plan_info {
@@ -467,6 +485,10 @@ int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_
 /* The EDT map's configuration for a plan (rate 0 = stamping off: every
  * shape but SHAPE_EDT). */
 void node_edt_config(const struct node_config *cfg, const struct node_plan_info *info, struct bpf_edt *ret);
+
+/* The download gate's configuration for a plan (threshold 0 = off: the
+ * download tree not planned, or planned without the gate). */
+void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret);
 
 /* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"),
  * and of its download filter on the ifb ("down.pod.<H>.<n>"). */

@@ -3,6 +3,7 @@
  * plus u32 classifiers) with stable item ids and filter handles. No I/O. */
 #include <inttypes.h>
 #include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 
@@ -878,6 +879,19 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 			return -ENOMEM;
 		plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 	}
+	/* the gate in front of the redirect (bpf_gate.h) */
+	d->gate = plan_caps_has(b->caps, TC_KIND_BPF);
+	if (d->gate) {
+		it = item_add(b, "down.gate", hook);
+		if (!it)
+			return -ENOMEM;
+		s = plan_alt_first(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), 1);
+		s->prio = NODE_FILTER_PRIO_GATE;
+		s->protocol = ETH_P_ALL;
+		str_copy(s->u.bpf.name, sizeof(s->u.bpf.name), BPF_GATE_NAME);
+		s->u.bpf.flags = TCA_BPF_FLAG_ACT_DIRECT;
+		s->u.bpf.prog_fd = -1;
+	}
 	it = item_add(b, "down.redirect", hook);
 	if (!it)
 		return -ENOMEM;
@@ -901,6 +915,25 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 		if (classid[c])
 			d->n_filters += 2;
 	return filters_dscp(b, cfg, classid);
+}
+
+void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)
+{
+	uint64_t bps, win_ns;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!info || !info->down.planned || !info->down.gate || !info->down.shaped_bps)
+		return;
+	bps = info->down.shaped_bps / 100 * NODE_DOWN_GATE_PERCENT;
+	/* the window: at least 1 ms, and long enough for 4 x 64 KiB at the threshold */
+	win_ns = (uint64_t)NODE_DOWN_GATE_WINDOW_BYTES * 8 * 1000000000ull / (bps ? bps : 1);
+	if (win_ns < (uint64_t)NODE_DOWN_GATE_WINDOW_MIN_US * 1000)
+		win_ns = (uint64_t)NODE_DOWN_GATE_WINDOW_MIN_US * 1000;
+	ret->win_ns = win_ns;
+	ret->threshold_bytes = bps / 8 * win_ns / 1000000000ull;
+	if (!ret->threshold_bytes)
+		ret->threshold_bytes = 1;
+	ret->hold_ns = (uint64_t)NODE_DOWN_GATE_HOLD_MS * 1000000;
 }
 
 static enum workload_class mode_class(enum node_mode m)
@@ -1076,7 +1109,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		}
 	}
 
-	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 2 + filters_count(pods, n, NULL) : 0) +
+	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 3 + filters_count(pods, n, NULL) : 0) +
 	      (info.shape == SHAPE_MQ    ? node_mq_items(mode, up, caps)
 	       : info.shape == SHAPE_EDT ? node_edt_items(up)
 	       : info.classifier         ? 2

@@ -224,27 +224,34 @@ static int hook_egress_used(struct nl_sock *sk, const char *uplink, bool *ret, s
 	return 0;
 }
 
-/* The redirect alone (node.h DOWNLOAD: down.redirect), where the egress
- * classifier keeps the clsact. */
+/* The gate and the redirect alone (node.h DOWNLOAD: down.gate,
+ * down.redirect), where the egress classifier keeps the clsact. */
 static int redirect_delete(struct nl_sock *sk, const char *uplink, struct error *err)
 {
-	const struct tc_spec s = {.type = TC_FILTER,
-	                          .kind = TC_KIND_U32,
-	                          .parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS),
-	                          .prio = NODE_FILTER_PRIO_REDIRECT,
-	                          .protocol = ETH_P_ALL,
-	                          .handle = NODE_REDIRECT_HANDLE};
+	const struct tc_spec s[2] = {{.type = TC_FILTER,
+	                              .kind = TC_KIND_BPF,
+	                              .parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS),
+	                              .prio = NODE_FILTER_PRIO_GATE,
+	                              .protocol = ETH_P_ALL,
+	                              .handle = 1},
+	                             {.type = TC_FILTER,
+	                              .kind = TC_KIND_U32,
+	                              .parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS),
+	                              .prio = NODE_FILTER_PRIO_REDIRECT,
+	                              .protocol = ETH_P_ALL,
+	                              .handle = NODE_REDIRECT_HANDLE}};
 	struct link_info li;
-	int r;
 
 	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
 		return 0;
-	r = nl_tc_delete(sk, li.ifindex, &s, err);
-	if (r == -ENOENT || r == -EINVAL) {
+	for (unsigned i = 0; i < 2; i++) {
+		int r = nl_tc_delete(sk, li.ifindex, &s[i], err);
+
+		if (r < 0 && r != -ENOENT && r != -EINVAL)
+			return r;
 		error_clear(err);
-		return 0;
 	}
-	return r;
+	return 0;
 }
 
 int downlink_give_back(struct agent *ag, struct error *err)

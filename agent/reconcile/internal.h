@@ -17,6 +17,7 @@ void node_reconcile(struct agent *ag, int64_t now_ms, bool observe);
 /* Let go of the uplink classifier's maps (node.c; the attached program
  * keeps them). */
 void classifier_forget(struct agent *ag);
+void gate_forget(struct agent *ag);
 /* Seconds since t0_ms (agent_now_ms). */
 double seconds_since(int64_t t0_ms);
 

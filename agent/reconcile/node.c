@@ -75,6 +75,13 @@ void classifier_forget(struct agent *ag)
 	ag->up_edt_map_fd = -1;
 }
 
+void gate_forget(struct agent *ag)
+{
+	if (ag->down_gate_map_fd >= 0)
+		close(ag->down_gate_map_fd);
+	ag->down_gate_map_fd = -1;
+}
+
 /* Put the recorded original root back and forget the record. */
 static int uplink_give_back(struct agent *ag, struct error *err)
 {
@@ -95,6 +102,7 @@ static int uplink_give_back(struct agent *ag, struct error *err)
 	        (char *)NULL);
 	plan_free(&ag->in_force);
 	classifier_forget(ag);
+	gate_forget(ag);
 	ag->up.have_record = false;
 	return uplink_record_remove(path, err);
 }
@@ -224,61 +232,94 @@ static void warnings_update(struct agent *ag, const struct node_plan_info *info)
 	ag->up_n_warn = info->n_warn;
 }
 
-/* The classifier of the mq layout: its map (created, or found again from
- * the attached program), and a freshly loaded program for the items about
- * to be applied (prog fds returned in *fds, closed by the caller). */
-static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned *idx, unsigned n_idx, int *ret_prog_fd,
+/* The BPF programs of the items about to be applied: the classifier
+ * (bpf_cls.h) and the download gate (bpf_gate.h), each on its maps
+ * (created, or found again from the attached program) and freshly loaded
+ * (prog_fd[0] the classifier's, [1] the gate's; closed by the caller). */
+static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned *idx, unsigned n_idx, int prog_fd[2],
                               struct error *err)
 {
 	char act[32];
 	int r;
 
-	*ret_prog_fd = -1;
+	prog_fd[0] = prog_fd[1] = -1;
 	for (unsigned k = 0; k < n_idx; k++) {
 		struct plan_item *it = &np->items[idx[k]];
+		bool gate;
 
 		if (it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_BPF)
 			continue;
 		if (failpoint_armed("agent-classifier-load", act, sizeof(act)) && streq(act, "refuse"))
 			return error_set(err, EPERM, "the classifier refused (failpoint agent-classifier-load)");
-		if (ag->up_cls_map_fd < 0) {
+		gate = streq(it->tc[0].u.bpf.name, BPF_GATE_NAME);
+		if (gate && ag->down_gate_map_fd < 0) {
+			r = bpf_gate_map_create(&ag->down_gate_map_fd, err);
+			if (r < 0)
+				return r;
+		}
+		if (!gate && ag->up_cls_map_fd < 0) {
 			r = bpf_cls_map_create(&ag->up_cls_map_fd, err);
 			if (r < 0)
 				return r;
 		}
-		if (ag->up_edt_map_fd < 0) {
+		if (!gate && ag->up_edt_map_fd < 0) {
 			r = bpf_edt_map_create(&ag->up_edt_map_fd, err);
 			if (r < 0)
 				return r;
 		}
-		if (*ret_prog_fd < 0) {
-			r = bpf_cls_prog_load(ag->up_cls_map_fd, ag->up_edt_map_fd, ret_prog_fd, err);
+		if (prog_fd[gate] < 0) {
+			r = gate ? bpf_gate_prog_load(ag->down_gate_map_fd, &prog_fd[1], err)
+			         : bpf_cls_prog_load(ag->up_cls_map_fd, ag->up_edt_map_fd, &prog_fd[0], err);
 			if (r < 0)
 				return r;
 		}
 		for (unsigned a = 0; a < it->n_alt; a++)
-			it->tc[a].u.bpf.prog_fd = *ret_prog_fd;
+			it->tc[a].u.bpf.prog_fd = prog_fd[gate];
 	}
 	return 0;
 }
 
-/* After a restart: the maps of our attached classifier. An older
- * program's (BPF_CLS_NAME_OLD) are not adopted: its filter differs from the
- * plan's, which replaces it with a program loaded on fresh maps. */
+/* After a restart: the maps of our attached classifier and gate. An older
+ * classifier's (BPF_CLS_NAME_OLD) are not adopted: its filter differs from
+ * the plan's, which replaces it with a program loaded on fresh maps. */
 static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 {
-	for (unsigned i = 0; (ag->up_cls_map_fd < 0 || ag->up_edt_map_fd < 0) && i < dump->n; i++) {
+	for (unsigned i = 0; i < dump->n; i++) {
 		const struct tc_spec *o = &dump->tc[i];
 		struct error e = {0};
 
-		if (o->type != TC_FILTER || o->kind != TC_KIND_BPF || !streq(o->u.bpf.name, BPF_CLS_NAME) ||
-		    !o->u.bpf.prog_id)
+		if (o->type != TC_FILTER || o->kind != TC_KIND_BPF || !o->u.bpf.prog_id)
 			continue;
-		classifier_forget(ag);
-		if (bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &ag->up_edt_map_fd, &e) < 0)
-			log_msg(LOG_LVL_WARN, "uplink classifier map not found; it will be reloaded", "error", e.msg,
-			        (char *)NULL);
+		if (streq(o->u.bpf.name, BPF_CLS_NAME) && (ag->up_cls_map_fd < 0 || ag->up_edt_map_fd < 0)) {
+			classifier_forget(ag);
+			if (bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &ag->up_edt_map_fd, &e) < 0)
+				log_msg(LOG_LVL_WARN, "uplink classifier map not found; it will be reloaded", "error",
+				        e.msg, (char *)NULL);
+		} else if (streq(o->u.bpf.name, BPF_GATE_NAME) && ag->down_gate_map_fd < 0) {
+			if (bpf_gate_map_from_prog(o->u.bpf.prog_id, &ag->down_gate_map_fd, &e) < 0)
+				log_msg(LOG_LVL_WARN, "download gate map not found; it will be reloaded", "error",
+				        e.msg, (char *)NULL);
+		}
 	}
+}
+
+/* The download gate's configuration for the plan (bpf_gate.h); its map
+ * let go of when the plan has no gate. */
+static int gate_sync(struct agent *ag, const struct node_plan_info *info, struct error *err)
+{
+	struct bpf_gate g;
+	bool changed = false;
+	int r;
+
+	if (!info->down.planned || !info->down.gate) {
+		gate_forget(ag);
+		return 0;
+	}
+	if (ag->down_gate_map_fd < 0)
+		return 0; /* not attached (skipped): nothing to configure */
+	node_gate_config(info, &g);
+	r = bpf_gate_sync(ag->down_gate_map_fd, &g, &changed, err);
+	return r < 0 ? r : changed;
 }
 
 /* Make the classifier's map match the pods (O(entries) syscalls), under
@@ -626,7 +667,7 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	_cleanup_free_ bool *absent = NULL;
 	unsigned n_idx = 0, n_removed = 0;
 	uint32_t caps_before;
-	int r, prog_fd = -1;
+	int r, prog_fd[2] = {-1, -1};
 
 	r = node_plan_delta(&ag->in_force, &ps->np, &d);
 	if (r < 0) {
@@ -666,7 +707,7 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	node_plan_delta_free(&d);
 	error_clear(&e);
 	caps_before = ag->up_caps.missing_kinds;
-	r = classifier_prepare(ag, &ps->np, idx, n_idx, &prog_fd, &e);
+	r = classifier_prepare(ag, &ps->np, idx, n_idx, prog_fd, &e);
 	if (r < 0) {
 		/* learnt missing like a refused kind: its item is skipped now and
 		 * the next plan goes without it (HTB: its u32 filters classify) */
@@ -680,8 +721,9 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	                       &ag->up_caps, &e)
 	          : 0;
 	ps->changed_kernel |= n_idx > 0;
-	if (prog_fd >= 0)
-		close(prog_fd); /* the filter holds the program now */
+	for (unsigned k = 0; k < 2; k++)
+		if (prog_fd[k] >= 0)
+			close(prog_fd[k]); /* the filter holds the program now */
 	for (unsigned k = 0; k < ps->np.n; k++)
 		if (ps->np.items[k].type == ITEM_TC && ps->np.items[k].tc[0].kind == TC_KIND_BPF)
 			for (unsigned a = 0; a < ps->np.items[k].n_alt; a++)
@@ -692,6 +734,12 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 
 		if (q < 0)
 			log_msg(LOG_LVL_WARN, "uplink classifier not synced", "uplink", ag->up.ifname, "error", ec.msg,
+			        (char *)NULL);
+		ps->changed_kernel |= q > 0;
+		error_clear(&ec);
+		q = gate_sync(ag, &ps->info, &ec);
+		if (q < 0)
+			log_msg(LOG_LVL_WARN, "download gate not configured", "uplink", ag->up.ifname, "error", ec.msg,
 			        (char *)NULL);
 		ps->changed_kernel |= q > 0;
 	}

@@ -78,6 +78,7 @@ void agent_init(struct agent *ag)
 	ag->up_retry_at_ms = -1;
 	ag->up_cls_map_fd = -1;
 	ag->up_edt_map_fd = -1;
+	ag->down_gate_map_fd = -1;
 	sched_init(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());
 }
 
@@ -87,6 +88,7 @@ void agent_done(struct agent *ag)
 	pod_cache_done(&ag->pods);
 	plan_free(&ag->in_force);
 	classifier_forget(ag);
+	gate_forget(ag);
 	agent_config_done(&ag->cfg);
 	if (ag->sk)
 		nl_close(ag->sk);

@@ -1,9 +1,11 @@
 """test_agent_downlink.py — the download direction on a lab node (root,
 network namespaces; agentlab.py): with a rate configured, aiqos-agent
 redirects the uplink's ingress (clsact + u32 match-all + mirred) to its ifb
-aiqos-ifb0 and shapes it with the node's class tree; traffic from the fabric
-toward an inference pod lands in the inference class on the ifb (tc -s), a
-training pod's in the training class; a restart adopts without touching the
+aiqos-ifb0 and shapes it with the node's class tree; a BPF gate in front
+of the redirect lets light traffic skip the ifb, and once a window's bytes
+cross its threshold, traffic from the fabric toward an inference pod lands
+in the inference class on the ifb (tc -s), a training pod's in the
+training class; a restart adopts without touching the
 kernel; idle removes the ifb and the ingress hook; --cleanup removes them; a
 foreign ingress qdisc is left alone with a warning; "downlink": false and an
 unknown rate shape nothing (a warning names downlinkRate); training pods' receive
@@ -52,10 +54,14 @@ def route_fabric_to(node, ip):
     node.sh("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
 
 
-def send_udp(node, ip, n=200):
+def send_udp(node, ip, n=200, burst_to=None, burst=0):
+    """n small datagrams to ip; first, burst 1400-byte ones to burst_to (in
+    the same breath: the gate's hold covers what follows)."""
     def run():
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
+            for _ in range(burst):
+                s.sendto(b"x" * 1400, (burst_to, 9))
             for _ in range(n):
                 s.sendto(b"x" * 200, (ip, 9))
         finally:
@@ -92,17 +98,26 @@ def test_download_traffic_goes_to_the_destination_pods_class(node):
     # one filter per pod address on the ifb, on the destination
     fl = [f for f in node.filters(IFB) if f["flowid"] in ("1:10", "1:30")]
     assert sorted(f["flowid"] for f in fl) == ["1:10", "1:30"], node.filters(IFB)
+    gate = dl["gate"]
+    assert gate["thresholdBps"] == 196_000_000 and gate["redirecting"] is False, gate
+    assert "aiqos_gate" in node.sh("tc", "filter", "show", "dev", "up0", "ingress").stdout
     for pod in (inf, train):
         route_fabric_to(node, pod.ip())
+    # light (40 kB): under the gate's threshold (~260 kB per 10.7 ms): not through the ifb
     before = class_packets(node, IFB)
     send_udp(node, inf.ip())
-    after = wait_down(node, lambda: (lambda c: c if c["1:10"] - before["1:10"] >= 200 else None)(
+    time.sleep(0.2)
+    light = class_packets(node, IFB)
+    assert light["1:10"] - before["1:10"] < 20, (before, light)
+    # a 420 kB burst toward the training pod crosses it: what follows takes the ifb
+    send_udp(node, inf.ip(), burst_to=train.ip(), burst=300)
+    after = wait_down(node, lambda: (lambda c: c if c["1:10"] - light["1:10"] >= 200 else None)(
         class_packets(node, IFB)), "200 packets toward the inference pod in class 1:10 on the ifb")
-    assert after["1:30"] - before["1:30"] < 20, (before, after)
-    send_udp(node, train.ip())
+    assert after["1:30"] - light["1:30"] >= 50, (light, after)  # the burst's tail
+    send_udp(node, train.ip(), burst_to=inf.ip(), burst=300)
     after2 = wait_down(node, lambda: (lambda c: c if c["1:30"] - after["1:30"] >= 200 else None)(
         class_packets(node, IFB)), "200 packets toward the training pod in class 1:30")
-    assert after2["1:10"] - after["1:10"] < 20, (after, after2)
+    assert node.status()["uplink"]["downlink"]["gate"]["redirecting"] is True
     # explain shows the pod's download filter; /metrics the shaped rate
     ex = node.aiqosctl("explain", f"aqt/{inf.name}").stdout
     assert "download items:" in ex and IFB in ex, ex

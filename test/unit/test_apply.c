@@ -1806,6 +1806,49 @@ TEST(edt_program_stamps)
 	CHECK_INT(inf.tstamp - t1.tstamp, 3 * 8192000);
 }
 
+/* The download gate (bpf_gate.h) through BPF_PROG_TEST_RUN: off, every
+ * packet goes on to the redirect; on, packets skip it while a window's
+ * bytes stay under the threshold, and from the packet that crosses it the
+ * redirect takes everything until the hold has passed. */
+TEST(gate_program_redirects_over_the_threshold)
+{
+	struct bpf_gate cfg = {.win_ns = 20000000, .threshold_bytes = 4500, .hold_ns = 200000000}, st;
+	_cleanup_close_ int map_fd = -1, prog_fd = -1;
+	struct error e = {0};
+	bool changed = false;
+
+	if (geteuid() != 0) {
+		CHECK(!"needs root (bpf)");
+		return;
+	}
+	CHECK_INT(bpf_gate_map_create(&map_fd, &e), 0);
+	CHECK_INT(bpf_gate_prog_load(map_fd, &prog_fd, &e), 0);
+	if (prog_fd < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		return;
+	}
+	/* off: the redirect (TC_ACT_UNSPEC: the next filter) */
+	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
+	CHECK_INT(bpf_gate_sync(map_fd, &cfg, &changed, &e), 0);
+	CHECK(changed);
+	CHECK_INT(bpf_gate_sync(map_fd, &cfg, &changed, &e), 0);
+	CHECK(!changed);
+	/* 1000-byte packets: four stay under 4500 bytes, the fifth crosses */
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_OK);
+	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
+	usleep(30 * 1000); /* a new window, light: still redirected (the hold) */
+	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
+	CHECK_INT(bpf_gate_read(map_fd, &st, &e), 0);
+	CHECK(st.win_bytes == 1000);
+	CHECK(st.redirect_until_ns > st.win_start_ns);
+	usleep(250 * 1000); /* the hold over */
+	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_OK);
+	/* off again */
+	CHECK_INT(bpf_gate_sync(map_fd, &(struct bpf_gate){0}, NULL, &e), 0);
+	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
+}
+
 /* Packets sent by the qdiscs of a kind on the uplink, and drops at its
  * clsact (the EDT horizon), from `tc -s -j`. */
 static void qdisc_counts(const char *dev, const char *kind, long long *ret_sent, long long *ret_clsact_drops)

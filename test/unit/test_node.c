@@ -227,6 +227,13 @@ static char *render(const struct plan *np, const struct node_plan_info *info)
 		        info->down.class_rate_bps[CLASS_DEFAULT], info->down.class_rate_bps[CLASS_TRAINING],
 		        info->down.class_ceil_bps[CLASS_INFERENCE], info->down.class_ceil_bps[CLASS_DEFAULT],
 		        info->down.class_ceil_bps[CLASS_TRAINING], info->down.n_filters, info->down.rcv_window_bytes);
+	if (info->down.planned) {
+		struct bpf_gate g;
+
+		node_gate_config(info, &g);
+		fprintf(f, "# download gate: window %" PRIu64 " ns, threshold %" PRIu64 " B, hold %" PRIu64 " ns\n",
+		        g.win_ns, g.threshold_bytes, g.hold_ns);
+	}
 	for (unsigned i = 0; i < info->n_warn; i++)
 		fprintf(f, "# warning: %s\n", info->warn[i]);
 	CHECK_INT(plan_render(np, NULL, NULL, PLAN_FMT_TEXT, false, &txt), 0);

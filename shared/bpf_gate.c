@@ -1,0 +1,162 @@
+/* bpf_gate.c — the download gate program (bpf_gate.h): assembled
+ * (bpf_asm.h), loaded, its map created, found again and synced. */
+#include <linux/pkt_cls.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpf_asm.h"
+#include "bpf_gate.h"
+#include "util.h"
+
+#define G(f) ((int16_t)offsetof(struct bpf_gate, f))
+
+enum {
+	LBL_TO_IFB,
+	LBL_SAME_WINDOW,
+	LBL_UNDER,
+};
+
+static int assemble(struct asm_buf *a, int map_fd)
+{
+	asm_init(a);
+	MOV_REG(a, R6, R1);
+	ST(a, BPF_W, R10, -8, 0);
+	emit_ld_map(a, map_fd);
+	MOV_REG(a, R2, R10);
+	ALU_IMM(a, BPF_ADD, R2, -8);
+	CALL(a, BPF_FUNC_map_lookup_elem);
+	JEQ(a, R0, 0, LBL_TO_IFB);
+	MOV_REG(a, R7, R0);
+	LDX(a, BPF_DW, R1, R7, G(threshold_bytes));
+	JEQ(a, R1, 0, LBL_TO_IFB); /* off */
+	CALL(a, BPF_FUNC_ktime_get_ns);
+	MOV_REG(a, R9, R0);
+
+	/* a new window when this one is over */
+	LDX(a, BPF_DW, R2, R7, G(win_start_ns));
+	MOV_REG(a, R3, R9);
+	ALU_REG(a, BPF_SUB, R3, R2);
+	LDX(a, BPF_DW, R4, R7, G(win_ns));
+	JGT_REG(a, R4, R3, LBL_SAME_WINDOW);
+	STX(a, BPF_DW, R7, R9, G(win_start_ns));
+	ST(a, BPF_DW, R7, G(win_bytes), 0);
+	label(a, LBL_SAME_WINDOW);
+
+	/* bytes += len; over the threshold: redirect until now + hold */
+	LDX(a, BPF_W, R8, R6, (int16_t)offsetof(struct __sk_buff, len));
+	LDX(a, BPF_DW, R1, R7, G(win_bytes));
+	ALU_REG(a, BPF_ADD, R1, R8);
+	STX(a, BPF_DW, R7, R1, G(win_bytes));
+	LDX(a, BPF_DW, R2, R7, G(threshold_bytes));
+	JGE_REG(a, R2, R1, LBL_UNDER);
+	LDX(a, BPF_DW, R3, R7, G(hold_ns));
+	ALU_REG(a, BPF_ADD, R3, R9);
+	STX(a, BPF_DW, R7, R3, G(redirect_until_ns));
+	label(a, LBL_UNDER);
+
+	LDX(a, BPF_DW, R3, R7, G(redirect_until_ns));
+	JGT_REG(a, R3, R9, LBL_TO_IFB);
+	MOV_IMM(a, R0, TC_ACT_OK);
+	EXIT(a);
+
+	label(a, LBL_TO_IFB);
+	MOV_IMM(a, R0, TC_ACT_UNSPEC);
+	EXIT(a);
+	return asm_resolve(a);
+}
+
+int bpf_gate_map_create(int *ret_fd, struct error *err)
+{
+	return bpf_map_create_named(BPF_MAP_TYPE_ARRAY, sizeof(uint32_t), sizeof(struct bpf_gate), 1, "aiqos_gate",
+	                            "download gate's BPF map", ret_fd, err);
+}
+
+int bpf_gate_prog_load(int map_fd, int *ret_fd, struct error *err)
+{
+	_cleanup_free_ struct asm_buf *a = calloc(1, sizeof(*a));
+	int r;
+
+	if (!a)
+		return error_set(err, ENOMEM, "out of memory");
+	r = assemble(a, map_fd);
+	if (r < 0)
+		return error_set(err, -r, "assemble the download gate: %s", strerror(-r));
+	return bpf_prog_load_sched_cls(a, BPF_GATE_NAME, "download gate", ret_fd, err);
+}
+
+int bpf_gate_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
+{
+	_cleanup_close_ int prog_fd = -1, fd = -1;
+	struct bpf_prog_info info;
+	uint32_t map_ids[2] = {0}, type = 0;
+	union bpf_attr attr;
+	int r;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_id = prog_id;
+	prog_fd = (int)sys_bpf(BPF_PROG_GET_FD_BY_ID, &attr);
+	if (prog_fd < 0)
+		return error_set(err, errno, "download gate program id %u: %s", prog_id, strerror(errno));
+	memset(&info, 0, sizeof(info));
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = ptr_u64(map_ids);
+	memset(&attr, 0, sizeof(attr));
+	attr.info.bpf_fd = (uint32_t)prog_fd;
+	attr.info.info_len = sizeof(info);
+	attr.info.info = ptr_u64(&info);
+	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
+		return error_set(err, errno, "download gate program id %u: info: %s", prog_id, strerror(errno));
+	if (info.nr_map_ids != 1)
+		return error_set(err, ENOENT, "download gate program id %u uses %u maps, not 1", prog_id,
+		                 info.nr_map_ids);
+	r = bpf_map_fd_by_id(map_ids[0], &fd, &type, err);
+	if (r < 0)
+		return r;
+	if (type != BPF_MAP_TYPE_ARRAY)
+		return error_set(err, ENOENT, "download gate program id %u: not the map of %s", prog_id, BPF_GATE_NAME);
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int bpf_gate_read(int map_fd, struct bpf_gate *ret, struct error *err)
+{
+	uint32_t key = 0;
+	union bpf_attr attr;
+
+	memset(ret, 0, sizeof(*ret));
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = (uint32_t)map_fd;
+	attr.key = ptr_u64(&key);
+	attr.value = ptr_u64(ret);
+	if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) < 0)
+		return error_set(err, errno, "download gate map: read: %s", strerror(errno));
+	return 0;
+}
+
+int bpf_gate_sync(int map_fd, const struct bpf_gate *want, bool *ret_changed, struct error *err)
+{
+	struct bpf_gate have,
+	        v = {.win_ns = want->win_ns, .threshold_bytes = want->threshold_bytes, .hold_ns = want->hold_ns};
+	uint32_t key = 0;
+	union bpf_attr attr;
+	int r;
+
+	if (ret_changed)
+		*ret_changed = false;
+	r = bpf_gate_read(map_fd, &have, err);
+	if (r < 0)
+		return r;
+	if (have.win_ns == v.win_ns && have.threshold_bytes == v.threshold_bytes && have.hold_ns == v.hold_ns)
+		return 0;
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = (uint32_t)map_fd;
+	attr.key = ptr_u64(&key);
+	attr.value = ptr_u64(&v);
+	attr.flags = BPF_ANY;
+	if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
+		return error_set(err, errno, "download gate map: update: %s", strerror(errno));
+	if (ret_changed)
+		*ret_changed = true;
+	return 0;
+}

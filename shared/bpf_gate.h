@@ -1,0 +1,46 @@
+/* bpf_gate.h — the download direction's gate: a BPF_PROG_TYPE_SCHED_CLS
+ * program attached direct-action at the uplink's clsact ingress hook, in
+ * front of the match-all redirect to the ifb (node.h, DOWNLOAD). While the
+ * traffic arriving stays well below the shaped downlink rate no queue can
+ * form in the ifb's tree, so the gate passes packets straight up the stack
+ * (TC_ACT_OK: no mirred, no ifb, no HTB lock); from the first window whose
+ * bytes exceed the threshold until the hold time has passed without one,
+ * it returns TC_ACT_UNSPEC and the redirect takes every packet through the
+ * tree, as without the gate. Per packet:
+ *   now - window start >= window: a new window (start = now, bytes = 0)
+ *   bytes += len; bytes > threshold: redirect until now + hold
+ *   now < redirect until: to the ifb, else straight on
+ * The hold is longer than the ifb's deepest queue takes to drain, so what
+ * the tree still holds has left before the flow bypasses it again (no
+ * reordering). The state is updated without a lock: concurrent CPUs may
+ * lose a few packets' bytes, a window's worth of error. Threshold 0 = the
+ * gate off: everything to the ifb. One array map of one struct bpf_gate. */
+#ifndef AIQOS_BPF_GATE_H
+#define AIQOS_BPF_GATE_H
+
+#include <stdint.h>
+
+#include "error.h"
+
+#define BPF_GATE_NAME "aiqos_gate" /* program and filter */
+
+struct bpf_gate {
+	uint64_t win_start_ns; /* the program's state */
+	uint64_t win_bytes;
+	uint64_t redirect_until_ns;
+	uint64_t win_ns; /* configuration (bpf_gate_sync) */
+	uint64_t threshold_bytes;
+	uint64_t hold_ns;
+};
+
+int bpf_gate_map_create(int *ret_fd, struct error *err);
+int bpf_gate_prog_load(int map_fd, int *ret_fd, struct error *err);
+/* The map of an attached gate program (by its id, from the filter dump). */
+int bpf_gate_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err);
+/* Make the map's configuration want's (the state restarts when it
+ * changes); ret_changed (may be NULL): whether it was written. */
+int bpf_gate_sync(int map_fd, const struct bpf_gate *want, bool *ret_changed, struct error *err);
+/* The map's whole value (state and configuration). */
+int bpf_gate_read(int map_fd, struct bpf_gate *ret, struct error *err);
+
+#endif
