@@ -28,12 +28,15 @@ static void gate_status(const struct agent *ag, const struct node_plan_info *inf
 {
 	struct bpf_gate cfg, st;
 	struct timespec ts;
+	uint64_t threshold_bps, window_us;
 
 	if (!g)
 		return;
 	node_gate_config(info, &cfg);
-	cJSON_AddNumberToObject(g, "thresholdBps", (double)(info->down.shaped_bps / 100 * NODE_DOWN_GATE_PERCENT));
-	cJSON_AddNumberToObject(g, "windowUs", (double)(cfg.win_ns / 1000));
+	threshold_bps = info->down.shaped_bps / 100 * NODE_DOWN_GATE_PERCENT;
+	window_us = cfg.win_ns / 1000;
+	cJSON_AddNumberToObject(g, "thresholdBps", (double)threshold_bps);
+	cJSON_AddNumberToObject(g, "windowUs", (double)window_us);
 	if (ag->down_gate_map_fd >= 0 && bpf_gate_read(ag->down_gate_map_fd, &st, NULL) == 0 &&
 	    clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
 		cJSON_AddBoolToObject(g, "redirecting",
