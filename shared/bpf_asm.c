@@ -170,3 +170,57 @@ int bpf_map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, struct error 
 	*ret_type = info.type;
 	return 0;
 }
+
+int bpf_prog_map_ids(uint32_t prog_id, uint32_t *ids, uint32_t max, uint32_t *ret_n, const char *what,
+                     struct error *err)
+{
+	_cleanup_close_ int prog_fd = -1;
+	struct bpf_prog_info info;
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_id = prog_id;
+	prog_fd = (int)sys_bpf(BPF_PROG_GET_FD_BY_ID, &attr);
+	if (prog_fd < 0)
+		return error_set(err, errno, "%s program id %u: %s", what, prog_id, strerror(errno));
+	memset(&info, 0, sizeof(info));
+	info.nr_map_ids = max;
+	info.map_ids = ptr_u64(ids);
+	memset(&attr, 0, sizeof(attr));
+	attr.info.bpf_fd = (uint32_t)prog_fd;
+	attr.info.info_len = sizeof(info);
+	attr.info.info = ptr_u64(&info);
+	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
+		return error_set(err, errno, "%s program id %u: info: %s", what, prog_id, strerror(errno));
+	*ret_n = info.nr_map_ids;
+	return 0;
+}
+
+int bpf_array0_read(int map_fd, void *value, const char *what, struct error *err)
+{
+	uint32_t key = 0;
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = (uint32_t)map_fd;
+	attr.key = ptr_u64(&key);
+	attr.value = ptr_u64(value);
+	if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) < 0)
+		return error_set(err, errno, "%s: read: %s", what, strerror(errno));
+	return 0;
+}
+
+int bpf_array0_write(int map_fd, const void *value, const char *what, struct error *err)
+{
+	uint32_t key = 0;
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_fd = (uint32_t)map_fd;
+	attr.key = ptr_u64(&key);
+	attr.value = ptr_u64(value);
+	attr.flags = BPF_ANY;
+	if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
+		return error_set(err, errno, "%s: update: %s", what, strerror(errno));
+	return 0;
+}

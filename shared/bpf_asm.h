@@ -46,6 +46,13 @@ int bpf_map_create_named(uint32_t type, uint32_t key_size, uint32_t value_size, 
  * in err. */
 int bpf_prog_load_sched_cls(const struct asm_buf *a, const char *name, const char *what, int *ret_fd,
                             struct error *err);
+/* The ids of the maps an attached program uses (by its id), at most max;
+ * what names it in errors. */
+int bpf_prog_map_ids(uint32_t prog_id, uint32_t *ids, uint32_t max, uint32_t *ret_n, const char *what,
+                     struct error *err);
+/* Element 0 of an array map: read, written. */
+int bpf_array0_read(int map_fd, void *value, const char *what, struct error *err);
+int bpf_array0_write(int map_fd, const void *value, const char *what, struct error *err);
 /* A map's fd and type from its id. */
 int bpf_map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, struct error *err);
 

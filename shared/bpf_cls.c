@@ -240,29 +240,21 @@ int bpf_edt_map_create(int *ret_fd, struct error *err)
 int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, struct error *err)
 {
 	struct bpf_edt have = {0}, v = *want;
-	uint32_t key = 0;
-	union bpf_attr attr;
+	int r;
 
 	if (ret_changed)
 		*ret_changed = false;
-	memset(&attr, 0, sizeof(attr));
-	attr.map_fd = (uint32_t)edt_fd;
-	attr.key = ptr_u64(&key);
-	attr.value = ptr_u64(&have);
-	if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) < 0)
-		return error_set(err, errno, "EDT map: read: %s", strerror(errno));
+	r = bpf_array0_read(edt_fd, &have, "EDT map", err);
+	if (r < 0)
+		return r;
 	if (have.link_q20 == v.link_q20 && have.inf_q20 == v.inf_q20 && have.horizon_ns == v.horizon_ns &&
 	    have.overhead == v.overhead && have.inf_priority == v.inf_priority)
 		return 0;
 	v.link_ns = 0;
 	v.inf_ns = 0;
-	memset(&attr, 0, sizeof(attr));
-	attr.map_fd = (uint32_t)edt_fd;
-	attr.key = ptr_u64(&key);
-	attr.value = ptr_u64(&v);
-	attr.flags = BPF_ANY;
-	if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
-		return error_set(err, errno, "EDT map: update: %s", strerror(errno));
+	r = bpf_array0_write(edt_fd, &v, "EDT map", err);
+	if (r < 0)
+		return r;
 	if (ret_changed)
 		*ret_changed = true;
 	return 0;
@@ -283,31 +275,19 @@ int bpf_cls_prog_load(int map_fd, int edt_fd, int *ret_fd, struct error *err)
 
 int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_edt_fd, struct error *err)
 {
-	_cleanup_close_ int prog_fd = -1, cls = -1, edt = -1;
-	struct bpf_prog_info info;
-	uint32_t map_ids[4] = {0};
-	union bpf_attr attr;
+	_cleanup_close_ int cls = -1, edt = -1;
+	uint32_t map_ids[4] = {0}, n = 0;
+	int r = bpf_prog_map_ids(prog_id, map_ids, ARRAY_SIZE(map_ids), &n, "classifier", err);
 
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_id = prog_id;
-	prog_fd = (int)sys_bpf(BPF_PROG_GET_FD_BY_ID, &attr);
-	if (prog_fd < 0)
-		return error_set(err, errno, "classifier program id %u: %s", prog_id, strerror(errno));
-	memset(&info, 0, sizeof(info));
-	info.nr_map_ids = ARRAY_SIZE(map_ids);
-	info.map_ids = ptr_u64(map_ids);
-	memset(&attr, 0, sizeof(attr));
-	attr.info.bpf_fd = (uint32_t)prog_fd;
-	attr.info.info_len = sizeof(info);
-	attr.info.info = ptr_u64(&info);
-	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
-		return error_set(err, errno, "classifier program id %u: info: %s", prog_id, strerror(errno));
-	if (info.nr_map_ids != 2)
-		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 2", prog_id, info.nr_map_ids);
+	if (r < 0)
+		return r;
+	if (n != 2)
+		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 2", prog_id, n);
 	for (unsigned i = 0; i < 2; i++) {
 		uint32_t type = 0;
-		int fd = -1, r = bpf_map_fd_by_id(map_ids[i], &fd, &type, err);
+		int fd = -1;
 
+		r = bpf_map_fd_by_id(map_ids[i], &fd, &type, err);
 		if (r < 0)
 			return r;
 		if (type == BPF_MAP_TYPE_HASH && cls < 0)

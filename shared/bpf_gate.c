@@ -87,29 +87,14 @@ int bpf_gate_prog_load(int map_fd, int *ret_fd, struct error *err)
 
 int bpf_gate_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 {
-	_cleanup_close_ int prog_fd = -1, fd = -1;
-	struct bpf_prog_info info;
-	uint32_t map_ids[2] = {0}, type = 0;
-	union bpf_attr attr;
-	int r;
+	_cleanup_close_ int fd = -1;
+	uint32_t map_ids[2] = {0}, n = 0, type = 0;
+	int r = bpf_prog_map_ids(prog_id, map_ids, ARRAY_SIZE(map_ids), &n, "download gate", err);
 
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_id = prog_id;
-	prog_fd = (int)sys_bpf(BPF_PROG_GET_FD_BY_ID, &attr);
-	if (prog_fd < 0)
-		return error_set(err, errno, "download gate program id %u: %s", prog_id, strerror(errno));
-	memset(&info, 0, sizeof(info));
-	info.nr_map_ids = ARRAY_SIZE(map_ids);
-	info.map_ids = ptr_u64(map_ids);
-	memset(&attr, 0, sizeof(attr));
-	attr.info.bpf_fd = (uint32_t)prog_fd;
-	attr.info.info_len = sizeof(info);
-	attr.info.info = ptr_u64(&info);
-	if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
-		return error_set(err, errno, "download gate program id %u: info: %s", prog_id, strerror(errno));
-	if (info.nr_map_ids != 1)
-		return error_set(err, ENOENT, "download gate program id %u uses %u maps, not 1", prog_id,
-		                 info.nr_map_ids);
+	if (r < 0)
+		return r;
+	if (n != 1)
+		return error_set(err, ENOENT, "download gate program id %u uses %u maps, not 1", prog_id, n);
 	r = bpf_map_fd_by_id(map_ids[0], &fd, &type, err);
 	if (r < 0)
 		return r;
@@ -121,25 +106,14 @@ int bpf_gate_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 
 int bpf_gate_read(int map_fd, struct bpf_gate *ret, struct error *err)
 {
-	uint32_t key = 0;
-	union bpf_attr attr;
-
 	memset(ret, 0, sizeof(*ret));
-	memset(&attr, 0, sizeof(attr));
-	attr.map_fd = (uint32_t)map_fd;
-	attr.key = ptr_u64(&key);
-	attr.value = ptr_u64(ret);
-	if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) < 0)
-		return error_set(err, errno, "download gate map: read: %s", strerror(errno));
-	return 0;
+	return bpf_array0_read(map_fd, ret, "download gate map", err);
 }
 
 int bpf_gate_sync(int map_fd, const struct bpf_gate *want, bool *ret_changed, struct error *err)
 {
 	struct bpf_gate have,
 	        v = {.win_ns = want->win_ns, .threshold_bytes = want->threshold_bytes, .hold_ns = want->hold_ns};
-	uint32_t key = 0;
-	union bpf_attr attr;
 	int r;
 
 	if (ret_changed)
@@ -149,13 +123,9 @@ int bpf_gate_sync(int map_fd, const struct bpf_gate *want, bool *ret_changed, st
 		return r;
 	if (have.win_ns == v.win_ns && have.threshold_bytes == v.threshold_bytes && have.hold_ns == v.hold_ns)
 		return 0;
-	memset(&attr, 0, sizeof(attr));
-	attr.map_fd = (uint32_t)map_fd;
-	attr.key = ptr_u64(&key);
-	attr.value = ptr_u64(&v);
-	attr.flags = BPF_ANY;
-	if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
-		return error_set(err, errno, "download gate map: update: %s", strerror(errno));
+	r = bpf_array0_write(map_fd, &v, "download gate map", err);
+	if (r < 0)
+		return r;
 	if (ret_changed)
 		*ret_changed = true;
 	return 0;
