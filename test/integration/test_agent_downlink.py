@@ -254,6 +254,7 @@ def test_download_turned_off_keeps_the_classifiers_hook(node):
     time.sleep(0.3)
     assert node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout == prog
     assert [q["kind"] for q in ingress_qdiscs(node)] == ["clsact"]
+    assert not node.sh("tc", "filter", "show", "dev", "up0", "ingress").stdout.strip()  # the gate went too
 
 
 def test_download_turned_off_across_a_restart_keeps_the_classifiers_hook(node):
@@ -277,6 +278,7 @@ def test_download_turned_off_across_a_restart_keeps_the_classifiers_hook(node):
     assert not gone, f"the restart took the classifier's hook away:\n{out}\n{node.agent_log_tail()}"
     assert node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout == prog
     assert [q["kind"] for q in ingress_qdiscs(node)] == ["clsact"]
+    assert not node.sh("tc", "filter", "show", "dev", "up0", "ingress").stdout.strip()  # the gate went too
 
 
 def test_download_foreign_ingress_qdisc_is_left_alone(node):
