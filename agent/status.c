@@ -43,6 +43,7 @@ static void gate_status(const struct agent *ag, const struct node_plan_info *inf
 		                      (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec <
 		                              st.redirect_until_ns);
 }
+
 static const char *class_name(enum workload_class c)
 {
 	return workload_class_name(c) ?: "default";
