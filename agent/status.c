@@ -28,14 +28,13 @@ static void gate_status(const struct agent *ag, const struct node_plan_info *inf
 {
 	struct bpf_gate cfg, st;
 	struct timespec ts;
-	uint64_t threshold_bps, window_us;
+	uint64_t window_us;
 
 	if (!g)
 		return;
 	node_gate_config(info, &cfg);
-	threshold_bps = info->down.shaped_bps / 100 * NODE_DOWN_GATE_PERCENT;
 	window_us = cfg.win_ns / 1000;
-	cJSON_AddNumberToObject(g, "thresholdBps", (double)threshold_bps);
+	cJSON_AddNumberToObject(g, "thresholdBps", (double)info->down.gate_bps);
 	cJSON_AddNumberToObject(g, "windowUs", (double)window_us);
 	if (ag->down_gate_map_fd >= 0 && bpf_gate_read(ag->down_gate_map_fd, &st, NULL) == 0 &&
 	    clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
@@ -229,7 +228,7 @@ static cJSON *uplink_json(const struct agent *ag)
 			cJSON_AddBoolToObject(dl, "foreignIngress", ag->down.foreign_hook);
 			/* training pods' tcp_rmem maximum (node.h DOWNLOAD), 0 = not bounded */
 			cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", (double)ag->rcv_window);
-			if (ag->have_info && d->planned && d->gate)
+			if (ag->have_info && d->planned && d->gate_bps)
 				gate_status(ag, info, cJSON_AddObjectToObject(dl, "gate"));
 			if (ag->have_info && d->planned) {
 				cJSON *cl = cJSON_AddObjectToObject(dl, "classes");

@@ -67,6 +67,14 @@ void emit_ld_map(struct asm_buf *a, int map_fd)
 	emit(a, 0, 0, 0, 0, 0);
 }
 
+void emit_map_lookup(struct asm_buf *a, int map_fd, int key_off)
+{
+	emit_ld_map(a, map_fd);
+	MOV_REG(a, R2, R10);
+	ALU_IMM(a, BPF_ADD, R2, key_off);
+	CALL(a, BPF_FUNC_map_lookup_elem);
+}
+
 int asm_resolve(struct asm_buf *a)
 {
 	if (a->overflow)
@@ -196,7 +204,8 @@ int bpf_prog_map_ids(uint32_t prog_id, uint32_t *ids, uint32_t max, uint32_t *re
 	return 0;
 }
 
-int bpf_array0_read(int map_fd, void *value, const char *what, struct error *err)
+/* cmd (lookup or update) on element 0 of an array map */
+static int array0_op(int map_fd, int cmd, void *value, const char *what, struct error *err)
 {
 	uint32_t key = 0;
 	union bpf_attr attr;
@@ -205,22 +214,19 @@ int bpf_array0_read(int map_fd, void *value, const char *what, struct error *err
 	attr.map_fd = (uint32_t)map_fd;
 	attr.key = ptr_u64(&key);
 	attr.value = ptr_u64(value);
-	if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) < 0)
-		return error_set(err, errno, "%s: read: %s", what, strerror(errno));
+	attr.flags = cmd == BPF_MAP_UPDATE_ELEM ? BPF_ANY : 0;
+	if (sys_bpf(cmd, &attr) < 0)
+		return error_set(err, errno, "%s: %s: %s", what, cmd == BPF_MAP_UPDATE_ELEM ? "update" : "read",
+		                 strerror(errno));
 	return 0;
+}
+
+int bpf_array0_read(int map_fd, void *value, const char *what, struct error *err)
+{
+	return array0_op(map_fd, BPF_MAP_LOOKUP_ELEM, value, what, err);
 }
 
 int bpf_array0_write(int map_fd, const void *value, const char *what, struct error *err)
 {
-	uint32_t key = 0;
-	union bpf_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.map_fd = (uint32_t)map_fd;
-	attr.key = ptr_u64(&key);
-	attr.value = ptr_u64(value);
-	attr.flags = BPF_ANY;
-	if (sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0)
-		return error_set(err, errno, "%s: update: %s", what, strerror(errno));
-	return 0;
+	return array0_op(map_fd, BPF_MAP_UPDATE_ELEM, (void *)(uintptr_t)value, what, err);
 }

@@ -33,6 +33,8 @@ void emit_jmp_reg(struct asm_buf *a, uint8_t code, uint8_t dst, uint8_t src, uns
 void label(struct asm_buf *a, unsigned l);
 /* r1 = the map (its fd, as a BPF_PSEUDO_MAP_FD load) */
 void emit_ld_map(struct asm_buf *a, int map_fd);
+/* r0 = the map's value for the key at fp + key_off, or NULL */
+void emit_map_lookup(struct asm_buf *a, int map_fd, int key_off);
 /* Jump offsets filled in: -E2BIG (too long), -EINVAL (a label not placed). */
 int asm_resolve(struct asm_buf *a);
 

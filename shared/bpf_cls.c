@@ -45,18 +45,9 @@ static void key_zero(struct asm_buf *a)
 	STX(a, BPF_W, R10, R1, KEY_OFF + 16);
 }
 
-/* r1 = map, r2 = fp + key_off, call lookup: r0 = value or NULL */
-static void lookup_at(struct asm_buf *a, int map_fd, int key_off)
-{
-	emit_ld_map(a, map_fd);
-	MOV_REG(a, R2, R10);
-	ALU_IMM(a, BPF_ADD, R2, key_off);
-	CALL(a, BPF_FUNC_map_lookup_elem);
-}
-
 static void lookup(struct asm_buf *a, int map_fd)
 {
-	lookup_at(a, map_fd, KEY_OFF);
+	emit_map_lookup(a, map_fd, KEY_OFF);
 }
 
 /* dst = (r8 bytes * the map's field q) >> 20: the time they take, in ns */
@@ -92,7 +83,7 @@ static void edt_clock_after(struct asm_buf *a, int16_t q, int16_t clock)
 static void edt_stage(struct asm_buf *a, int edt_fd)
 {
 	ST(a, BPF_W, R10, EDT_KEY_OFF, 0);
-	lookup_at(a, edt_fd, EDT_KEY_OFF);
+	emit_map_lookup(a, edt_fd, EDT_KEY_OFF);
 	JEQ(a, R0, 0, LBL_OUT);
 	MOV_REG(a, R7, R0);
 	LDX(a, BPF_DW, R1, R7, EDT(link_q20));

@@ -22,10 +22,7 @@ static int assemble(struct asm_buf *a, int map_fd)
 	asm_init(a);
 	MOV_REG(a, R6, R1);
 	ST(a, BPF_W, R10, -8, 0);
-	emit_ld_map(a, map_fd);
-	MOV_REG(a, R2, R10);
-	ALU_IMM(a, BPF_ADD, R2, -8);
-	CALL(a, BPF_FUNC_map_lookup_elem);
+	emit_map_lookup(a, map_fd, -8);
 	JEQ(a, R0, 0, LBL_TO_IFB);
 	MOV_REG(a, R7, R0);
 	LDX(a, BPF_DW, R1, R7, G(threshold_bytes));

@@ -425,7 +425,7 @@ struct node_down_info {
 	uint64_t class_ceil_bps[_CLASS_MAX];
 	unsigned n_filters;
 	uint32_t rcv_window_bytes; /* training pods' tcp_rmem maximum while planned, 0 = none */
-	bool gate;                 /* down.gate planned (bpf_gate.h) */
+	uint64_t gate_bps;         /* down.gate's threshold (bpf_gate.h), 0 = no gate planned */
 };
 
 struct node_plan_info {

@@ -880,8 +880,8 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 		plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 	}
 	/* the gate in front of the redirect (bpf_gate.h) */
-	d->gate = plan_caps_has(b->caps, TC_KIND_BPF);
-	if (d->gate) {
+	d->gate_bps = plan_caps_has(b->caps, TC_KIND_BPF) ? d->shaped_bps / 100 * NODE_DOWN_GATE_PERCENT : 0;
+	if (d->gate_bps) {
 		it = item_add(b, "down.gate", hook);
 		if (!it)
 			return -ENOMEM;
@@ -922,11 +922,11 @@ void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)
 	uint64_t bps, win_ns;
 
 	memset(ret, 0, sizeof(*ret));
-	if (!info || !info->down.planned || !info->down.gate || !info->down.shaped_bps)
+	if (!info || !info->down.planned || !info->down.gate_bps)
 		return;
-	bps = info->down.shaped_bps / 100 * NODE_DOWN_GATE_PERCENT;
+	bps = info->down.gate_bps;
 	/* the window: at least 1 ms, and long enough for 4 x 64 KiB at the threshold */
-	win_ns = (uint64_t)NODE_DOWN_GATE_WINDOW_BYTES * 8 * 1000000000ull / (bps ? bps : 1);
+	win_ns = (uint64_t)NODE_DOWN_GATE_WINDOW_BYTES * 8 * 1000000000ull / bps;
 	if (win_ns < (uint64_t)NODE_DOWN_GATE_WINDOW_MIN_US * 1000)
 		win_ns = (uint64_t)NODE_DOWN_GATE_WINDOW_MIN_US * 1000;
 	ret->win_ns = win_ns;

@@ -311,7 +311,7 @@ static int gate_sync(struct agent *ag, const struct node_plan_info *info, struct
 	bool changed = false;
 	int r;
 
-	if (!info->down.planned || !info->down.gate) {
+	if (!info->down.planned || !info->down.gate_bps) {
 		gate_forget(ag);
 		return 0;
 	}
