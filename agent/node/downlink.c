@@ -14,6 +14,7 @@
 #include "file.h"
 #include "agent.h"
 #include "node/downlink.h"
+#include "node/ifb.h"
 #include "nl.h"
 
 #define RECORD_MAX_BYTES 4096
@@ -79,78 +80,6 @@ static int record_remove(const char *state_dir, struct error *err)
 	record_path(state_dir, path, sizeof(path));
 	if (unlink(path) < 0 && errno != ENOENT)
 		return error_set(err, errno, "remove %s: %s", path, strerror(errno));
-	return 0;
-}
-
-/* ---- the ifb ---- */
-
-static int ifb_create(struct nl_sock *sk, uint32_t mtu, int *ret_ifindex, struct error *err)
-{
-	struct rtnl_link *l = rtnl_link_alloc();
-	struct link_info li;
-	int r;
-
-	if (!l)
-		return error_set(err, ENOMEM, "create %s: out of memory", PLAN_IFB_NAME);
-	rtnl_link_set_name(l, PLAN_IFB_NAME);
-	r = rtnl_link_set_type(l, "ifb");
-	if (r >= 0) {
-		rtnl_link_set_flags(l, IFF_UP);
-		if (mtu)
-			rtnl_link_set_mtu(l, mtu);
-		r = rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL);
-	}
-	rtnl_link_put(l);
-	if (r < 0) {
-		r = nl_to_errno(r);
-		return error_set(err, -r, "create the ifb %s: %s", PLAN_IFB_NAME, strerror(-r));
-	}
-	r = nl_link_get(sk, PLAN_IFB_NAME, 0, &li, err);
-	if (r < 0)
-		return r;
-	*ret_ifindex = li.ifindex;
-	return 0;
-}
-
-static int ifb_set_up(struct nl_sock *sk, int ifindex, struct error *err)
-{
-	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
-	int r = -ENOMEM;
-
-	if (orig && chg) {
-		rtnl_link_set_ifindex(orig, ifindex);
-		rtnl_link_set_flags(chg, IFF_UP);
-		r = rtnl_link_change(sk, orig, chg, 0);
-		r = r < 0 ? nl_to_errno(r) : 0;
-	}
-	if (orig)
-		rtnl_link_put(orig);
-	if (chg)
-		rtnl_link_put(chg);
-	if (r < 0)
-		return error_set(err, -r, "set %s up: %s", PLAN_IFB_NAME, strerror(-r));
-	return 0;
-}
-
-static int ifb_delete(struct nl_sock *sk, struct error *err)
-{
-	struct rtnl_link *l;
-	struct link_info li;
-	int r;
-
-	if (nl_link_get(sk, PLAN_IFB_NAME, 0, &li, NULL) < 0)
-		return 0; /* gone already */
-	if (!streq(li.kind, "ifb"))
-		return error_set(err, EEXIST, "%s is a %s link, not an ifb: left alone", PLAN_IFB_NAME,
-		                 li.kind[0] ? li.kind : "physical");
-	l = rtnl_link_alloc();
-	if (!l)
-		return error_set(err, ENOMEM, "delete %s: out of memory", PLAN_IFB_NAME);
-	rtnl_link_set_ifindex(l, li.ifindex);
-	r = rtnl_link_delete(sk, l);
-	rtnl_link_put(l);
-	if (r < 0 && (r = nl_to_errno(r)) != -ENODEV)
-		return error_set(err, -r, "delete %s: %s", PLAN_IFB_NAME, strerror(-r));
 	return 0;
 }
 
@@ -272,7 +201,7 @@ int downlink_give_back(struct agent *ag, struct error *err)
 	r = shared ? 0 : hook_egress_used(ag->sk, uplink, &shared, err);
 	if (r >= 0)
 		r = shared ? redirect_delete(ag->sk, uplink, err) : hook_delete(ag->sk, uplink, err);
-	q = ifb_delete(ag->sk, r < 0 ? NULL : err);
+	q = ifb_delete(ag->sk, PLAN_IFB_NAME, r < 0 ? NULL : err);
 	if (r < 0 || q < 0)
 		return r < 0 ? r : q;
 	log_msg(LOG_LVL_INFO, "download shaping removed", "uplink", uplink, "ifb", PLAN_IFB_NAME, (char *)NULL);
@@ -285,7 +214,7 @@ int downlink_give_back(struct agent *ag, struct error *err)
 int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
 {
 	struct downlink *d = &ag->down;
-	struct link_info li;
+	bool renewed = false;
 	int r;
 
 	ag->up.facts.ifb_ifindex = 0;
@@ -331,28 +260,11 @@ int downlink_prepare(struct agent *ag, bool wanted, struct error *err)
 		log_msg(LOG_LVL_INFO, "download shaping recorded", "uplink", ag->up.ifname, "ifb", PLAN_IFB_NAME,
 		        (char *)NULL);
 	}
-	r = nl_link_get(ag->sk, PLAN_IFB_NAME, 0, &li, NULL);
-	if (r == 0 && !streq(li.kind, "ifb"))
-		return error_set(err, EEXIST, "%s exists and is not an ifb (%s): download not shaped", PLAN_IFB_NAME,
-		                 li.kind[0] ? li.kind : "physical");
-	if (r < 0) {
-		int ifindex = 0;
-
-		r = ifb_create(ag->sk, ag->up.facts.mtu, &ifindex, err);
-		if (r < 0)
-			return r;
-		if (d->ifb_ifindex)
-			ag->up_need_observe = true; /* it was deleted behind our back: its tree with it */
-		d->ifb_ifindex = ifindex;
-		log_msg(LOG_LVL_INFO, "ifb created", "ifb", PLAN_IFB_NAME, "uplink", ag->up.ifname, (char *)NULL);
-	} else {
-		if (d->ifb_ifindex && d->ifb_ifindex != li.ifindex)
-			ag->up_need_observe = true;
-		d->ifb_ifindex = li.ifindex;
-		r = ifb_set_up(ag->sk, li.ifindex, err);
-		if (r < 0)
-			return r;
-	}
+	r = ifb_ensure(ag->sk, PLAN_IFB_NAME, ag->up.facts.mtu, &d->ifb_ifindex, &renewed, err);
+	if (r < 0)
+		return r;
+	if (renewed)
+		ag->up_need_observe = true; /* it was deleted behind our back: its tree with it */
 	ag->up.facts.ifb_ifindex = d->ifb_ifindex;
 	return 0;
 }
@@ -369,7 +281,7 @@ int downlink_cleanup(struct nl_sock *sk, const char *state_dir, struct error *er
 	r = hook_delete(sk, uplink, err);
 	if (r < 0)
 		return r;
-	r = ifb_delete(sk, err);
+	r = ifb_delete(sk, PLAN_IFB_NAME, err);
 	if (r < 0)
 		return r;
 	log_msg(LOG_LVL_INFO, "download shaping removed", "uplink", uplink, "ifb", PLAN_IFB_NAME, (char *)NULL);
@@ -434,25 +346,35 @@ int downlink_delete_orphans(struct nl_sock *sk, const struct tc_dump_list *dump,
 	return deleted;
 }
 
-int downlink_observe(struct agent *ag, struct plan *plan, struct error *err)
+int downlink_observe_ifb(struct agent *ag, struct plan *plan, enum plan_dev dev, const char *ifname, int ifindex,
+                         const char *what, struct error *err)
 {
 	_cleanup_free_ unsigned *orph = NULL;
 	struct tc_dump_list dump = {0};
 	unsigned n_orph = 0;
 	int r, deleted;
 
-	if (!ag->down.ifb_ifindex)
+	if (!ifindex)
 		return 0;
-	r = nl_tc_dump_alloc(ag->sk, ag->down.ifb_ifindex, 0, &dump, err);
+	r = nl_tc_dump_alloc(ag->sk, ifindex, 0, &dump, err);
+	if (r == -ENODEV) {
+		error_clear(err);
+		return 0; /* gone: its items stay pending, the next pass re-creates it */
+	}
 	if (r < 0)
 		return r;
 	/* the ifb is ours whole: its root and everything under it */
-	r = downlink_adopt_match_dev(plan, DEV_IFB, &dump, true, &orph, &n_orph);
+	r = downlink_adopt_match_dev(plan, dev, &dump, true, &orph, &n_orph);
 	if (r < 0) {
 		tc_dump_list_free(&dump);
-		return error_set(err, -r, "match %s: %s", PLAN_IFB_NAME, strerror(-r));
+		return error_set(err, -r, "match %s: %s", ifname, strerror(-r));
 	}
-	deleted = downlink_delete_orphans(ag->sk, &dump, orph, n_orph, PLAN_IFB_NAME, ag->down.ifb_ifindex, "download");
+	deleted = downlink_delete_orphans(ag->sk, &dump, orph, n_orph, ifname, ifindex, what);
 	tc_dump_list_free(&dump);
 	return deleted;
+}
+
+int downlink_observe(struct agent *ag, struct plan *plan, struct error *err)
+{
+	return downlink_observe_ifb(ag, plan, DEV_IFB, PLAN_IFB_NAME, ag->down.ifb_ifindex, "download", err);
 }

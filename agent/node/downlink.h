@@ -58,5 +58,9 @@ int downlink_delete_orphans(struct nl_sock *sk, const struct tc_dump_list *dump,
 /* Read the ifb (restart, drift repair): which down.* items on it are in
  * force; delete our orphans there. Returns objects deleted or -errno. */
 int downlink_observe(struct agent *ag, struct plan *plan, struct error *err);
+/* The same for any ifb of ours (dev: its items; ifname, what: for the log);
+ * ifindex 0 or gone: nothing read, 0. */
+int downlink_observe_ifb(struct agent *ag, struct plan *plan, enum plan_dev dev, const char *ifname, int ifindex,
+                         const char *what, struct error *err);
 
 #endif
