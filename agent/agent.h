@@ -15,6 +15,7 @@
 #include "metrics/metrics.h"
 #include "node.h"
 #include "node/downlink.h"
+#include "node/shaper.h"
 #include "node/uplink.h"
 #include "pods.h"
 #include "records.h"
@@ -94,6 +95,7 @@ struct agent {
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */
 	struct uplink up;
 	struct downlink down;  /* the download direction's ifb and hook (downlink.h) */
+	struct shaper shaper;  /* the gated upload tree's ifb (shaper.h) */
 	bool up_adopted;       /* the kernel state has been read since the uplink was found */
 	bool up_need_observe;  /* re-read the kernel (drift repair, after errors) */
 	bool up_need_discover; /* links or routes changed */
@@ -119,6 +121,7 @@ struct agent {
 	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
 	int up_edt_map_fd;                  /* its EDT map (bpf_cls.h), -1 = none */
 	int down_gate_map_fd;               /* the download gate's BPF map (bpf_gate.h), -1 = none */
+	int up_gate_map_fd;                 /* the upload gate's (GATED HTB), -1 = none */
 
 	struct agent_sched sched;
 	bool ready; /* first list + reconcile done */

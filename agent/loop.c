@@ -445,6 +445,13 @@ static int rtnl_msg(struct nl_msg *msg, void *ud)
 			    streq(nla_get_string(tb[IFLA_IFNAME]), ag->cfg.node.uplink))
 				relevant = true;
 		}
+		if (h->nlmsg_type == RTM_DELLINK && ifi->ifi_index > 0 &&
+		    (ifi->ifi_index == ag->down.ifb_ifindex || ifi->ifi_index == ag->shaper.ifb_ifindex)) {
+			/* one of our ifbs deleted behind our back: the redirect to it
+			 * drops what it takes until the next pass puts it back */
+			ag->up_need_observe = true;
+			sched_kick(&ag->sched, agent_now_ms());
+		}
 		if (h->nlmsg_type == RTM_DELLINK)
 			for (unsigned i = 0; i < ag->pods.n; i++)
 				for (unsigned k = 0; k < ag->pods.v[i]->n_att; k++)

@@ -22,22 +22,19 @@
 #include "server.h"
 #include "status.h"
 
-/* The download gate (bpf_gate.h): its threshold, and whether it sends
- * arrivals through the ifb right now (read from its map). */
-static void gate_status(const struct agent *ag, const struct node_plan_info *info, cJSON *g)
+/* A gate (bpf_gate.h): its threshold, and whether it sends traffic
+ * through its ifb right now (read from its map, map_fd). */
+static void gate_status(const struct bpf_gate *cfg, uint64_t threshold_bps, int map_fd, cJSON *g)
 {
-	struct bpf_gate cfg, st;
+	uint64_t window_us = cfg->win_ns / 1000;
+	struct bpf_gate st;
 	struct timespec ts;
-	uint64_t window_us;
 
 	if (!g)
 		return;
-	node_gate_config(info, &cfg);
-	window_us = cfg.win_ns / 1000;
-	cJSON_AddNumberToObject(g, "thresholdBps", (double)info->down.gate_bps);
+	cJSON_AddNumberToObject(g, "thresholdBps", (double)threshold_bps);
 	cJSON_AddNumberToObject(g, "windowUs", (double)window_us);
-	if (ag->down_gate_map_fd >= 0 && bpf_gate_read(ag->down_gate_map_fd, &st, NULL) == 0 &&
-	    clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+	if (map_fd >= 0 && bpf_gate_read(map_fd, &st, NULL) == 0 && clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
 		cJSON_AddBoolToObject(g, "redirecting",
 		                      (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec <
 		                              st.redirect_until_ns);
@@ -139,7 +136,10 @@ static cJSON *pod_json(const struct agent *ag, const struct agent_pod *p)
 
 static void spec_line_dev(const struct agent *ag, enum plan_dev dev, const struct tc_spec *s, char *buf, size_t size)
 {
-	const char *ifname = dev == DEV_IFB ? PLAN_IFB_NAME : ag->up.ifname[0] ? ag->up.ifname : "uplink";
+	const char *ifname = dev == DEV_IFB      ? PLAN_IFB_NAME
+	                     : dev == DEV_IFB_UP ? PLAN_IFB_UP_NAME
+	                     : ag->up.ifname[0]  ? ag->up.ifname
+	                                         : "uplink";
 
 	if (tc_spec_format(s, ifname, "replace", buf, size) < 0)
 		snprintf(buf, size, "(unprintable)");
@@ -165,6 +165,14 @@ static cJSON *uplink_json(const struct agent *ag)
 	cJSON_AddNumberToObject(o, "rateBps", (double)(ag->have_info ? info->rate_bps : 0));
 	cJSON_AddNumberToObject(o, "shapedBps", (double)(ag->have_info ? info->shaped_bps : 0));
 	cJSON_AddStringToObject(o, "shape", node_shape_name(ag->have_info ? info->shape : SHAPE_NONE) ?: "none");
+	if (ag->have_info && info->shape == SHAPE_HTB_IFB) {
+		/* GATED HTB: the tree on the ifb, behind the upload gate */
+		struct bpf_gate g;
+
+		cJSON_AddStringToObject(o, "shaperIfb", ag->shaper.ifb_ifindex ? PLAN_IFB_UP_NAME : "");
+		node_up_gate_config(info, ag->shaper.ifb_ifindex, &g);
+		gate_status(&g, info->up_gate_bps, ag->up_gate_map_fd, cJSON_AddObjectToObject(o, "gate"));
+	}
 	shares = cJSON_AddObjectToObject(o, "shares");
 	for (int c = 0; shares && ag->have_info && c < _CLASS_MAX; c++)
 		if (info->shares.share_pm[c])
@@ -228,8 +236,12 @@ static cJSON *uplink_json(const struct agent *ag)
 			cJSON_AddBoolToObject(dl, "foreignIngress", ag->down.foreign_hook);
 			/* training pods' tcp_rmem maximum (node.h DOWNLOAD), 0 = not bounded */
 			cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", (double)ag->rcv_window);
-			if (ag->have_info && d->planned && d->gate_bps)
-				gate_status(ag, info, cJSON_AddObjectToObject(dl, "gate"));
+			if (ag->have_info && d->planned && d->gate_bps) {
+				struct bpf_gate g;
+
+				node_gate_config(info, &g);
+				gate_status(&g, d->gate_bps, ag->down_gate_map_fd, cJSON_AddObjectToObject(dl, "gate"));
+			}
 			if (ag->have_info && d->planned) {
 				cJSON *cl = cJSON_AddObjectToObject(dl, "classes");
 

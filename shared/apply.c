@@ -54,6 +54,10 @@ static int target_for(const struct apply_target *t, enum plan_dev dev, struct nl
 		sk = t->host_sk;
 		ifindex = t->ifb_ifindex;
 		break;
+	case DEV_IFB_UP:
+		sk = t->host_sk;
+		ifindex = t->ifb_up_ifindex;
+		break;
 	default:
 		return error_set(err, EINVAL, "invalid device %d", (int)dev);
 	}

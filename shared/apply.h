@@ -18,6 +18,7 @@ struct apply_target {
 	int host_ifindex;        /* host-side veth, 0 if none */
 	int uplink_ifindex;      /* DEV_UPLINK, 0 if none */
 	int ifb_ifindex;         /* DEV_IFB (host netns), 0 if none */
+	int ifb_up_ifindex;      /* DEV_IFB_UP (host netns), 0 if none */
 };
 
 /* Apply the items of p, filling each one's status/chosen/err and learning

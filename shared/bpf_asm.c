@@ -152,7 +152,7 @@ int bpf_prog_load_sched_cls(const struct asm_buf *a, const char *name, const cha
 	return 0;
 }
 
-int bpf_map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, struct error *err)
+int bpf_map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, uint32_t *ret_value_size, struct error *err)
 {
 	struct bpf_map_info info;
 	union bpf_attr attr;
@@ -176,6 +176,8 @@ int bpf_map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, struct error 
 	}
 	*ret_fd = fd;
 	*ret_type = info.type;
+	if (ret_value_size)
+		*ret_value_size = info.value_size;
 	return 0;
 }
 

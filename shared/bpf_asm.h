@@ -55,8 +55,8 @@ int bpf_prog_map_ids(uint32_t prog_id, uint32_t *ids, uint32_t max, uint32_t *re
 /* Element 0 of an array map: read, written. */
 int bpf_array0_read(int map_fd, void *value, const char *what, struct error *err);
 int bpf_array0_write(int map_fd, const void *value, const char *what, struct error *err);
-/* A map's fd and type from its id. */
-int bpf_map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, struct error *err);
+/* A map's fd, type and value size (ret_value_size may be NULL) from its id. */
+int bpf_map_fd_by_id(uint32_t id, int *ret_fd, uint32_t *ret_type, uint32_t *ret_value_size, struct error *err);
 
 #define R0  BPF_REG_0
 #define R1  BPF_REG_1

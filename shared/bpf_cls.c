@@ -278,7 +278,7 @@ int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_edt_fd, struct
 		uint32_t type = 0;
 		int fd = -1;
 
-		r = bpf_map_fd_by_id(map_ids[i], &fd, &type, err);
+		r = bpf_map_fd_by_id(map_ids[i], &fd, &type, NULL, err);
 		if (r < 0)
 			return r;
 		if (type == BPF_MAP_TYPE_HASH && cls < 0)

@@ -1,8 +1,10 @@
-/* bpf_gate.h — the download direction's gate: a BPF_PROG_TYPE_SCHED_CLS
- * program attached direct-action at the uplink's clsact ingress hook, in
- * front of the match-all redirect to the ifb (node.h, DOWNLOAD). While the
- * traffic arriving stays well below the shaped downlink rate no queue can
- * form in the ifb's tree, so the gate passes packets straight up the stack
+/* bpf_gate.h — the gate in front of an ifb's shaper: a
+ * BPF_PROG_TYPE_SCHED_CLS program attached direct-action at one of the
+ * uplink's clsact hooks, in front of the match-all redirect to the ifb:
+ * ingress for the download tree (node.h, DOWNLOAD; BPF_GATE_NAME), egress
+ * for the gated upload tree (node.h, GATED HTB; BPF_GATE_UP_NAME, after the
+ * classifier). While the traffic stays well below the shaped rate no queue
+ * can form in the ifb's tree, so the gate passes packets straight on
  * (TC_ACT_OK: no mirred, no ifb, no HTB lock); from the first window whose
  * bytes exceed the threshold until the hold time has passed without one,
  * it returns TC_ACT_UNSPEC and the redirect takes every packet through the
@@ -14,7 +16,10 @@
  * the tree still holds has left before the flow bypasses it again (no
  * reordering). The state is updated without a lock: concurrent CPUs may
  * lose a few packets' bytes, a window's worth of error. Threshold 0 = the
- * gate off: everything to the ifb. One array map of one struct bpf_gate. */
+ * gate off: everything to the ifb. A packet the ifb sends back (its
+ * ingress_ifindex is pass_ifindex: the egress ifb re-injects onto the
+ * uplink, through this hook) passes uncounted. One array map of one
+ * struct bpf_gate per program. */
 #ifndef AIQOS_BPF_GATE_H
 #define AIQOS_BPF_GATE_H
 
@@ -22,7 +27,8 @@
 
 #include "error.h"
 
-#define BPF_GATE_NAME "aiqos_gate" /* program and filter */
+#define BPF_GATE_NAME    "aiqos_gate"  /* program and filter: the download gate */
+#define BPF_GATE_UP_NAME "aiqos_ugate" /* the upload gate */
 
 struct bpf_gate {
 	uint64_t win_start_ns; /* the program's state */
@@ -31,10 +37,12 @@ struct bpf_gate {
 	uint64_t win_ns; /* configuration (bpf_gate_sync) */
 	uint64_t threshold_bytes;
 	uint64_t hold_ns;
+	uint64_t pass_ifindex; /* packets re-injected by this ifb pass (0 = none) */
 };
 
 int bpf_gate_map_create(int *ret_fd, struct error *err);
-int bpf_gate_prog_load(int map_fd, int *ret_fd, struct error *err);
+/* name: BPF_GATE_NAME or BPF_GATE_UP_NAME (the same program) */
+int bpf_gate_prog_load(int map_fd, const char *name, int *ret_fd, struct error *err);
 /* The map of an attached gate program (by its id, from the filter dump). */
 int bpf_gate_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err);
 /* Make the map's configuration want's (the state restarts when it

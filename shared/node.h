@@ -146,6 +146,33 @@
  *   uplink.clsact, uplink.classifier   as in MULTI-QUEUE
  * Where fq is missing the stamps would be ignored: HTB instead.
  *
+ * GATED HTB (SHAPE_HTB_IFB). Shaping configured on a device with several tx
+ * queues where EDT is not usable (no fq: the CI kernel) but htb, clsact,
+ * bpf and u32 are: HTB at the root would put every queue behind one lock at
+ * every rate (0.8 of the default's goodput at line rate, docs/line-rate.md).
+ * The root stays as it is (noqueue, or the mq tree); the HTB tree of SHAPE_HTB
+ * lives on the ifb PLAN_IFB_UP_NAME (created, recorded and removed by the
+ * agent) and the uplink's clsact egress hook carries, in order:
+ *   uplink.classifier  the CLASSIFIER (skb->priority = the class's handle)
+ *   uplink.gate        bpf aiqos_ugate (bpf_gate.h), pref 27, handle 1: while
+ *                      the bytes leaving stay under NODE_GATE_PERCENT of Rp
+ *                      packets go straight to the root (TC_ACT_OK: no HTB
+ *                      lock); from a window over it until NODE_GATE_HOLD_MS
+ *                      without one, on
+ *   uplink.redirect    u32 match-all, pref 28, mirred egress redirect to the
+ *                      ifb, whose HTB shapes and ranks them exactly as at the
+ *                      root; the ifb sends them back out of the uplink (the
+ *                      gate passes them: their ingress ifindex is the ifb's)
+ *   shaper.root, shaper.class.*, shaper.leaf.*   [ifb-up] the HTB tree, no
+ *                      filters (the classifier names every packet's class)
+ * Below half of Rp no class can reach its ceiling, so HTB would not hold a
+ * packet back for long. Unlike arrivals (the download gate's, paced by the
+ * link), the node sends at memory speed, so what passes reaches the link
+ * unpaced: a window holds half the parent class's cburst (2 ms at Rp, at
+ * least 128 KiB), so the most that passes back to back, two windows' worth,
+ * is the burst HTB itself lets out at once (node_up_gate_config). The agent
+ * falls back to SHAPE_HTB when it cannot create the ifb (up->ifb_up_failed).
+ *
  * CLASSIFIER (HTB). The multi-queue layout's BPF classifier (bpf_cls.h) in
  * front of HTB: its map gives each pod address (or class DSCP) the class's
  * handle as skb->priority (info.cls_priority: 1:10 / 1:20 / 1:30; a class
@@ -192,10 +219,10 @@
  *   down.hook                 [uplink] clsact (parent ffff:fff1)
  *   down.gate                 [uplink] bpf aiqos_gate on ffff:fff2 prio 29 protocol all,
  *                             direct-action (bpf_gate.h), where bpf is not known missing:
- *                             while the arrivals stay under NODE_DOWN_GATE_PERCENT of
+ *                             while the arrivals stay under NODE_GATE_PERCENT of
  *                             Rd * 98 % (bytes per window: node_gate_config) packets skip
  *                             the ifb (nothing can queue there); over it, and for
- *                             NODE_DOWN_GATE_HOLD_MS after, every packet takes the redirect
+ *                             NODE_GATE_HOLD_MS after, every packet takes the redirect
  *   down.redirect             [uplink] u32 on ffff:fff2 prio 30 protocol all, match-all,
  *                             action mirred egress redirect dev PLAN_IFB_NAME (up->ifb_ifindex)
  *   down.root, down.class.*, down.leaf.*   [ifb] the HTB tree of the mode at Rd * 98 %,
@@ -270,15 +297,15 @@
 #define NODE_DOWN_RTT_US_DEFAULT  500
 #define NODE_DOWN_RTT_US_MAX      1000000
 #define NODE_DOWN_QUEUE_BUDGET_US 500
-/* the download gate (DOWNLOAD, bpf_gate.h): packets skip the ifb while the
- * arrivals stay under this share of the shaped rate, counted in windows of
+/* the gates (DOWNLOAD and GATED HTB, bpf_gate.h): packets skip the ifb while
+ * the traffic stays under this share of the shaped rate, counted in windows of
  * at least 1 ms and at least 4 x 64 KiB at that share (a GRO burst is not a
  * rate); once over, the ifb takes everything for the hold, 5 x the deepest
  * FIFO's 20 ms, so the tree has drained before packets bypass it again */
-#define NODE_DOWN_GATE_PERCENT        50
-#define NODE_DOWN_GATE_WINDOW_MIN_US  1000
-#define NODE_DOWN_GATE_WINDOW_BYTES   (4U * 65536)
-#define NODE_DOWN_GATE_HOLD_MS        100
+#define NODE_GATE_PERCENT             50
+#define NODE_GATE_WINDOW_MIN_US       1000
+#define NODE_GATE_WINDOW_BYTES        (4U * 65536)
+#define NODE_GATE_HOLD_MS             100
 #define NODE_DOWN_RCV_WINDOW_MIN      32768U
 #define NODE_DOWN_RCV_WINDOW_MAX      2147483647U
 #define NODE_DOWN_RCV_WINDOW_AUTO     0U         /* trainingRcvWindow "auto" */
@@ -293,7 +320,12 @@
 #define NODE_FILTER_PRIO_DSCP_V6      21
 #define NODE_FILTER_PRIO_GATE         29 /* the uplink ingress hook: the download gate (bpf_gate.h) */
 #define NODE_FILTER_PRIO_REDIRECT     30 /* the uplink ingress hook: match-all -> mirred to the ifb */
-#define NODE_REDIRECT_HANDLE          1  /* its u32 node id */
+/* the uplink egress hook (GATED HTB): other prios than the ingress hook's,
+ * as u32 keeps one set of hash tables per qdisc and shows a prio's tables
+ * of both hooks under each */
+#define NODE_FILTER_PRIO_UP_GATE     27
+#define NODE_FILTER_PRIO_UP_REDIRECT 28
+#define NODE_REDIRECT_HANDLE         1 /* its u32 node id */
 
 /* The multi-queue layout (plan_node_mq.c, see "MULTI-QUEUE" above) */
 #define NODE_MQ_QUEUES_MAX      256   /* per-queue children planned for at most this many tx queues */
@@ -327,6 +359,7 @@ enum node_shape {
 	SHAPE_HTB,      /* HTB at Rp with guaranteed shares */
 	SHAPE_MQ,       /* mq with a child per tx queue (+ the BPF classifier in mixed), line rate */
 	SHAPE_EDT,      /* mq with fq per tx queue, the BPF classifier stamping departure times at Rp */
+	SHAPE_HTB_IFB,  /* the root left as it is; HTB at Rp on PLAN_IFB_UP_NAME, behind the upload gate */
 	_SHAPE_MAX,
 	_SHAPE_INVALID = -1,
 };
@@ -391,6 +424,9 @@ struct uplink_facts {
 	int ifb_ifindex;      /* PLAN_IFB_NAME's ifindex (the redirect target), 0 = not created (dry run) */
 	bool ingress_foreign; /* the uplink has an ingress/clsact qdisc aiqos did not create */
 	bool ingress_held;    /* an `ingress` qdisc holds the hook: no clsact, so no classifier */
+	/* the gated upload tree (GATED HTB) */
+	int ifb_up_ifindex; /* PLAN_IFB_UP_NAME's ifindex (the redirect target), 0 = not created (dry run) */
+	bool ifb_up_failed; /* the agent could not create it: HTB at the root instead */
 };
 
 struct node_counts {
@@ -444,6 +480,7 @@ struct node_plan_info {
 	bool classifier;   /* the clsact BPF classifier sets skb->priority (SHAPE_MQ mixed, SHAPE_HTB, SHAPE_EDT) */
 	uint32_t cls_priority[_CLASS_MAX]; /* with classifier: each class's skb->priority (mq: band, HTB: classid) */
 	bool speed_untrusted;              /* a virtual link's reported speed was not used as a rate */
+	uint64_t up_gate_bps;              /* SHAPE_HTB_IFB: uplink.gate's threshold (bpf_gate.h), else 0 */
 	struct node_down_info down;
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];
@@ -454,7 +491,7 @@ const char *node_mode_name(enum node_mode m);         /* "idle" "training" "infe
 enum node_mode node_mode_from_name(const char *s);    /* _MODE_INVALID if unknown */
 const char *node_classify_name(enum node_classify c); /* "src-ip" "dscp" */
 enum node_classify node_classify_from_name(const char *s);
-const char *node_shape_name(enum node_shape s);               /* "none" "root-aqm" "prio" "htb" "mq" "edt" */
+const char *node_shape_name(enum node_shape s);               /* "none" "root-aqm" "prio" "htb" "mq" "edt" "htb-ifb" */
 const char *node_weight_basis_name(enum node_weight_basis b); /* "pods" "gpus" "bandwidth" */
 
 /* Config */
@@ -489,6 +526,13 @@ void node_edt_config(const struct node_config *cfg, const struct node_plan_info 
 /* The download gate's configuration for a plan (threshold 0 = off: the
  * download tree not planned, or planned without the gate). */
 void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret);
+/* The upload gate's (GATED HTB; threshold 0 = off: another shape); the
+ * ifb's own packets pass (ifb_ifindex, facts' ifb_up_ifindex). */
+void node_up_gate_config(const struct node_plan_info *info, int ifb_ifindex, struct bpf_gate *ret);
+/* Would the plan be SHAPE_HTB_IFB (GATED HTB)? The agent creates the ifb
+ * before planning when it would. */
+bool node_htb_ifb_wanted(const struct node_config *cfg, const struct uplink_facts *up, const struct plan_caps *caps,
+                         enum node_mode mode);
 
 /* The plan item id of a pod's n-th address filter ("uplink.pod.<H>.<n>"),
  * and of its download filter on the ifb ("down.pod.<H>.<n>"). */

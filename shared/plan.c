@@ -26,7 +26,7 @@
 #define CODEL_DEFAULT_INTERVAL_US 100000u
 
 static const char *const dev_names[_DEV_MAX] = {
-        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = "ifb"};
+        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = "ifb", [DEV_IFB_UP] = "ifb-up"};
 DEFINE_STRING_TABLE_NAME(plan_dev_name, enum plan_dev, dev_names)
 
 struct plan_names plan_names_attach(const struct attach_ifaces *ifs)
@@ -42,8 +42,11 @@ struct plan_names plan_names_attach(const struct attach_ifaces *ifs)
 
 const char *plan_dev_ifname(const struct plan_names *names, enum plan_dev d)
 {
-	static const char *const defaults[_DEV_MAX] = {
-	        [DEV_POD] = "pod", [DEV_HOST] = "host", [DEV_UPLINK] = "uplink", [DEV_IFB] = PLAN_IFB_NAME};
+	static const char *const defaults[_DEV_MAX] = {[DEV_POD] = "pod",
+	                                               [DEV_HOST] = "host",
+	                                               [DEV_UPLINK] = "uplink",
+	                                               [DEV_IFB] = PLAN_IFB_NAME,
+	                                               [DEV_IFB_UP] = PLAN_IFB_UP_NAME};
 
 	if (d < 0 || d >= _DEV_MAX)
 		return "?";

@@ -12,12 +12,13 @@
 
 struct cJSON;
 
-#define PLAN_ALT_MAX   4
-#define PLAN_ID_MAX    32
-#define SYSCTL_KEY_MAX 64
-#define SYSCTL_VAL_MAX 64
-#define IFNAME_LEN     16           /* IFNAMSIZ */
-#define PLAN_IFB_NAME  "aiqos-ifb0" /* DEV_IFB: created, recorded and removed by the agent */
+#define PLAN_ALT_MAX     4
+#define PLAN_ID_MAX      32
+#define SYSCTL_KEY_MAX   64
+#define SYSCTL_VAL_MAX   64
+#define IFNAME_LEN       16           /* IFNAMSIZ */
+#define PLAN_IFB_NAME    "aiqos-ifb0" /* DEV_IFB: created, recorded and removed by the agent */
+#define PLAN_IFB_UP_NAME "aiqos-ifb1" /* DEV_IFB_UP: likewise */
 
 /* Which device an item applies to. */
 enum plan_dev {
@@ -25,6 +26,7 @@ enum plan_dev {
 	DEV_HOST,   /* the host-side peer of the pod's veth, in the host netns */
 	DEV_UPLINK, /* the node's uplink (agent) */
 	DEV_IFB,    /* the node's download shaper: the ifb the uplink's ingress is redirected to (agent) */
+	DEV_IFB_UP, /* the node's gated upload shaper: the ifb the uplink's egress is redirected to (agent) */
 	_DEV_MAX,
 	_DEV_INVALID = -1,
 };

@@ -28,6 +28,7 @@
 
 #define PFX_UPLINK "uplink"
 #define PFX_DOWN   "down"
+#define PFX_SHAPER "shaper" /* GATED HTB: the tree on PLAN_IFB_UP_NAME */
 
 /* ---- names ---- */
 
@@ -48,8 +49,8 @@ DEFINE_STRING_TABLE_NAME(node_classify_name, enum node_classify, classify_names)
 DEFINE_STRING_TABLE_FROM_NAME(node_classify_from_name, enum node_classify, classify_names, _CLASSIFY_INVALID)
 
 static const char *const shape_names[_SHAPE_MAX] = {
-        [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio", [SHAPE_HTB] = "htb",
-        [SHAPE_MQ] = "mq",     [SHAPE_EDT] = "edt",
+        [SHAPE_NONE] = "none", [SHAPE_ROOT_AQM] = "root-aqm", [SHAPE_PRIO] = "prio",       [SHAPE_HTB] = "htb",
+        [SHAPE_MQ] = "mq",     [SHAPE_EDT] = "edt",           [SHAPE_HTB_IFB] = "htb-ifb",
 };
 DEFINE_STRING_TABLE_NAME(node_shape_name, enum node_shape, shape_names)
 
@@ -853,6 +854,61 @@ uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t con
 	return (uint32_t)clamp_u64(w, NODE_DOWN_RCV_WINDOW_MIN, NODE_DOWN_RCV_WINDOW_MAX);
 }
 
+/* On a clsact hook of the uplink (hook: its item; which: ingress or
+ * egress): the gate program gate (NULL = none) and the match-all redirect
+ * to the ifb (<pfx>.gate, <pfx>.redirect; bpf_gate.h). */
+static int gate_redirect_add(struct builder *b, const char *hook, uint16_t which, const char *gate, const char *ifb,
+                             int ifb_ifindex)
+{
+	uint32_t parent = TC_H_MAKE(TC_H_CLSACT, which);
+	bool egress = which == TC_H_MIN_EGRESS;
+	char id[PLAN_ID_MAX];
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	if (gate) {
+		snprintf(id, sizeof(id), "%s.gate", b->pfx);
+		it = item_add(b, id, hook);
+		if (!it)
+			return -ENOMEM;
+		s = plan_alt_first(it, TC_FILTER, TC_KIND_BPF, parent, 1);
+		s->prio = egress ? NODE_FILTER_PRIO_UP_GATE : NODE_FILTER_PRIO_GATE;
+		s->protocol = ETH_P_ALL;
+		str_copy(s->u.bpf.name, sizeof(s->u.bpf.name), gate);
+		s->u.bpf.flags = TCA_BPF_FLAG_ACT_DIRECT;
+		s->u.bpf.prog_fd = -1;
+	}
+	snprintf(id, sizeof(id), "%s.redirect", b->pfx);
+	it = item_add(b, id, hook);
+	if (!it)
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_FILTER, TC_KIND_U32, parent, NODE_REDIRECT_HANDLE);
+	s->prio = egress ? NODE_FILTER_PRIO_UP_REDIRECT : NODE_FILTER_PRIO_REDIRECT;
+	s->protocol = ETH_P_ALL;
+	s->u.u32.match = U32_MATCH_ALL;
+	s->u.u32.dscp = -1;
+	s->u.u32.redirect_ifindex = ifb_ifindex;
+	str_copy(s->u.u32.redirect_dev, sizeof(s->u.u32.redirect_dev), ifb);
+	return 0;
+}
+
+/* GATED HTB (node.h): the classifier, the upload gate and the redirect on
+ * the uplink's egress hook; the HTB tree on the ifb. */
+static int tree_htb_ifb(struct builder *b, const struct uplink_facts *up, const struct node_plan_info *info)
+{
+	int r = node_classifier_add(b);
+
+	if (r >= 0)
+		r = gate_redirect_add(b, "uplink.clsact", TC_H_MIN_EGRESS, BPF_GATE_UP_NAME, PLAN_IFB_UP_NAME,
+		                      up->ifb_up_ifindex);
+	if (r < 0)
+		return r;
+	builder_tree(b, DEV_IFB_UP, PFX_SHAPER, U32_MATCH_SRC);
+	r = tree_htb(b, info->shaped_bps, info->class_rate_bps, info->ce_threshold_us);
+	builder_tree(b, DEV_UPLINK, PFX_UPLINK, U32_MATCH_SRC);
+	return r;
+}
+
 /* The download direction (node.h "DOWNLOAD"): the ingress hook and redirect
  * on the uplink, then the same HTB tree on the ifb, filters on destination. */
 static int downlink_build(struct builder *b, const struct node_pod *const *sorted, unsigned n,
@@ -862,7 +918,6 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	struct node_down_info *d = &info->down;
 	uint32_t classid[_CLASS_MAX] = {0};
 	struct plan_item *it;
-	struct tc_spec *s;
 	const char *hook;
 	int r;
 
@@ -880,28 +935,11 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 		plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 	}
 	/* the gate in front of the redirect (bpf_gate.h) */
-	d->gate_bps = plan_caps_has(b->caps, TC_KIND_BPF) ? d->shaped_bps / 100 * NODE_DOWN_GATE_PERCENT : 0;
-	if (d->gate_bps) {
-		it = item_add(b, "down.gate", hook);
-		if (!it)
-			return -ENOMEM;
-		s = plan_alt_first(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), 1);
-		s->prio = NODE_FILTER_PRIO_GATE;
-		s->protocol = ETH_P_ALL;
-		str_copy(s->u.bpf.name, sizeof(s->u.bpf.name), BPF_GATE_NAME);
-		s->u.bpf.flags = TCA_BPF_FLAG_ACT_DIRECT;
-		s->u.bpf.prog_fd = -1;
-	}
-	it = item_add(b, "down.redirect", hook);
-	if (!it)
-		return -ENOMEM;
-	s = plan_alt_first(it, TC_FILTER, TC_KIND_U32, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), NODE_REDIRECT_HANDLE);
-	s->prio = NODE_FILTER_PRIO_REDIRECT;
-	s->protocol = ETH_P_ALL;
-	s->u.u32.match = U32_MATCH_ALL;
-	s->u.u32.dscp = -1;
-	s->u.u32.redirect_ifindex = up->ifb_ifindex;
-	str_copy(s->u.u32.redirect_dev, sizeof(s->u.u32.redirect_dev), PLAN_IFB_NAME);
+	d->gate_bps = plan_caps_has(b->caps, TC_KIND_BPF) ? d->shaped_bps / 100 * NODE_GATE_PERCENT : 0;
+	r = gate_redirect_add(b, hook, TC_H_MIN_INGRESS, d->gate_bps ? BPF_GATE_NAME : NULL, PLAN_IFB_NAME,
+	                      up->ifb_ifindex);
+	if (r < 0)
+		return r;
 
 	builder_tree(b, DEV_IFB, PFX_DOWN, U32_MATCH_DST);
 	r = tree_htb(b, d->shaped_bps, d->class_rate_bps, info->ce_threshold_us);
@@ -917,23 +955,42 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	return filters_dscp(b, cfg, classid);
 }
 
-void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)
+static void gate_config(uint64_t bps, struct bpf_gate *ret)
 {
-	uint64_t bps, win_ns;
+	uint64_t win_ns;
 
 	memset(ret, 0, sizeof(*ret));
-	if (!info || !info->down.planned || !info->down.gate_bps)
+	if (!bps)
 		return;
-	bps = info->down.gate_bps;
 	/* the window: at least 1 ms, and long enough for 4 x 64 KiB at the threshold */
-	win_ns = (uint64_t)NODE_DOWN_GATE_WINDOW_BYTES * 8 * 1000000000ull / bps;
-	if (win_ns < (uint64_t)NODE_DOWN_GATE_WINDOW_MIN_US * 1000)
-		win_ns = (uint64_t)NODE_DOWN_GATE_WINDOW_MIN_US * 1000;
+	win_ns = (uint64_t)NODE_GATE_WINDOW_BYTES * 8 * 1000000000ull / bps;
+	if (win_ns < (uint64_t)NODE_GATE_WINDOW_MIN_US * 1000)
+		win_ns = (uint64_t)NODE_GATE_WINDOW_MIN_US * 1000;
 	ret->win_ns = win_ns;
 	ret->threshold_bytes = bps / 8 * win_ns / 1000000000ull;
 	if (!ret->threshold_bytes)
 		ret->threshold_bytes = 1;
-	ret->hold_ns = (uint64_t)NODE_DOWN_GATE_HOLD_MS * 1000000;
+	ret->hold_ns = (uint64_t)NODE_GATE_HOLD_MS * 1000000;
+}
+
+void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)
+{
+	gate_config(info && info->down.planned ? info->down.gate_bps : 0, ret);
+}
+
+void node_up_gate_config(const struct node_plan_info *info, int ifb_ifindex, struct bpf_gate *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (!info || info->shape != SHAPE_HTB_IFB || !info->up_gate_bps)
+		return;
+	/* The node sends at memory speed: what passes the gate reaches the
+	 * link unpaced. Two windows' worth, back to back, is the parent
+	 * class's cburst: no burst HTB itself would not let out at once. */
+	ret->threshold_bytes = plan_htb_burst_bytes(info->shaped_bps, NODE_FIFO_MIN_BYTES) / 2;
+	ret->win_ns = ret->threshold_bytes * 8 * 1000000000ull / info->up_gate_bps;
+	ret->hold_ns = (uint64_t)NODE_GATE_HOLD_MS * 1000000;
+	if (ifb_ifindex > 0)
+		ret->pass_ifindex = (uint64_t)ifb_ifindex;
 }
 
 static enum workload_class mode_class(enum node_mode m)
@@ -992,6 +1049,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		info.shape = SHAPE_NONE;
 	else if (info.rate_configured && node_edt_usable(up, caps))
 		info.shape = SHAPE_EDT;
+	else if (node_htb_ifb_wanted(cfg, up, caps, mode))
+		info.shape = SHAPE_HTB_IFB;
 	else if (info.rate_configured && has_htb)
 		info.shape = SHAPE_HTB;
 	else if (up->no_queue)
@@ -1048,12 +1107,17 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		info.cls_priority[CLASS_INFERENCE] = NODE_CLS_PRIO_INFERENCE;
 		info.cls_priority[CLASS_DEFAULT] = NODE_CLS_PRIO_DEFAULT;
 		info.cls_priority[CLASS_TRAINING] = NODE_CLS_PRIO_TRAINING;
-	} else if (info.shape == SHAPE_HTB) {
+	} else if (info.shape == SHAPE_HTB || info.shape == SHAPE_HTB_IFB) {
 		info.shaped_bps = shaped_rate(info.rate_bps, NODE_SHAPE_PERCENT);
 		htb_class_rates(info.shaped_bps, &info.shares, info.class_rate_bps, info.class_ceil_bps, classid);
 		/* the class picked before HTB's lock (node.h, "CLASSIFIER"): skb->priority = its classid */
 		info.classifier =
 		        plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF) && !up->ingress_held;
+		if (info.shape == SHAPE_HTB_IFB) {
+			/* the classifier names every packet's class: no filters (node.h, GATED HTB) */
+			memset(classid, 0, sizeof(classid));
+			info.up_gate_bps = info.shaped_bps / 100 * NODE_GATE_PERCENT;
+		}
 		for (int c = 0; c < _CLASS_MAX; c++)
 			info.cls_priority[c] = info.class_rate_bps[c]               ? TC_H_MAKE(H_ROOT, class_minor(c))
 			                       : info.class_rate_bps[CLASS_DEFAULT] ? TC_H_MAKE(H_ROOT, MINOR_DEFAULT)
@@ -1110,10 +1174,11 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	}
 
 	cap = TREE_ITEMS_MAX + n_filters + (info.down.planned ? TREE_ITEMS_MAX + 3 + filters_count(pods, n, NULL) : 0) +
-	      (info.shape == SHAPE_MQ    ? node_mq_items(mode, up, caps)
-	       : info.shape == SHAPE_EDT ? node_edt_items(up)
-	       : info.classifier         ? 2
-	                                 : 0);
+	      (info.shape == SHAPE_MQ        ? node_mq_items(mode, up, caps)
+	       : info.shape == SHAPE_EDT     ? node_edt_items(up)
+	       : info.shape == SHAPE_HTB_IFB ? TREE_ITEMS_MAX + 4
+	       : info.classifier             ? 2
+	                                     : 0);
 	if (plan_reserve(&np, cap) < 0)
 		return error_set(err, ENOMEM, "uplink %s: out of memory for %u plan items", ifname, cap);
 
@@ -1139,6 +1204,9 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		break;
 	case SHAPE_EDT:
 		r = node_tree_edt(&b, up, info.ce_threshold_us);
+		break;
+	case SHAPE_HTB_IFB:
+		r = tree_htb_ifb(&b, up, &info);
 		break;
 	default:
 		r = 0;

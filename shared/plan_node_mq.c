@@ -171,6 +171,15 @@ bool node_edt_usable(const struct uplink_facts *up, const struct plan_caps *caps
 	       plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF) && !up->ingress_held;
 }
 
+bool node_htb_ifb_wanted(const struct node_config *cfg, const struct uplink_facts *up, const struct plan_caps *caps,
+                         enum node_mode mode)
+{
+	return mode != MODE_IDLE && cfg->uplink_rate_bps > 0 && queues_of(up) >= 2 && !node_edt_usable(up, caps) &&
+	       plan_caps_has(caps, TC_KIND_HTB) && plan_caps_has(caps, TC_KIND_HTB_CLASS) &&
+	       plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF) &&
+	       plan_caps_has(caps, TC_KIND_U32) && !up->ingress_held && !up->ifb_up_failed;
+}
+
 unsigned node_edt_items(const struct uplink_facts *up)
 {
 	return 1 + queues_of(up) + 2;

@@ -350,7 +350,12 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 	if (ag->up.ifname[0]) {
 		metrics_write(w, "aiqos_uplink_objects", "tc objects of the uplink plan in force", G,
 		              (double)ag->in_force.n, "dev", ag->up.ifname, (char *)NULL);
-		direction_write(ag, w, DIR_EGRESS, ag->up.ifname, ag->up.ifindex, ag->have_info ? &ag->info : NULL);
+		/* GATED HTB (node.h): the upload tree lives on its ifb */
+		if (ag->have_info && ag->info.shape == SHAPE_HTB_IFB)
+			direction_write(ag, w, DIR_EGRESS, PLAN_IFB_UP_NAME, ag->shaper.ifb_ifindex, &ag->info);
+		else
+			direction_write(ag, w, DIR_EGRESS, ag->up.ifname, ag->up.ifindex,
+			                ag->have_info ? &ag->info : NULL);
 		/* the download tree on the ifb (node.h DOWNLOAD): its own rates, the same shares */
 		if (ag->have_info) {
 			struct node_plan_info d = ag->info;

@@ -552,36 +552,81 @@ bool uplink_no_queue(struct nl_sock *sk, const struct uplink *up)
 	return streq(q->kind, "noqueue");
 }
 
-/* Our classifier at the clsact egress hook, and the clsact itself when
- * none was there before aiqos. Absent objects are fine. */
+unsigned uplink_gate_objects(struct nl_sock *sk, const struct tc_dump_list *dump, unsigned *ret)
+{
+	struct link_info li;
+	int ifb = nl_link_get(sk, PLAN_IFB_UP_NAME, 0, &li, NULL) == 0 ? li.ifindex : 0;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < dump->n; i++) {
+		const struct tc_spec *o = &dump->tc[i];
+
+		if (o->type != TC_FILTER || o->parent != TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS))
+			continue;
+		if ((o->prio == NODE_FILTER_PRIO_UP_GATE && o->kind == TC_KIND_BPF &&
+		     streq(o->u.bpf.name, BPF_GATE_UP_NAME)) ||
+		    (o->prio == NODE_FILTER_PRIO_UP_REDIRECT && o->kind == TC_KIND_U32 &&
+		     o->u.u32.redirect_ifindex > 0 &&
+		     (o->u.u32.redirect_ifindex == ifb ||
+		      nl_link_get(sk, NULL, o->u.u32.redirect_ifindex, &li, NULL) < 0))) /* to ours, or to none */
+			ret[n++] = i;
+	}
+	return n;
+}
+
+/* Our filters at the clsact egress hook (the classifier; the upload gate
+ * and redirect, GATED HTB), and the clsact itself when none was there
+ * before aiqos. Absent objects are fine. */
 static int classifier_remove(struct nl_sock *sk, int ifindex, bool keep_clsact, struct error *err)
 {
-	struct tc_spec f = {.type = TC_FILTER,
-	                    .kind = TC_KIND_BPF,
-	                    .parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS),
-	                    .handle = 1,
-	                    .prio = NODE_FILTER_PRIO_CLS,
-	                    .protocol = ETH_P_ALL};
+	const uint32_t egress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
+	const struct tc_spec f[3] = {
+	        {.type = TC_FILTER,
+	         .kind = TC_KIND_BPF,
+	         .parent = egress,
+	         .handle = 1,
+	         .prio = NODE_FILTER_PRIO_CLS,
+	         .protocol = ETH_P_ALL},
+	        {.type = TC_FILTER,
+	         .kind = TC_KIND_BPF,
+	         .parent = egress,
+	         .handle = 1,
+	         .prio = NODE_FILTER_PRIO_UP_GATE,
+	         .protocol = ETH_P_ALL},
+	        {.type = TC_FILTER,
+	         .kind = TC_KIND_U32,
+	         .parent = egress,
+	         .handle = NODE_REDIRECT_HANDLE,
+	         .prio = NODE_FILTER_PRIO_UP_REDIRECT,
+	         .protocol = ETH_P_ALL},
+	};
 	struct tc_spec c = {.type = TC_QDISC, .kind = TC_KIND_CLSACT, .parent = TC_H_CLSACT, .handle = TC_H_CLSACT};
+	_cleanup_free_ unsigned *up = NULL;
 	struct tc_dump_list d = {0};
-	bool ours = false, clsact = false;
+	bool ours[3] = {false}, clsact = false;
 	int r;
 
 	r = nl_tc_dump_alloc(sk, ifindex, 0, &d, err);
 	if (r < 0)
 		return r;
+	up = calloc(d.n ? d.n : 1, sizeof(*up));
+	for (unsigned i = 0, n = up ? uplink_gate_objects(sk, &d, up) : 0; i < n; i++)
+		ours[d.tc[up[i]].prio == NODE_FILTER_PRIO_UP_GATE ? 1 : 2] = true;
 	for (unsigned i = 0; i < d.n; i++) {
 		const struct tc_spec *o = &d.tc[i];
 
-		if (o->type == TC_FILTER && o->kind == TC_KIND_BPF && o->parent == f.parent && o->prio == f.prio &&
+		if (o->type == TC_FILTER && o->kind == TC_KIND_BPF && o->parent == egress &&
+		    o->prio == NODE_FILTER_PRIO_CLS &&
 		    (streq(o->u.bpf.name, BPF_CLS_NAME) || streq(o->u.bpf.name, BPF_CLS_NAME_OLD)))
-			ours = true;
+			ours[0] = true;
 		if (o->type == TC_QDISC && o->parent == TC_H_CLSACT && o->kind == TC_KIND_CLSACT)
 			clsact = true;
 	}
 	tc_dump_list_free(&d);
-	if (ours) {
-		r = nl_tc_delete(sk, ifindex, &f, err);
+	for (unsigned k = 3; k-- > 0;) {
+		if (!ours[k])
+			continue;
+		r = nl_tc_delete(sk, ifindex, &f[k], err);
 		if (r < 0 && r != -ENOENT && r != -EINVAL)
 			return r;
 		error_clear(err);
@@ -630,6 +675,9 @@ int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *
 		error_clear(err);
 	}
 	if (rec->is_default)
+		return 0;
+	/* never replaced (GATED HTB keeps the root): nothing to put back */
+	if (cur->handle != UPLINK_ROOT_HANDLE && cur->handle == rec->handle && streq(cur->kind, rec->kind))
 		return 0;
 	want->handle = rec->handle;
 	want->parent = TC_H_ROOT;

@@ -96,6 +96,11 @@ int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, s
  * unless one was there before), delete our root (ours_root: the qdisc item
  * in force; NULL = delete whatever root has handle 1:), then, unless it was
  * the kernel's default, re-create the recorded root and its children. */
+/* Indices into dump (the uplink's objects) of an upload gate, or of a
+ * redirect to PLAN_IFB_UP_NAME (or to no device), at the clsact egress hook
+ * (GATED HTB): ours, deleted when not planned. Returns how many were
+ * written to ret (room for dump->n). */
+unsigned uplink_gate_objects(struct nl_sock *sk, const struct tc_dump_list *dump, unsigned *ret);
 int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *r, const struct tc_spec *ours_root,
                    struct error *err);
 

@@ -27,6 +27,7 @@ static struct apply_target uplink_target(const struct agent *ag)
 	        .host_sk = ag->sk,
 	        .uplink_ifindex = ag->up.ifindex,
 	        .ifb_ifindex = ag->down.ifb_ifindex,
+	        .ifb_up_ifindex = ag->shaper.ifb_ifindex,
 	};
 }
 
@@ -75,11 +76,17 @@ void classifier_forget(struct agent *ag)
 	ag->up_edt_map_fd = -1;
 }
 
+static void map_fd_close(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
 void gate_forget(struct agent *ag)
 {
-	if (ag->down_gate_map_fd >= 0)
-		close(ag->down_gate_map_fd);
-	ag->down_gate_map_fd = -1;
+	map_fd_close(&ag->down_gate_map_fd);
+	map_fd_close(&ag->up_gate_map_fd);
 }
 
 /* Put the recorded original root back and forget the record. */
@@ -233,53 +240,67 @@ static void warnings_update(struct agent *ag, const struct node_plan_info *info)
 }
 
 /* The BPF programs of the items about to be applied: the classifier
- * (bpf_cls.h) and the download gate (bpf_gate.h), each on its maps
- * (created, or found again from the attached program) and freshly loaded
- * (prog_fd[0] the classifier's, [1] the gate's; closed by the caller). */
-static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned *idx, unsigned n_idx, int prog_fd[2],
-                              struct error *err)
+ * (bpf_cls.h), the download gate and the upload gate (bpf_gate.h), each on
+ * its maps (created, or found again from the attached program) and freshly
+ * loaded (prog_fd[PROG_CLS], [PROG_DOWN_GATE], [PROG_UP_GATE]; closed by the
+ * caller). */
+enum { PROG_CLS, PROG_DOWN_GATE, PROG_UP_GATE, _PROG_MAX };
+
+static int *gate_map_fd(struct agent *ag, unsigned prog)
+{
+	return prog == PROG_DOWN_GATE ? &ag->down_gate_map_fd : &ag->up_gate_map_fd;
+}
+
+static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned *idx, unsigned n_idx,
+                              int prog_fd[_PROG_MAX], struct error *err)
 {
 	char act[32];
 	int r;
 
-	prog_fd[0] = prog_fd[1] = -1;
+	for (unsigned k = 0; k < _PROG_MAX; k++)
+		prog_fd[k] = -1;
 	for (unsigned k = 0; k < n_idx; k++) {
 		struct plan_item *it = &np->items[idx[k]];
-		bool gate;
+		const char *name;
+		unsigned prog;
 
 		if (it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_BPF)
 			continue;
 		if (failpoint_armed("agent-classifier-load", act, sizeof(act)) && streq(act, "refuse"))
 			return error_set(err, EPERM, "the classifier refused (failpoint agent-classifier-load)");
-		gate = streq(it->tc[0].u.bpf.name, BPF_GATE_NAME);
-		if (gate && ag->down_gate_map_fd < 0) {
-			r = bpf_gate_map_create(&ag->down_gate_map_fd, err);
+		name = it->tc[0].u.bpf.name;
+		prog = streq(name, BPF_GATE_NAME)      ? PROG_DOWN_GATE
+		       : streq(name, BPF_GATE_UP_NAME) ? PROG_UP_GATE
+		                                       : PROG_CLS;
+		if (prog != PROG_CLS && *gate_map_fd(ag, prog) < 0) {
+			r = bpf_gate_map_create(gate_map_fd(ag, prog), err);
 			if (r < 0)
 				return r;
 		}
-		if (!gate && ag->up_cls_map_fd < 0) {
+		if (prog == PROG_CLS && ag->up_cls_map_fd < 0) {
 			r = bpf_cls_map_create(&ag->up_cls_map_fd, err);
 			if (r < 0)
 				return r;
 		}
-		if (!gate && ag->up_edt_map_fd < 0) {
+		if (prog == PROG_CLS && ag->up_edt_map_fd < 0) {
 			r = bpf_edt_map_create(&ag->up_edt_map_fd, err);
 			if (r < 0)
 				return r;
 		}
-		if (prog_fd[gate] < 0) {
-			r = gate ? bpf_gate_prog_load(ag->down_gate_map_fd, &prog_fd[1], err)
-			         : bpf_cls_prog_load(ag->up_cls_map_fd, ag->up_edt_map_fd, &prog_fd[0], err);
+		if (prog_fd[prog] < 0) {
+			r = prog != PROG_CLS
+			            ? bpf_gate_prog_load(*gate_map_fd(ag, prog), name, &prog_fd[prog], err)
+			            : bpf_cls_prog_load(ag->up_cls_map_fd, ag->up_edt_map_fd, &prog_fd[prog], err);
 			if (r < 0)
 				return r;
 		}
 		for (unsigned a = 0; a < it->n_alt; a++)
-			it->tc[a].u.bpf.prog_fd = prog_fd[gate];
+			it->tc[a].u.bpf.prog_fd = prog_fd[prog];
 	}
 	return 0;
 }
 
-/* After a restart: the maps of our attached classifier and gate. An older
+/* After a restart: the maps of our attached classifier and gates. An older
  * classifier's (BPF_CLS_NAME_OLD) are not adopted: its filter differs from
  * the plan's, which replaces it with a program loaded on fresh maps. */
 static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
@@ -287,6 +308,7 @@ static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 	for (unsigned i = 0; i < dump->n; i++) {
 		const struct tc_spec *o = &dump->tc[i];
 		struct error e = {0};
+		int *fd;
 
 		if (o->type != TC_FILTER || o->kind != TC_KIND_BPF || !o->u.bpf.prog_id)
 			continue;
@@ -295,31 +317,42 @@ static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 			if (bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &ag->up_edt_map_fd, &e) < 0)
 				log_msg(LOG_LVL_WARN, "uplink classifier map not found; it will be reloaded", "error",
 				        e.msg, (char *)NULL);
-		} else if (streq(o->u.bpf.name, BPF_GATE_NAME) && ag->down_gate_map_fd < 0) {
-			if (bpf_gate_map_from_prog(o->u.bpf.prog_id, &ag->down_gate_map_fd, &e) < 0)
-				log_msg(LOG_LVL_WARN, "download gate map not found; it will be reloaded", "error",
-				        e.msg, (char *)NULL);
+			continue;
 		}
+		fd = streq(o->u.bpf.name, BPF_GATE_NAME)      ? &ag->down_gate_map_fd
+		     : streq(o->u.bpf.name, BPF_GATE_UP_NAME) ? &ag->up_gate_map_fd
+		                                              : NULL;
+		if (fd && *fd < 0 && bpf_gate_map_from_prog(o->u.bpf.prog_id, fd, &e) < 0)
+			log_msg(LOG_LVL_WARN, "gate map not found; it will be reloaded", "gate", o->u.bpf.name, "error",
+			        e.msg, (char *)NULL);
 	}
 }
 
-/* The download gate's configuration for the plan (bpf_gate.h); its map
- * let go of when the plan has no gate. */
+/* The gates' configuration for the plan (bpf_gate.h); a gate's map let go
+ * of when the plan has no such gate. Returns how many were written. */
 static int gate_sync(struct agent *ag, const struct node_plan_info *info, struct error *err)
 {
-	struct bpf_gate g;
-	bool changed = false;
-	int r;
+	struct bpf_gate g[2];
+	int *fd[2] = {&ag->down_gate_map_fd, &ag->up_gate_map_fd}, changed = 0;
 
-	if (!info->down.planned || !info->down.gate_bps) {
-		gate_forget(ag);
-		return 0;
+	node_gate_config(info, &g[0]);
+	node_up_gate_config(info, ag->shaper.ifb_ifindex, &g[1]);
+	for (unsigned k = 0; k < 2; k++) {
+		bool ch = false;
+		int r;
+
+		if (!g[k].threshold_bytes) {
+			map_fd_close(fd[k]);
+			continue;
+		}
+		if (*fd[k] < 0)
+			continue; /* not attached (skipped): nothing to configure */
+		r = bpf_gate_sync(*fd[k], &g[k], &ch, err);
+		if (r < 0)
+			return r;
+		changed += ch;
 	}
-	if (ag->down_gate_map_fd < 0)
-		return 0; /* not attached (skipped): nothing to configure */
-	node_gate_config(info, &g);
-	r = bpf_gate_sync(ag->down_gate_map_fd, &g, &changed, err);
-	return r < 0 ? r : changed;
+	return changed;
 }
 
 /* Make the classifier's map match the pods (O(entries) syscalls), under
@@ -386,7 +419,15 @@ static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_d
 	r = downlink_adopt_match_dev(plan, DEV_UPLINK, dump, root_ours, &orph, &n_orph);
 	if (r < 0)
 		return error_set(err, -r, "match the uplink: %s", strerror(-r));
-	return downlink_delete_orphans(ag->sk, dump, orph, n_orph, ag->up.ifname, ag->up.ifindex, "uplink");
+	r = downlink_delete_orphans(ag->sk, dump, orph, n_orph, ag->up.ifname, ag->up.ifindex, "uplink");
+	/* an upload gate and redirect of an earlier plan (GATED HTB) */
+	if (!plan_find_const(plan, "uplink.redirect")) {
+		_cleanup_free_ unsigned *hook = calloc(dump->n ? dump->n : 1, sizeof(*hook));
+		unsigned n_hook = hook ? uplink_gate_objects(ag->sk, dump, hook) : 0;
+
+		r += downlink_delete_orphans(ag->sk, dump, hook, n_hook, ag->up.ifname, ag->up.ifindex, "uplink");
+	}
+	return r;
 }
 
 /* One node pass, as named steps: decide (the mode; idle gives the uplink
@@ -476,6 +517,7 @@ static int node_idle(struct agent *ag, struct node_pass *ps)
 		up_fail(ag, ps->now_ms, "remove the download shaping", &e);
 		return NODE_STEP_DONE;
 	}
+	shaper_prepare(ag, false, NULL); /* its ifb goes once the uplink's redirect has gone (shaper_settle) */
 	if (ag->up.have_record || ag->in_force.n) {
 		if (uplink_give_back(ag, &e) < 0) {
 			up_fail(ag, ps->now_ms, "restore the original root qdisc", &e);
@@ -547,6 +589,13 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 	ag->up.facts.no_queue = uplink_no_queue(ag->sk, &ag->up);
 	ag->up.facts.ingress_held = uplink_ingress_held(ag->sk, ag->up.ifindex);
 	edt_fq_probe(ag, &ps->ncfg);
+	/* the gated upload tree's ifb before the plan (its redirect names it) */
+	ag->up.facts.ifb_up_failed = false;
+	if (shaper_prepare(ag, node_htb_ifb_wanted(&ps->ncfg, &ag->up.facts, &ag->up_caps, ps->next.mode), &e) < 0) {
+		log_msg(LOG_LVL_WARN, "upload shaper ifb not available: HTB at the root instead", "uplink",
+		        ag->up.ifname, "error", e.msg, (char *)NULL);
+		error_clear(&e);
+	}
 	/* classify "dscp" only where every pod's mark is aiqos's own (trust.c) */
 	if (!agent_dscp_trusted(ag))
 		ps->ncfg.classify = CLASSIFY_SRC_IP;
@@ -590,6 +639,11 @@ static int node_adopt(struct agent *ag, struct node_pass *ps)
 		int dd = downlink_observe(ag, &ps->np, &e);
 
 		deleted = dd < 0 ? dd : deleted + dd;
+	}
+	if (deleted >= 0) {
+		int ds = shaper_observe(ag, &ps->np, &e);
+
+		deleted = ds < 0 ? ds : deleted + ds;
 	}
 	if (deleted < 0) {
 		up_fail(ag, ps->now_ms, "adopt", &e);
@@ -667,7 +721,7 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	_cleanup_free_ bool *absent = NULL;
 	unsigned n_idx = 0, n_removed = 0;
 	uint32_t caps_before;
-	int r, prog_fd[2] = {-1, -1};
+	int r, prog_fd[_PROG_MAX];
 
 	r = node_plan_delta(&ag->in_force, &ps->np, &d);
 	if (r < 0) {
@@ -721,7 +775,7 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	                       &ag->up_caps, &e)
 	          : 0;
 	ps->changed_kernel |= n_idx > 0;
-	for (unsigned k = 0; k < 2; k++)
+	for (unsigned k = 0; k < _PROG_MAX; k++)
 		if (prog_fd[k] >= 0)
 			close(prog_fd[k]); /* the filter holds the program now */
 	for (unsigned k = 0; k < ps->np.n; k++)
@@ -739,7 +793,7 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 		error_clear(&ec);
 		q = gate_sync(ag, &ps->info, &ec);
 		if (q < 0)
-			log_msg(LOG_LVL_WARN, "download gate not configured", "uplink", ag->up.ifname, "error", ec.msg,
+			log_msg(LOG_LVL_WARN, "gate not configured", "uplink", ag->up.ifname, "error", ec.msg,
 			        (char *)NULL);
 		ps->changed_kernel |= q > 0;
 	}
@@ -797,20 +851,26 @@ void node_reconcile(struct agent *ag, int64_t now_ms, bool observe)
 			node_apply_delta(ag, &ps);
 	}
 	node_pass_done(&ps);
+	{
+		struct error e = {0};
+
+		/* the gated upload tree's ifb, once nothing in force sends to it */
+		if (shaper_settle(ag, &e) < 0)
+			log_msg(LOG_LVL_WARN, "cannot remove the upload shaper ifb", "ifb", PLAN_IFB_UP_NAME, "error",
+			        e.msg, (char *)NULL);
+	}
 	/* the download tree's training receive window follows the plan in force */
 	agent_profiles_refresh(ag, true);
 }
 
-int agent_cleanup_uplink(struct agent *ag, struct error *err)
+/* The uplink's recorded original back (its clsact hook with it). */
+static int uplink_cleanup(struct agent *ag, struct error *err)
 {
 	char path[AGENT_PATH_MAX];
 	struct uplink_record rec;
 	struct link_info li;
 	int r;
 
-	r = downlink_cleanup(ag->sk, ag->state_dir, err);
-	if (r < 0)
-		return r;
 	record_path(ag, path, sizeof(path));
 	r = uplink_record_load(path, &rec, err);
 	if (r == -ENOENT) {
@@ -831,4 +891,14 @@ int agent_cleanup_uplink(struct agent *ag, struct error *err)
 		return r;
 	log_msg(LOG_LVL_INFO, "uplink restored", "uplink", rec.ifname, "qdisc", rec.rendered, (char *)NULL);
 	return uplink_record_remove(path, err);
+}
+
+int agent_cleanup_uplink(struct agent *ag, struct error *err)
+{
+	int r = downlink_cleanup(ag->sk, ag->state_dir, err);
+
+	if (r >= 0)
+		r = uplink_cleanup(ag, err);
+	/* the upload shaper's ifb once nothing redirects to it */
+	return r < 0 ? r : shaper_cleanup(ag->sk, ag->state_dir, err);
 }

@@ -160,12 +160,15 @@ class NodeLab:
         self.agent = None
         self.pods = []
         self._n = 0
-        # the uplink: node "up0" <-> fabric "fab0"
+        # the uplink: node "up0" <-> fabric "fab0", one tx queue (a veth gets
+        # one per CPU unless told; MqNodeLab has several): with uplinkRate,
+        # HTB at the root, whatever the machine
         n = cni.alloc_subnet()
         lab._subnets.append(n)
         self.uplink_net = f"10.199.{n}"
         a, b = f"aqu{secrets.token_hex(4)}", f"aqf{secrets.token_hex(4)}"
-        cni.sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        cni.sh("ip", "link", "add", a, "numtxqueues", "1", "numrxqueues", "1", "type", "veth", "peer", "name", b,
+               "numtxqueues", "1", "numrxqueues", "1")
         cni.sh("ip", "link", "set", a, "netns", self.node.name)
         cni.sh("ip", "link", "set", b, "netns", self.fabric.name)
         cni.sh("ip", "-n", self.node.name, "link", "set", a, "name", "up0")
@@ -280,6 +283,24 @@ class NodeLab:
         except subprocess.TimeoutExpired:
             os.killpg(self.agent.pid, signal.SIGKILL)
             return self.agent.wait(5)
+
+    def restart_tc_events(self, config=None, then=None):
+        """Stop the agent, start it again with config under `tc monitor` in
+        the node netns (then(): waited for after the start): what the
+        restart changed (text, "" = nothing)."""
+        self.stop_agent(signal.SIGTERM)
+        mon = subprocess.Popen(cni.in_ns(self.node.name, "tc", "monitor"), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            time.sleep(0.3)
+            self.start_agent(config)
+            if then:
+                then()
+            time.sleep(0.5)
+        finally:
+            os.killpg(mon.pid, signal.SIGTERM)
+            out, _ = mon.communicate(timeout=5)
+        return out.strip()
 
     def agent_log_tail(self, n=6000):
         if not os.path.exists(self.agent_log):
@@ -424,6 +445,31 @@ class NodeLab:
                 except subprocess.TimeoutExpired:
                     os.killpg(self.api_proc.pid, signal.SIGKILL)
                     self.api_proc.wait(5)
+
+
+class MqNodeLab(NodeLab):
+    """A lab node whose uplink has QUEUES tx queues (a fast NIC's shape)."""
+
+    QUEUES = 4
+
+    def __init__(self, lab):
+        super().__init__(lab)
+        n, queues = self, self.QUEUES
+        # the same uplink, rebuilt with several tx queues
+        n.sh("ip", "link", "del", "up0")
+        a, b = f"aqm{os.urandom(4).hex()}", f"aqn{os.urandom(4).hex()}"
+        cni.sh("ip", "link", "add", a, "numtxqueues", str(queues), "numrxqueues", str(queues), "type", "veth",
+               "peer", "name", b, "numtxqueues", str(queues), "numrxqueues", str(queues))
+        cni.sh("ip", "link", "set", a, "netns", n.node.name)
+        cni.sh("ip", "link", "set", b, "netns", n.fabric.name)
+        n.sh("ip", "link", "set", a, "name", "up0")
+        cni.sh("ip", "-n", n.fabric.name, "link", "del", "fab0", check=False)
+        cni.sh("ip", "-n", n.fabric.name, "link", "set", b, "name", "fab0")
+        n.sh("ip", "addr", "add", f"{n.uplink_net}.2/24", "dev", "up0")
+        cni.sh("ip", "-n", n.fabric.name, "addr", "add", f"{n.uplink_net}.1/24", "dev", "fab0")
+        n.sh("ip", "link", "set", "up0", "up")
+        cni.sh("ip", "-n", n.fabric.name, "link", "set", "fab0", "up")
+        n.sh("ip", "route", "add", "default", "via", f"{n.uplink_net}.1")
 
 
 @contextlib.contextmanager

@@ -94,6 +94,13 @@ def node(lab):
 
 
 @pytest.fixture
+def mqnode(lab):
+    """A lab node whose uplink has several tx queues (agentlab.MqNodeLab)."""
+    with agentlab.started(lab, agentlab.MqNodeLab) as n:
+        yield n
+
+
+@pytest.fixture
 def fresh_sysctls(lab):
     """The tuned sysctls of a netns nobody touched (the kernel defaults)."""
     ns = lab.netns()

@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import time
 
 import agentlab
@@ -147,17 +146,8 @@ def test_download_restart_adopts_and_a_pod_adds_only_its_filter(node):
     wait_down(node, lambda: down_tree_ready(node) and len(node.filters(IFB)) == 2, "2 download filters")
     idx = ifindex(node, IFB)
     before = (node.qdiscs(IFB), node.classes(IFB), node.filters(IFB), ingress_qdiscs(node), redirect_filters(node))
-    node.stop_agent(signal.SIGTERM)
-    mon = subprocess.Popen(cni.in_ns(node.node.name, "tc", "monitor"), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        time.sleep(0.3)
-        node.start_agent(CONFIG)
-        time.sleep(0.5)
-    finally:
-        os.killpg(mon.pid, signal.SIGTERM)
-        out, _ = mon.communicate(timeout=5)
-    assert out.strip() == "", f"the restart changed the kernel:\n{out}\n{node.agent_log_tail()}"
+    out = node.restart_tc_events(CONFIG)
+    assert out == "", f"the restart changed the kernel:\n{out}\n{node.agent_log_tail()}"
     assert ifindex(node, IFB) == idx
     assert (node.qdiscs(IFB), node.classes(IFB), node.filters(IFB), ingress_qdiscs(node),
             redirect_filters(node)) == before
@@ -262,17 +252,8 @@ def test_download_turned_off_across_a_restart_keeps_the_classifiers_hook(node):
     force yet when the download is given back, and the classifier on the
     shared clsact is never removed, not even for a moment (tc monitor)."""
     prog = download_and_classifier_up(node)
-    node.stop_agent(signal.SIGTERM)
-    mon = subprocess.Popen(cni.in_ns(node.node.name, "tc", "monitor"), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        time.sleep(0.3)
-        node.start_agent(dict(CONFIG, downlink=False))
-        wait_down(node, lambda: IFB not in links(node) and not redirect_filters(node), "no ifb, no redirect")
-        time.sleep(0.5)
-    finally:
-        os.killpg(mon.pid, signal.SIGTERM)
-        out, _ = mon.communicate(timeout=5)
+    out = node.restart_tc_events(dict(CONFIG, downlink=False), then=lambda: wait_down(
+        node, lambda: IFB not in links(node) and not redirect_filters(node), "no ifb, no redirect"))
     gone = [line for line in out.splitlines() if line.startswith("deleted") and
             ("clsact" in line or "egress" in line or "aiqos_cls" in line)]
     assert not gone, f"the restart took the classifier's hook away:\n{out}\n{node.agent_log_tail()}"

@@ -2,8 +2,8 @@
 (root, network namespaces, the CI kernel): an
 operator's classful HTB tree is left intact (never deleted, never
 "restored" from a dump the kernel refuses), with a warning, an Event and
-status; an mq root with grafted children is recorded whole and restored on
-idle and on --cleanup; a virtual uplink's reported speed is never a rate (no
+status; an mq root with grafted children is left whole by the gated HTB,
+recorded whole and restored on idle and on --cleanup after HTB replaced it; a virtual uplink's reported speed is never a rate (no
 HTB below a veth's fictional 10000 Mb/s); a multi-queue uplink in
 mixed mode keeps mq with a child per tx queue and the BPF classifier,
 adopted on restart and removed on idle; a noqueue uplink (a veth as the
@@ -24,38 +24,6 @@ INF = {"ai.workload": "inference"}
 TRAIN = {"ai.workload": "training"}
 SHAPED = {"uplinkRate": "500mbit", "debounceMs": 50, "mixedHoldSeconds": 1}
 UNSHAPED = {"debounceMs": 50, "mixedHoldSeconds": 1}
-MQ_QUEUES = 4
-
-
-class MqNodeLab(agentlab.NodeLab):
-    """A lab node whose uplink has MQ_QUEUES tx queues (a fast NIC's shape)."""
-
-    def __init__(self, lab):
-        super().__init__(lab)
-        n, queues = self, MQ_QUEUES
-        # the same uplink, rebuilt with several tx queues
-        n.sh("ip", "link", "del", "up0")
-        a, b = f"aqm{os.urandom(4).hex()}", f"aqn{os.urandom(4).hex()}"
-        cni.sh("ip", "link", "add", a, "numtxqueues", str(queues), "numrxqueues", str(queues), "type", "veth",
-               "peer", "name", b, "numtxqueues", str(queues), "numrxqueues", str(queues))
-        cni.sh("ip", "link", "set", a, "netns", n.node.name)
-        cni.sh("ip", "link", "set", b, "netns", n.fabric.name)
-        n.sh("ip", "link", "set", a, "name", "up0")
-        cni.sh("ip", "-n", n.fabric.name, "link", "del", "fab0", check=False)
-        cni.sh("ip", "-n", n.fabric.name, "link", "set", b, "name", "fab0")
-        n.sh("ip", "addr", "add", f"{n.uplink_net}.2/24", "dev", "up0")
-        cni.sh("ip", "-n", n.fabric.name, "addr", "add", f"{n.uplink_net}.1/24", "dev", "fab0")
-        n.sh("ip", "link", "set", "up0", "up")
-        cni.sh("ip", "-n", n.fabric.name, "link", "set", "fab0", "up")
-        n.sh("ip", "route", "add", "default", "via", f"{n.uplink_net}.1")
-
-
-@pytest.fixture
-def mqnode(lab):
-    with agentlab.started(lab, MqNodeLab) as n:
-        yield n
-
-
 def tc_text(node, what):
     return node.sh("tc", what, "show", "dev", "up0").stdout
 
@@ -137,13 +105,20 @@ def operator_mq(node):
     return t
 
 
+def shape(node):
+    st = node.status(check=False)
+    return st and st["uplink"]["shape"]
+
+
 def test_mq_with_children_restored_whole_on_idle_and_cleanup(mqnode):
     node = mqnode
     before = operator_mq(node)
-    node.start_agent(SHAPED)  # uplinkRate: HTB replaces mq while pods need it
+    # uplinkRate on this kernel (no fq): the gated HTB on aiqos-ifb1; the mq tree is left whole
+    node.start_agent(SHAPED)
     pods = [node.add_api_pod(INF, "10.79.0.1"), node.add_api_pod(TRAIN, "10.79.0.2")]
     assert_mode(node, "mixed")
-    wait_for(node, lambda: node.root()["kind"] == "htb", "the HTB tree")
+    wait_for(node, lambda: shape(node) == "htb-ifb" and "aiqos_ugate" in egress_filters(node), "the gated tree")
+    assert mq_tree(node) == before
     # EDT (mq + fq per queue) needs fq: this kernel has none, and the agent
     # asked a scratch netns before planning, so it never tried fq here
     log = node.agent_log_tail()
@@ -153,12 +128,15 @@ def test_mq_with_children_restored_whole_on_idle_and_cleanup(mqnode):
     for p in pods:
         p.delete_api()
     assert_mode(node, "idle")
-    wait_for(node, lambda: node.root()["kind"] == "mq", "mq back")
+    wait_for(node, lambda: "aiqos-ifb1" not in node.sh("ip", "link", "show").stdout, "the shaper's ifb gone")
     assert mq_tree(node) == before
-    # again, and this time --cleanup gives it back
+    # again, with HTB at the root (the kernel refuses the classifier: no gate), and --cleanup gives it back
+    node.stop_agent(signal.SIGTERM)
+    node.start_agent(SHAPED, env={"AIQOS_TEST_FAILPOINTS": "agent-classifier-load=refuse"})
     node.add_api_pod(INF, "10.79.0.3")
     assert_mode(node, "inference")
-    wait_for(node, lambda: node.root()["kind"] == "htb", "the HTB tree again")
+    wait_for(node, lambda: node.root()["kind"] == "htb" and shape(node) == "htb", "the HTB tree at the root")
+    wait_for(node, lambda: "aiqos-ifb1" not in node.sh("ip", "link", "show").stdout, "no shaper ifb")
     assert node.stop_agent(signal.SIGTERM) == 0
     assert node.cleanup_uplink().returncode == 0
     assert mq_tree(node) == before
@@ -199,14 +177,16 @@ def test_noqueue_multiqueue_uplink_is_left_as_it_is(mqnode):
              "an UplinkWarning Event saying the uplink holds no queue")
     time.sleep(0.3)
     assert (tc_text(node, "qdisc"), tc_text(node, "filter")) == before, node.tc_summary()
-    # the operator asks for a shaper: HTB
+    # the operator asks for a shaper: the gated HTB on its ifb (no fq here); the root stays noqueue
     node.stop_agent(signal.SIGTERM)
     node.start_agent(SHAPED)
-    wait_for(node, lambda: node.root()["kind"] == "htb", "the HTB tree")
+    wait_for(node, lambda: shape(node) == "htb-ifb" and "aiqos_ugate" in egress_filters(node), "the gated tree")
+    assert node.root()["kind"] == "noqueue", node.tc_summary()
     for p in pods:
         p.delete_api()
     assert_mode(node, "idle")
-    wait_for(node, lambda: node.root()["kind"] == "noqueue", "noqueue back")
+    wait_for(node, lambda: egress_filters(node).strip() == "", "the egress hook emptied")
+    assert node.root()["kind"] == "noqueue"
 
 
 def nic_mq(node):

@@ -1450,8 +1450,13 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	struct error e = {0};
 	struct bpf_edt edt;
 	unsigned idx[64], n_ents = 0;
+	/* no ifb here: a rate without fq is HTB at the root (the gated tree on
+	 * its ifb: test_agent_upload_gate.py) */
+	struct uplink_facts u = *up;
 	int r;
 
+	u.ifb_up_failed = true;
+	up = &u;
 	memset(m, 0, sizeof(*m));
 	m->map_fd = m->edt_fd = m->prog_fd = -1;
 	t.uplink_ifindex = ifindex;
@@ -1678,10 +1683,11 @@ struct edt_run {
 };
 
 /* One 1000-byte IPv4 packet from src through the program. */
-static struct edt_run edt_run_one(int prog_fd, const char *src)
+/* ingress_ifindex: the device the packet came in by (an ifb re-injecting it) */
+static struct edt_run edt_run_iif(int prog_fd, const char *src, uint32_t ingress_ifindex)
 {
 	uint8_t pkt[1000] = {0};
-	struct __sk_buff ctx = {0}, out = {0};
+	struct __sk_buff ctx = {.ingress_ifindex = ingress_ifindex}, out = {0};
 	struct edt_run r = {.retval = -100};
 	union bpf_attr attr;
 
@@ -1710,6 +1716,11 @@ static struct edt_run edt_run_one(int prog_fd, const char *src)
 	r.tstamp = out.tstamp;
 	r.priority = out.priority;
 	return r;
+}
+
+static struct edt_run edt_run_one(int prog_fd, const char *src)
+{
+	return edt_run_iif(prog_fd, src, 0);
 }
 
 /* At 1 Mbit/s (8 us per byte) a 1000-byte packet plus 24 bytes of framing
@@ -1806,13 +1817,15 @@ TEST(edt_program_stamps)
 	CHECK_INT(inf.tstamp - t1.tstamp, 3 * 8192000);
 }
 
-/* The download gate (bpf_gate.h) through BPF_PROG_TEST_RUN: off, every
- * packet goes on to the redirect; on, packets skip it while a window's
- * bytes stay under the threshold, and from the packet that crosses it the
- * redirect takes everything until the hold has passed. */
+/* The gate (bpf_gate.h) through BPF_PROG_TEST_RUN: off, every packet goes
+ * on to the redirect; on, packets skip it while a window's bytes stay under
+ * the threshold, and from the packet that crosses it the redirect takes
+ * everything until the hold has passed; what the ifb sends back (its
+ * ingress ifindex) passes, uncounted, even then. */
 TEST(gate_program_redirects_over_the_threshold)
 {
-	struct bpf_gate cfg = {.win_ns = 20000000, .threshold_bytes = 4500, .hold_ns = 200000000}, st;
+	struct bpf_gate cfg = {.win_ns = 20000000, .threshold_bytes = 4500, .hold_ns = 200000000, .pass_ifindex = 77},
+	                st;
 	_cleanup_close_ int map_fd = -1, prog_fd = -1;
 	struct error e = {0};
 	bool changed = false;
@@ -1822,7 +1835,7 @@ TEST(gate_program_redirects_over_the_threshold)
 		return;
 	}
 	CHECK_INT(bpf_gate_map_create(&map_fd, &e), 0);
-	CHECK_INT(bpf_gate_prog_load(map_fd, &prog_fd, &e), 0);
+	CHECK_INT(bpf_gate_prog_load(map_fd, BPF_GATE_UP_NAME, &prog_fd, &e), 0);
 	if (prog_fd < 0) {
 		fprintf(stderr, "  %s\n", e.msg);
 		return;
@@ -1837,6 +1850,11 @@ TEST(gate_program_redirects_over_the_threshold)
 	for (unsigned i = 0; i < 4; i++)
 		CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_OK);
 	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
+	/* back from the ifb: on out, not counted, not redirected again */
+	CHECK_INT(edt_run_iif(prog_fd, "10.75.0.20", 77).retval, TC_ACT_OK);
+	CHECK_INT(bpf_gate_read(map_fd, &st, &e), 0);
+	CHECK(st.win_bytes == 5000);
+	CHECK_INT(edt_run_iif(prog_fd, "10.75.0.20", 78).retval, TC_ACT_UNSPEC); /* another device's */
 	usleep(30 * 1000); /* a new window, light: still redirected (the hold) */
 	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
 	CHECK_INT(bpf_gate_read(map_fd, &st, &e), 0);

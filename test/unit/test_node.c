@@ -114,6 +114,9 @@ static const struct uplink_facts VETH_MQ_NOQ = {.ifname = "eth0",
                                                 .tx_queues = 4,
                                                 .mtu = 1500,
                                                 .no_queue = true};
+/* a 4-queue veth whose ifb the agent could not create: HTB at the root */
+static const struct uplink_facts VETH_MQ_NOIFB = {
+        .ifname = "eth0", .is_virtual = true, .tx_queues = 4, .mtu = 1500, .ifb_up_failed = true};
 
 static struct plan_caps caps_full(void)
 {
@@ -159,12 +162,18 @@ static const struct scenario scenarios[] = {
         /* the line-rate bench's uplink: a 4-queue veth, not shaped */
         {"veth-mq", 0, &VETH_MQ, false, {SHAPE_NONE, SHAPE_MQ, SHAPE_MQ, SHAPE_MQ}},
         {"veth-mq-ci", 0, &VETH_MQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_MQ}},
-        /* the operator asked for a shaper: HTB even on mq */
-        {"veth-mq-100g", 100000000000ULL, &VETH_MQ, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
+        /* the operator asked for a shaper, no fq: the gated HTB on its ifb, the root left as it is */
+        {"veth-mq-100g", 100000000000ULL, &VETH_MQ, true, {SHAPE_NONE, SHAPE_HTB_IFB, SHAPE_HTB_IFB, SHAPE_HTB_IFB}},
+        /* ... and HTB at the root where the agent has no ifb for it */
+        {"veth-mq-100g-noifb", 100000000000ULL, &VETH_MQ_NOIFB, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
         /* a noqueue root (veth, bond, VLAN): no unshaped tree in any mode, on any kernel */
         {"noqueue", 0, &VETH_MQ_NOQ, false, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
         {"noqueue-ci", 0, &VETH_MQ_NOQ, true, {SHAPE_NONE, SHAPE_NONE, SHAPE_NONE, SHAPE_NONE}},
-        {"noqueue-100g", 100000000000ULL, &VETH_MQ_NOQ, true, {SHAPE_NONE, SHAPE_HTB, SHAPE_HTB, SHAPE_HTB}},
+        {"noqueue-100g",
+         100000000000ULL,
+         &VETH_MQ_NOQ,
+         true,
+         {SHAPE_NONE, SHAPE_HTB_IFB, SHAPE_HTB_IFB, SHAPE_HTB_IFB}},
         /* a shaper on several queues where fq is: EDT (mq + fq per queue, the stamping classifier) */
         {"veth-mq-100g-full", 100000000000ULL, &VETH_MQ, false, {SHAPE_NONE, SHAPE_EDT, SHAPE_EDT, SHAPE_EDT}},
         {"noqueue-100g-full", 100000000000ULL, &VETH_MQ_NOQ, false, {SHAPE_NONE, SHAPE_EDT, SHAPE_EDT, SHAPE_EDT}},
@@ -233,6 +242,15 @@ static char *render(const struct plan *np, const struct node_plan_info *info)
 		node_gate_config(info, &g);
 		fprintf(f, "# download gate: window %" PRIu64 " ns, threshold %" PRIu64 " B, hold %" PRIu64 " ns\n",
 		        g.win_ns, g.threshold_bytes, g.hold_ns);
+	}
+	if (info->shape == SHAPE_HTB_IFB) {
+		struct bpf_gate g;
+
+		node_up_gate_config(info, 7, &g);
+		fprintf(f,
+		        "# upload gate: window %" PRIu64 " ns, threshold %" PRIu64 " B, hold %" PRIu64
+		        " ns, ifb ifindex %" PRIu64 " passes\n",
+		        g.win_ns, g.threshold_bytes, g.hold_ns, g.pass_ifindex);
 	}
 	for (unsigned i = 0; i < info->n_warn; i++)
 		fprintf(f, "# warning: %s\n", info->warn[i]);
@@ -556,15 +574,36 @@ TEST(node_plan_shape_per_scenario)
 				CHECK_INT(np.n, 0);
 				continue;
 			}
-			/* the first item is always the root qdisc, on the uplink */
 			CHECK(np.n > 0);
-			CHECK_STR(np.items[0].id, "uplink.root");
-			CHECK_INT(np.items[0].tc[0].parent, TC_H_ROOT);
-			CHECK_INT(np.items[0].tc[0].handle, 0x10000);
+			if (info.shape == SHAPE_HTB_IFB) {
+				/* the uplink's root stays: its egress hook (classifier, gate, redirect),
+				 * then the HTB tree on the ifb */
+				static const char *const hook[] = {"uplink.clsact", "uplink.classifier", "uplink.gate",
+				                                   "uplink.redirect", "shaper.root"};
+
+				for (unsigned i = 0; i < ARRAY_SIZE(hook) && i < np.n; i++) {
+					CHECK_STR(np.items[i].id, hook[i]);
+					CHECK_INT(np.items[i].dev, i < 4 ? DEV_UPLINK : DEV_IFB_UP);
+				}
+				CHECK_INT(np.items[4].tc[0].kind, TC_KIND_HTB);
+				CHECK_INT(np.items[4].tc[0].parent, TC_H_ROOT);
+				CHECK_STR(np.items[2].tc[0].u.bpf.name, BPF_GATE_UP_NAME);
+				CHECK_STR(np.items[3].tc[0].u.u32.redirect_dev, PLAN_IFB_UP_NAME);
+				CHECK_INT(np.items[3].tc[0].parent, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
+				CHECK(info.classifier);
+				CHECK_INT(info.n_filters, 0);
+				CHECK_INT(info.up_gate_bps, info.shaped_bps / 2);
+			} else {
+				/* the first item is the root qdisc, on the uplink */
+				CHECK_STR(np.items[0].id, "uplink.root");
+				CHECK_INT(np.items[0].tc[0].parent, TC_H_ROOT);
+				CHECK_INT(np.items[0].tc[0].handle, 0x10000);
+				CHECK_INT(info.up_gate_bps, 0);
+			}
 			for (unsigned i = 0; i < np.n; i++) {
 				const struct plan_item *it = &np.items[i];
 
-				CHECK_INT(it->dev, DEV_UPLINK);
+				CHECK_INT(it->dev, strncmp(it->id, "shaper.", 7) == 0 ? DEV_IFB_UP : DEV_UPLINK);
 				CHECK_INT(it->type, ITEM_TC);
 				CHECK_INT(it->status, ITEM_PENDING);
 				CHECK_INT(it->chosen, -1);
@@ -1992,13 +2031,16 @@ TEST(node_plan_noqueue_uplink)
 		CHECK(count_prefix(&np, "down.", DEV_IFB) > 0);
 	}
 	{
-		/* the operator asked for a shaper: HTB, no such warning */
+		/* the operator asked for a shaper: the gated HTB (no fq), no such warning */
 		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
 
 		cfg.uplink_rate_bps = 500000000ULL;
 		CHECK_INT(plan_down(&cfg, &up, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
-		CHECK_INT(info.shape, SHAPE_HTB);
+		CHECK_INT(info.shape, SHAPE_HTB_IFB);
+		/* one clsact on the uplink: the download's hook is the classifier's */
+		CHECK(find(&np, "down.hook") == NULL);
+		CHECK_STR(find(&np, "down.redirect")->depends, "uplink.clsact");
 		for (unsigned i = 0; i < info.n_warn; i++)
 			CHECK(strstr(info.warn[i], "holds no queue") == NULL);
 	}
