@@ -622,7 +622,10 @@ def write_docs(path, docs_dir, ctx):
         f"- **aiqos**: ptp + `aiqos` + `aiqos-agent` (fake API server), config `uplinkRate: {ctx['rate_mbit']}mbit`"
         + (f", and `downlinkRate: {ctx['rate_mbit']}mbit` in download cells" if ctx.get("agent_download") else
            "; this agent has no download tree (no `downlinkRate`): download cells run with the egress tree only")
-        + "; the agent must report mode `mixed` before traffic starts.",
+        + "; the agent must report mode `mixed` before traffic starts. The node's uplink is a veth with one tx "
+        "queue per CPU, and this kernel has no fq: with several queues its shaper is the gated HTB (`htb-ifb`: "
+        "the tree on `aiqos-ifb1`, taken while the upload is over half the shaped rate), with one HTB at the "
+        "root.",
         "",
         f"{ctx['reps']} repetitions; per repetition and (direction, cc) every arm runs in turn, the order rotated "
         "by the repetition (arms interleaved), the cells' order too. Medians; ratios are computed per repetition "
@@ -694,14 +697,17 @@ def write_docs(path, docs_dir, ctx):
               "waits there to order); on the `mq` uplink mixed mode keeps `mq`, grafts a child per tx queue "
               "and adds the BPF classifier (on this kernel `pfifo_fast` children: no fq, fq_codel or prio, so "
               "training and inference mode leave it as it is); `@" + LR.RATE + "` is the shaper the operator asked "
-              "for, at a rate the lab does not reach, so the rows show what it costs, not what it shapes (HTB: "
-              "one lock for every tx queue; the same BPF classifier in front of it sets each packet's "
-              "class as skb->priority, so no filter is walked under that lock; most of the cost is HTB's "
-              "work per packet, not the lock: docs/line-rate.md takes it apart). The `:down` rows: the pods "
+              "for, at a rate the lab does not reach, so the rows show what it costs, not what it shapes. On "
+              "this kernel (no fq, so no EDT) that shaper is HTB on the ifb `aiqos-ifb1` behind a gate "
+              "(shape `htb-ifb`): the root stays as it is, and a BPF program after the classifier at the "
+              "clsact egress hook sends packets through the HTB tree only while the traffic is over half "
+              "the shaped rate, which it is not here; so the rows pay the classifier and the gate, not "
+              "HTB's work per packet (HTB at the root cost about a fifth: docs/line-rate.md takes it "
+              "apart). The `:down` rows: the pods "
               "download at line rate through the download tree a configured rate plans; its gate at the "
               "uplink's ingress lets arrivals under half the shaped rate skip the ifb (HTB at 98 % of the "
               "rate, a second lock), which they do here: what those rows still pay is the gate and the "
-              "ACKs' way out through the egress HTB (docs/download.md). The `sysctl:` rows are per-pod settings on the training pods alone: "
+              "ACKs' way out past the upload gate (docs/download.md). The `sysctl:` rows are per-pod settings on the training pods alone: "
               "64 MiB buffers (dropped from the training profile after a run whose senders were bbr; the row "
               "is what they cost with cubic), ECN (kept), and "
               "BBR (the profile's first choice of congestion control; on this kernel, which has no fq, "

@@ -9,7 +9,7 @@ TCP flows (bulk, measured) + 1 inference pod (iperf3 at a modest rate).
 Arms: the default layout (the veth's noqueue, no agent) and aiqos-agent in
 each mode (the mode follows which pods are annotated) without and with a
 configured uplinkRate of RATE, above what the lab reaches (the operator asked
-for a shaper: HTB).
+for a shaper: EDT where the kernel has fq, else HTB on an ifb behind a gate).
 Two uplinks, each with its own default arm: `noqueue` (the veth as the
 kernel makes it, and as a bond or VLAN is: aiqos leaves it unless a rate is
 configured) and `mq` (the same veth given `mq` with the kernel's default child
@@ -94,7 +94,7 @@ SYSCTL_ARMS = {
 UPLINKS = ("noqueue", "mq")
 # the arms each uplink runs by default: on noqueue every unshaped mode plans
 # the same nothing (mixed stands for them) and the per-pod rows run there; on
-# mq every mode has a layout of its own; the shaper (HTB replaces either root)
+# mq every mode has a layout of its own; the shaper (either root stays: EDT, or the gated HTB)
 # against both defaults in mixed mode, and per mode against noqueue; the
 # download tree (on its ifb, whatever the uplink's root) on noqueue
 UPLINK_ARMS = {
