@@ -334,7 +334,7 @@ static int plan_print_text(const struct plan_run *r)
 	printf("  uplink: %s, %s, rate %s (%s)\n", r->up.ifname, r->up.is_virtual ? "virtual link" : "NIC", rate,
 	       rate_source(r));
 	rate_format((double)in->shaped_bps, shaped, sizeof(shaped));
-	if (in->shape == SHAPE_HTB || in->shape == SHAPE_EDT)
+	if (in->shape == SHAPE_HTB || in->shape == SHAPE_EDT || in->shape == SHAPE_HTB_IFB)
 		printf("  shape: %s at %s\n", node_shape_name(in->shape), shaped);
 	else
 		printf("  shape: %s\n", node_shape_name(in->shape));

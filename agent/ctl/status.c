@@ -152,6 +152,16 @@ static void print_uplink(const cJSON *up)
 		}
 		printf("\n");
 	}
+	if (jstr(up, "shaperIfb") && jobj(up, "gate")) {
+		/* the gated HTB (README "Line rate") */
+		const cJSON *g = jobj(up, "gate");
+		char r1[32];
+
+		jrate(g, "thresholdBps", r1, sizeof(r1));
+		printf("  upload: HTB on %s behind a gate at %s, %s\n", jstr_or(up, "shaperIfb", "-"), r1,
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "redirecting")) ? "redirecting now"
+		                                                                        : "not redirecting now");
+	}
 	if (jobj(up, "downlink") && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(jobj(up, "downlink"), "shaped"))) {
 		const cJSON *dl = jobj(up, "downlink");
 		char r1[32], r2[32];

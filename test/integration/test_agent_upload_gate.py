@@ -103,6 +103,8 @@ def test_upload_gate_passes_light_traffic_and_shapes_a_burst(mqnode):
         class_packets(node, IFB)), "the inference pod's datagrams in class 1:10 on the ifb")
     assert after["1:30"] - light["1:30"] >= 50, (light, after)  # the burst's tail, in training's class
     assert node.status()["uplink"]["gate"]["redirecting"] is True
+    text = node.aiqosctl("status").stdout
+    assert f"upload: HTB on {IFB} behind a gate at 198" in text, text
     # and they left the uplink: the ifb sends them back out, not in a loop
     rx1 = fab_packets(node)
     assert rx1 - rx0 >= 190 + 300 + 190 - 5, (rx0, rx1)
