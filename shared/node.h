@@ -298,10 +298,12 @@
 #define NODE_DOWN_RTT_US_MAX      1000000
 #define NODE_DOWN_QUEUE_BUDGET_US 500
 /* the gates (DOWNLOAD and GATED HTB, bpf_gate.h): packets skip the ifb while
- * the traffic stays under this share of the shaped rate, counted in windows of
- * at least 1 ms and at least 4 x 64 KiB at that share (a GRO burst is not a
- * rate); once over, the ifb takes everything for the hold, 5 x the deepest
- * FIFO's 20 ms, so the tree has drained before packets bypass it again */
+ * the traffic stays under this share of the shaped rate; once over, the ifb
+ * takes everything for the hold, 5 x the deepest FIFO's 20 ms, so the tree
+ * has drained before packets bypass it again. The download gate counts in
+ * windows of at least 1 ms and at least 4 x 64 KiB at that share (a GRO
+ * burst is not a rate); the upload gate's hold half of HTB's cburst
+ * (node_up_gate_config) */
 #define NODE_GATE_PERCENT             50
 #define NODE_GATE_WINDOW_MIN_US       1000
 #define NODE_GATE_WINDOW_BYTES        (4U * 65536)

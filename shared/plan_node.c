@@ -955,13 +955,14 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	return filters_dscp(b, cfg, classid);
 }
 
-static void gate_config(uint64_t bps, struct bpf_gate *ret)
+void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)
 {
-	uint64_t win_ns;
+	uint64_t bps, win_ns;
 
 	memset(ret, 0, sizeof(*ret));
-	if (!bps)
+	if (!info || !info->down.planned || !info->down.gate_bps)
 		return;
+	bps = info->down.gate_bps;
 	/* the window: at least 1 ms, and long enough for 4 x 64 KiB at the threshold */
 	win_ns = (uint64_t)NODE_GATE_WINDOW_BYTES * 8 * 1000000000ull / bps;
 	if (win_ns < (uint64_t)NODE_GATE_WINDOW_MIN_US * 1000)
@@ -971,11 +972,6 @@ static void gate_config(uint64_t bps, struct bpf_gate *ret)
 	if (!ret->threshold_bytes)
 		ret->threshold_bytes = 1;
 	ret->hold_ns = (uint64_t)NODE_GATE_HOLD_MS * 1000000;
-}
-
-void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)
-{
-	gate_config(info && info->down.planned ? info->down.gate_bps : 0, ret);
 }
 
 void node_up_gate_config(const struct node_plan_info *info, int ifb_ifindex, struct bpf_gate *ret)
