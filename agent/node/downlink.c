@@ -78,9 +78,7 @@ static int record_remove(const char *state_dir, struct error *err)
 	char path[AGENT_PATH_MAX];
 
 	record_path(state_dir, path, sizeof(path));
-	if (unlink(path) < 0 && errno != ENOENT)
-		return error_set(err, errno, "remove %s: %s", path, strerror(errno));
-	return 0;
+	return uplink_record_remove(path, err);
 }
 
 /* ---- the ingress hook ---- */

@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -470,6 +471,22 @@ class MqNodeLab(NodeLab):
         n.sh("ip", "link", "set", "up0", "up")
         cni.sh("ip", "-n", n.fabric.name, "link", "set", "fab0", "up")
         n.sh("ip", "route", "add", "default", "via", f"{n.uplink_net}.1")
+
+
+def send_udp(ns, ip, n=200, burst=0, burst_to=None):
+    """From netns ns: burst 1400-byte datagrams to burst_to (default ip),
+    then n small ones to ip, in one breath (a gate's hold covers what
+    follows the burst)."""
+    def run():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            for _ in range(burst):
+                s.sendto(b"x" * 1400, (burst_to or ip, 9))
+            for _ in range(n):
+                s.sendto(b"x" * 200, (ip, 9))
+        finally:
+            s.close()
+    in_netns_call(ns, run)
 
 
 @contextlib.contextmanager

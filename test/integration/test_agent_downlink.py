@@ -14,7 +14,6 @@ window is bounded while the tree shapes (trainingRcvWindow, downlinkRttUs)."""
 import os
 import re
 import signal
-import socket
 import time
 
 import agentlab
@@ -54,18 +53,8 @@ def route_fabric_to(node, ip):
 
 
 def send_udp(node, ip, n=200, burst_to=None, burst=0):
-    """n small datagrams to ip; first, burst 1400-byte ones to burst_to (in
-    the same breath: the gate's hold covers what follows)."""
-    def run():
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            for _ in range(burst):
-                s.sendto(b"x" * 1400, (burst_to, 9))
-            for _ in range(n):
-                s.sendto(b"x" * 200, (ip, 9))
-        finally:
-            s.close()
-    agentlab.in_netns_call(node.fabric.name, run)
+    """From the fabric: n small datagrams to ip, after burst 1400-byte ones to burst_to."""
+    agentlab.send_udp(node.fabric.name, ip, n=n, burst=burst, burst_to=burst_to)
 
 
 def down_tree_ready(node):

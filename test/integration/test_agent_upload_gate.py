@@ -11,12 +11,11 @@ is read back with tc."""
 import json
 import os
 import signal
-import socket
 import time
 
 import agentlab
 import cni
-from agentlab import class_packets, wait_until
+from agentlab import class_packets, send_udp, wait_until
 
 IFB = "aiqos-ifb1"
 INF = {"ai.workload": "inference"}
@@ -49,20 +48,6 @@ def wait(node, pred, what, timeout_s=8):
         extra = cni.tc_summary(node.node.name, IFB) if IFB in links(node) else ""
         raise AssertionError(f"{e}\n{node.tc_summary()}\n{extra}\n--- agent log ---\n{node.agent_log_tail()}") \
             from None
-
-
-def send_udp(ns, ip, n=200, burst=0):
-    """From netns ns: burst 1400-byte datagrams, then n small ones, to ip."""
-    def run():
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            for _ in range(burst):
-                s.sendto(b"x" * 1400, (ip, 9))
-            for _ in range(n):
-                s.sendto(b"x" * 200, (ip, 9))
-        finally:
-            s.close()
-    agentlab.in_netns_call(ns, run)
 
 
 def fab_packets(node):

@@ -2051,9 +2051,9 @@ TEST(node_gated_htb_on_an_ifb)
 	usleep(300 * 1000); /* what HTB holds leaves (97 kB at 99 Mbit/s: 8 ms) */
 	c2 = classes_now(ifb.ifindex);
 	rx1 = peer_rx_packets("aqtg1");
-	fprintf(stderr, "  on the ifb: inference %llu, training %llu; at the peer %ld of %u\n",
-	        (unsigned long long)(c2.pkts[0] - c1.pkts[0]), (unsigned long long)(c2.pkts[2] - c1.pkts[2]), rx1 - rx0,
-	        450);
+	fprintf(stderr, "  on the ifb: inference %llu, training %llu; at the peer %ld of 450\n",
+	        (unsigned long long)(c2.pkts[0] - c1.pkts[0]), (unsigned long long)(c2.pkts[2] - c1.pkts[2]),
+	        rx1 - rx0);
 	CHECK(c2.pkts[0] - c1.pkts[0] >= 40);
 	CHECK(c2.pkts[2] - c1.pkts[2] >= 1);
 	CHECK(rx0 >= 0 && rx1 - rx0 >= 450);
