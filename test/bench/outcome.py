@@ -111,7 +111,7 @@ def loadavg():
 
 
 class QueueSampler(threading.Thread):
-    """Backlog (bytes) of the bottleneck and the node uplink, every period."""
+    """Backlog (bytes) of the bottleneck and the node (uplink and ifbs), every period."""
 
     def __init__(self, lab, period_s):
         super().__init__(daemon=True)
@@ -128,9 +128,13 @@ class QueueSampler(threading.Thread):
         return 0
 
     def run(self):
+        # the node's queues: the uplink's root and the ifbs' (the gated
+        # upload tree's and the download tree's), there when traffic starts
+        devs = [L.UPLINK] + self.lab.node_ifbs()
         while not self.stop_evt.wait(self.period_s):
             self.samples["wire"].append(self.root_backlog(self.lab.qdisc_stats(self.lab.wire, L.WIRE_OUT)))
-            self.samples["uplink"].append(self.root_backlog(self.lab.qdisc_stats(self.lab.node, L.UPLINK)))
+            self.samples["uplink"].append(sum(self.root_backlog(self.lab.qdisc_stats(self.lab.node, d))
+                                              for d in devs))
 
     def stop(self):
         self.stop_evt.set()

@@ -479,7 +479,8 @@ def test_agent_drift_repair(node):
 def test_agent_follows_the_default_route_to_another_uplink(node):
     # a second uplink into the fabric
     a, b = f"aqu{os.urandom(4).hex()}", f"aqf{os.urandom(4).hex()}"
-    cni.sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+    cni.sh("ip", "link", "add", a, "numtxqueues", "1", "numrxqueues", "1", "type", "veth", "peer", "name", b,
+           "numtxqueues", "1", "numrxqueues", "1")  # one queue, as up0: HTB at the root
     cni.sh("ip", "link", "set", a, "netns", node.node.name)
     cni.sh("ip", "link", "set", b, "netns", node.fabric.name)
     node.sh("ip", "link", "set", a, "name", "up1")

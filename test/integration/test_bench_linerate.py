@@ -36,8 +36,8 @@ def test_linerate_smoke_layouts(tmp_path):
     res = json.loads(out.read_text())
     shapes = {(r["uplink"], r["arm"]): r["shape"] for r in res["results"]}
     assert shapes == {("noqueue", "default"): "noqueue", ("noqueue", "mixed"): "none",
-                      ("noqueue", "mixed@400gbit"): "htb", ("mq", "default"): "mq", ("mq", "mixed"): "mq",
-                      ("mq", "mixed@400gbit"): "htb", ("noqueue", "default:down"): "noqueue",
+                      ("noqueue", "mixed@400gbit"): "htb-ifb", ("mq", "default"): "mq", ("mq", "mixed"): "mq",
+                      ("mq", "mixed@400gbit"): "htb-ifb", ("noqueue", "default:down"): "noqueue",
                       ("noqueue", "mixed@400gbit:down"): "htb (ifb)", ("mq", "default:down"): "mq",
                       ("mq", "mixed@400gbit:down"): "htb (ifb)"}, shapes
     rows = {(r["uplink"], r["arm"]) for r in res["rows"]}
