@@ -2001,7 +2001,9 @@ TEST(node_gated_htb_on_an_ifb)
 	}
 	up.ifb_up_ifindex = ifb.ifindex;
 	node_config_defaults(&cfg);
-	cfg.uplink_rate_bps = 100000000ULL;
+	/* 10mbit: a gate window of 106 ms, so that 400 sends trip it even where
+	 * a send is slow (qemu's TCG in the kernel suite) */
+	cfg.uplink_rate_bps = 10000000ULL;
 	cfg.downlink = false;
 	plan_caps_mark_missing(&caps, TC_KIND_FQ);
 	CHECK_INT(node_plan(pods, 2, &cfg, &up, &caps, MODE_MIXED, NULL, &np, &info, &e), 0);
@@ -2041,14 +2043,14 @@ TEST(node_gated_htb_on_an_ifb)
 	free(q);
 	c0 = classes_now(ifb.ifindex);
 	rx0 = peer_rx_packets("aqtg1");
-	/* 10 x 242 bytes: far under the threshold (64 KiB per window at 100mbit) */
+	/* 10 x 242 bytes: far under the threshold (64 KiB per window) */
 	send_from("10.72.0.10", "10.72.0.2", 10);
 	c1 = classes_now(ifb.ifindex);
 	CHECK(c1.pkts[0] == c0.pkts[0] && c1.pkts[2] == c0.pkts[2]);
 	/* 400 training packets (97 kB) trip it; the inference packets after them take 1:10 on the ifb */
 	send_from("10.72.0.20", "10.72.0.2", 400);
 	send_from("10.72.0.10", "10.72.0.2", 40);
-	usleep(300 * 1000); /* what HTB holds leaves (97 kB at 99 Mbit/s: 8 ms) */
+	usleep(1000 * 1000); /* what HTB holds leaves (97 kB at 9.9 Mbit/s: 80 ms) */
 	c2 = classes_now(ifb.ifindex);
 	rx1 = peer_rx_packets("aqtg1");
 	fprintf(stderr, "  on the ifb: inference %llu, training %llu; at the peer %ld of 450\n",
