@@ -40,6 +40,21 @@ CFLAGS  += $(CSTD) $(WARN) $(HARDEN) $(OPT) -MMD -MP -Ishared $(PKG_CFLAGS)
 LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(LDSAN)
 
 SHARED_SRC := $(sort $(wildcard shared/*.c shared/tc/*.c))
+# The BPF programs: restricted C, one file per program (shared/bpf/NAME.bpf.c),
+# compiled for the BPF target and embedded in the binaries as libbpf
+# skeletons ($(BUILD)/gen/NAME.skel.h, included by shared/bpf_NAME.c's
+# loader); libbpf is linked statically, and only into what loads them (the
+# agent, its tests), never the plugin.
+BPF_SRC    := $(sort $(wildcard shared/bpf/*.bpf.c))
+BPF_SKELS  := $(patsubst shared/bpf/%.bpf.c,$(BUILD)/gen/%.skel.h,$(BPF_SRC))
+BPF_CLANG  ?= clang
+BPFTOOL    ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+BPF_CFLAGS := -g -O2 -target bpf -mcpu=v2 -Wall -Wextra -Wno-unused-parameter \
+              -I/usr/include/$(shell $(CC) -dumpmachine 2>/dev/null) -Ishared/bpf
+ifeq ($(CI),true)
+BPF_CFLAGS += -Werror
+endif
+BPF_LIBS   := -Wl,-Bstatic -lbpf -Wl,-Bdynamic -lelf -lz
 CNI_SRC    := $(sort $(wildcard cni/*.c))
 AGENT_SRC  := $(sort $(wildcard agent/*.c agent/*/*.c))
 CTL_SRC    := $(filter agent/ctl/%,$(AGENT_SRC))
@@ -64,6 +79,20 @@ all: $(PLUGIN) $(AGENT_BIN) $(CTL) $(LOADGEN)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/bpf/%.bpf.o: shared/bpf/%.bpf.c $(wildcard shared/bpf/*.h)
+	@mkdir -p $(dir $@)
+	$(BPF_CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	@mkdir -p $(dir $@)
+	$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp
+	mv $@.tmp $@
+
+# the loaders include their program's skeleton
+$(BUILD)/obj/shared/bpf_%.o: CFLAGS += -isystem $(BUILD)/gen
+$(BUILD)/obj/shared/bpf_cls.o: $(BUILD)/gen/cls.skel.h
+$(BUILD)/obj/shared/bpf_gate.o: $(BUILD)/gen/gate.skel.h
 
 $(LIB): $(call obj,$(SHARED_SRC))
 	@mkdir -p $(dir $@)
@@ -90,14 +119,14 @@ $(PLUGIN): $(call obj,$(CNI_SRC)) $(LIB)
 $(BUILD)/obj/agent/%.o $(BUILD)/obj/test/unit/test_agent_%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
 $(BUILD)/test/test_agent_%: $(BUILD)/obj/test/unit/test_agent_%.o $(call obj,$(UNIT_HELPER_SRC)) $(AGENT_LIB_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS) $(BPF_LIBS)
 
 # aiqos-agent, the node agent: every agent object but aiqosctl's, with the
 # agent's libraries (libcurl, libsystemd, libyaml, libmicrohttpd).
 AGENT_BIN_OBJ := $(call obj,$(filter-out $(CTL_SRC),$(AGENT_SRC)) cni/conf.c) # install checks --plugin-conf with the plugin's parser
 $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(AGENT_BIN_OBJ) $(LIB) $(AGENT_LIBS) $(PLUGIN_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(AGENT_BIN_OBJ) $(LIB) $(AGENT_LIBS) $(PLUGIN_LIBS) $(BPF_LIBS)
 
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
@@ -105,12 +134,12 @@ CTL_OBJ := $(call obj,$(CTL_SRC) agent/config.c agent/kube/decode.c agent/doctor
                       agent/node/uplink.c agent/pod_want.c cni/conf.c)
 $(CTL): $(CTL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS) $(BPF_LIBS)
 $(BUILD)/test/test_agent_aiqosctl: | $(CTL)
 
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(call obj,$(UNIT_HELPER_SRC)) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PLUGIN_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PLUGIN_LIBS) $(BPF_LIBS)
 
 # Unit tests of the plugin (test_cni_*) also link its objects, all but main.o
 # (main() is alone there). Shorter stem: GNU make prefers this rule.
@@ -125,7 +154,7 @@ KERNEL_SRC  := $(sort $(wildcard test/kernel/*.c))
 KERNEL_BINS := $(patsubst test/kernel/%.c,$(BUILD)/kernel/%,$(KERNEL_SRC))
 $(BUILD)/kernel/%: $(BUILD)/obj/test/kernel/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PLUGIN_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PLUGIN_LIBS) $(BPF_LIBS)
 
 deps:
 	@bash hack/install-deps.sh
@@ -163,7 +192,7 @@ e2e: all
 
 # Debian's stock kernel in qemu (TCG): the fq/fq_codel/pedit/DCTCP paths the
 # CI kernel lacks (hack/test-kernel.sh; also the "kernel" suite of `make test`).
-test-kernel: all $(BUILD)/test/test_nl $(BUILD)/test/test_apply $(KERNEL_BINS)
+test-kernel: all $(BUILD)/test/test_nl $(BUILD)/test/test_apply $(BUILD)/test/test_bpf $(KERNEL_BINS)
 	@bash hack/test-kernel.sh $(BUILD)
 
 bench-cni: all
@@ -219,7 +248,7 @@ FUZZ_CC      ?= clang
 $(BUILD)/obj/test/fuzz/%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/test/fuzz/fuzz_%.o $(CNI_TEST_OBJ) $(AGENT_LIB_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(AGENT_LIBS) $(PLUGIN_LIBS) $(BPF_LIBS)
 fuzz-bins: $(FUZZ_BINS)
 fuzz-build:
 	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZE=address,undefined FUZZING=1 fuzz-bins
@@ -236,17 +265,17 @@ fuzz: deps fuzz-build
 # way to own memory), so it reports every early return of such a variable;
 # leaks are caught by LeakSanitizer in the unit-asan and integration-asan
 # suites instead.
-LINT_DIRS := shared shared/tc cni agent $(patsubst %/,%,$(sort $(dir $(wildcard agent/*/*.c agent/*/*.h)))) \
+LINT_DIRS := shared shared/tc shared/bpf cni agent $(patsubst %/,%,$(sort $(dir $(wildcard agent/*/*.c agent/*/*.h)))) \
              test/unit test/fuzz test/bench test/kernel test/e2e
-LINT_SRC  := $(sort $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c)))
+LINT_SRC  := $(filter-out %.bpf.c,$(sort $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))))
 LINT_HDR  := $(sort $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.h)))
-LINT_C    := $(LINT_SRC) $(LINT_HDR)
+LINT_C    := $(LINT_SRC) $(LINT_HDR) $(BPF_SRC)
 LINT_SH   := $(wildcard hack/*.sh hack/lib/*.sh test/*.sh test/bench/*.sh test/kernel/*.sh test/fuzz/*.sh test/e2e/*.sh .ci/run)
 LINT_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-LINT_FLAGS := $(CSTD) -Ishared -Iagent $(PKG_CFLAGS) $(AGENT_CFLAGS)
+LINT_FLAGS := $(CSTD) -Ishared -Iagent -isystem $(BUILD)/gen $(PKG_CFLAGS) $(AGENT_CFLAGS)
 LINT_DEPS := $(LINT_HDR) .clang-tidy test/.clang-tidy Makefile
 CPPCHECK_STAMPS := $(patsubst %,$(BUILD)/lint/%.cppcheck,$(LINT_SRC))
-TIDY_STAMPS     := $(patsubst %,$(BUILD)/lint/%.tidy,$(LINT_SRC))
+TIDY_STAMPS     := $(patsubst %,$(BUILD)/lint/%.tidy,$(LINT_SRC) $(BPF_SRC))
 .PHONY: lint-cppcheck lint-tidy lint-sh lint-c
 lint: fmt-check
 	@$(MAKE) --no-print-directory -j$(LINT_JOBS) lint-c lint-sh
@@ -261,6 +290,15 @@ $(BUILD)/lint/%.c.cppcheck: %.c $(LINT_DEPS)
 $(BUILD)/lint/%.c.tidy: %.c $(LINT_DEPS)
 	@mkdir -p $(dir $@)
 	clang-tidy --quiet $< -- $(LINT_FLAGS)
+	@touch $@
+$(BUILD)/lint/shared/bpf_cls.c.tidy $(BUILD)/lint/shared/bpf_gate.c.tidy: $(BPF_SKELS)
+# The BPF programs: clang-tidy with the BPF target's flags. cppcheck is not
+# run on them: it does not know the BPF target (the helpers' declarations in
+# bpf_helper_defs.h are function pointers to fixed ids, SEC() places code in
+# sections), and reports those as errors.
+$(BUILD)/lint/%.bpf.c.tidy: %.bpf.c $(LINT_DEPS)
+	@mkdir -p $(dir $@)
+	clang-tidy --quiet $< -- $(BPF_CFLAGS)
 	@touch $@
 lint-sh:
 	shellcheck -S warning $(LINT_SH)

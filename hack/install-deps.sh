@@ -9,6 +9,8 @@ PKGS=(
 	libclang-rt-dev # libFuzzer and the sanitizers' runtimes for clang (make fuzz)
 	libnl-3-dev libnl-route-3-dev libcjson-dev libcurl4-openssl-dev
 	libsystemd-dev libyaml-dev libmicrohttpd-dev
+	# the BPF programs: clang -target bpf, bpftool gen skeleton, libbpf (static)
+	libbpf-dev bpftool
 	# lint
 	clang-tidy clang-format cppcheck shellcheck
 	# tests and lab
@@ -16,6 +18,7 @@ PKGS=(
 	containernetworking-plugins iperf3 sockperf gnuplot-nox
 	nginx-light # the lab's real HTTP server (test/bench/httpload.py)
 	python3 python3-pytest valgrind
+	python3-seccomp systemd # the agent under its unit's syscall filter (test_agent_bpf_sandbox.py)
 	# the real control plane (hack/build-k8s.sh needs Go >= 1.24, not a Debian package here)
 	openssl curl
 	# the monitoring suite: promtool (check/test rules, check metrics), a real Prometheus

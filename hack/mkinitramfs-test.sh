@@ -51,7 +51,7 @@ CNI_PLUGINS=(ptp host-local bridge loopback)
 CNI_DIR=/usr/lib/cni
 # Project binaries: the plugin, the unit tests that touch the kernel, the
 # test/kernel helpers.
-UNIT_TESTS=(test_nl test_apply)
+UNIT_TESTS=(test_nl test_apply test_bpf)
 
 die() {
 	echo "mkinitramfs-test: $*" >&2

@@ -114,7 +114,7 @@ fi
 say "kernel $kver from $kroot"
 
 # --- host side: the README's Kernel support table against the code and this kernel
-for b in "$build/bin/aiqos" "$build/test/test_nl" "$build/test/test_apply" "$build/kernel/features" \
+for b in "$build/bin/aiqos" "$build/test/test_nl" "$build/test/test_apply" "$build/test/test_bpf" "$build/kernel/features" \
 	"$build/kernel/ecn_flow"; do
 	[ -x "$b" ] || die "$b is not built: run \`make test-kernel\` (or \`make test\`)"
 done

@@ -14,36 +14,31 @@
  *   now < redirect until: to the ifb, else straight on
  * The hold is longer than the ifb's deepest queue takes to drain, so what
  * the tree still holds has left before the flow bypasses it again (no
- * reordering). The state is updated without a lock: concurrent CPUs may
- * lose a few packets' bytes, a window's worth of error. Threshold 0 = the
- * gate off: everything to the ifb. A packet the ifb sends back (its
- * ingress_ifindex is pass_ifindex: the egress ifb re-injects onto the
- * uplink, through this hook) passes uncounted. One array map of one
- * struct bpf_gate per program. */
+ * reordering). Bytes are counted with an atomic add (no CPU loses
+ * another's). Threshold 0 = the gate off: everything to the ifb. A packet
+ * the ifb sends back (its ingress_ifindex is pass_ifindex: the egress ifb
+ * re-injects onto the uplink, through this hook) is not counted and goes
+ * on to the redirect filter, whose action clears the ifb's skip-classify
+ * mark and passes it. One array map of one struct bpf_gate per program;
+ * the program is shared/bpf/gate.bpf.c, loaded with libbpf from its
+ * embedded skeleton. */
 #ifndef AIQOS_BPF_GATE_H
 #define AIQOS_BPF_GATE_H
 
 #include <stdint.h>
 
+#include "bpf/aiqos_bpf.h"
 #include "error.h"
 
-#define BPF_GATE_NAME    "aiqos_gate"  /* program and filter: the download gate */
-#define BPF_GATE_UP_NAME "aiqos_ugate" /* the upload gate */
+#define BPF_GATE_NAME    "aiqos_gate"  /* the filter: the download gate */
+#define BPF_GATE_UP_NAME "aiqos_ugate" /* the filter: the upload gate (the same program) */
 
-struct bpf_gate {
-	uint64_t win_start_ns; /* the program's state */
-	uint64_t win_bytes;
-	uint64_t redirect_until_ns;
-	uint64_t win_ns; /* configuration (bpf_gate_sync) */
-	uint64_t threshold_bytes;
-	uint64_t hold_ns;
-	uint64_t pass_ifindex; /* packets re-injected by this ifb pass (0 = none) */
-};
-
-int bpf_gate_map_create(int *ret_fd, struct error *err);
-/* name: BPF_GATE_NAME or BPF_GATE_UP_NAME (the same program) */
-int bpf_gate_prog_load(int map_fd, const char *name, int *ret_fd, struct error *err);
-/* The map of an attached gate program (by its id, from the filter dump). */
+/* Load the program: on the map *map_fd when >= 0 (adopted, or kept), else
+ * on a new map (the gate off) returned there. name (BPF_GATE_NAME or
+ * BPF_GATE_UP_NAME) says which gate in errors. */
+int bpf_gate_load(int *map_fd, const char *name, int *ret_prog_fd, struct error *err);
+/* The map of an attached gate program (by its id, from the filter dump);
+ * ENOENT when it is not this version's. */
 int bpf_gate_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err);
 /* Make the map's configuration want's (the state restarts when it
  * changes); ret_changed (may be NULL): whether it was written. */

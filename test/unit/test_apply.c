@@ -1471,12 +1471,8 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 		CHECK_INT(node_plan(pods, n, &m->cfg, up, &m->caps, MODE_MIXED, NULL, &m->np, &m->info, &e), 0);
 		CHECK(m->info.classifier);
 		CHECK(m->np.n <= ARRAY_SIZE(idx));
-		if (m->map_fd < 0)
-			CHECK_INT(bpf_cls_map_create(&m->map_fd, &e), 0);
-		if (m->edt_fd < 0)
-			CHECK_INT(bpf_edt_map_create(&m->edt_fd, &e), 0);
 		if (m->prog_fd < 0)
-			CHECK_INT(bpf_cls_prog_load(m->map_fd, m->edt_fd, &m->prog_fd, &e), 0);
+			CHECK_INT(bpf_cls_load(&m->map_fd, &m->edt_fd, &m->prog_fd, &e), 0);
 		for (unsigned i = 0; i < m->np.n && i < ARRAY_SIZE(idx); i++) {
 			idx[i] = i;
 			if (m->np.items[i].tc[0].kind == TC_KIND_BPF)
@@ -1673,200 +1669,6 @@ TEST(node_htb_classifier_picks_the_class)
 	mq_setup_free(&m);
 }
 
-/* ---- EDT (bpf_cls.h): the program's stamps, read back through
- * BPF_PROG_TEST_RUN (no fq needed: the CI kernel runs it too) ---- */
-
-struct edt_run {
-	int retval;
-	uint64_t tstamp;
-	uint32_t priority;
-};
-
-/* One 1000-byte IPv4 packet from src through the program. */
-/* ingress_ifindex: the device the packet came in by (an ifb re-injecting it) */
-static struct edt_run edt_run_iif(int prog_fd, const char *src, uint32_t ingress_ifindex)
-{
-	uint8_t pkt[1000] = {0};
-	struct __sk_buff ctx = {.ingress_ifindex = ingress_ifindex}, out = {0};
-	struct edt_run r = {.retval = -100};
-	union bpf_attr attr;
-
-	pkt[12] = 0x08; /* ETH_P_IP */
-	pkt[14] = 0x45;
-	pkt[16] = (uint8_t)((sizeof(pkt) - 14) >> 8);
-	pkt[17] = (uint8_t)((sizeof(pkt) - 14) & 0xff);
-	pkt[22] = 64;
-	pkt[23] = 17;
-	inet_pton(AF_INET, src, pkt + 14 + 12);
-	inet_pton(AF_INET, "10.75.0.2", pkt + 14 + 16);
-	memset(&attr, 0, sizeof(attr));
-	attr.test.prog_fd = (uint32_t)prog_fd;
-	attr.test.data_in = (uint64_t)(uintptr_t)pkt;
-	attr.test.data_size_in = sizeof(pkt);
-	attr.test.ctx_in = (uint64_t)(uintptr_t)&ctx;
-	attr.test.ctx_size_in = sizeof(ctx);
-	attr.test.ctx_out = (uint64_t)(uintptr_t)&out;
-	attr.test.ctx_size_out = sizeof(out);
-	attr.test.repeat = 1;
-	if (syscall(__NR_bpf, BPF_PROG_TEST_RUN, &attr, sizeof(attr)) < 0) {
-		fprintf(stderr, "  BPF_PROG_TEST_RUN: %s\n", strerror(errno));
-		return r;
-	}
-	r.retval = (int)attr.test.retval;
-	r.tstamp = out.tstamp;
-	r.priority = out.priority;
-	return r;
-}
-
-static struct edt_run edt_run_one(int prog_fd, const char *src)
-{
-	return edt_run_iif(prog_fd, src, 0);
-}
-
-/* At 1 Mbit/s (8 us per byte) a 1000-byte packet plus 24 bytes of framing
- * takes 8192 us: bulk packets are stamped 8192 us apart on the link clock
- * (slow enough that no pause of the test between two packets lets the clock
- * fall behind now); inference leaves on its own clock (now), ahead of the
- * bulk already stamped, and pushes the link clock on; past the horizon
- * (200 ms here) bulk is dropped; rate 0 stamps nothing. */
-TEST(edt_program_stamps)
-{
-	const struct bpf_cls_entry ents[] = {
-	        {.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = NODE_CLS_PRIO_DEFAULT},
-	        {.key = {.kind = BPF_CLS_KEY_SRC4, .addr = {10, 75, 0, 10}}, .priority = NODE_CLS_PRIO_INFERENCE},
-	        {.key = {.kind = BPF_CLS_KEY_SRC4, .addr = {10, 75, 0, 20}}, .priority = NODE_CLS_PRIO_TRAINING},
-	};
-	struct bpf_edt cfg = {.link_q20 = bpf_edt_q20(1000000),
-	                      .inf_q20 = bpf_edt_q20(500000),
-	                      .horizon_ns = 200000000,
-	                      .overhead = 24,
-	                      .inf_priority = NODE_CLS_PRIO_INFERENCE};
-	_cleanup_close_ int map_fd = -1, edt_fd = -1, prog_fd = -1;
-	struct edt_run t1, t2, t3, inf, x;
-	struct error e = {0};
-	unsigned passed = 0;
-	bool changed = false;
-
-	if (geteuid() != 0) {
-		CHECK(!"needs root (bpf)");
-		return;
-	}
-	CHECK_INT(bpf_edt_q20(8000000), 1000u << 20);
-	CHECK_INT(bpf_cls_map_create(&map_fd, &e), 0);
-	CHECK_INT(bpf_edt_map_create(&edt_fd, &e), 0);
-	CHECK_INT(bpf_cls_prog_load(map_fd, edt_fd, &prog_fd, &e), 0);
-	if (prog_fd < 0) {
-		fprintf(stderr, "  %s\n", e.msg);
-		return;
-	}
-	CHECK_INT(bpf_cls_map_sync(map_fd, ents, ARRAY_SIZE(ents), NULL, &e), 0);
-	/* stamping off: classified, not stamped */
-	x = edt_run_one(prog_fd, "10.75.0.20");
-	CHECK_INT(x.retval, TC_ACT_UNSPEC);
-	CHECK_INT(x.priority, NODE_CLS_PRIO_TRAINING);
-	CHECK_INT(x.tstamp, 0);
-	CHECK_INT(bpf_edt_sync(edt_fd, &cfg, &changed, &e), 0);
-	CHECK(changed);
-	CHECK_INT(bpf_edt_sync(edt_fd, &cfg, &changed, &e), 0);
-	CHECK(!changed);
-
-	t1 = edt_run_one(prog_fd, "10.75.0.20");
-	t2 = edt_run_one(prog_fd, "10.75.0.20");
-	t3 = edt_run_one(prog_fd, "10.75.0.20");
-	CHECK_INT(t1.retval, TC_ACT_UNSPEC);
-	CHECK(t1.tstamp > 0);
-	CHECK_INT(t2.tstamp - t1.tstamp, 8192000);
-	CHECK_INT(t3.tstamp - t2.tstamp, 8192000);
-	inf = edt_run_one(prog_fd, "10.75.0.10");
-	CHECK_INT(inf.retval, TC_ACT_UNSPEC);
-	CHECK_INT(inf.priority, NODE_CLS_PRIO_INFERENCE);
-	CHECK(inf.tstamp >= t1.tstamp && inf.tstamp < t2.tstamp);
-	/* the bulk after it waits for the inference packet's 1024 us too */
-	x = edt_run_one(prog_fd, "10.75.0.20");
-	CHECK_INT(x.tstamp - t3.tstamp, 2 * 8192000);
-	/* a default pod's packet (no entry of its own) is bulk */
-	x = edt_run_one(prog_fd, "10.75.0.99");
-	CHECK_INT(x.priority, NODE_CLS_PRIO_DEFAULT);
-	CHECK_INT(x.tstamp - t3.tstamp, 3 * 8192000);
-	/* the horizon: (200 ms - the 49 ms already ahead) / 8.2 ms of bulk, then drops */
-	for (unsigned i = 0; i < 40; i++) {
-		x = edt_run_one(prog_fd, "10.75.0.20");
-		if (x.retval != TC_ACT_UNSPEC)
-			break;
-		passed++;
-	}
-	fprintf(stderr, "  %u more bulk packets stamped before the horizon\n", passed);
-	CHECK_INT(x.retval, TC_ACT_SHOT);
-	CHECK(passed >= 17 && passed <= 24);
-	/* inference still passes: its own clock is near now */
-	inf = edt_run_one(prog_fd, "10.75.0.10");
-	CHECK_INT(inf.retval, TC_ACT_UNSPEC);
-
-	/* clocks restarted (the rate changed, and back): inference alone goes
-	 * at the link's rate, not its ceiling (half of it here) */
-	CHECK_INT(bpf_edt_sync(edt_fd, &(struct bpf_edt){0}, NULL, &e), 0);
-	CHECK_INT(bpf_edt_sync(edt_fd, &cfg, NULL, &e), 0);
-	t1 = edt_run_one(prog_fd, "10.75.0.10");
-	t2 = edt_run_one(prog_fd, "10.75.0.10");
-	CHECK_INT(t2.tstamp - t1.tstamp, 8192000);
-	/* bulk behind it; then inference on its own clock (t1 + 2 x 8192 us),
-	 * which the bulk packet's link clock has reached too */
-	t3 = edt_run_one(prog_fd, "10.75.0.20");
-	CHECK_INT(t3.tstamp - t1.tstamp, 2 * 8192000);
-	inf = edt_run_one(prog_fd, "10.75.0.10");
-	CHECK_INT(inf.tstamp - t1.tstamp, 3 * 8192000);
-}
-
-/* The gate (bpf_gate.h) through BPF_PROG_TEST_RUN: off, every packet goes
- * on to the redirect; on, packets skip it while a window's bytes stay under
- * the threshold, and from the packet that crosses it the redirect takes
- * everything until the hold has passed; what the ifb sends back (its
- * ingress ifindex) passes, uncounted, even then. */
-TEST(gate_program_redirects_over_the_threshold)
-{
-	struct bpf_gate cfg = {.win_ns = 20000000, .threshold_bytes = 4500, .hold_ns = 200000000, .pass_ifindex = 77},
-	                st;
-	_cleanup_close_ int map_fd = -1, prog_fd = -1;
-	struct error e = {0};
-	bool changed = false;
-
-	if (geteuid() != 0) {
-		CHECK(!"needs root (bpf)");
-		return;
-	}
-	CHECK_INT(bpf_gate_map_create(&map_fd, &e), 0);
-	CHECK_INT(bpf_gate_prog_load(map_fd, BPF_GATE_UP_NAME, &prog_fd, &e), 0);
-	if (prog_fd < 0) {
-		fprintf(stderr, "  %s\n", e.msg);
-		return;
-	}
-	/* off: the redirect (TC_ACT_UNSPEC: the next filter) */
-	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
-	CHECK_INT(bpf_gate_sync(map_fd, &cfg, &changed, &e), 0);
-	CHECK(changed);
-	CHECK_INT(bpf_gate_sync(map_fd, &cfg, &changed, &e), 0);
-	CHECK(!changed);
-	/* 1000-byte packets: four stay under 4500 bytes, the fifth crosses */
-	for (unsigned i = 0; i < 4; i++)
-		CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_OK);
-	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
-	/* back from the ifb: on out, not counted, not redirected again */
-	CHECK_INT(edt_run_iif(prog_fd, "10.75.0.20", 77).retval, TC_ACT_OK);
-	CHECK_INT(bpf_gate_read(map_fd, &st, &e), 0);
-	CHECK(st.win_bytes == 5000);
-	CHECK_INT(edt_run_iif(prog_fd, "10.75.0.20", 78).retval, TC_ACT_UNSPEC); /* another device's */
-	usleep(30 * 1000); /* a new window, light: still redirected (the hold) */
-	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
-	CHECK_INT(bpf_gate_read(map_fd, &st, &e), 0);
-	CHECK(st.win_bytes == 1000);
-	CHECK(st.redirect_until_ns > st.win_start_ns);
-	usleep(250 * 1000); /* the hold over */
-	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_OK);
-	/* off again */
-	CHECK_INT(bpf_gate_sync(map_fd, &(struct bpf_gate){0}, NULL, &e), 0);
-	CHECK_INT(edt_run_one(prog_fd, "10.75.0.20").retval, TC_ACT_UNSPEC);
-}
-
 /* Packets sent by the qdiscs of a kind on the uplink, and drops at its
  * clsact (the EDT horizon), from `tc -s -j`. */
 static void qdisc_counts(const char *dev, const char *kind, long long *ret_sent, long long *ret_clsact_drops)
@@ -2009,11 +1811,8 @@ TEST(node_gated_htb_on_an_ifb)
 	CHECK_INT(node_plan(pods, 2, &cfg, &up, &caps, MODE_MIXED, NULL, &np, &info, &e), 0);
 	CHECK_INT(info.shape, SHAPE_HTB_IFB);
 	CHECK(np.n <= ARRAY_SIZE(idx));
-	CHECK_INT(bpf_cls_map_create(&cls_map, &e), 0);
-	CHECK_INT(bpf_edt_map_create(&edt_map, &e), 0);
-	CHECK_INT(bpf_gate_map_create(&gate_map, &e), 0);
-	CHECK_INT(bpf_cls_prog_load(cls_map, edt_map, &cls_prog, &e), 0);
-	CHECK_INT(bpf_gate_prog_load(gate_map, BPF_GATE_UP_NAME, &gate_prog, &e), 0);
+	CHECK_INT(bpf_cls_load(&cls_map, &edt_map, &cls_prog, &e), 0);
+	CHECK_INT(bpf_gate_load(&gate_map, BPF_GATE_UP_NAME, &gate_prog, &e), 0);
 	for (unsigned i = 0; i < np.n && i < ARRAY_SIZE(idx); i++) {
 		idx[i] = i;
 		if (np.items[i].tc[0].kind == TC_KIND_BPF)

@@ -1,0 +1,591 @@
+/* test_bpf.c — the BPF programs (shared/bpf/NAME.bpf.c) run on crafted
+ * packets through BPF_PROG_TEST_RUN, without a device: the class each
+ * packet gets (IPv4, IPv6, a VLAN tag, DSCP, truncated, not IP), EDT's
+ * stamps and clocks, the gates on both sides of their threshold, and the
+ * loaders' map adoption and program tags. Root (bpf(2)); without it the
+ * cases skip, which a strict (CI=true) run counts as failed. */
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <linux/pkt_cls.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bpf_cls.h"
+#include "bpf_gate.h"
+#include "bpf_load.h"
+#include "node.h"
+#include "t.h"
+#include "tc/tc.h"
+#include "util.h"
+
+#define ETH_LEN 14
+
+static void need_root(void)
+{
+	if (geteuid() != 0) {
+		printf("test_bpf: skipped: needs root for bpf(2) (euid %u)\n", (unsigned)geteuid());
+		printf("0 passed, 0 failed, %u skipped\n", t_n_cases);
+		exit(0);
+	}
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- crafted packets ---- */
+
+struct pkt {
+	uint8_t b[1600];
+	uint32_t len;
+};
+
+enum pkt_opt {
+	PKT_VLAN = 1,
+	PKT_ICMP6 = 2,
+};
+
+/* An Ethernet frame of len bytes carrying IPv4 (or IPv6, by the source's
+ * form) from src with DSCP dscp; opt: a VLAN tag, ICMPv6. */
+static struct pkt pkt_ip(const char *src, uint8_t dscp, uint32_t len, unsigned opt)
+{
+	struct pkt p = {.len = len};
+	uint8_t *ip = p.b + ETH_LEN;
+	bool v6 = strchr(src, ':') != NULL;
+	uint16_t type = v6 ? 0x86dd : 0x0800;
+
+	if (opt & PKT_VLAN) {
+		p.b[12] = 0x81;
+		p.b[13] = 0x00;
+		p.b[14] = 0x00;
+		p.b[15] = 0x07; /* VLAN 7 */
+		p.b[16] = (uint8_t)(type >> 8);
+		p.b[17] = (uint8_t)type;
+		ip += 4;
+	} else {
+		p.b[12] = (uint8_t)(type >> 8);
+		p.b[13] = (uint8_t)type;
+	}
+	if (v6) {
+		ip[0] = (uint8_t)(0x60 | (dscp >> 2));
+		ip[1] = (uint8_t)((dscp & 3) << 6);
+		ip[6] = (opt & PKT_ICMP6) ? 58 : 17;
+		ip[7] = 64;
+		inet_pton(AF_INET6, src, ip + 8);
+		inet_pton(AF_INET6, "fd00:75::2", ip + 24);
+	} else {
+		ip[0] = 0x45;
+		ip[1] = (uint8_t)(dscp << 2);
+		ip[8] = 64;
+		ip[9] = 17;
+		inet_pton(AF_INET, src, ip + 12);
+		inet_pton(AF_INET, "10.75.0.2", ip + 16);
+	}
+	return p;
+}
+
+struct run {
+	int err; /* BPF_PROG_TEST_RUN's own error (0 = it ran) */
+	int retval;
+	uint32_t priority;
+	uint64_t tstamp;
+};
+
+/* One packet through the program, with the context's priority, tstamp and
+ * ingress ifindex as given. */
+static struct run run_ctx(int prog_fd, const struct pkt *p, uint32_t prio_in, uint64_t tstamp_in, uint32_t iif)
+{
+	struct __sk_buff in = {.priority = prio_in, .tstamp = tstamp_in, .ingress_ifindex = iif}, out = {0};
+	struct bpf_test_run_opts o = {.sz = sizeof(o),
+	                              .data_in = p->b,
+	                              .data_size_in = p->len,
+	                              .ctx_in = &in,
+	                              .ctx_size_in = sizeof(in),
+	                              .ctx_out = &out,
+	                              .ctx_size_out = sizeof(out),
+	                              .repeat = 1};
+	struct run r = {0};
+
+	r.err = bpf_prog_test_run_opts(prog_fd, &o);
+	if (r.err)
+		fprintf(stderr, "  BPF_PROG_TEST_RUN: %s\n", strerror(-r.err));
+	r.retval = (int)o.retval;
+	r.priority = out.priority;
+	r.tstamp = out.tstamp;
+	return r;
+}
+
+static struct run run1(int prog_fd, const struct pkt *p)
+{
+	return run_ctx(prog_fd, p, 0, 0, 0);
+}
+
+/* ---- the classifier ---- */
+
+#define PRIO_INF   NODE_CLS_PRIO_INFERENCE
+#define PRIO_TRAIN NODE_CLS_PRIO_TRAINING
+#define PRIO_DEF   NODE_CLS_PRIO_DEFAULT
+
+struct cls {
+	int map, edt, prog;
+};
+
+static void cls_close(struct cls *c)
+{
+	if (c->prog >= 0)
+		close(c->prog);
+	if (c->map >= 0)
+		close(c->map);
+	if (c->edt >= 0)
+		close(c->edt);
+}
+
+static bool cls_up(struct cls *c, const struct bpf_cls_entry *ents, unsigned n)
+{
+	struct error e = {0};
+
+	*c = (struct cls){-1, -1, -1};
+	if (bpf_cls_load(&c->map, &c->edt, &c->prog, &e) < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		CHECK(!"the classifier loads");
+		return false;
+	}
+	CHECK_INT(bpf_cls_map_sync(c->map, ents, n, NULL, &e), 0);
+	return true;
+}
+
+static const struct bpf_cls_entry pods[] = {
+        {.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = PRIO_DEF},
+        {.key = {.kind = BPF_CLS_KEY_SRC4, .addr = {10, 75, 0, 10}}, .priority = PRIO_INF},
+        {.key = {.kind = BPF_CLS_KEY_SRC4, .addr = {10, 75, 0, 20}}, .priority = PRIO_TRAIN},
+        {.key = {.kind = BPF_CLS_KEY_SRC6, .addr = {0xfd, 0, 0, 0x75, [15] = 0x10}}, .priority = PRIO_INF},
+        {.key = {.kind = BPF_CLS_KEY_SRC6, .addr = {0xfd, 0, 0, 0x75, [15] = 0x20}}, .priority = PRIO_TRAIN},
+        {.key = {.kind = BPF_CLS_KEY_DSCP, .addr = {46}}, .priority = PRIO_INF},
+        {.key = {.kind = BPF_CLS_KEY_DSCP, .addr = {10}}, .priority = PRIO_TRAIN},
+};
+
+/* Each class by source address in both families, with and without a
+ * VLAN tag; by DSCP where the source is no pod's; the default class for
+ * the rest and for a truncated header; non-IP untouched. */
+TEST(classifier_classes)
+{
+	static const struct {
+		const char *src;
+		uint8_t dscp;
+		unsigned opt;
+		uint32_t len;
+		uint32_t want;
+	} cases[] = {
+	        {"10.75.0.10", 0, 0, 200, PRIO_INF},
+	        {"10.75.0.20", 0, 0, 200, PRIO_TRAIN},
+	        {"10.75.0.10", 10, 0, 200, PRIO_INF}, /* the address wins over a mark */
+	        {"10.75.0.99", 0, 0, 200, PRIO_DEF},
+	        {"10.75.0.99", 46, 0, 200, PRIO_INF},
+	        {"10.75.0.99", 10, 0, 200, PRIO_TRAIN},
+	        {"10.75.0.99", 12, 0, 200, PRIO_DEF},
+	        {"10.75.0.10", 0, PKT_VLAN, 200, PRIO_INF},
+	        {"10.75.0.20", 0, PKT_VLAN, 200, PRIO_TRAIN},
+	        {"10.75.0.99", 46, PKT_VLAN, 200, PRIO_INF},
+	        {"fd00:75::10", 0, 0, 200, PRIO_INF},
+	        {"fd00:75::20", 0, 0, 200, PRIO_TRAIN},
+	        {"fd00:75::99", 46, 0, 200, PRIO_INF},
+	        {"fd00:75::99", 10, 0, 200, PRIO_TRAIN},
+	        {"fd00:75::99", 0, 0, 200, PRIO_DEF},
+	        {"fd00:75::20", 0, PKT_VLAN, 200, PRIO_TRAIN},
+	        /* truncated behind a VLAN tag (the kernel's test run refuses an
+	         * untagged truncated IP header) */
+	        {"10.75.0.10", 0, PKT_VLAN, ETH_LEN + 4 + 16, PRIO_DEF},
+	        {"fd00:75::10", 0, PKT_VLAN, ETH_LEN + 4 + 30, PRIO_DEF},
+	};
+	struct cls c;
+
+	if (!cls_up(&c, pods, ARRAY_SIZE(pods)))
+		return;
+	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct pkt p = pkt_ip(cases[i].src, cases[i].dscp, cases[i].len, cases[i].opt);
+		struct run r = run_ctx(c.prog, &p, 4242, 0, 0);
+
+		if (r.priority != cases[i].want || r.retval != TC_ACT_UNSPEC)
+			fprintf(stderr, "  case %u: %s dscp %u opt %u len %u\n", i, cases[i].src, cases[i].dscp,
+			        cases[i].opt, cases[i].len);
+		CHECK_INT(r.err, 0);
+		CHECK_INT(r.retval, TC_ACT_UNSPEC);
+		CHECK_INT(r.priority, cases[i].want);
+		CHECK_INT(r.tstamp, 0); /* stamping off */
+	}
+	/* not IP (ARP): left alone */
+	{
+		struct pkt arp = {.len = 60};
+		struct run r;
+
+		arp.b[12] = 0x08;
+		arp.b[13] = 0x06;
+		r = run_ctx(c.prog, &arp, 4242, 0, 0);
+		CHECK_INT(r.retval, TC_ACT_UNSPEC);
+		CHECK_INT(r.priority, 4242);
+	}
+	/* no default entry: a packet of no pod keeps its priority */
+	{
+		struct error e = {0};
+		struct pkt p = pkt_ip("10.75.0.99", 0, 200, 0);
+
+		CHECK_INT(bpf_cls_map_sync(c.map, pods + 1, ARRAY_SIZE(pods) - 1, NULL, &e), 0);
+		CHECK_INT(run_ctx(c.prog, &p, 4242, 0, 0).priority, 4242);
+	}
+	cls_close(&c);
+}
+
+static const struct bpf_edt edt_1mbit = {.link_q20 = 8000ull << 20, /* bpf_edt_q20(1000000) */
+                                         .inf_q20 = 16000ull << 20,
+                                         .horizon_ns = 200000000,
+                                         .overhead = 24,
+                                         .inf_priority = PRIO_INF};
+
+/* At 1 Mbit/s (8 us per byte) a 1000-byte packet plus 24 bytes of framing
+ * takes 8192 us: bulk packets are stamped 8192 us apart on the link clock;
+ * inference leaves on its own clock (now), ahead of the bulk already
+ * stamped, and pushes the link clock on; past the horizon (200 ms) bulk is
+ * dropped, inference not; rate 0 stamps nothing. */
+TEST(edt_inference_and_bulk_clocks)
+{
+	struct pkt bulk = pkt_ip("10.75.0.20", 0, 1000, 0), inf = pkt_ip("10.75.0.10", 0, 1000, 0),
+	           def = pkt_ip("10.75.0.99", 0, 1000, 0);
+	struct run t1, t2, t3, i1, x;
+	struct error e = {0};
+	unsigned passed = 0;
+	bool changed = false;
+	struct cls c;
+
+	CHECK_INT(bpf_edt_q20(1000000), 8000ull << 20);
+	CHECK_INT(bpf_edt_q20(8000000), 1000u << 20);
+	if (!cls_up(&c, pods, ARRAY_SIZE(pods)))
+		return;
+	CHECK_INT(bpf_edt_sync(c.edt, &edt_1mbit, &changed, &e), 0);
+	CHECK(changed);
+	CHECK_INT(bpf_edt_sync(c.edt, &edt_1mbit, &changed, &e), 0);
+	CHECK(!changed);
+
+	t1 = run1(c.prog, &bulk);
+	t2 = run1(c.prog, &bulk);
+	t3 = run1(c.prog, &bulk);
+	CHECK_INT(t1.retval, TC_ACT_UNSPEC);
+	CHECK(t1.tstamp > 0);
+	CHECK_INT(t2.tstamp - t1.tstamp, 8192000);
+	CHECK_INT(t3.tstamp - t2.tstamp, 8192000);
+	i1 = run1(c.prog, &inf);
+	CHECK_INT(i1.priority, PRIO_INF);
+	CHECK(i1.tstamp >= t1.tstamp && i1.tstamp < t2.tstamp);
+	/* the bulk after it waits for the inference packet's 8192 us too */
+	x = run1(c.prog, &bulk);
+	CHECK_INT(x.tstamp - t3.tstamp, 2 * 8192000);
+	/* a default pod's packet is bulk */
+	x = run1(c.prog, &def);
+	CHECK_INT(x.priority, PRIO_DEF);
+	CHECK_INT(x.tstamp - t3.tstamp, 3 * 8192000);
+	/* the horizon: (200 ms - the 41 ms already ahead) / 8.2 ms of bulk, then drops */
+	for (unsigned i = 0; i < 40; i++) {
+		x = run1(c.prog, &bulk);
+		if (x.retval != TC_ACT_UNSPEC)
+			break;
+		passed++;
+	}
+	CHECK_INT(x.retval, TC_ACT_SHOT);
+	CHECK(passed >= 17 && passed <= 24);
+	CHECK_INT(run1(c.prog, &inf).retval, TC_ACT_UNSPEC);
+
+	/* clocks restarted: inference alone goes at the link's rate, not its
+	 * ceiling (half of it here); bulk behind it; then inference on its own
+	 * clock, which the bulk packet's link clock has reached too */
+	CHECK_INT(bpf_edt_sync(c.edt, &(struct bpf_edt){0}, NULL, &e), 0);
+	x = run1(c.prog, &bulk);
+	CHECK_INT(x.tstamp, 0); /* rate 0: not stamped */
+	CHECK_INT(bpf_edt_sync(c.edt, &edt_1mbit, NULL, &e), 0);
+	t1 = run1(c.prog, &inf);
+	t2 = run1(c.prog, &inf);
+	CHECK_INT(t2.tstamp - t1.tstamp, 8192000);
+	t3 = run1(c.prog, &bulk);
+	CHECK_INT(t3.tstamp - t1.tstamp, 2 * 8192000);
+	i1 = run1(c.prog, &inf);
+	CHECK_INT(i1.tstamp - t1.tstamp, 3 * 8192000);
+	cls_close(&c);
+}
+
+/* A pacing stamp the packet already carries (a host socket's, in
+ * CLOCK_MONOTONIC) is the earliest start; one beyond the horizon is not a
+ * pacing stamp and is ignored; ICMPv6 is never stamped nor dropped. */
+TEST(edt_respects_stamps_and_icmpv6)
+{
+	struct pkt bulk = pkt_ip("10.75.0.20", 0, 1000, 0), nd = pkt_ip("fd00:75::20", 0, 90, PKT_ICMP6);
+	struct error e = {0};
+	uint64_t now, want;
+	struct run r;
+	struct cls c;
+
+	if (!cls_up(&c, pods, ARRAY_SIZE(pods)))
+		return;
+	CHECK_INT(bpf_edt_sync(c.edt, &edt_1mbit, NULL, &e), 0);
+	now = mono_ns();
+	want = now + 50000000; /* 50 ms ahead */
+	r = run_ctx(c.prog, &bulk, 0, want, 0);
+	CHECK_INT(r.retval, TC_ACT_UNSPEC);
+	CHECK(r.tstamp >= want);
+	CHECK(r.tstamp < want + 1000000);
+	/* the link clock is now past that stamp: the next packet follows it */
+	r = run1(c.prog, &bulk);
+	CHECK(r.tstamp >= want + 8192000);
+	/* a stamp from another clock (far beyond the horizon) is not kept */
+	r = run_ctx(c.prog, &bulk, 0, now + 3600ull * 1000000000ull, 0);
+	CHECK(r.tstamp < now + 1000000000ull);
+	/* fill the clock to the horizon: bulk drops, ICMPv6 neither waits nor drops */
+	for (unsigned i = 0; i < 40 && run1(c.prog, &bulk).retval == TC_ACT_UNSPEC; i++)
+		;
+	CHECK_INT(run1(c.prog, &bulk).retval, TC_ACT_SHOT);
+	r = run_ctx(c.prog, &nd, 0, 0, 0);
+	CHECK_INT(r.retval, TC_ACT_UNSPEC);
+	CHECK_INT(r.priority, PRIO_TRAIN);
+	CHECK_INT(r.tstamp, 0);
+	cls_close(&c);
+}
+
+/* The link clock advances by each packet's exact cost (to 4 ps), not a
+ * cost floored to whole ns: 1000-byte packets at 396 Gbit/s cost 20.69 ns,
+ * which whole ns made 20 (3.4 % over the rate). The clock is set 1 s ahead
+ * so every packet is backlogged; 20000 packets in one run. */
+TEST(edt_costs_keep_fractions_of_ns)
+{
+	static const uint64_t rates[] = {396000000000ull, 1000000000000ull, 100000000000ull};
+	struct pkt p = pkt_ip("10.75.0.20", 0, 1000, 0);
+	struct error e = {0};
+	struct cls c;
+
+	if (!cls_up(&c, pods, ARRAY_SIZE(pods)))
+		return;
+	for (unsigned k = 0; k < ARRAY_SIZE(rates); k++) {
+		struct bpf_edt cfg = {.link_q20 = bpf_edt_q20(rates[k]),
+		                      .inf_q20 = bpf_edt_q20(rates[k]),
+		                      .horizon_ns = 10000000000ull,
+		                      .overhead = 24,
+		                      .inf_priority = PRIO_INF},
+		               st;
+		const unsigned n = 20000;
+		struct bpf_test_run_opts o = {.sz = sizeof(o), .data_in = p.b, .data_size_in = p.len, .repeat = n};
+		uint64_t before;
+		double advance_ps, exact_ps = 1024.0 * 8 * 1e12 / (double)rates[k] * n;
+
+		CHECK_INT(bpf_edt_sync(c.edt, &cfg, NULL, &e), 0);
+		CHECK_INT(bpf_array0_read(c.edt, &st, "edt", &e), 0);
+		st.link_q8 = (mono_ns() + 1000000000ull) << BPF_EDT_CLOCK_SHIFT;
+		before = st.link_q8;
+		CHECK_INT(bpf_array0_write(c.edt, &st, "edt", &e), 0);
+		CHECK_INT(bpf_prog_test_run_opts(c.prog, &o), 0);
+		CHECK_INT((int)o.retval, TC_ACT_UNSPEC);
+		CHECK_INT(bpf_array0_read(c.edt, &st, "edt", &e), 0);
+		advance_ps = (double)(st.link_q8 - before) * 1000.0 / (1 << BPF_EDT_CLOCK_SHIFT);
+		fprintf(stderr, "  %" PRIu64 " bit/s: clock advanced %.0f ps for %u packets, exact %.0f ps\n", rates[k],
+		        advance_ps, n, exact_ps);
+		CHECK(advance_ps >= exact_ps * 0.999 && advance_ps <= exact_ps * 1.001);
+	}
+	cls_close(&c);
+}
+
+/* ---- the gate ---- */
+
+struct gate_run_arg {
+	int prog;
+	unsigned n;
+	int err;
+};
+
+static void *gate_run_thread(void *p)
+{
+	struct gate_run_arg *a = p;
+	struct pkt pk = pkt_ip("10.75.0.20", 0, 1000, 0);
+	struct bpf_test_run_opts o = {.sz = sizeof(o), .data_in = pk.b, .data_size_in = pk.len, .repeat = a->n};
+
+	a->err = bpf_prog_test_run_opts(a->prog, &o);
+	return NULL;
+}
+
+/* Off, every packet goes on to the redirect; on, packets skip it while a
+ * window's bytes stay under the threshold, and from the packet that
+ * crosses it the redirect takes everything until the hold has passed; what
+ * the ifb sends back (its ingress ifindex) is not counted and goes on to
+ * the redirect filter (whose action clears the ifb's mark and passes it). */
+TEST(gate_both_sides_of_the_threshold)
+{
+	struct bpf_gate cfg = {.win_ns = 20000000, .threshold_bytes = 4500, .hold_ns = 200000000, .pass_ifindex = 77},
+	                st;
+	struct pkt p = pkt_ip("10.75.0.20", 0, 1000, 0);
+	int map = -1, prog = -1;
+	struct error e = {0};
+	bool changed = false;
+
+	if (bpf_gate_load(&map, BPF_GATE_UP_NAME, &prog, &e) < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		CHECK(!"the gate loads");
+		return;
+	}
+	CHECK_INT(run1(prog, &p).retval, TC_ACT_UNSPEC); /* off */
+	CHECK_INT(bpf_gate_sync(map, &cfg, &changed, &e), 0);
+	CHECK(changed);
+	CHECK_INT(bpf_gate_sync(map, &cfg, &changed, &e), 0);
+	CHECK(!changed);
+	for (unsigned i = 0; i < 4; i++)
+		CHECK_INT(run1(prog, &p).retval, TC_ACT_OK);
+	CHECK_INT(run1(prog, &p).retval, TC_ACT_UNSPEC); /* the fifth crosses 4500 */
+	CHECK_INT(run_ctx(prog, &p, 0, 0, 77).retval, TC_ACT_UNSPEC);
+	CHECK_INT(bpf_gate_read(map, &st, &e), 0);
+	CHECK_INT(st.win_bytes, 5000); /* the ifb's packet not counted */
+	usleep(30 * 1000);             /* a new window, light: still redirected (the hold) */
+	CHECK_INT(run1(prog, &p).retval, TC_ACT_UNSPEC);
+	CHECK_INT(bpf_gate_read(map, &st, &e), 0);
+	CHECK_INT(st.win_bytes, 1000);
+	CHECK(st.redirect_until_ns > st.win_start_ns);
+	usleep(250 * 1000); /* the hold over */
+	CHECK_INT(run1(prog, &p).retval, TC_ACT_OK);
+	/* the ifb's packets pass uncounted while under the threshold too */
+	CHECK_INT(run_ctx(prog, &p, 0, 0, 77).retval, TC_ACT_UNSPEC);
+	CHECK_INT(bpf_gate_sync(map, &(struct bpf_gate){0}, NULL, &e), 0);
+	CHECK_INT(run1(prog, &p).retval, TC_ACT_UNSPEC);
+	close(prog);
+	close(map);
+}
+
+/* Two CPUs counting at once lose none of each other's bytes (a huge
+ * window and threshold: every packet is counted, none redirected). */
+TEST(gate_counts_every_byte_across_cpus)
+{
+	struct bpf_gate cfg = {.win_ns = 3600ull * 1000000000ull, .threshold_bytes = 1ull << 62, .hold_ns = 1}, st;
+	struct gate_run_arg a[2];
+	pthread_t th[2];
+	int map = -1, prog = -1;
+	struct error e = {0};
+
+	if (bpf_gate_load(&map, BPF_GATE_NAME, &prog, &e) < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		CHECK(!"the gate loads");
+		return;
+	}
+	CHECK_INT(bpf_gate_sync(map, &cfg, NULL, &e), 0);
+	{ /* open the window */
+		struct pkt p = pkt_ip("10.75.0.20", 0, 1000, 0);
+		CHECK_INT(run1(prog, &p).retval, TC_ACT_OK);
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		a[i] = (struct gate_run_arg){.prog = prog, .n = 500000};
+		CHECK_INT(pthread_create(&th[i], NULL, gate_run_thread, &a[i]), 0);
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_INT(a[i].err, 0);
+	}
+	CHECK_INT(bpf_gate_read(map, &st, &e), 0);
+	fprintf(stderr, "  counted %" PRIu64 " of %u bytes\n", (uint64_t)st.win_bytes, 1000u * 1000001u);
+	CHECK_INT(st.win_bytes, 1000ull * 1000001ull);
+	close(prog);
+	close(map);
+}
+
+/* ---- loaders: adoption and tags ---- */
+
+/* The maps of an attached program are found again from its id; a map of
+ * another layout is never adopted (another version's value would overrun
+ * this one's struct); the program's tag is the same at every load, and
+ * differs between programs; a filter's desired tag must match the
+ * attached one. */
+TEST(loaders_adopt_and_tag)
+{
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+	uint8_t tag1[BPF_TAG_LEN], tag2[BPF_TAG_LEN], tagg[BPF_TAG_LEN];
+	int map = -1, edt = -1, prog = -1, map2 = -1, edt2 = -1, prog2 = -1, gmap = -1, gprog = -1, other;
+	struct error e = {0};
+	const struct bpf_map_want edt_want = {BPF_MAP_TYPE_ARRAY, 4, sizeof(struct bpf_edt), 1};
+	struct tc_spec d = {.type = TC_FILTER, .kind = TC_KIND_BPF}, o;
+
+	CHECK_INT(bpf_cls_load(&map, &edt, &prog, &e), 0);
+	CHECK_INT(bpf_gate_load(&gmap, BPF_GATE_NAME, &gprog, &e), 0);
+	if (prog < 0 || gprog < 0)
+		return;
+	memset(&info, 0, sizeof(info));
+	CHECK_INT(bpf_obj_get_info_by_fd(prog, &info, &len), 0);
+	CHECK_INT(bpf_cls_map_from_prog(info.id, &map2, &edt2, &e), 0);
+	CHECK(map2 >= 0 && edt2 >= 0);
+	/* a program loaded on the adopted maps shares them */
+	CHECK_INT(bpf_cls_load(&map2, &edt2, &prog2, &e), 0);
+	{
+		struct bpf_cls_entry one = {.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = 7};
+		struct pkt p = pkt_ip("10.75.0.99", 0, 200, 0);
+
+		CHECK_INT(bpf_cls_map_sync(map, &one, 1, NULL, &e), 0);
+		CHECK_INT(run1(prog2, &p).priority, 7);
+	}
+	CHECK_INT(bpf_prog_tag_get(prog, tag1, &e), 0);
+	CHECK_INT(bpf_prog_tag_get(prog2, tag2, &e), 0);
+	CHECK_INT(bpf_prog_tag_get(gprog, tagg, &e), 0);
+	CHECK(memcmp(tag1, tag2, BPF_TAG_LEN) == 0);
+	CHECK(memcmp(tag1, tagg, BPF_TAG_LEN) != 0);
+	/* another layout: refused */
+	other = bpf_map_create(BPF_MAP_TYPE_ARRAY, "aiqos_edt", 4, sizeof(struct bpf_edt) - 8, 1, NULL);
+	CHECK(other >= 0);
+	memset(&info, 0, sizeof(info));
+	len = sizeof(info);
+	CHECK_INT(bpf_obj_get_info_by_fd(other, &info, &len), 0);
+	{
+		int fd = -1;
+
+		CHECK_INT(bpf_map_adopt(info.id, &edt_want, &fd, "EDT", &e), -ENOENT);
+		CHECK_CONTAINS(e.msg, "not this version's");
+		CHECK_INT(fd, -1);
+	}
+	/* the filter's match: the name, and the tag where both sides know it */
+	strcpy(d.u.bpf.name, BPF_CLS_NAME);
+	o = d;
+	memcpy(d.u.bpf.tag, tag1, BPF_TAG_LEN);
+	d.u.bpf.tag_set = true;
+	CHECK(tc_spec_match(&d, &o)); /* the kernel did not say */
+	memcpy(o.u.bpf.tag, tag1, BPF_TAG_LEN);
+	o.u.bpf.tag_set = true;
+	CHECK(tc_spec_match(&d, &o));
+	memcpy(o.u.bpf.tag, tagg, BPF_TAG_LEN);
+	CHECK(!tc_spec_match(&d, &o));
+	close(other);
+	close(prog);
+	close(prog2);
+	close(map);
+	close(edt);
+	close(map2);
+	close(edt2);
+	close(gprog);
+	close(gmap);
+}
+
+/* bpf(2) refused is said as a configuration error, not a missing feature;
+ * a verifier refusal carries the verifier's last words. */
+TEST(load_errors_say_why)
+{
+	struct error e = {0};
+
+	CHECK(bpf_denied(-EPERM));
+	CHECK(!bpf_denied(-EINVAL));
+	CHECK_INT(bpf_load_error(&e, -EPERM, "classifier", NULL), -EPERM);
+	CHECK_CONTAINS(e.msg, "a configuration error");
+	CHECK_CONTAINS(e.msg, "seccomp");
+	error_clear(&e);
+	CHECK_INT(bpf_load_error(&e, -EACCES, "classifier", "0: (b7) r0 = 0\nR0 !read_ok\nprocessed 1 insns\n"),
+	          -EACCES);
+	CHECK_CONTAINS(e.msg, "processed 1 insns");
+}
+
+static void setup(void) __attribute__((constructor(200)));
+static void setup(void)
+{
+	need_root();
+}
