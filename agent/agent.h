@@ -73,6 +73,9 @@ struct agent_counters {
 enum { RETUNE_POD, RETUNE_NODE };
 enum { RESULT_OK, RESULT_DEGRADED, RESULT_FAILED };
 
+/* The uplink's BPF programs (reconcile/node.c). */
+enum { AGENT_PROG_CLS, AGENT_PROG_DOWN_GATE, AGENT_PROG_UP_GATE, AGENT_PROG_MAX };
+
 struct agent {
 	struct agent_options opt;
 	char config_path[AGENT_PATH_MAX];
@@ -122,6 +125,13 @@ struct agent {
 	int up_edt_map_fd;                  /* its EDT map (bpf_cls.h), -1 = none */
 	int down_gate_map_fd;               /* the download gate's BPF map (bpf_gate.h), -1 = none */
 	int up_gate_map_fd;                 /* the upload gate's (GATED HTB), -1 = none */
+	/* this version's BPF programs (reconcile/node.c, AGENT_PROG_*): their
+	 * tags, learnt by loading each once (a program attached under our name
+	 * with another tag is another version's, and is replaced), and which
+	 * must be loaded again because their maps could not be adopted */
+	uint8_t prog_tag[AGENT_PROG_MAX][TC_BPF_TAG_LEN];
+	bool prog_tag_known;
+	bool prog_reload[AGENT_PROG_MAX];
 
 	struct agent_sched sched;
 	bool ready; /* first list + reconcile done */

@@ -6,7 +6,10 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+
+#include <bpf/libbpf.h>
 
 #include "agent.h"
 #include "node/rcv_window.h"
@@ -371,6 +374,35 @@ static int cmd_uninstall(const struct cmdline *c)
 	return rc;
 }
 
+/* libbpf's messages (a refused program's verifier log among them) at
+ * debug; the reason of a failure reaches status and Events through the
+ * loaders' errors (bpf_load.h). */
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	size_t n;
+
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	log_msg(LOG_LVL_DEBUG, "libbpf", "message", buf, (char *)NULL);
+	return 0;
+}
+
+/* Before kernel 5.11 BPF maps are charged to RLIMIT_MEMLOCK (64 KiB under
+ * many runtimes): lift it, as libbpf and Cilium do. */
+static void bpf_setup(void)
+{
+	const struct rlimit unlimited = {RLIM_INFINITY, RLIM_INFINITY};
+
+	libbpf_set_print(libbpf_log);
+	if (setrlimit(RLIMIT_MEMLOCK, &unlimited) < 0)
+		log_msg(LOG_LVL_DEBUG, "RLIMIT_MEMLOCK not raised", "error", strerror(errno), (char *)NULL);
+}
+
 int main(int argc, char **argv)
 {
 	struct cmdline c = {0};
@@ -395,6 +427,7 @@ int main(int argc, char **argv)
 	if (c.cleanup)
 		return restore_uplink(c.o.state_dir);
 
+	bpf_setup();
 	ag = calloc(1, sizeof(*ag));
 	if (!ag) {
 		fprintf(stderr, "%s: out of memory\n", AGENT_PROGRAM);

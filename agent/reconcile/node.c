@@ -7,6 +7,8 @@
 #include "agent.h"
 #include "node/rcv_window.h"
 #include "bpf_cls.h"
+#include "bpf_gate.h"
+#include "bpf_load.h"
 #include "failpoint.h"
 #include "attach.h"
 #include "node/kind_probe.h"
@@ -240,24 +242,43 @@ static void warnings_update(struct agent *ag, const struct node_plan_info *info)
 }
 
 /* The BPF programs of the items about to be applied: the classifier
- * (bpf_cls.h), the download gate and the upload gate (bpf_gate.h), each on
- * its maps (created, or found again from the attached program) and freshly
- * loaded (prog_fd[PROG_CLS], [PROG_DOWN_GATE], [PROG_UP_GATE]; closed by the
- * caller). */
-enum { PROG_CLS, PROG_DOWN_GATE, PROG_UP_GATE, _PROG_MAX };
+ * (bpf_cls.h), the download gate and the upload gate (bpf_gate.h), each
+ * loaded on its maps (kept, adopted from the attached program, or new):
+ * prog_fd[AGENT_PROG_*], closed by the caller. */
+static unsigned prog_of(const char *name)
+{
+	return streq(name, BPF_GATE_NAME)      ? AGENT_PROG_DOWN_GATE
+	       : streq(name, BPF_GATE_UP_NAME) ? AGENT_PROG_UP_GATE
+	                                       : AGENT_PROG_CLS;
+}
 
 static int *gate_map_fd(struct agent *ag, unsigned prog)
 {
-	return prog == PROG_DOWN_GATE ? &ag->down_gate_map_fd : &ag->up_gate_map_fd;
+	return prog == AGENT_PROG_DOWN_GATE ? &ag->down_gate_map_fd : &ag->up_gate_map_fd;
+}
+
+static int prog_load(struct agent *ag, unsigned prog, const char *name, int *ret_fd, struct error *err)
+{
+	char act[32];
+
+	if (failpoint_armed("agent-classifier-load", act, sizeof(act))) {
+		if (streq(act, "refuse"))
+			return error_set(err, EINVAL,
+			                 "the kernel refused the program (failpoint agent-classifier-load)");
+		if (streq(act, "eperm"))
+			return bpf_load_error(err, -EPERM, "classifier (failpoint agent-classifier-load)", NULL);
+	}
+	if (prog == AGENT_PROG_CLS)
+		return bpf_cls_load(&ag->up_cls_map_fd, &ag->up_edt_map_fd, ret_fd, err);
+	return bpf_gate_load(gate_map_fd(ag, prog), name, ret_fd, err);
 }
 
 static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned *idx, unsigned n_idx,
-                              int prog_fd[_PROG_MAX], struct error *err)
+                              int prog_fd[AGENT_PROG_MAX], struct error *err)
 {
-	char act[32];
 	int r;
 
-	for (unsigned k = 0; k < _PROG_MAX; k++)
+	for (unsigned k = 0; k < AGENT_PROG_MAX; k++)
 		prog_fd[k] = -1;
 	for (unsigned k = 0; k < n_idx; k++) {
 		struct plan_item *it = &np->items[idx[k]];
@@ -266,33 +287,13 @@ static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned 
 
 		if (it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_BPF)
 			continue;
-		if (failpoint_armed("agent-classifier-load", act, sizeof(act)) && streq(act, "refuse"))
-			return error_set(err, EPERM, "the classifier refused (failpoint agent-classifier-load)");
 		name = it->tc[0].u.bpf.name;
-		prog = streq(name, BPF_GATE_NAME)      ? PROG_DOWN_GATE
-		       : streq(name, BPF_GATE_UP_NAME) ? PROG_UP_GATE
-		                                       : PROG_CLS;
-		if (prog != PROG_CLS && *gate_map_fd(ag, prog) < 0) {
-			r = bpf_gate_map_create(gate_map_fd(ag, prog), err);
-			if (r < 0)
-				return r;
-		}
-		if (prog == PROG_CLS && ag->up_cls_map_fd < 0) {
-			r = bpf_cls_map_create(&ag->up_cls_map_fd, err);
-			if (r < 0)
-				return r;
-		}
-		if (prog == PROG_CLS && ag->up_edt_map_fd < 0) {
-			r = bpf_edt_map_create(&ag->up_edt_map_fd, err);
-			if (r < 0)
-				return r;
-		}
+		prog = prog_of(name);
 		if (prog_fd[prog] < 0) {
-			r = prog != PROG_CLS
-			            ? bpf_gate_prog_load(*gate_map_fd(ag, prog), name, &prog_fd[prog], err)
-			            : bpf_cls_prog_load(ag->up_cls_map_fd, ag->up_edt_map_fd, &prog_fd[prog], err);
+			r = prog_load(ag, prog, name, &prog_fd[prog], err);
 			if (r < 0)
 				return r;
+			ag->prog_reload[prog] = false;
 		}
 		for (unsigned a = 0; a < it->n_alt; a++)
 			it->tc[a].u.bpf.prog_fd = prog_fd[prog];
@@ -300,31 +301,100 @@ static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned 
 	return 0;
 }
 
-/* After a restart: the maps of our attached classifier and gates. An older
- * classifier's (BPF_CLS_NAME_OLD) are not adopted: its filter differs from
- * the plan's, which replaces it with a program loaded on fresh maps. */
+/* This version's programs' tags, learnt once by loading each on scratch
+ * maps. Unknown (a load failed: classifier_prepare reports why when a
+ * plan needs the program), programs match by name alone. */
+static void prog_tags_learn(struct agent *ag)
+{
+	_cleanup_close_ int cls = -1, edt = -1, gate = -1, pc = -1, pg = -1;
+	uint8_t tag[2][TC_BPF_TAG_LEN];
+	struct error e = {0};
+
+	if (ag->prog_tag_known)
+		return;
+	if (bpf_cls_load(&cls, &edt, &pc, &e) < 0 || bpf_gate_load(&gate, BPF_GATE_NAME, &pg, &e) < 0 ||
+	    bpf_prog_tag_get(pc, tag[0], &e) < 0 || bpf_prog_tag_get(pg, tag[1], &e) < 0) {
+		log_msg(LOG_LVL_DEBUG, "BPF program tags unknown", "error", e.msg, (char *)NULL);
+		return;
+	}
+	memcpy(ag->prog_tag[AGENT_PROG_CLS], tag[0], TC_BPF_TAG_LEN);
+	memcpy(ag->prog_tag[AGENT_PROG_DOWN_GATE], tag[1], TC_BPF_TAG_LEN);
+	memcpy(ag->prog_tag[AGENT_PROG_UP_GATE], tag[1], TC_BPF_TAG_LEN);
+	ag->prog_tag_known = true;
+}
+
+/* The plan's programs want this version's tags. */
+static void prog_tags_fill(struct agent *ag, struct plan *np)
+{
+	prog_tags_learn(ag);
+	if (!ag->prog_tag_known)
+		return;
+	for (unsigned k = 0; k < np->n; k++) {
+		struct plan_item *it = &np->items[k];
+
+		if (it->type != ITEM_TC || it->n_alt == 0 || it->tc[0].kind != TC_KIND_BPF)
+			continue;
+		for (unsigned a = 0; a < it->n_alt; a++) {
+			memcpy(it->tc[a].u.bpf.tag, ag->prog_tag[prog_of(it->tc[a].u.bpf.name)], TC_BPF_TAG_LEN);
+			it->tc[a].u.bpf.tag_set = true;
+		}
+	}
+}
+
+/* After a restart: the maps of our attached classifier and gates, when
+ * the attached program is this version's (its tag; an older one is
+ * replaced by a program on new maps, never read with this version's
+ * layout). A program whose maps cannot be adopted is loaded again
+ * (prog_reload: its item is not in force). */
 static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 {
 	for (unsigned i = 0; i < dump->n; i++) {
 		const struct tc_spec *o = &dump->tc[i];
 		struct error e = {0};
-		int *fd;
+		unsigned prog;
+		int r;
 
-		if (o->type != TC_FILTER || o->kind != TC_KIND_BPF || !o->u.bpf.prog_id)
+		if (o->type != TC_FILTER || o->kind != TC_KIND_BPF || !o->u.bpf.prog_id ||
+		    !(streq(o->u.bpf.name, BPF_CLS_NAME) || streq(o->u.bpf.name, BPF_GATE_NAME) ||
+		      streq(o->u.bpf.name, BPF_GATE_UP_NAME)))
 			continue;
-		if (streq(o->u.bpf.name, BPF_CLS_NAME) && (ag->up_cls_map_fd < 0 || ag->up_edt_map_fd < 0)) {
-			classifier_forget(ag);
-			if (bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &ag->up_edt_map_fd, &e) < 0)
-				log_msg(LOG_LVL_WARN, "uplink classifier map not found; it will be reloaded", "error",
-				        e.msg, (char *)NULL);
+		prog = prog_of(o->u.bpf.name);
+		if (ag->prog_tag_known && o->u.bpf.tag_set &&
+		    memcmp(o->u.bpf.tag, ag->prog_tag[prog], TC_BPF_TAG_LEN) != 0) {
+			log_msg(LOG_LVL_INFO, "BPF program of another version attached: it will be replaced", "program",
+			        o->u.bpf.name, (char *)NULL);
 			continue;
 		}
-		fd = streq(o->u.bpf.name, BPF_GATE_NAME)      ? &ag->down_gate_map_fd
-		     : streq(o->u.bpf.name, BPF_GATE_UP_NAME) ? &ag->up_gate_map_fd
-		                                              : NULL;
-		if (fd && *fd < 0 && bpf_gate_map_from_prog(o->u.bpf.prog_id, fd, &e) < 0)
-			log_msg(LOG_LVL_WARN, "gate map not found; it will be reloaded", "gate", o->u.bpf.name, "error",
-			        e.msg, (char *)NULL);
+		if (prog == AGENT_PROG_CLS) {
+			if (ag->up_cls_map_fd >= 0 && ag->up_edt_map_fd >= 0)
+				continue;
+			classifier_forget(ag);
+			r = bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &ag->up_edt_map_fd, &e);
+		} else {
+			if (*gate_map_fd(ag, prog) >= 0)
+				continue;
+			r = bpf_gate_map_from_prog(o->u.bpf.prog_id, gate_map_fd(ag, prog), &e);
+		}
+		if (r < 0) {
+			ag->prog_reload[prog] = true;
+			log_msg(LOG_LVL_WARN, "BPF program's maps not adopted: loading it again", "program",
+			        o->u.bpf.name, "error", e.msg, (char *)NULL);
+		}
+	}
+}
+
+/* Programs whose maps were not adopted are not in force: the delta loads
+ * and attaches them again. */
+static void prog_reload_pending(const struct agent *ag, struct plan *np)
+{
+	for (unsigned k = 0; k < np->n; k++) {
+		struct plan_item *it = &np->items[k];
+
+		if (it->type == ITEM_TC && it->n_alt && it->tc[0].kind == TC_KIND_BPF &&
+		    ag->prog_reload[prog_of(it->tc[0].u.bpf.name)]) {
+			it->status = ITEM_PENDING;
+			it->chosen = -1;
+		}
 	}
 }
 
@@ -606,6 +676,7 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 		return NODE_STEP_DONE;
 	}
 	warnings_update(ag, &ps->info);
+	prog_tags_fill(ag, &ps->np);
 
 	if (ps->info.shape == SHAPE_NONE && !ps->info.down.planned) {
 		/* nothing to plan on this kernel or this device: the original stays (as at idle) */
@@ -649,6 +720,7 @@ static int node_adopt(struct agent *ag, struct node_pass *ps)
 		up_fail(ag, ps->now_ms, "adopt", &e);
 		return NODE_STEP_DONE;
 	}
+	prog_reload_pending(ag, &ps->np);
 	if (ag->up_adopted && deleted)
 		ag->ctr.drift_repairs += (unsigned)deleted;
 	ps->changed_kernel |= deleted > 0;
@@ -721,7 +793,7 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	_cleanup_free_ bool *absent = NULL;
 	unsigned n_idx = 0, n_removed = 0;
 	uint32_t caps_before;
-	int r, prog_fd[_PROG_MAX];
+	int r, prog_fd[AGENT_PROG_MAX];
 
 	r = node_plan_delta(&ag->in_force, &ps->np, &d);
 	if (r < 0) {
@@ -762,6 +834,22 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	error_clear(&e);
 	caps_before = ag->up_caps.missing_kinds;
 	r = classifier_prepare(ag, &ps->np, idx, n_idx, prog_fd, &e);
+	if (r < 0 && bpf_denied(r)) {
+		/* bpf(2) refused: the agent's configuration (seccomp, capabilities,
+		 * memlock), not the kernel. Planning without BPF would put a
+		 * multi-queue uplink behind one lock, worse than without aiqos:
+		 * nothing changes until the configuration does (retried). */
+		char msg[AGENT_FAILURE_MAX];
+
+		for (unsigned k = 0; k < AGENT_PROG_MAX; k++)
+			if (prog_fd[k] >= 0)
+				close(prog_fd[k]);
+		snprintf(msg, sizeof(msg), "BPF not permitted: %s", e.msg);
+		if (!streq(msg, ag->up_failure))
+			uplink_event(ag, "BPFNotPermitted", e.msg);
+		up_fail(ag, ps->now_ms, "BPF not permitted", &e);
+		return NODE_STEP_DONE;
+	}
 	if (r < 0) {
 		/* learnt missing like a refused kind: its item is skipped now and
 		 * the next plan goes without it (HTB: its u32 filters classify) */
@@ -775,7 +863,7 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	                       &ag->up_caps, &e)
 	          : 0;
 	ps->changed_kernel |= n_idx > 0;
-	for (unsigned k = 0; k < _PROG_MAX; k++)
+	for (unsigned k = 0; k < AGENT_PROG_MAX; k++)
 		if (prog_fd[k] >= 0)
 			close(prog_fd[k]); /* the filter holds the program now */
 	for (unsigned k = 0; k < ps->np.n; k++)

@@ -3,9 +3,10 @@
  * (TCA_BPF_NAME). The program itself is not a tc object: the caller loads it
  * (bpf_cls.h) and puts its fd in u.bpf.prog_fd just before the object is
  * sent; the planner leaves it -1 and a missing fd is -EBADF. Identity and
- * match are the name and the flags; the kernel reports the program's id
- * (TCA_BPF_ID), which parse keeps for finding the program (and its map)
- * again after a restart. */
+ * match are the name, the flags and, where both sides know it, the
+ * program's tag (TCA_BPF_TAG: another version of the program does not
+ * match); the kernel reports the program's id (TCA_BPF_ID), which parse
+ * keeps for finding the program (and its maps) again after a restart. */
 #include <inttypes.h>
 
 #include "tc_int.h"
@@ -44,6 +45,10 @@ static int bpf_parse(const struct nlattr *opts, struct tc_spec *s)
 		nla_strlcpy(b->name, tb[TCA_BPF_NAME], sizeof(b->name));
 	tc_nla_u32(tb[TCA_BPF_FLAGS], &b->flags);
 	tc_nla_u32(tb[TCA_BPF_ID], &b->prog_id);
+	if (tb[TCA_BPF_TAG] && nla_len(tb[TCA_BPF_TAG]) == TC_BPF_TAG_LEN) {
+		memcpy(b->tag, nla_data(tb[TCA_BPF_TAG]), TC_BPF_TAG_LEN);
+		b->tag_set = true;
+	}
 	return 0;
 }
 
@@ -60,6 +65,8 @@ static int bpf_format(const struct tc_spec *s, char *buf, size_t size)
 
 static bool bpf_match(const struct tc_spec *d, const struct tc_spec *o)
 {
+	if (d->u.bpf.tag_set && o->u.bpf.tag_set && memcmp(d->u.bpf.tag, o->u.bpf.tag, TC_BPF_TAG_LEN) != 0)
+		return false;
 	return streq(d->u.bpf.name, o->u.bpf.name) && d->u.bpf.flags == o->u.bpf.flags;
 }
 

@@ -121,13 +121,19 @@ struct tc_u32 {
 };
 
 /* A cls_bpf filter: the program by name; prog_fd is set by whoever loaded
- * it, just before the filter is sent (-1 = none); prog_id is observed. */
+ * it, just before the filter is sent (-1 = none); prog_id is observed. The
+ * tag (the kernel's hash of the program's instructions) is observed, and
+ * desired where the loader knows it: a program of another version under
+ * the same name then does not match, and is replaced. */
 #define TC_BPF_NAME_MAX 32
+#define TC_BPF_TAG_LEN  8
 struct tc_bpf {
 	char name[TC_BPF_NAME_MAX];
 	uint32_t flags; /* TCA_BPF_FLAG_ACT_DIRECT */
 	int prog_fd;
 	uint32_t prog_id;
+	bool tag_set;
+	uint8_t tag[TC_BPF_TAG_LEN];
 };
 
 struct tc_spec {

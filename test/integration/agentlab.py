@@ -249,11 +249,12 @@ class NodeLab:
             f.write(config if isinstance(config, str) else json.dumps(config))
         os.rename(tmp, self.config_path)
 
-    def start_agent(self, config=None, args=(), wait_ready=True, env=None):
+    def start_agent(self, config=None, args=(), wait_ready=True, env=None, wrap=()):
+        """wrap: a command line the agent runs under (e.g. unit_sandbox.py)."""
         assert self.agent is None or self.agent.poll() is not None, "agent already running"
         if config is not None:
             self.write_config(config)
-        argv = ["ip", "netns", "exec", self.node.name, os.path.join(cni_build(), "bin", "aiqos-agent"),
+        argv = ["ip", "netns", "exec", self.node.name, *wrap, os.path.join(cni_build(), "bin", "aiqos-agent"),
                 "--node-name", self.name, "--kubeconfig", self.kubeconfig, "--config", self.config_path,
                 "--socket", self.socket, "--state-dir", self.state_dir, "--metrics-addr", "127.0.0.1:0",
                 "--log-level", "debug", *args]

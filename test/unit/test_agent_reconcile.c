@@ -562,6 +562,45 @@ TEST(adopt_kernel_that_matches)
 	tc_dump_list_free(&d);
 }
 
+/* A BPF program attached under our filter's name but with another tag
+ * (another version's code: the agent knows its own programs' tags) is not
+ * in force, so the delta attaches this version's; the same tag is. */
+TEST(adopt_bpf_program_by_tag)
+{
+	struct node_pod pods[] = {npod("u1", CLASS_TRAINING, "10.0.0.1"), npod("u2", CLASS_INFERENCE, "10.0.0.2")};
+	static const uint8_t ours[TC_BPF_TAG_LEN] = {1, 2, 3, 4, 5, 6, 7, 8}, old[TC_BPF_TAG_LEN] = {9, 9, 9};
+	struct plan plan = {0};
+	unsigned n_bpf = 0;
+
+	plan_mixed(pods, 2, NULL, &plan);
+	for (int version = 0; version < 2; version++) {
+		struct tc_dump_list d = {0};
+		unsigned *orph = NULL, n_orph = 9;
+
+		for (unsigned i = 0; i < plan.n; i++)
+			if (plan.items[i].type == ITEM_TC && plan.items[i].tc[0].kind == TC_KIND_BPF)
+				for (unsigned a = 0; a < plan.items[i].n_alt; a++) {
+					memcpy(plan.items[i].tc[a].u.bpf.tag, ours, TC_BPF_TAG_LEN);
+					plan.items[i].tc[a].u.bpf.tag_set = true;
+				}
+		dump_of_plan(&plan, 0, &d);
+		for (unsigned i = 0; i < d.n; i++)
+			if (d.tc[i].kind == TC_KIND_BPF)
+				memcpy(d.tc[i].u.bpf.tag, version ? ours : old, TC_BPF_TAG_LEN);
+		CHECK_INT(uplink_adopt_match(&plan, &d, true, &orph, &n_orph), (int)plan.n - (version ? 0 : 1));
+		for (unsigned i = 0; i < plan.n; i++) {
+			if (plan.items[i].type != ITEM_TC || plan.items[i].tc[0].kind != TC_KIND_BPF)
+				continue;
+			n_bpf++;
+			CHECK_INT(plan.items[i].status, version ? ITEM_APPLIED : ITEM_PENDING);
+		}
+		free(orph);
+		tc_dump_list_free(&d);
+	}
+	CHECK_INT(n_bpf, 2); /* the classifier, once per version */
+	plan_free(&plan);
+}
+
 TEST(adopt_orphans_duplicates_and_differences)
 {
 	struct node_pod pods[] = {npod("u1", CLASS_TRAINING, "10.0.0.1"), npod("u2", CLASS_INFERENCE, "10.0.0.2")};
