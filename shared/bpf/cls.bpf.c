@@ -1,6 +1,7 @@
 /* cls.bpf.c — the uplink's classifier (bpf_cls.h), a tc program at the
- * clsact egress hook: skb->priority from the pod's source address, else
- * from the DSCP aiqos marked, else the default class; and with a rate in
+ * clsact egress hook: skb->priority from the pod's source address (inside
+ * an overlay's encapsulation too: parse.h), else from the DSCP aiqos
+ * marked, else the default class; and with a rate in
  * the EDT map, each classified packet's departure time (skb->tstamp) on
  * shared clocks, for fq to release. Returns TC_ACT_UNSPEC (the next filter
  * runs), or TC_ACT_SHOT past the EDT horizon. */
@@ -25,30 +26,50 @@ struct {
 	__type(value, struct bpf_edt);
 } aiqos_edt SEC(".maps");
 
-/* The class: the source address's entry, the DSCP's, the default's; NULL
- * leaves the packet alone (not IP, or no default entry). */
-static __always_inline __u32 *classify(const struct parsed_ip *p)
+static __always_inline __u32 *lookup(__u8 kind, const __u8 *addr, __u32 len)
 {
-	struct bpf_cls_key key = {};
+	struct bpf_cls_key key = {.kind = kind};
+
+	if (len)
+		__builtin_memcpy(key.addr, addr, len < sizeof(key.addr) ? len : sizeof(key.addr));
+	return bpf_map_lookup_elem(&aiqos_cls, &key);
+}
+
+/* The entry of an IP header's source address, else of its DSCP. */
+static __always_inline __u32 *classify_ip(const struct parsed_ip *p)
+{
+	__u32 *prio;
+
+	if (!p->complete)
+		return NULL;
+	prio = lookup(p->family == PARSE_V4 ? BPF_CLS_KEY_SRC4 : BPF_CLS_KEY_SRC6, p->saddr, 16);
+	return prio ? prio : lookup(BPF_CLS_KEY_DSCP, &p->dscp, 1);
+}
+
+/* The class: the source address's entry; on an overlay packet whose outer
+ * source is no pod's, the inner header's (the pod's address, the mark
+ * aiqos set; the outer mark is the node's); else the DSCP's; else the
+ * default's. NULL leaves the packet alone (not IP, or no default entry). */
+static __always_inline __u32 *classify(struct __sk_buff *skb, const struct parsed_ip *p)
+{
+	struct parsed_ip inner = {};
 	__u32 *prio;
 
 	if (p->family == PARSE_NOT_IP)
 		return NULL;
 	if (p->complete) {
-		key.kind = p->family == PARSE_V4 ? BPF_CLS_KEY_SRC4 : BPF_CLS_KEY_SRC6;
-		__builtin_memcpy(key.addr, p->saddr, sizeof(key.addr));
-		prio = bpf_map_lookup_elem(&aiqos_cls, &key);
+		prio = lookup(p->family == PARSE_V4 ? BPF_CLS_KEY_SRC4 : BPF_CLS_KEY_SRC6, p->saddr, 16);
 		if (prio)
 			return prio;
-		__builtin_memset(&key, 0, sizeof(key));
-		key.kind = BPF_CLS_KEY_DSCP;
-		key.addr[0] = p->dscp;
-		prio = bpf_map_lookup_elem(&aiqos_cls, &key);
+		if (parse_inner(skb, p, &inner) == 0) {
+			prio = classify_ip(&inner);
+			return prio ? prio : lookup(BPF_CLS_KEY_DEFAULT, NULL, 0);
+		}
+		prio = lookup(BPF_CLS_KEY_DSCP, &p->dscp, 1);
 		if (prio)
 			return prio;
-		__builtin_memset(&key, 0, sizeof(key));
 	}
-	return bpf_map_lookup_elem(&aiqos_cls, &key);
+	return lookup(BPF_CLS_KEY_DEFAULT, NULL, 0);
 }
 
 /* a is later than b, on clocks that wrap */
@@ -125,7 +146,7 @@ int aiqos_cls_edt(struct __sk_buff *skb)
 	__u32 *prio;
 
 	parse_ip(skb, &p);
-	prio = classify(&p);
+	prio = classify(skb, &p);
 	if (!prio)
 		return TC_ACT_UNSPEC;
 	skb->priority = *prio;

@@ -1,7 +1,10 @@
 /* parse.h — packet parsing for aiqos's tc programs: headers read relative
  * to the network header (bpf_skb_load_bytes_relative), so the device's
  * link layer (Ethernet, none on tun/WireGuard/IPIP, 20 bytes of IPoIB) does
- * not move them; one software-tagged VLAN header is skipped. */
+ * not move them; one software-tagged VLAN header is skipped. A packet of
+ * an overlay (VXLAN on UDP 8472 or 4789, Geneve on 6081 with its options,
+ * IPIP and IPv6-in-IP) also yields its inner IP header: the pod's address
+ * and mark are there, the outer ones are the node's. */
 #ifndef AIQOS_BPF_PARSE_H
 #define AIQOS_BPF_PARSE_H
 
@@ -10,6 +13,7 @@
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/udp.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
@@ -17,12 +21,18 @@
 #define PARSE_V4     4
 #define PARSE_V6     6
 
+#define PORT_VXLAN_LINUX 8472 /* the kernel's default, Flannel's and Cilium's */
+#define PORT_VXLAN_IANA  4789
+#define PORT_GENEVE      6081
+#define ETH_P_TEB        0x6558 /* transparent Ethernet bridging: Geneve's inner frame */
+
 struct parsed_ip {
 	__u8 family; /* PARSE_V4, PARSE_V6, or PARSE_NOT_IP */
 	__u8 dscp;
 	__u8 proto;    /* IPv4 protocol, IPv6 next header */
 	__u8 complete; /* the whole fixed header was readable */
 	__u8 saddr[16];
+	__u32 l4_off; /* the transport header, from the network header */
 };
 
 static __always_inline int load_net(struct __sk_buff *skb, __u32 off, void *to, __u32 len)
@@ -30,23 +40,11 @@ static __always_inline int load_net(struct __sk_buff *skb, __u32 off, void *to, 
 	return bpf_skb_load_bytes_relative(skb, off, to, len, BPF_HDR_START_NET);
 }
 
-/* The packet's IP header: family, source, DSCP. A truncated header leaves
- * complete 0 (the family known, the source maybe not). */
-static __always_inline void parse_ip(struct __sk_buff *skb, struct parsed_ip *p)
+/* The IP header of protocol proto (network order) at off. */
+static __always_inline void parse_ip_at(struct __sk_buff *skb, __u32 off, __u16 proto, struct parsed_ip *p)
 {
-	__u16 proto = (__u16)skb->protocol;
-	__u32 off = 0;
-
 	p->family = PARSE_NOT_IP;
 	p->complete = 0;
-	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
-		__u16 vlan[2];
-
-		if (load_net(skb, 0, vlan, sizeof(vlan)) < 0)
-			return;
-		proto = vlan[1];
-		off = sizeof(vlan);
-	}
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr ip;
 
@@ -56,6 +54,7 @@ static __always_inline void parse_ip(struct __sk_buff *skb, struct parsed_ip *p)
 		__builtin_memcpy(p->saddr, &ip.saddr, 4);
 		p->dscp = ip.tos >> 2;
 		p->proto = ip.protocol;
+		p->l4_off = off + ip.ihl * 4;
 		p->complete = 1;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr ip6;
@@ -68,8 +67,82 @@ static __always_inline void parse_ip(struct __sk_buff *skb, struct parsed_ip *p)
 		/* version | traffic class | flow label: dscp = the class's top 6 bits */
 		p->dscp = (__u8)(((b[0] & 0x0f) << 2) | (b[1] >> 6));
 		p->proto = ip6.nexthdr;
+		p->l4_off = off + sizeof(ip6);
 		p->complete = 1;
 	}
+}
+
+/* The packet's own IP header: family, source, DSCP. A truncated header
+ * leaves complete 0 (the family known, the source not). */
+static __always_inline void parse_ip(struct __sk_buff *skb, struct parsed_ip *p)
+{
+	__u16 proto = (__u16)skb->protocol;
+	__u32 off = 0;
+
+	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
+		__u16 vlan[2];
+
+		p->family = PARSE_NOT_IP;
+		p->complete = 0;
+		if (load_net(skb, 0, vlan, sizeof(vlan)) < 0)
+			return;
+		proto = vlan[1];
+		off = sizeof(vlan);
+	}
+	parse_ip_at(skb, off, proto, p);
+}
+
+/* The inner IP header of an overlay packet whose outer header is outer;
+ * returns 0 when it is one (inner filled, complete or not), -1 when the
+ * packet is not a tunnel's (UDP on those ports that is not VXLAN or
+ * Geneve: its header's reserved bits set, or no IP inside). */
+static __always_inline int parse_inner(struct __sk_buff *skb, const struct parsed_ip *outer, struct parsed_ip *inner)
+{
+	__u32 off = outer->l4_off;
+	__u16 eth_proto;
+
+	if (!outer->complete)
+		return -1;
+	if (outer->proto == IPPROTO_IPIP || outer->proto == IPPROTO_IPV6) {
+		parse_ip_at(skb, off, outer->proto == IPPROTO_IPIP ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6),
+		            inner);
+		return 0;
+	}
+	if (outer->proto == IPPROTO_UDP) {
+		struct udphdr udp;
+		__u8 tun[8];
+		__u16 dport;
+
+		if (load_net(skb, off, &udp, sizeof(udp)) < 0 || load_net(skb, off + sizeof(udp), tun, sizeof(tun)) < 0)
+			return -1;
+		dport = bpf_ntohs(udp.dest);
+		off += sizeof(udp) + sizeof(tun);
+		if (dport == PORT_VXLAN_LINUX || dport == PORT_VXLAN_IANA) {
+			/* flags: the I bit alone; reserved bytes zero */
+			if (tun[0] != 0x08 || tun[1] || tun[2] || tun[3] || tun[7])
+				return -1;
+		} else if (dport == PORT_GENEVE) {
+			/* version 0, options of tun[0] & 0x3f words, then the frame */
+			if (tun[0] >> 6)
+				return -1;
+			off += (tun[0] & 0x3f) * 4;
+			eth_proto = (__u16)((tun[2] << 8) | tun[3]);
+			if (eth_proto == ETH_P_IP || eth_proto == ETH_P_IPV6) {
+				parse_ip_at(skb, off, bpf_htons(eth_proto), inner);
+				return inner->family == PARSE_NOT_IP ? -1 : 0;
+			}
+			if (eth_proto != ETH_P_TEB)
+				return -1;
+		} else {
+			return -1;
+		}
+		/* the inner Ethernet frame */
+		if (load_net(skb, off + 12, &eth_proto, sizeof(eth_proto)) < 0)
+			return -1;
+		parse_ip_at(skb, off + ETH_HLEN, eth_proto, inner);
+		return inner->family == PARSE_NOT_IP ? -1 : 0;
+	}
+	return -1;
 }
 
 #endif

@@ -210,6 +210,7 @@ def vg_node(lab, monkeypatch):
     with open(os.path.join(wrap, "bin", "aiqos-agent"), "w") as f:
         f.write("#!/bin/sh\nexec valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite,indirect "
                 "--errors-for-leak-kinds=definite,indirect --error-exitcode=97 --num-callers=30 "
+                f"--suppressions={os.path.join(os.path.dirname(os.path.abspath(__file__)), 'valgrind-bpf.supp')} "
                 f"--log-file={prefix}.%p {agent} \"$@\"\n")
     os.chmod(os.path.join(wrap, "bin", "aiqos-agent"), 0o755)
     os.symlink(os.path.join(build, "bin", "aiqosctl"), os.path.join(wrap, "bin", "aiqosctl"))

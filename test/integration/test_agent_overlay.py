@@ -1,0 +1,56 @@
+"""test_agent_overlay.py — a lab node whose pod network is a VXLAN overlay
+built as Flannel builds it (the pods routed; `vx0`, VNI 42 on UDP 8472 over
+the uplink; the other node's pod CIDR routed through it with a permanent
+neighbour and an fdb entry toward that node): the pods' packets reach the
+uplink encapsulated, the node's address outside, and still land in their
+pod's class of the uplink's tree, by the address inside the encapsulation.
+Outcome checked, not layout: the packets each class sent. Root, network
+namespaces, the CI kernel (vxlan)."""
+import time
+
+import agentlab
+from agentlab import class_packets, wait_until
+
+INF = {"ai.workload": "inference"}
+TRAIN = {"ai.workload": "training"}
+CONFIG = {"uplinkRate": "500mbit", "downlink": False, "debounceMs": 50, "mixedHoldSeconds": 1}
+REMOTE_CIDR, REMOTE_GW, REMOTE_MAC = "10.98.1.0/24", "10.98.1.0", "0e:00:00:00:01:01"
+
+
+def vxlan_overlay(node):
+    up_ip = f"{node.uplink_net}.2"
+    node.sh("ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dev", "up0", "dstport", "8472", "local", up_ip,
+            "nolearning")
+    node.sh("ip", "link", "set", "vx0", "mtu", "1450", "up")
+    node.sh("ip", "addr", "add", "10.98.0.0/32", "dev", "vx0")
+    node.sh("ip", "route", "add", REMOTE_CIDR, "via", REMOTE_GW, "dev", "vx0", "onlink")
+    node.sh("ip", "neigh", "add", REMOTE_GW, "lladdr", REMOTE_MAC, "dev", "vx0", "nud", "permanent")
+    node.sh("bridge", "fdb", "append", REMOTE_MAC, "dev", "vx0", "dst", f"{node.uplink_net}.1")
+
+
+def test_pods_classified_inside_the_vxlan_encapsulation(node):
+    vxlan_overlay(node)
+    node.start_agent(CONFIG)
+    inf = node.add_pod(INF)
+    train = node.add_pod(TRAIN)
+
+    def tree():
+        s = node.status(check=False)
+        r = node.root()
+        return s and s["mode"] == "mixed" and r and r["kind"] == "htb" and \
+            {"1:10", "1:20", "1:30"} <= set(class_packets(node))
+    try:
+        wait_until(tree, 10, "mixed, the HTB tree on up0")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{node.tc_summary()}\n{node.agent_log_tail()}") from None
+    time.sleep(0.3)
+    for pod, cls, others in ((inf, "1:10", ("1:30",)), (train, "1:30", ("1:10",))):
+        before = class_packets(node)
+        agentlab.send_udp(pod.ns, "10.98.1.5", n=100)
+        after = wait_until(lambda: (lambda c: c if c[cls] - before[cls] >= 100 else None)(class_packets(node)), 5,
+                           f"{pod.name}'s 100 encapsulated packets in {cls}")
+        for o in others:
+            assert after[o] - before[o] < 5, (pod.name, before, after)
+    # they were encapsulated: the node's address outside, UDP 8472
+    out = node.sh("tc", "-s", "filter", "show", "dev", "up0", "egress").stdout
+    assert "aiqos_cls_edt" in out, out
