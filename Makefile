@@ -50,7 +50,7 @@ BPF_SKELS  := $(patsubst shared/bpf/%.bpf.c,$(BUILD)/gen/%.skel.h,$(BPF_SRC))
 BPF_CLANG  ?= clang
 BPFTOOL    ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v2 -Wall -Wextra -Wno-unused-parameter \
-              -I/usr/include/$(shell $(CC) -dumpmachine 2>/dev/null) -Ishared/bpf
+              -I/usr/include/$(shell gcc -dumpmachine 2>/dev/null) -Ishared/bpf
 ifeq ($(CI),true)
 BPF_CFLAGS += -Werror
 endif
