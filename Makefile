@@ -101,11 +101,24 @@ $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
-CTL_OBJ := $(call obj,$(CTL_SRC) agent/config.c agent/kube/decode.c agent/doctor.c agent/install/chain.c \
+CTL_OBJ := $(call obj,$(CTL_SRC) agent/version.c agent/config.c agent/kube/decode.c agent/doctor.c agent/install/chain.c \
                       agent/node/uplink.c agent/pod_want.c cni/conf.c)
 $(CTL): $(CTL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS) $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null)
+
+# The commit the programs print after their version (agent/version.c:
+# "0.2.0-dev+1a2b3c4"): git's short hash, empty without git (a tarball);
+# `make AIQOS_COMMIT=...` sets it (the image build passes it in). version.o
+# is rebuilt when it changes (the stamp is rewritten only then).
+AIQOS_COMMIT ?= $(shell git -C $(CURDIR) rev-parse --short HEAD 2>/dev/null)
+$(BUILD)/commit: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(AIQOS_COMMIT)' | cmp -s - $@ || echo '$(AIQOS_COMMIT)' > $@
+$(BUILD)/obj/agent/version.o: $(BUILD)/commit
+$(BUILD)/obj/agent/version.o: CFLAGS += -DAIQOS_COMMIT='"$(AIQOS_COMMIT)"'
+.PHONY: FORCE
+FORCE:
 $(BUILD)/test/test_agent_aiqosctl: | $(CTL)
 
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(call obj,$(UNIT_HELPER_SRC)) $(LIB)

@@ -786,7 +786,7 @@ int agent_run(struct agent *ag)
 
 		if (ag->metrics)
 			snprintf(port, sizeof(port), "%u", (unsigned)metrics_server_port(ag->metrics));
-		log_msg(LOG_LVL_INFO, "started", "version", AIQOS_VERSION, "node", ag->node_name, "socket",
+		log_msg(LOG_LVL_INFO, "started", "version", aiqos_version(), "node", ag->node_name, "socket",
 		        ag->opt.socket_path, "state_dir", ag->state_dir, "config", ag->config_path, "metrics",
 		        ag->opt.metrics_addr ? ag->opt.metrics_addr : "", "metrics_port", port, (char *)NULL);
 	}

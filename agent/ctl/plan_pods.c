@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <yaml.h>
 
 #include "ctl/ctl.h"
 #include "ctl/plan.h"
@@ -258,11 +259,147 @@ static int pods_from_kube(const char *path, cJSON *doc, struct ctl_pods *ret)
 	return EXIT_OK;
 }
 
+/* ---- YAML: a stream of documents as one JSON document ---- */
+
+#define YAML_DEPTH_MAX 64
+
+/* A plain scalar as YAML 1.2's core schema reads it: null, true/false, an
+ * integer or a float; anything else, and every quoted scalar, a string. */
+static cJSON *yaml_scalar_json(const yaml_node_t *n)
+{
+	const char *v = (const char *)n->data.scalar.value;
+	char *end = NULL;
+	double d;
+
+	if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return cJSON_CreateString(v);
+	if (!v[0] || streq(v, "~") || streq(v, "null") || streq(v, "Null") || streq(v, "NULL"))
+		return cJSON_CreateNull();
+	if (streq(v, "true") || streq(v, "True") || streq(v, "TRUE"))
+		return cJSON_CreateTrue();
+	if (streq(v, "false") || streq(v, "False") || streq(v, "FALSE"))
+		return cJSON_CreateFalse();
+	if (strchr("+-.0123456789", v[0]) && !strchr(v, '_') && !strchr(v, 'x') && !strchr(v, 'o')) {
+		errno = 0;
+		d = strtod(v, &end);
+		if (!errno && end && !*end && !strchr(v, 'n') && !strchr(v, 'N') && !strchr(v, 'i') && !strchr(v, 'I'))
+			return cJSON_CreateNumber(d);
+	}
+	return cJSON_CreateString(v);
+}
+
+static cJSON *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, unsigned depth)
+{
+	cJSON *o;
+
+	if (!n || depth > YAML_DEPTH_MAX)
+		return NULL;
+	switch (n->type) {
+	case YAML_SCALAR_NODE:
+		return yaml_scalar_json(n);
+	case YAML_SEQUENCE_NODE:
+		o = cJSON_CreateArray();
+		for (yaml_node_item_t *it = n->data.sequence.items.start; o && it < n->data.sequence.items.top; it++) {
+			cJSON *c = yaml_node_json(doc, yaml_document_get_node(doc, *it), depth + 1);
+
+			if (!c || !cJSON_AddItemToArray(o, c)) {
+				cJSON_Delete(c);
+				cJSON_Delete(o);
+				return NULL;
+			}
+		}
+		return o;
+	case YAML_MAPPING_NODE:
+		o = cJSON_CreateObject();
+		for (yaml_node_pair_t *p = n->data.mapping.pairs.start; o && p < n->data.mapping.pairs.top; p++) {
+			yaml_node_t *k = yaml_document_get_node(doc, p->key);
+			cJSON *c;
+
+			if (!k || k->type != YAML_SCALAR_NODE) {
+				cJSON_Delete(o);
+				return NULL;
+			}
+			c = yaml_node_json(doc, yaml_document_get_node(doc, p->value), depth + 1);
+			if (!c || !cJSON_AddItemToObject(o, (const char *)k->data.scalar.value, c)) {
+				cJSON_Delete(c);
+				cJSON_Delete(o);
+				return NULL;
+			}
+		}
+		return o;
+	default:
+		return NULL;
+	}
+}
+
+/* The YAML stream in text: one document as is, several (Pod manifests
+ * separated by "---", as kubectl kustomize prints them) as a List of
+ * their items; empty documents are left out. */
+static int yaml_load(const char *path, const char *text, size_t len, cJSON **ret)
+{
+	_cleanup_json_ cJSON *items = cJSON_CreateArray(), *list = NULL;
+	yaml_parser_t parser;
+	int q = EXIT_OK, n = 0;
+
+	if (!items || !yaml_parser_initialize(&parser))
+		return fail("out of memory");
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	for (;;) {
+		yaml_document_t doc;
+		yaml_node_t *root;
+		cJSON *j;
+
+		if (!yaml_parser_load(&parser, &doc)) {
+			q = fail("%s: not valid YAML (line %zu: %s)", path, parser.problem_mark.line + 1,
+			         parser.problem ? parser.problem : "?");
+			break;
+		}
+		root = yaml_document_get_root_node(&doc);
+		if (!root) {
+			yaml_document_delete(&doc);
+			break; /* the end of the stream */
+		}
+		if (root->type == YAML_SCALAR_NODE && !root->data.scalar.value[0]) {
+			yaml_document_delete(&doc);
+			continue;
+		}
+		j = yaml_node_json(&doc, root, 0);
+		yaml_document_delete(&doc);
+		if (!j) {
+			q = fail("%s: document %d: keys must be strings (and nesting at most %d deep)", path, n + 1,
+			         YAML_DEPTH_MAX);
+			break;
+		}
+		if (!cJSON_AddItemToArray(items, j)) {
+			cJSON_Delete(j);
+			q = fail("out of memory");
+			break;
+		}
+		n++;
+	}
+	yaml_parser_delete(&parser);
+	if (q != EXIT_OK)
+		return q;
+	if (n == 0)
+		return fail("%s: no YAML document", path);
+	if (n == 1) {
+		*ret = cJSON_DetachItemFromArray(items, 0);
+		return EXIT_OK;
+	}
+	list = cJSON_CreateObject();
+	if (!list || !cJSON_AddStringToObject(list, "apiVersion", "v1") ||
+	    !cJSON_AddStringToObject(list, "kind", "List"))
+		return fail("out of memory");
+	cJSON_AddItemToObject(list, "items", TAKE_PTR(items));
+	*ret = TAKE_PTR(list);
+	return EXIT_OK;
+}
+
 int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
 {
 	_cleanup_free_ char *text = NULL;
 	_cleanup_json_ cJSON *doc = NULL;
-	const char *end = NULL;
+	const char *end = NULL, *first;
 	const cJSON *pods;
 	size_t len = 0;
 	int q;
@@ -270,7 +407,17 @@ int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
 	q = read_file(path, &text, &len);
 	if (q != EXIT_OK)
 		return q;
-	doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	/* JSON starts with '{' or '['; anything else is YAML (kubectl's and the
+	 * manifests' format) */
+	first = text ? text + strspn(text, " \t\r\n") : "";
+	if (*first != '{' && *first != '[') {
+		q = yaml_load(path, text, len, &doc);
+		if (q != EXIT_OK)
+			return q;
+		end = NULL;
+	} else {
+		doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	}
 	if (!doc) {
 		size_t off = end && end >= text ? (size_t)(end - text) : 0;
 		unsigned line = 1;
@@ -278,7 +425,7 @@ int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
 			line += text[i] == '\n';
 		return fail("%s: not valid JSON (line %u, byte %zu)", path, line, off);
 	}
-	for (; end && end < text + len; end++)
+	for (; end && text && end < text + len; end++)
 		if (!strchr(" \t\r\n", *end))
 			return fail("%s: trailing data after the JSON document", path);
 	if (!cJSON_IsObject(doc))
