@@ -48,6 +48,7 @@ if [ -z "$only" ] || [ "$only" = unit ]; then
 		run_suite "unit: $(basename "$t")" "$t"
 	done
 	run_suite "unit: library-silent" bash "$top/test/library-silent.sh" "$build"
+	run_suite "unit: log-calls" python3 "$top/test/log-calls.py" "$top"
 fi
 
 # make lint (clang-format, cppcheck, clang-tidy over every C file; the
