@@ -1,4 +1,4 @@
-/* agent_metrics.c — the agent's Prometheus families (docs/metrics.md lists
+/* agent_metrics.c — the agent's Prometheus families (docs/reference/metrics.md lists
  * them): build and process info, the node mode, pods by class and tuning
  * status, re-tunes (histogram of durations), the API client (watch, request
  * durations), the plugin socket (server.c), the shaped rates and class

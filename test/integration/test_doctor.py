@@ -110,7 +110,7 @@ def test_foreign_uplink_tree_warns_and_ours_does_not(netns, tmp_path):
     assert code == 3
     w = [x for x in f if x["section"] == "uplink" and x["level"] == "warn"]
     # a classful tree aiqos cannot re-create is left alone (as README and
-    # docs/coexistence.md say), not replaced
+    # docs/operations/coexistence.md say), not replaced
     assert len(w) == 1 and "foreign qdisc tree (root htb 7:)" in w[0]["text"] and "up0" in w[0]["fix"], w
     assert w[0]["id"] == "uplink.foreign-tree" and "leaves it alone" in w[0]["text"], w
     # with the agent's record of the original root, the tree is aiqos's own
