@@ -100,20 +100,21 @@ def tool(script):
     return p.stdout.strip().splitlines()[-1] if p.returncode == 0 and p.stdout.strip() else None
 
 
+def tool_path(script, name):
+    d = tool(script)
+    if not d:
+        pytest.skip("%s is not built (hack/%s)" % (name, script))
+    return os.path.join(d, name)
+
+
 @pytest.fixture(scope="module")
 def helm():
-    d = tool("build-helm.sh")
-    if not d:
-        pytest.skip("helm is not built (hack/build-helm.sh)")
-    return os.path.join(d, "helm")
+    return tool_path("build-helm.sh", "helm")
 
 
 @pytest.fixture(scope="module")
 def kubectl():
-    d = tool("build-k8s.sh")
-    if not d:
-        pytest.skip("kubectl is not built (hack/build-k8s.sh)")
-    return os.path.join(d, "kubectl")
+    return tool_path("build-k8s.sh", "kubectl")
 
 
 SECTIONS = [("README.md", "Quickstart with kind"), ("README.md", "Install on a cluster"), ("README.md", "Verify"),

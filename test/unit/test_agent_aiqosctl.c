@@ -580,19 +580,27 @@ static void run_agent(struct agent *a, struct run *r, const char *const *args)
 	run_ctl(a->loop, NULL, r, argv);
 }
 
+/* aiqosctl built and the fake agent listening; false (checked) otherwise. */
+static bool agent_up(struct agent *a)
+{
+	if (!ctl_present())
+		return false;
+	CHECK(agent_start(a));
+	if (!a->s) {
+		agent_stop(a);
+		return false;
+	}
+	return true;
+}
+
 TEST(ctl_status_explain)
 {
 	struct agent a;
 	struct run r;
 	cJSON *got, *want;
 
-	if (!ctl_present())
+	if (!agent_up(&a))
 		return;
-	CHECK(agent_start(&a));
-	if (!a.s) {
-		agent_stop(&a);
-		return;
-	}
 	{
 		static const char *const args[] = {"status", NULL};
 		run_agent(&a, &r, args);
@@ -798,13 +806,8 @@ TEST(ctl_conventions_against_agent)
 	struct run r;
 	cJSON *got, *want;
 
-	if (!ctl_present())
+	if (!agent_up(&a))
 		return;
-	CHECK(agent_start(&a));
-	if (!a.s) {
-		agent_stop(&a);
-		return;
-	}
 	fake_status_text = status_json;
 	{
 		/* --socket after the command, in both spellings */
