@@ -439,14 +439,15 @@ static void check_cni(const struct doctor_options *o, struct doctor_report *r, c
 		    "egress-bandwidth with a tbf (and an IFB) before aiqos runs, a second shaper with a deep queue "
 		    "under aiqos's HTB and AQM",
 		    streq(name, "Calico") ? " (Calico's default chain includes it)" : "");
-		fix(r,
-		    "remove the bandwidth entry from the primary's plugins (Calico: the CNI config template of the "
-		    "operator/calico-config) or leave those annotations off the pods aiqos tunes; docs/operations/coexistence.md");
+		fix(r, "remove the bandwidth entry from the primary's plugins (Calico: the CNI config template of the "
+		       "operator/calico-config) or leave those annotations off the pods aiqos tunes; "
+		       "docs/operations/coexistence.md");
 	}
 	if (streq(name, "Multus"))
 		add(r, DOCTOR_INFO, "cni", "cni.multus",
 		    "Multus: aiqos runs after Multus and tunes the interface Multus returns (the cluster network's "
-		    "eth0); secondary networks are tuned only if their own configs chain aiqos (docs/operations/coexistence.md)");
+		    "eth0); secondary networks are tuned only if their own configs chain aiqos "
+		    "(docs/operations/coexistence.md)");
 	if (strstr(v.primary, "aiqos"))
 		add(r, DOCTOR_WARN, "cni", "cni.primary-named-aiqos",
 		    "the primary's name contains \"aiqos\" (%s): is it a leftover copy?", v.primary);
@@ -488,7 +489,8 @@ static void check_uplink(const struct doctor_options *o, struct doctor_report *r
 		    "kubernetes.io/egress-bandwidth annotation: aiqos would replace its tree and both would fight",
 		    u.ifname, root.kind);
 		fix(r, "disable it (helm upgrade cilium --set bandwidthManager.enabled=false, then restart the Cilium "
-		       "agents) or do not run aiqos on these nodes (the chart's nodeSelector); docs/operations/coexistence.md");
+		       "agents) or do not run aiqos on these nodes (the chart's nodeSelector); "
+		       "docs/operations/coexistence.md");
 		return;
 	}
 	if (cilium)
