@@ -134,7 +134,8 @@ static void missing_feature(struct doctor_report *r, const char *feature)
 	if (mods[0])
 		fix(r,
 		    "modprobe %s (and list it in /etc/modules-load.d/ so it loads at boot); if modprobe finds no "
-		    "module, the kernel needs %s. The agent re-probes every 10 minutes.",
+		    "module, the kernel needs %s. aiqos retries a feature it found missing after 10 minutes (delete "
+		    "<stateDir>/kernel-caps to retry now).",
 		    mods, opts);
 	else if (opts[0])
 		fix(r, "a kernel built with %s", opts);
