@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <time.h>
 #include <yaml.h>
 
@@ -395,29 +396,17 @@ static int yaml_load(const char *path, const char *text, size_t len, cJSON **ret
 	return EXIT_OK;
 }
 
-int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
+/* One file's text as one JSON document: JSON when it starts with '{' or
+ * '[', else YAML (kubectl's and the manifests' format; several documents
+ * become a List). */
+static int doc_parse(const char *path, const char *text, size_t len, cJSON **ret)
 {
-	_cleanup_free_ char *text = NULL;
-	_cleanup_json_ cJSON *doc = NULL;
-	const char *end = NULL, *first;
-	const cJSON *pods;
-	size_t len = 0;
-	int q;
+	const char *end = NULL, *first = text ? text + strspn(text, " \t\r\n") : "";
+	cJSON *doc;
 
-	q = read_file(path, &text, &len);
-	if (q != EXIT_OK)
-		return q;
-	/* JSON starts with '{' or '['; anything else is YAML (kubectl's and the
-	 * manifests' format) */
-	first = text ? text + strspn(text, " \t\r\n") : "";
-	if (*first != '{' && *first != '[') {
-		q = yaml_load(path, text, len, &doc);
-		if (q != EXIT_OK)
-			return q;
-		end = NULL;
-	} else {
-		doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
-	}
+	if (*first != '{' && *first != '[')
+		return yaml_load(path, text, len, ret);
+	doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
 	if (!doc) {
 		size_t off = end && end >= text ? (size_t)(end - text) : 0;
 		unsigned line = 1;
@@ -426,8 +415,103 @@ int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
 		return fail("%s: not valid JSON (line %u, byte %zu)", path, line, off);
 	}
 	for (; end && text && end < text + len; end++)
-		if (!strchr(" \t\r\n", *end))
+		if (!strchr(" \t\r\n", *end)) {
+			cJSON_Delete(doc);
 			return fail("%s: trailing data after the JSON document", path);
+		}
+	*ret = doc;
+	return EXIT_OK;
+}
+
+static bool kind_is(const cJSON *o, const char *kind)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "kind");
+	return cJSON_IsString(k) && streq(k->valuestring, kind);
+}
+
+/* Add doc's pods (a Pod, or the items of a List or PodList) to items;
+ * other kinds (a Kustomization next to the manifests) are left out. */
+static bool dir_doc_add(cJSON *items, cJSON *doc)
+{
+	cJSON *it;
+
+	if (kind_is(doc, "Pod"))
+		return cJSON_AddItemToArray(items, cJSON_Duplicate(doc, true));
+	if (!kind_is(doc, "List") && !kind_is(doc, "PodList"))
+		return true;
+	json_for_each(it, cJSON_GetObjectItemCaseSensitive(doc, "items"))
+	{
+		if (!dir_doc_add(items, it))
+			return false;
+	}
+	return true;
+}
+
+static int yaml_or_json_name(const struct dirent *d)
+{
+	size_t n = strlen(d->d_name);
+
+	return d->d_name[0] != '.' &&
+	       ((n > 5 && streq(d->d_name + n - 5, ".yaml")) || (n > 4 && streq(d->d_name + n - 4, ".yml")) ||
+	        (n > 5 && streq(d->d_name + n - 5, ".json")));
+}
+
+/* A directory (manifests/examples/): the Pods of its .yaml, .yml and .json
+ * files, in name order, as one List. */
+static int dir_load(const char *path, cJSON **ret)
+{
+	_cleanup_json_ cJSON *list = cJSON_CreateObject();
+	struct dirent **names = NULL;
+	cJSON *items = list ? cJSON_AddArrayToObject(list, "items") : NULL;
+	int n, q = EXIT_OK;
+
+	if (!items || !cJSON_AddStringToObject(list, "kind", "List"))
+		return fail("out of memory");
+	n = scandir(path, &names, yaml_or_json_name, alphasort);
+	if (n < 0)
+		return fail("cannot read pods directory %s: %s", path, strerror(errno));
+	for (int i = 0; i < n; i++) {
+		_cleanup_free_ char *file = NULL, *text = NULL;
+		_cleanup_json_ cJSON *doc = NULL;
+		size_t len = 0;
+
+		if (q == EXIT_OK && asprintf(&file, "%s/%s", path, names[i]->d_name) < 0)
+			q = fail("out of memory");
+		if (q == EXIT_OK)
+			q = read_file(file, &text, &len);
+		if (q == EXIT_OK)
+			q = doc_parse(file, text, len, &doc);
+		if (q == EXIT_OK && !dir_doc_add(items, doc))
+			q = fail("out of memory");
+		free(names[i]);
+	}
+	free(names);
+	if (q != EXIT_OK)
+		return q;
+	if (cJSON_GetArraySize(items) == 0)
+		return fail("%s: no Pod in its .yaml, .yml or .json files", path);
+	*ret = TAKE_PTR(list);
+	return EXIT_OK;
+}
+
+int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
+{
+	_cleanup_free_ char *text = NULL;
+	_cleanup_json_ cJSON *doc = NULL;
+	const cJSON *pods;
+	struct stat st;
+	size_t len = 0;
+	int q;
+
+	if (!streq(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		q = dir_load(path, &doc);
+	} else {
+		q = read_file(path, &text, &len);
+		if (q == EXIT_OK)
+			q = doc_parse(path, text, len, &doc);
+	}
+	if (q != EXIT_OK)
+		return q;
 	if (!cJSON_IsObject(doc))
 		return fail("%s: expected a JSON object ({\"pods\": [...]}, a Pod or a PodList)", path);
 	pods = cJSON_GetObjectItemCaseSensitive(doc, "pods");

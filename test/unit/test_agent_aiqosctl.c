@@ -964,6 +964,20 @@ TEST(ctl_plan_conventions)
 	cJSON_Delete(j);
 	run_done(&r);
 
+	/* the examples directory: its Pods, the Kustomization left out */
+	RUN(NULL, NULL, &r, "plan", "--pods", "manifests/examples/", "-o", "json");
+	CHECK_INT(r.code, 0);
+	j = cJSON_Parse(r.out);
+	pods = cJSON_GetObjectItem(j, "pods");
+	CHECK_INT(cJSON_GetArraySize(pods), 2);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "node"), "mode")), "mixed");
+	cJSON_Delete(j);
+	run_done(&r);
+	RUN(NULL, NULL, &r, "plan", "--pods", "manifests/uninstall");
+	CHECK_INT(r.code, 1);
+	CHECK_CONTAINS(r.err, "manifests/uninstall: no Pod in its .yaml, .yml or .json files");
+	run_done(&r);
+
 	/* several documents (kubectl kustomize's output) on stdin */
 	both = malloc(strlen(a) + strlen(b) + 8);
 	CHECK(both != NULL);
