@@ -140,6 +140,12 @@ def test_uninstall_hooks_restore_the_nodes(helm, kubectl):
     # the role lets the Jobs do exactly that
     rules = get(objs, "Role", "aiqos-uninstall")["rules"]
     assert {"delete", "watch"} <= set(next(r for r in rules if "daemonsets" in r["resources"])["verbs"])
+    # `helm template --no-hooks | kubectl apply` (the e2e, values.yaml's
+    # namespace.create) gets no hook: nothing that deletes the agent
+    p = run([helm, "template", "aiqos", CHART, "--namespace", NS, "--no-hooks"])
+    assert not [d for d in yaml.safe_load_all(p.stdout) if d and d["kind"] == "Job"]
+    with open(os.path.join(TOP, "test", "e2e", "assert.py")) as f:
+        assert '"--no-hooks"' in f.read(), "the e2e applies helm template's output: it must leave the hooks out"
     # opt out: no hooks; the binary removed only on request
     assert not [o for o in render(helm, "uninstall.cleanup=false") if o not in not_hooks(render(helm))]
     init = get(render(helm, "uninstall.removeBinary=true"), "DaemonSet", "aiqos-uninstall")
