@@ -130,11 +130,26 @@ $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
-CTL_OBJ := $(call obj,$(CTL_SRC) agent/config.c agent/kube/decode.c agent/doctor.c agent/install/chain.c \
+CTL_OBJ := $(call obj,$(CTL_SRC) agent/version.c agent/config.c agent/kube/decode.c agent/doctor.c agent/install/chain.c \
                       agent/node/uplink.c agent/pod_want.c cni/conf.c)
 $(CTL): $(CTL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS) $(BPF_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS) $(BPF_LIBS) $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null)
+
+# The commit the programs print after their version (agent/version.c:
+# "0.2.0-dev+1a2b3c4"): git's short hash of this tree, empty without git (a
+# tarball, also one unpacked inside another repository);
+# `make AIQOS_COMMIT=...` sets it (the image build passes it in). version.o
+# is rebuilt when it changes (the stamp is rewritten only then).
+AIQOS_COMMIT ?= $(shell [ "$$(git -C $(CURDIR) rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" ] && \
+                         git -C $(CURDIR) rev-parse --short HEAD)
+$(BUILD)/commit: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(AIQOS_COMMIT)' | cmp -s - $@ || echo '$(AIQOS_COMMIT)' > $@
+$(BUILD)/obj/agent/version.o: $(BUILD)/commit
+$(BUILD)/obj/agent/version.o: CFLAGS += -DAIQOS_COMMIT='"$(AIQOS_COMMIT)"'
+.PHONY: FORCE
+FORCE:
 $(BUILD)/test/test_agent_aiqosctl: | $(CTL)
 
 $(BUILD)/test/%: $(BUILD)/obj/test/unit/%.o $(call obj,$(UNIT_HELPER_SRC)) $(LIB)
@@ -302,6 +317,17 @@ $(BUILD)/lint/%.bpf.c.tidy: %.bpf.c $(LINT_DEPS)
 	@touch $@
 lint-sh:
 	shellcheck -S warning $(LINT_SH)
+
+# The Helm chart carries copies of manifests/admission and manifests/monitoring
+# (no symlinks: a packaged chart is self-contained); test/helm checks they
+# are identical to the sources.
+CHART_FILES := manifests/helm/aiqos/files
+.PHONY: chart-files
+chart-files:
+	mkdir -p $(CHART_FILES)/admission $(CHART_FILES)/monitoring
+	cp manifests/admission/validatingadmissionpolicy.yaml manifests/admission/validatingadmissionpolicybinding.yaml \
+		$(CHART_FILES)/admission/
+	cp manifests/monitoring/prometheusrule.yaml manifests/monitoring/grafana-dashboard.json $(CHART_FILES)/monitoring/
 
 fmt:
 	clang-format -i $(LINT_C)

@@ -34,6 +34,11 @@ struct metrics_server;
 /* how long a re-tune waits for the attachment lock (the plugin holds it for
  * about a millisecond per ADD/DEL) before it fails and backs off */
 #define AGENT_LOCK_TIMEOUT_MS 200
+/* A warning Event repeated for the same pod with the same text is logged at
+ * warn once per this long, at debug in between (the Event itself is
+ * counted by the API server); the table is direct-mapped by a hash. */
+#define AGENT_EVENT_REPEAT_MS (10 * 60 * 1000)
+#define AGENT_EVENT_SEEN_MAX  256
 #define AGENT_PATH_MAX        4096
 
 #define AGENT_FAILURE_MAX      (ERROR_MSG_MAX + 128)
@@ -93,6 +98,10 @@ struct agent {
 	bool api_connected; /* a watch stream is open */
 	char api_why[256];
 	struct agent_records records; /* records the plugin could not write (records.h) */
+	struct {
+		uint64_t hash; /* of the pod's key, the reason and the message; 0 = free */
+		int64_t at_ms; /* when it was last logged at warn */
+	} event_seen[AGENT_EVENT_SEEN_MAX];
 
 	/* the uplink */
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */

@@ -1,6 +1,7 @@
 /* config.c — loading and validation of the agent config file (see config.h).
  * One parser per key, driven by a table; the first error wins and names the
  * key and value as the operator wrote them. */
+#include <ctype.h>
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <strings.h>
@@ -341,6 +342,47 @@ static const struct config_key {
 
 /* ---- the file ---- */
 
+/* Edit distance of a and b, ignoring case (small strings: keys). */
+static size_t key_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), prev[40], cur[40];
+
+	if (la >= ARRAY_SIZE(prev) || lb >= ARRAY_SIZE(prev))
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		prev[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		cur[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t sub =
+			        prev[j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+			size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+
+			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+		}
+		memcpy(prev, cur, (lb + 1) * sizeof(*prev));
+	}
+	return prev[lb];
+}
+
+/* The config key an unknown one is a typo of (at most 2 edits, case
+ * ignored), or NULL. */
+static const char *key_guess(const char *key)
+{
+	const char *best = NULL;
+	size_t best_d = 3;
+
+	for (size_t i = 0; key[0] && i < ARRAY_SIZE(config_keys); i++) {
+		size_t d = key_distance(key, config_keys[i].name);
+
+		if (d < best_d) {
+			best_d = d;
+			best = config_keys[i].name;
+		}
+	}
+	return best;
+}
+
 void agent_config_defaults(struct agent_config *ret)
 {
 	memset(ret, 0, sizeof(*ret));
@@ -478,13 +520,16 @@ static int config_parse(const char *text, size_t len, struct agent_config *c, st
 			if (streq(key, config_keys[k].name))
 				break;
 		if (k == ARRAY_SIZE(config_keys)) {
-			r = error_set(err, EINVAL,
-			              "unknown key %s (accepted: uplink, uplinkRate, downlinkRate, downlink, "
-			              "downlinkRttUs, trainingRcvWindow, "
-			              "inferenceShare, trainingFloor, "
-			              "mixedHoldSeconds, "
-			              "debounceMs, classify, driftRepairSeconds, profiles, uplinkOverhead)",
-			              quote(q, sizeof(q), key));
+			char accepted[256] = "", near[64] = "";
+			const char *guess = key_guess(key);
+
+			for (size_t n = 0; n < ARRAY_SIZE(config_keys); n++)
+				str_append_sep(accepted, sizeof(accepted), ',', "%s%s", n ? " " : "",
+				               config_keys[n].name);
+			if (guess)
+				snprintf(near, sizeof(near), ": did you mean \"%s\"?", guess);
+			r = error_set(err, EINVAL, "unknown key %s%s (accepted: %s)", quote(q, sizeof(q), key), near,
+			              accepted);
 			goto out;
 		}
 		if (cJSON_IsNull(v))

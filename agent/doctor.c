@@ -1,6 +1,7 @@
 /* doctor.c — node preflight (see doctor.h). */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -17,7 +18,10 @@
 #include "reason.h"
 #include "workload.h"
 
-_printf_(4, 5) static void add(struct doctor_report *r, enum doctor_level l, const char *section, const char *fmt, ...)
+/* A finding: its stable id ("kernel.missing.sch_fq_codel", "cni.bandwidth"),
+ * for scripts and docs/operations/troubleshooting.md to name it by. */
+_printf_(5, 6) static void add(struct doctor_report *r, enum doctor_level l, const char *section, const char *id,
+                               const char *fmt, ...)
 {
 	struct doctor_finding *f;
 	va_list ap;
@@ -28,6 +32,7 @@ _printf_(4, 5) static void add(struct doctor_report *r, enum doctor_level l, con
 	memset(f, 0, sizeof(*f));
 	f->level = l;
 	str_copy(f->section, sizeof(f->section), section);
+	str_copy(f->id, sizeof(f->id), id);
 	va_start(ap, fmt);
 	vsnprintf(f->text, sizeof(f->text), fmt, ap);
 	va_end(ap);
@@ -53,15 +58,89 @@ const char *doctor_level_name(enum doctor_level l)
 
 int doctor_exit_code(const struct doctor_report *r)
 {
-	int code = 0;
+	int code = DOCTOR_EXIT_OK;
 
 	for (unsigned i = 0; i < r->n; i++) {
 		if (r->f[i].level == DOCTOR_ERROR)
-			return 2;
+			return DOCTOR_EXIT_ERRORS;
 		if (r->f[i].level == DOCTOR_WARN)
-			code = 1;
+			code = DOCTOR_EXIT_WARNINGS;
 	}
 	return code;
+}
+
+/* ---- the kernel features found missing, each listed once ---- */
+
+/* "CONFIG_NET_SCH_FQ_CODEL" -> "sch_fq_codel", CONFIG_NET_ACT_PEDIT ->
+ * act_pedit, CONFIG_NET_CLS_U32 -> cls_u32, CONFIG_TCP_CONG_BBR -> tcp_bbr;
+ * false for options that are no module (CONFIG_NET_SCHED). */
+static bool config_module(const char *opt, size_t len, char *buf, size_t size)
+{
+	static const struct {
+		const char *prefix, *module;
+	} map[] = {{"CONFIG_NET_SCH_", "sch_"},
+	           {"CONFIG_NET_ACT_", "act_"},
+	           {"CONFIG_NET_CLS_", "cls_"},
+	           {"CONFIG_TCP_CONG_", "tcp_"}};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
+		size_t n = strlen(map[i].prefix);
+
+		if (len > n && strncmp(opt, map[i].prefix, n) == 0 && len - n + strlen(map[i].module) < size) {
+			size_t k = strlen(map[i].module);
+
+			memcpy(buf, map[i].module, k);
+			for (size_t j = n; j < len; j++)
+				buf[k++] = (char)tolower((unsigned char)opt[j]);
+			buf[k] = '\0';
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The missing feature's finding in the kernel section, added once: id
+ * kernel.missing.<first module, else the feature's first word>, the fix
+ * `modprobe ...` with the CONFIG_ options to build in. */
+static void missing_feature(struct doctor_report *r, const char *feature)
+{
+	char id[sizeof(((struct doctor_finding *)0)->id)] = "kernel.missing.", mods[128] = "", opts[160] = "";
+
+	for (const char *p = feature; (p = strstr(p, "CONFIG_"));) {
+		size_t len = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+		char mod[48];
+
+		str_append_sep(opts, sizeof(opts), ' ', "%.*s=m", (int)len, p);
+		if (config_module(p, len, mod, sizeof(mod)))
+			str_append_sep(mods, sizeof(mods), ' ', "%s", mod);
+		p += len;
+	}
+	if (mods[0]) {
+		snprintf(id, sizeof(id), "kernel.missing.%.*s", (int)strcspn(mods, " "), mods);
+	} else {
+		size_t n = strlen(id);
+
+		/* "sysctl net.ipv4.tcp_ecn_fallback" -> "sysctl_net.ipv4.tcp_ecn_fallback" */
+		for (const char *p = feature; *p && *p != '(' && n + 1 < sizeof(id); p++)
+			id[n++] = isalnum((unsigned char)*p) || *p == '.' ? (char)tolower((unsigned char)*p) : '_';
+		while (n > 0 && id[n - 1] == '_')
+			n--;
+		id[n] = '\0';
+	}
+	for (unsigned i = 0; i < r->n; i++)
+		if (streq(r->f[i].id, id))
+			return;
+	add(r, DOCTOR_WARN, "kernel", id, "missing: %s", feature);
+	if (mods[0])
+		fix(r,
+		    "modprobe %s (and list it in /etc/modules-load.d/ so it loads at boot); if modprobe finds no "
+		    "module, the kernel needs %s. aiqos retries a feature it found missing after 10 minutes (delete "
+		    "<stateDir>/kernel-caps to retry now).",
+		    mods, opts);
+	else if (opts[0])
+		fix(r, "a kernel built with %s", opts);
+	else
+		fix(r, "a newer kernel (the feature is not a module)");
 }
 
 /* ---- kernel: each profile's plan on a scratch netns's loopback ---- */
@@ -161,10 +240,10 @@ static void probe_one(struct doctor_report *r, const struct probe_case *c, bool 
 {
 	struct attach_ifaces ifs = {.pod_ifname = "lo", .mtu = 1500};
 	struct plan_caps none = {0};
-	char section[sizeof(((struct doctor_finding *)0)->section) + sizeof(c->name)], applied[DOCTOR_TEXT_MAX] = "";
+	char section[sizeof(((struct doctor_finding *)0)->section) + sizeof(c->name)], applied[DOCTOR_TEXT_MAX] = "",
+	                                                                               fallbacks[DOCTOR_TEXT_MAX] = "";
 	_cleanup_plan_ struct plan probe = {0};
 	struct plan *plan = &probe;
-	unsigned n_fallback = 0;
 	int q;
 
 	snprintf(section, sizeof(section), "profile %s", c->name);
@@ -173,44 +252,78 @@ static void probe_one(struct doctor_report *r, const struct probe_case *c, bool 
 		q = probe_plan(plan);
 	if (q < 0) {
 		if (q == -EPERM) {
-			add(r, DOCTOR_WARN, "kernel",
+			add(r, DOCTOR_WARN, "kernel", "kernel.not-probed",
 			    "not probed: creating a scratch network namespace needs CAP_SYS_ADMIN (%s)", strerror(-q));
 			fix(r, "run as root, or in the agent container: kubectl aiqos doctor");
 			*stop = true;
-		} else
-			add(r, DOCTOR_ERROR, section, "probe failed: %s", strerror(-q));
+		} else {
+			add(r, DOCTOR_ERROR, section, "profile.probe-failed", "probe failed: %s", strerror(-q));
+			fix(r, "a bug report with this output and `uname -a`");
+		}
 		return;
 	}
 	for (unsigned i = 0; i < plan->n; i++) {
 		const struct plan_item *it = &plan->items[i];
-		char why[REASON_MAX];
+		char why[REASON_MAX], id[sizeof(((struct doctor_finding *)0)->id)];
+		const char *w;
 
 		switch (it->status) {
 		case ITEM_APPLIED:
 			str_append_sep(applied, sizeof(applied), ',', " %s=%s", it->id, alt_name(it, it->chosen));
-			break;
+			continue;
 		case ITEM_DEGRADED:
-			add(r, DOCTOR_WARN, section, "%s falls back to %s instead of %s: %s", it->id,
-			    alt_name(it, it->chosen), alt_name(it, 0), reason_item(it, why, sizeof(why)));
-			n_fallback++;
-			break;
 		case ITEM_SKIPPED:
-			add(r, DOCTOR_WARN, section, "%s (%s) is not applied: %s", it->id, alt_name(it, 0),
-			    reason_item(it, why, sizeof(why)));
-			n_fallback++;
 			break;
 		default:
-			break;
+			continue;
 		}
+		w = reason_item(it, why, sizeof(why));
+		str_append_sep(fallbacks, sizeof(fallbacks), ',', " %s=%s (not %s)", it->id,
+		               it->status == ITEM_DEGRADED ? alt_name(it, it->chosen) : "nothing", alt_name(it, 0));
+		if (strncmp(w, "kernel lacks ", strlen("kernel lacks ")) == 0) {
+			missing_feature(r, w + strlen("kernel lacks "));
+			continue;
+		}
+		if (strncmp(w, "kernel has no ", strlen("kernel has no ")) == 0) {
+			missing_feature(r, w + strlen("kernel has no "));
+			continue;
+		}
+		if (!it->err || strstr(w, " left out: ")) {
+			/* the planner's or the applier's choice, following from another
+			 * fallback (bbr left out without fq: reason.h) */
+			snprintf(id, sizeof(id), "profile.%s.follows", it->id);
+			add(r, DOCTOR_INFO, section, id, "%s: %s", it->id, w);
+			continue;
+		}
+		/* a refusal that is not a missing feature: the kernel's answer */
+		snprintf(id, sizeof(id), "profile.%s.refused", it->id);
+		add(r, DOCTOR_WARN, section, id, "%s: %s", it->id, w);
+		fix(r, "a bug report with this output and `uname -a` (the kernel has the feature but refused it)");
 	}
-	if (n_fallback)
-		fix(r, "load or build the missing kernel features (README \"Kernel support\"); aiqos runs degraded "
-		       "meanwhile (pods start, TuneDegraded Events name the same features)");
-	add(r, DOCTOR_OK, section, "applies:%s", applied[0] ? applied : " nothing (class left untouched)");
+	add(r, fallbacks[0] ? DOCTOR_INFO : DOCTOR_OK, section, fallbacks[0] ? "profile.fallbacks" : "profile.ok",
+	    "applies:%s%s%s", applied[0] ? applied : " nothing (class left untouched)",
+	    fallbacks[0] ? "; falls back (kernel section):" : "", fallbacks);
+}
+
+/* The findings from first on: the "kernel" section's first (the missing
+ * features were added as the profiles found them), each part in order. */
+static void kernel_first(struct doctor_report *r, unsigned first)
+{
+	_cleanup_free_ struct doctor_finding *tmp = calloc(r->n - first + 1, sizeof(*tmp));
+	unsigned n = 0;
+
+	if (!tmp)
+		return; /* the same findings, in the order found */
+	for (int pass = 0; pass < 2; pass++)
+		for (unsigned i = first; i < r->n; i++)
+			if (streq(r->f[i].section, "kernel") == (pass == 0))
+				tmp[n++] = r->f[i];
+	memcpy(&r->f[first], tmp, n * sizeof(*tmp));
 }
 
 static void check_kernel(const struct doctor_options *o, struct doctor_report *r)
 {
+	unsigned first = r->n;
 	static const struct {
 		enum workload_class cls;
 		uint64_t egress_bps;
@@ -223,10 +336,10 @@ static void check_kernel(const struct doctor_options *o, struct doctor_report *r
 	bool stop = false;
 
 	if (uname(&u) == 0)
-		add(r, DOCTOR_INFO, "kernel",
-		    "Linux %s (%s); each profile's plan applied by the real applier to the "
-		    "loopback device of a scratch network namespace",
-		    u.release, u.machine);
+		add(r, DOCTOR_INFO, "kernel", "kernel.version", "Linux %s (%s); %s", u.release, u.machine,
+		    o->probe_kernel ? "each profile's plan applied by the real applier to the loopback device of a "
+		                      "scratch network namespace"
+		                    : "not probed (--no-kernel-probe)");
 	if (!o->probe_kernel)
 		return;
 	if (!set) {
@@ -252,6 +365,7 @@ static void check_kernel(const struct doctor_options *o, struct doctor_report *r
 		str_copy(c.name, sizeof(c.name), limited[i].label);
 		probe_one(r, &c, &stop);
 	}
+	kernel_first(r, first);
 }
 
 /* ---- CNI: primary, chain, coexisting shapers ---- */
@@ -295,47 +409,49 @@ static void check_cni(const struct doctor_options *o, struct doctor_report *r, c
 
 	primary_types[0] = '\0';
 	if (chain_inspect(o->cni_conf_dir, &v, &e) < 0) {
-		add(r, DOCTOR_ERROR, "cni", "cannot read %s: %s", o->cni_conf_dir, e.msg);
+		add(r, DOCTOR_ERROR, "cni", "cni.unreadable", "cannot read %s: %s", o->cni_conf_dir, e.msg);
 		return;
 	}
 	if (!v.primary[0]) {
-		add(r, DOCTOR_WARN, "cni", "no primary network config in %s%s: nothing to chain yet", o->cni_conf_dir,
-		    v.dir_missing ? " (no such dir)" : "");
+		add(r, DOCTOR_WARN, "cni", "cni.no-primary", "no primary network config in %s%s: nothing to chain yet",
+		    o->cni_conf_dir, v.dir_missing ? " (no such dir)" : "");
 		fix(r, "install the cluster's CNI first; aiqos chains as soon as its file appears");
 		return;
 	}
 	if (v.primary_load_r < 0) {
-		add(r, DOCTOR_ERROR, "cni", "primary %s cannot be used: %s", v.primary, v.primary_load_msg);
+		add(r, DOCTOR_ERROR, "cni", "cni.primary-broken", "primary %s cannot be used: %s", v.primary,
+		    v.primary_load_msg);
 		fix(r, "fix or remove the file: the runtime reads it too, and aiqos writes nothing while it is broken");
 		return;
 	}
 	str_copy(primary_types, size, v.primary_types);
 	name = cni_name(v.primary_types);
-	add(r, DOCTOR_OK, "cni", "primary %s/%s: %s, chain %s", o->cni_conf_dir, v.primary, name,
+	add(r, DOCTOR_OK, "cni", "cni.primary", "primary %s/%s: %s, chain %s", o->cni_conf_dir, v.primary, name,
 	    v.primary_types[0] ? v.primary_types : "(no plugins)");
 	if (has_type(v.loaded_types, "aiqos"))
-		add(r, DOCTOR_OK, "cni", "aiqos chained in %s, the file the runtime loads (chain %s)", v.loaded,
-		    v.loaded_types);
+		add(r, DOCTOR_OK, "cni", "cni.chained", "aiqos chained in %s, the file the runtime loads (chain %s)",
+		    v.loaded, v.loaded_types);
 	else
-		add(r, DOCTOR_INFO, "cni",
+		add(r, DOCTOR_INFO, "cni", "cni.not-chained",
 		    "aiqos not chained yet (the runtime loads %s); aiqos-agent install chains it", v.loaded);
 	if (has_type(v.primary_types, "bandwidth")) {
-		add(r, DOCTOR_WARN, "cni",
+		add(r, DOCTOR_WARN, "cni", "cni.bandwidth-plugin",
 		    "the chain already has the bandwidth plugin%s: it shapes kubernetes.io/ingress-bandwidth and "
 		    "egress-bandwidth with a tbf (and an IFB) before aiqos runs, a second shaper with a deep queue "
 		    "under aiqos's HTB and AQM",
 		    streq(name, "Calico") ? " (Calico's default chain includes it)" : "");
-		fix(r,
-		    "remove the bandwidth entry from the primary's plugins (Calico: the CNI config template of the "
-		    "operator/calico-config) or leave those annotations off the pods aiqos tunes; docs/coexistence.md");
+		fix(r, "remove the bandwidth entry from the primary's plugins (Calico: the CNI config template of the "
+		       "operator/calico-config) or leave those annotations off the pods aiqos tunes; "
+		       "docs/operations/coexistence.md");
 	}
 	if (streq(name, "Multus"))
-		add(r, DOCTOR_INFO, "cni",
+		add(r, DOCTOR_INFO, "cni", "cni.multus",
 		    "Multus: aiqos runs after Multus and tunes the interface Multus returns (the cluster network's "
-		    "eth0); secondary networks are tuned only if their own configs chain aiqos (docs/coexistence.md)");
+		    "eth0); secondary networks are tuned only if their own configs chain aiqos "
+		    "(docs/operations/coexistence.md)");
 	if (strstr(v.primary, "aiqos"))
-		add(r, DOCTOR_WARN, "cni", "the primary's name contains \"aiqos\" (%s): is it a leftover copy?",
-		    v.primary);
+		add(r, DOCTOR_WARN, "cni", "cni.primary-named-aiqos",
+		    "the primary's name contains \"aiqos\" (%s): is it a leftover copy?", v.primary);
 }
 
 /* ---- uplink: foreign trees and Cilium's bandwidth manager ---- */
@@ -346,16 +462,17 @@ static void check_uplink(const struct doctor_options *o, struct doctor_report *r
 	struct error e = {0};
 	struct uplink u;
 	struct tc_qdisc_raw root;
+	struct uplink_record captured;
 	char rec[PATH_MAX] = "";
 	bool ours = false, cilium = has_type(primary_types, "cilium-cni");
 	int q;
 
 	if (nl_open(&sk, &e) < 0) {
-		add(r, DOCTOR_ERROR, "uplink", "rtnetlink: %s", e.msg);
+		add(r, DOCTOR_ERROR, "uplink", "uplink.rtnetlink", "rtnetlink: %s", e.msg);
 		return;
 	}
 	if (uplink_discover(sk, o->uplink, &u, &e) < 0) {
-		add(r, DOCTOR_WARN, "uplink", "%s", e.msg);
+		add(r, DOCTOR_WARN, "uplink", "uplink.not-found", "%s", e.msg);
 		fix(r, "set \"uplink\" in the agent config to the device that carries pod traffic");
 		return;
 	}
@@ -363,33 +480,47 @@ static void check_uplink(const struct doctor_options *o, struct doctor_report *r
 		ours = true;
 	q = nl_qdisc_root_get(sk, u.ifindex, &root, &e);
 	if (q < 0) {
-		add(r, DOCTOR_WARN, "uplink", "%s: cannot read the root qdisc: %s", u.ifname, e.msg);
+		add(r, DOCTOR_WARN, "uplink", "uplink.root-unreadable", "%s: cannot read the root qdisc: %s", u.ifname,
+		    e.msg);
 		return;
 	}
 	if (cilium && (streq(root.kind, "mq") || streq(root.kind, "fq")) && root.handle != 0) {
-		add(r, DOCTOR_ERROR, "uplink",
+		add(r, DOCTOR_ERROR, "uplink", "uplink.cilium-bandwidth-manager",
 		    "%s: root qdisc %s set by Cilium's bandwidth manager, which owns the uplink's queues and the "
 		    "kubernetes.io/egress-bandwidth annotation: aiqos would replace its tree and both would fight",
 		    u.ifname, root.kind);
 		fix(r, "disable it (helm upgrade cilium --set bandwidthManager.enabled=false, then restart the Cilium "
-		       "agents) or do not run aiqos on these nodes (the chart's nodeSelector); docs/coexistence.md");
+		       "agents) or do not run aiqos on these nodes (the chart's nodeSelector); "
+		       "docs/operations/coexistence.md");
 		return;
 	}
 	if (cilium)
-		add(r, DOCTOR_INFO, "uplink",
-		    "Cilium: keep its bandwidth manager off (cilium status | grep BandwidthManager: Disabled); "
+		add(r, DOCTOR_INFO, "uplink", "uplink.cilium",
+		    "Cilium: keep its bandwidth manager off (kubectl -n kube-system exec ds/cilium -- cilium-dbg "
+		    "status "
+		    "| grep BandwidthManager: Disabled); "
 		    "aiqos's u32 filters run alongside Cilium's BPF programs on %s",
 		    u.ifname);
 	if (root.handle == 0) {
-		add(r, DOCTOR_OK, "uplink", "%s (%s%s): root qdisc %s, the kernel's default", u.ifname,
-		    u.kind[0] ? u.kind : "device", u.facts.is_virtual ? ", virtual" : "", root.kind);
+		add(r, DOCTOR_OK, "uplink", "uplink.root-default", "%s (%s%s): root qdisc %s, the kernel's default",
+		    u.ifname, u.kind[0] ? u.kind : "device", u.facts.is_virtual ? ", virtual" : "", root.kind);
 	} else if (ours) {
-		add(r, DOCTOR_OK, "uplink", "%s: root qdisc %s %x: set by aiqos (original recorded in %s)", u.ifname,
-		    root.kind, root.handle >> 16, rec);
+		add(r, DOCTOR_OK, "uplink", "uplink.root-aiqos",
+		    "%s: root qdisc %s %x: set by aiqos (original recorded in %s)", u.ifname, root.kind,
+		    root.handle >> 16, rec);
+	} else if (uplink_record_capture(sk, u.ifindex, u.ifname, &captured, &e) == -EEXIST) {
+		add(r, DOCTOR_WARN, "uplink", "uplink.foreign-tree",
+		    "%s: a foreign qdisc tree (root %s %x:) set by someone else, which aiqos cannot re-create: aiqos "
+		    "leaves it alone and does not shape this uplink (UplinkForeignTree): %s",
+		    u.ifname, root.kind, root.handle >> 16, e.msg);
+		fix(r,
+		    "remove the other tree (tc qdisc del dev %s root) and stop whatever installs it, if aiqos is to "
+		    "shape %s; or point \"uplink\" at another device",
+		    u.ifname, u.ifname);
 	} else {
-		add(r, DOCTOR_WARN, "uplink",
-		    "%s: a foreign qdisc tree (root %s %x:) set by someone else: aiqos records it, replaces it while "
-		    "it shapes and puts it back when idle or uninstalled; another tool that re-applies it will fight",
+		add(r, DOCTOR_WARN, "uplink", "uplink.foreign-root",
+		    "%s: a root qdisc %s %x: set by someone else: aiqos records it, replaces it while it shapes and "
+		    "puts it back when idle or uninstalled; another tool that re-applies it will fight",
 		    u.ifname, root.kind, root.handle >> 16);
 		fix(r,
 		    "stop the other shaper on %s (tc scripts, traffic-control daemons), or point \"uplink\" at "
@@ -422,13 +553,14 @@ void doctor_print_text(const struct doctor_report *r, FILE *out)
 			fprintf(out, "%s\n", f->section);
 			last = f->section;
 		}
-		fprintf(out, "  %-5s %s\n", doctor_level_name(f->level), f->text);
+		fprintf(out, "  %-5s %s  [%s]\n", doctor_level_name(f->level), f->text, f->id);
 		if (f->fix[0])
-			fprintf(out, "        way out: %s\n", f->fix);
+			fprintf(out, "        fix: %s\n", f->fix);
 		warn += f->level == DOCTOR_WARN;
 		errs += f->level == DOCTOR_ERROR;
 	}
-	fprintf(out, "%u warnings, %u errors (exit %d)\n", warn, errs, doctor_exit_code(r));
+	fprintf(out, "%u warning%s, %u error%s (exit %d)\n", warn, warn == 1 ? "" : "s", errs, errs == 1 ? "" : "s",
+	        doctor_exit_code(r));
 }
 
 char *doctor_json(const struct doctor_report *r)
@@ -442,7 +574,7 @@ char *doctor_json(const struct doctor_report *r)
 		const struct doctor_finding *f = &r->f[i];
 		cJSON *j = cJSON_CreateObject();
 
-		if (!j || !cJSON_AddItemToArray(arr, j) ||
+		if (!j || !cJSON_AddItemToArray(arr, j) || !cJSON_AddStringToObject(j, "id", f->id) ||
 		    !cJSON_AddStringToObject(j, "level", doctor_level_name(f->level)) ||
 		    !cJSON_AddStringToObject(j, "section", f->section) ||
 		    !cJSON_AddStringToObject(j, "text", f->text) || !cJSON_AddStringToObject(j, "fix", f->fix))

@@ -4,8 +4,10 @@
  * a throwaway network namespace by the real applier); the primary CNI and
  * its chain; shapers that would fight aiqos (Cilium's bandwidth manager, the
  * bandwidth plugin already in the chain) and foreign qdisc trees on the
- * uplink, each with the way out. Exit code for scripts: 0 ok, 1 warnings,
- * 2 errors. */
+ * uplink, each with a stable id and its fix. A missing kernel feature is one
+ * finding in the "kernel" section (with its module and CONFIG_ option),
+ * however many profiles fall back for it. Exit code for scripts: 0 ok,
+ * 1 errors, 3 warnings only (aiqosctl's codes: 2 is a usage error). */
 #ifndef AIQOS_AGENT_DOCTOR_H
 #define AIQOS_AGENT_DOCTOR_H
 
@@ -26,11 +28,16 @@ enum doctor_level {
 	_DOCTOR_LEVEL_MAX,
 };
 
+#define DOCTOR_EXIT_OK       0
+#define DOCTOR_EXIT_ERRORS   1
+#define DOCTOR_EXIT_WARNINGS 3
+
 struct doctor_finding {
 	enum doctor_level level;
+	char id[64];       /* stable: "kernel.missing.sch_fq_codel", "cni.bandwidth-plugin" */
 	char section[112]; /* "kernel", "profile inference", "cni", "uplink" */
 	char text[DOCTOR_TEXT_MAX];
-	char fix[DOCTOR_FIX_MAX]; /* the way out, "" if none */
+	char fix[DOCTOR_FIX_MAX]; /* what to do; set on every warning and error, "" on ok/info */
 };
 
 struct doctor_report {
@@ -52,7 +59,7 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *ret);
 int doctor_exit_code(const struct doctor_report *r);
 const char *doctor_level_name(enum doctor_level l);
 void doctor_print_text(const struct doctor_report *r, FILE *out);
-/* malloc'd JSON text {"findings":[{level,section,text,fix}],"exitCode":N}; NULL on ENOMEM */
+/* malloc'd JSON text {"findings":[{id,level,section,text,fix}],"exitCode":N}; NULL on ENOMEM */
 char *doctor_json(const struct doctor_report *r);
 
 #endif

@@ -241,7 +241,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *ud)
 		ag->ready = true;
 		sd_notifyf(0, "READY=1\nSTATUS=mode %s on %s", node_mode_name(ag->mode.mode),
 		           ag->up.ifname[0] ? ag->up.ifname : "-");
-		log_msg(LOG_LVL_INFO, "ready", "pods", ag->pods.n ? "known" : "none", "mode",
+		log_msg(LOG_LVL_INFO, "ready", "pods", LOG_FMT("%zu", (size_t)ag->pods.n), "mode",
 		        node_mode_name(ag->mode.mode), "uplink", ag->up.ifname, (char *)NULL);
 		if (ag->opt.once)
 			sd_event_exit(ag->loop, 0);
@@ -271,7 +271,8 @@ static void kube_list_pod(void *ud, const struct kube_pod *pod)
 	if (!pod_is_ours(ag, pod))
 		return;
 	if (!pod_cache_api_upsert(&ag->pods, pod, &ag->profiles, &changed))
-		log_msg(LOG_LVL_ERROR, "out of memory caching a pod", "pod", pod->name, (char *)NULL);
+		log_msg(LOG_LVL_ERROR, "out of memory caching a pod", "pod",
+		        LOG_FMT("%s/%s", pod->namespace_, pod->name), (char *)NULL);
 }
 
 static void kube_list_end(void *ud)
@@ -281,8 +282,8 @@ static void kube_list_end(void *ud)
 	bool first = !ag->api_listed;
 
 	ag->api_listed = true;
-	log_msg(first ? LOG_LVL_INFO : LOG_LVL_DEBUG, first ? "pods listed" : "pods relisted", "gone",
-	        dropped ? "some" : "none", (char *)NULL);
+	log_msg(first ? LOG_LVL_INFO : LOG_LVL_DEBUG, first ? "pods listed" : "pods relisted", "pods",
+	        LOG_FMT("%zu", (size_t)ag->pods.n), "gone", LOG_FMT("%u", dropped), (char *)NULL);
 	if (first)
 		sched_kick_now(&ag->sched, agent_now_ms());
 	else
@@ -304,7 +305,8 @@ static void kube_watch_event(void *ud, enum kube_event_type type, const struct k
 			break;
 		}
 		if (!pod_cache_api_upsert(&ag->pods, pod, &ag->profiles, &changed))
-			log_msg(LOG_LVL_ERROR, "out of memory caching a pod", "pod", pod->name, (char *)NULL);
+			log_msg(LOG_LVL_ERROR, "out of memory caching a pod", "pod",
+			        LOG_FMT("%s/%s", pod->namespace_, pod->name), (char *)NULL);
 		break;
 	case KUBE_EVENT_DELETED:
 		changed = pod_cache_api_delete(&ag->pods, pod->uid) ? POD_CHANGED_NODE : 0;
@@ -786,7 +788,7 @@ int agent_run(struct agent *ag)
 
 		if (ag->metrics)
 			snprintf(port, sizeof(port), "%u", (unsigned)metrics_server_port(ag->metrics));
-		log_msg(LOG_LVL_INFO, "started", "version", AIQOS_VERSION, "node", ag->node_name, "socket",
+		log_msg(LOG_LVL_INFO, "started", "version", aiqos_version(), "node", ag->node_name, "socket",
 		        ag->opt.socket_path, "state_dir", ag->state_dir, "config", ag->config_path, "metrics",
 		        ag->opt.metrics_addr ? ag->opt.metrics_addr : "", "metrics_port", port, (char *)NULL);
 	}

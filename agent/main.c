@@ -214,7 +214,7 @@ static int parse(int argc, char **argv, struct cmdline *c)
 			usage(stdout);
 			return EXIT_SUCCESS;
 		case OPT_VERSION:
-			printf("%s %s\n", AGENT_PROGRAM, AIQOS_VERSION);
+			printf("%s %s\n", AGENT_PROGRAM, aiqos_version());
 			return EXIT_SUCCESS;
 		default:
 			fprintf(stderr, "Try '%s --help'.\n", AGENT_PROGRAM);
@@ -258,12 +258,12 @@ static void install_doctor(const struct cmdline *c)
 		return;
 	doctor_run(&d, r);
 	for (unsigned i = 0; i < r->n; i++)
-		log_msg(lvl[r->f[i].level], "doctor", "severity", doctor_level_name(r->f[i].level), "section",
-		        r->f[i].section, "finding", r->f[i].text, "fix", r->f[i].fix, (char *)NULL);
+		log_msg(lvl[r->f[i].level], "doctor", "id", r->f[i].id, "severity", doctor_level_name(r->f[i].level),
+		        "section", r->f[i].section, "finding", r->f[i].text, "fix", r->f[i].fix, (char *)NULL);
 	log_msg(LOG_LVL_INFO, "doctor done", "exit",
-	        doctor_exit_code(r) == 0   ? "0"
-	        : doctor_exit_code(r) == 1 ? "1"
-	                                   : "2",
+	        doctor_exit_code(r) == DOCTOR_EXIT_OK       ? "0"
+	        : doctor_exit_code(r) == DOCTOR_EXIT_ERRORS ? "1"
+	                                                    : "3",
 	        (char *)NULL);
 	free(r);
 }

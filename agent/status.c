@@ -281,7 +281,8 @@ cJSON *agent_status_json(struct agent *ag)
 	if (!o)
 		return NULL;
 	cJSON_AddStringToObject(o, "node", ag->node_name);
-	cJSON_AddStringToObject(o, "version", AIQOS_VERSION);
+	cJSON_AddStringToObject(o, "version", aiqos_version());
+	cJSON_AddStringToObject(o, "commit", aiqos_commit());
 	cJSON_AddStringToObject(o, "mode", node_mode_name(ag->mode.mode));
 	cJSON_AddNumberToObject(o, "modeSince", (double)ag->mode_since_unix);
 	up = uplink_json(ag);

@@ -1,8 +1,10 @@
 /* main.c — the `aiqos` executable: collects the CNI_* environment and hands
  * it with stdin/stdout to cni_run() (run.c). Nothing else lives here, so the
  * unit tests link every other cni/ object and drive cni_run() directly. */
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "../agent/version.h"
 #include "cni.h"
 
 int main(void)
@@ -21,6 +23,16 @@ int main(void)
 	 * reading /etc/localtime for them. A given stdout buffer spares stdio
 	 * the fstat/isatty probe (cni_run flushes what it prints); stdin is
 	 * read in large blocks straight into the request buffer. */
+	/* run by hand (no CNI_* variable at all): say what this is, as the
+	 * reference plugins do, instead of a CNI error document; a runtime that
+	 * sets the others but no CNI_COMMAND still gets error 4 */
+	if (!env.command && !env.container_id && !env.netns && !env.ifname && !env.path) {
+		fprintf(stderr,
+		        "aiqos CNI plugin %s (CNI 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0): a chained plugin the "
+		        "container runtime runs with CNI_COMMAND set; aiqos-agent install chains it\n",
+		        AIQOS_VERSION);
+		return 0;
+	}
 	setenv("TZ", ":", 1);
 	setvbuf(stdout, out_buf, _IOFBF, sizeof(out_buf));
 	setvbuf(stdin, NULL, _IONBF, 0);

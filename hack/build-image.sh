@@ -17,7 +17,7 @@
 # agent/version.h, the tag manifests/ and the Helm chart use), --out
 # build/image/aiqos.oci.tar. The version is also the config's
 # org.opencontainers.image.version label. Pushing it to a registry:
-# docs/upgrade.md ("Publishing an image").
+# docs/operations/upgrade.md ("Publishing an image").
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -101,6 +101,16 @@ static bool enoent_means_missing_feature(const struct tc_spec *s)
 	return false;
 }
 
+/* The kernel's own words for "this kind is not here" (extack of sch_api,
+ * cls_api and act_api): a qdisc kind, a classifier or an action module. Any
+ * other ENOENT (a device or namespace gone meanwhile, a missing parent) is
+ * not a missing feature. */
+bool apply_extack_says_unknown(const char *msg)
+{
+	return msg && (strstr(msg, "kind is unknown") || strstr(msg, "TC classifier not found") ||
+	               strstr(msg, "Failed to load TC action module"));
+}
+
 /* Does this refusal mean "the kernel lacks a feature the alternative uses"? */
 static bool tc_refusal_is_missing_feature(const struct tc_spec *s, int errnum)
 {
@@ -291,6 +301,7 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 	bool tried[PLAN_ALT_MAX] = {false};
 	bool unknown_kind[PLAN_ALT_MAX] = {false}; /* the kernel said so (extack) */
 
+	it->unknown = false;
 	if (it->dev == DEV_HOST && t->host_ifindex <= 0) {
 		/* no host-side veth (a macvlan/ipvlan primary): nothing to
 		 * shape ingress on; skipped, with that reason */
@@ -312,16 +323,23 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 
 		if (known) {
 			it->err = known; /* known missing: not tried, no syscall */
+			if (i == 0)
+				it->unknown = true;
 			continue;
 		}
 		r = tc_put(run, sk, ifindex, it->dev, s, &e);
 		if (r == 0) {
 			it->chosen = (int)i;
 			it->status = i == 0 ? ITEM_APPLIED : ITEM_DEGRADED;
-			/* what refused before this success is a missing feature for sure */
+			/* what refused before this success is a missing feature for sure
+			 * (the device and parent took this one) */
 			for (unsigned j = 0; j < i; j++)
-				if (tried[j])
+				if (tried[j]) {
 					caps_mark_refused(caps, &it->tc[j], s, refused_errno[j]);
+					if (j == 0 && (s->kind != it->tc[0].kind ||
+					               spec_uses_pedit(s) != spec_uses_pedit(&it->tc[0])))
+						it->unknown = true;
+				}
 			return 0;
 		}
 		if (!tc_refusal_is_missing_feature(s, -r)) {
@@ -336,17 +354,24 @@ static int apply_tc_item(struct apply_run *run, struct plan_item *it, const stru
 		it->err = -r;
 		tried[i] = true;
 		refused_errno[i] = -r;
-		unknown_kind[i] = r == -ENOENT && strstr(e.msg, "kind is unknown");
+		unknown_kind[i] = apply_extack_says_unknown(e.msg);
+		if (i == 0)
+			it->unknown = unknown_kind[0];
 	}
 	/* Nothing accepted. Learn only what is unambiguous (it is kept for the
-	 * later runs of this boot, caps.h): ENOENT or EOPNOTSUPP where no
-	 * parent can explain it — below a class, ENOENT is also a missing
-	 * class and EOPNOTSUPP a classless parent ("not classful"). */
+	 * later runs of this boot, caps.h): the kernel said the kind is
+	 * unknown, or EOPNOTSUPP where no parent can explain it — below a
+	 * class, EOPNOTSUPP is a classless parent ("not classful"). A bare
+	 * ENOENT is not learnt: a device or netns that went away meanwhile
+	 * answers the same. */
 	for (unsigned j = 0; j < it->n_alt; j++)
 		if (tried[j] &&
 		    (refused_errno[j] == EOPNOTSUPP || refused_errno[j] == ENOTSUP || refused_errno[j] == ENOENT) &&
-		    (enoent_means_missing_feature(&it->tc[j]) || unknown_kind[j]))
+		    (unknown_kind[j] || (refused_errno[j] != ENOENT && enoent_means_missing_feature(&it->tc[j])))) {
 			caps_mark_refused(caps, &it->tc[j], NULL, refused_errno[j]);
+			if (j == 0)
+				it->unknown = true; /* learnt missing: reported so */
+		}
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;
 	return 0;

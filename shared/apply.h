@@ -66,6 +66,10 @@ int observe_plan(const struct plan *p, const struct apply_target *t, struct obse
 /* true when errno means "this kernel lacks the feature" (fall back) rather
  * than a real failure. */
 bool apply_errno_is_missing_feature(int errnum);
+/* Does the kernel's extack say the kind, classifier or action is unknown
+ * ("Specified qdisc kind is unknown", "TC classifier not found", "Failed to
+ * load TC action module")? Only that answer is a missing feature for sure. */
+bool apply_extack_says_unknown(const char *msg);
 
 /* Undo one item: delete the object its effective alternative put in the
  * kernel (u32 filters are found by their hash:node), or put a sysctl's

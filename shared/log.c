@@ -160,6 +160,19 @@ static void put_timestamp(struct line *l)
 	put_str(l, buf);
 }
 
+const char *log_fmt(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!buf || size == 0)
+		return "";
+	va_start(ap, fmt);
+	if (vsnprintf(buf, size, fmt, ap) < 0)
+		buf[0] = '\0';
+	va_end(ap);
+	return buf;
+}
+
 void log_msg(enum log_level level, const char *msg, ...)
 {
 	struct line l = {.len = 0, .truncated = false};

@@ -13,6 +13,16 @@ void log_setup(const char *program, enum log_level level, FILE *out);
 /* log_msg(LOG_LVL_INFO, "tuned", "pod", "ns/name", "class", "inference", NULL):
  * key/value string pairs terminated by NULL; values are quoted as needed. */
 void log_msg(enum log_level level, const char *msg, ...) __attribute__((sentinel));
+
+/* The formatting path of log_msg's values: a number is logged as a number
+ * (pods=3 speed_bps=10000000000), never replaced by a word. LOG_FMT("%u", n)
+ * is the formatted text in a buffer that lives until the end of the
+ * enclosing block, so it can be passed straight to log_msg:
+ *   log_msg(LOG_LVL_INFO, "ready", "pods", LOG_FMT("%zu", n), NULL);
+ * A value longer than LOG_VALUE_MAX - 1 bytes is cut. */
+#define LOG_VALUE_MAX 384
+const char *log_fmt(char *buf, size_t size, const char *fmt, ...) _printf_(3, 4);
+#define LOG_FMT(...) log_fmt((char[LOG_VALUE_MAX]){0}, LOG_VALUE_MAX, __VA_ARGS__)
 bool log_enabled(enum log_level level);
 
 /* A failpoint of a program (failpoint.h): logged at warn ("test failpoint

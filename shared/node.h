@@ -130,7 +130,7 @@
  *
  * EDT (plan_node_mq.c). Shaping configured (uplinkRate) on a device with
  * several tx queues, where fq, mq, clsact and bpf are not known missing: no
- * HTB (one lock, and its per-packet class work: docs/line-rate.md). `mq`
+ * HTB (one lock, and its per-packet class work: docs/lab/line-rate.md). `mq`
  * with fq on every queue, and the CLASSIFIER below with its EDT map
  * (bpf_cls.h) at Rp: it stamps each packet's departure time from one
  * shared link clock, fq holds it until then. Inference is stamped on its
@@ -149,7 +149,7 @@
  * GATED HTB (SHAPE_HTB_IFB). Shaping configured on a device with several tx
  * queues where EDT is not usable (no fq: the CI kernel) but htb, clsact,
  * bpf and u32 are: HTB at the root would put every queue behind one lock at
- * every rate (0.8 of the default's goodput at line rate, docs/line-rate.md).
+ * every rate (0.8 of the default's goodput at line rate, docs/lab/line-rate.md).
  * The root stays as it is (noqueue, or the mq tree); the HTB tree of SHAPE_HTB
  * lives on the ifb PLAN_IFB_UP_NAME (created, recorded and removed by the
  * agent) and the uplink's clsact egress hook carries, in order:

@@ -74,8 +74,12 @@ struct plan_item {
 	char val[PLAN_ALT_MAX][SYSCTL_VAL_MAX]; /* ITEM_SYSCTL alternatives */
 	/* effective (filled by the applier, or from state) */
 	enum item_status status;
-	int chosen;                /* index of the applied alternative, -1 = none */
-	int err;                   /* errno of the last refused alternative (why degraded/skipped) */
+	int chosen; /* index of the applied alternative, -1 = none */
+	int err;    /* errno of the last refused alternative (why degraded/skipped) */
+	/* the kernel said the first alternative's kind, classifier or action is
+	 * unknown (its extack; or the capability was learnt missing so): only
+	 * then is err reported as a missing feature (reason.h) */
+	bool unknown;
 	char prev[SYSCTL_VAL_MAX]; /* ITEM_SYSCTL: the value before aiqos wrote it ("" = unknown) */
 };
 

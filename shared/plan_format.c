@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "apply.h"
 #include "plan.h"
 #include "reason.h"
 
@@ -407,6 +408,8 @@ cJSON *plan_choices_to_json(const struct plan *p)
 			return NULL;
 		if (it->err && !cJSON_AddStringToObject(o, "errText", strerror(it->err)))
 			return NULL;
+		if (it->err && !cJSON_AddBoolToObject(o, "unknown", it->unknown))
+			return NULL;
 		if (it->type == ITEM_SYSCTL && it->prev[0] && !cJSON_AddStringToObject(o, "prev", it->prev))
 			return NULL;
 	}
@@ -439,6 +442,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 	struct choice {
 		enum item_status status;
 		int chosen, err;
+		bool unknown;
 		bool set;
 		char prev[SYSCTL_VAL_MAX];
 	};
@@ -526,6 +530,12 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		next[k].status = s;
 		next[k].chosen = chosen;
 		next[k].err = e;
+		/* records from before "unknown" was written: the errno alone, as
+		 * then */
+		{
+			const cJSON *un = cJSON_GetObjectItemCaseSensitive(c, "unknown");
+			next[k].unknown = un ? cJSON_IsTrue(un) : apply_errno_is_missing_feature(e);
+		}
 		next[k].set = true;
 		if (pv && (!cJSON_IsString(pv) || !pv->valuestring ||
 		           str_copy(next[k].prev, sizeof(next[k].prev), pv->valuestring) < 0))
@@ -541,6 +551,7 @@ int plan_choices_from_json(struct plan *p, const struct cJSON *choices, struct e
 		p->items[k].status = next[k].status;
 		p->items[k].chosen = next[k].chosen;
 		p->items[k].err = next[k].err;
+		p->items[k].unknown = next[k].unknown;
 		memcpy(p->items[k].prev, next[k].prev, sizeof(p->items[k].prev));
 	}
 	return 0;

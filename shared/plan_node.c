@@ -1428,6 +1428,7 @@ int node_plan_carry_effective(struct plan *new_, const struct plan *old)
 		it->status = o->status;
 		it->chosen = o->chosen;
 		it->err = o->err;
+		it->unknown = o->unknown;
 		carried++;
 	}
 	return carried;

@@ -90,8 +90,13 @@ static const char *reason_tc(const struct plan_item *it, char *buf, size_t size)
 		if (got && got->kind == want->kind && spec_uses_pedit(got) == spec_uses_pedit(want))
 			snprintf(buf, size, "kernel refused these %s parameters (an option newer than this kernel)",
 			         kind_name(want->kind));
-		else
+		else if (it->unknown)
 			snprintf(buf, size, "kernel lacks %s", reason_tc_feature(want, f, sizeof(f)));
+		else /* ENOENT without "unknown": a device or netns gone, a parent missing */
+			snprintf(buf, size,
+			         "the kernel refused to add the %s %s on the %s side: %s (not a missing feature)",
+			         kind_name(want->kind), kind_object(want->kind), plan_dev_name(it->dev) ?: "?",
+			         strerror(it->err));
 	} else
 		snprintf(buf, size, "the kernel refused %s: %s", kind_name(want->kind), strerror(it->err));
 	return buf;

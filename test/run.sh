@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/run.sh [--only unit|lint|integration|unit-asan|integration-asan|fuzz|k8s|helm|image|kernel|e2e] BUILD_DIR
+# test/run.sh [--only unit|lint|integration|unit-asan|integration-asan|fuzz|k8s|helm|docs|image|kernel|e2e] BUILD_DIR
 # Runs every suite of `make test` and ends with one line
 # "N passed, N failed, N skipped" summing them. Exit 1 if anything failed.
 # Under CI=true a skipped test counts as failed (strict mode): CI must
@@ -48,6 +48,7 @@ if [ -z "$only" ] || [ "$only" = unit ]; then
 		run_suite "unit: $(basename "$t")" "$t"
 	done
 	run_suite "unit: library-silent" bash "$top/test/library-silent.sh" "$build"
+	run_suite "unit: log-calls" python3 "$top/test/log-calls.py" "$top"
 fi
 
 # make lint (clang-format, cppcheck, clang-tidy over every C file; the
@@ -117,6 +118,15 @@ if [ -z "$only" ] || [ "$only" = helm ]; then
 	# shellcheck disable=SC2016 # $1 expands in the inner shell
 	run_suite "helm" env AIQOS_BUILD="$build" bash -c '"$1/hack/build-helm.sh" && "$1/hack/build-k8s.sh" &&
 		exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$1/test/helm"' _ "$top"
+fi
+
+# The docs (test/docs): links resolve, the config reference is the agent's
+# table, README's quickstart/install/verify commands are checked (helm and
+# kubectl as the helm suite builds them).
+if [ -z "$only" ] || [ "$only" = docs ]; then
+	# shellcheck disable=SC2016 # $1 expands in the inner shell
+	run_suite "docs" env AIQOS_BUILD="$build" bash -c '"$1/hack/build-helm.sh" && "$1/hack/build-k8s.sh" &&
+		exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$1/test/docs"' _ "$top"
 fi
 
 # The OCI image of hack/build-image.sh, read back (test/image).

@@ -13,11 +13,26 @@
 #include "json.h"
 #include "util.h"
 
-#define PROG            "aiqosctl"
+#define PROG "aiqosctl"
+/* The exit status of every command (the usage of main.c says so): 0 ok; 1 a failure (the agent unreachable, not
+ * connected or not ready, a node with errors, bad input); 2 a usage error
+ * (unknown command or option, a bad flag value); 3 warnings only (doctor). */
 #define EXIT_OK         0
 #define EXIT_ERR        1
 #define EXIT_USAGE      2
+#define EXIT_WARN       3
 #define CALL_TIMEOUT_MS 5000
+
+/* -o/--output: every command prints text, JSON or YAML; plan adds tc. */
+enum ctl_output { CTL_OUT_TEXT, CTL_OUT_JSON, CTL_OUT_YAML, CTL_OUT_TC };
+
+/* The flags accepted anywhere on the line (main.c takes them out of argv
+ * before the command parses its own): --socket PATH and -o/--output FMT. */
+struct ctl_global {
+	const char *socket;
+	const char *output; /* NULL = the command's default (text) */
+};
+extern struct ctl_global ctl_global;
 
 /* cJSON_ArrayForEach evaluates its array twice (gcc sees a NULL dereference
  * when that is a call): iterate from the first child once. */
@@ -32,21 +47,25 @@ struct proto_request;
 /* The command line of one command (crun's CLI: a file per command, the
  * option handling shared): the name that prefixes its messages ("status";
  * NULL for aiqosctl's own options before the command), its usage, its long
- * options (NULL = ctl_common_options). -h/--help and, where the table has
- * it, --json ('j') are handled here, as are unknown options and missing
- * values. */
+ * options (NULL = ctl_common_options). -h/--help, -o/--output FMT, --json
+ * (-o json) and, where verbose_ok, -v/--verbose are handled here, as are
+ * unknown options and missing values. */
 struct ctl_cmd {
 	const char *name;
 	const char *usage;
 	const struct option *opts;
-	bool json; /* --json was given */
-	int exit;  /* the exit status when ctl_getopt() returned CTL_OPT_EXIT */
+	bool tc_output;      /* -o tc is one of its formats (plan) */
+	bool verbose_ok;     /* -v/--verbose is one of its options (status) */
+	enum ctl_output out; /* -o FMT, --json (= -o json), plan's --format */
+	bool verbose;        /* -v/--verbose */
+	int exit;            /* the exit status when ctl_getopt() returned CTL_OPT_EXIT */
 	bool started;
 };
 
 #define CTL_OPT_EXIT (-2)
 
-/* --json and --help, the options of a command that has no others. */
+/* --json, -o/--output and --help, the options of a command that has no
+ * others. */
 extern const struct option ctl_common_options[];
 
 /* The next option of cmd's command line: its value for the command to
@@ -65,8 +84,17 @@ int ctl_args_max(const struct ctl_cmd *cmd, int argc, char **argv, int max);
 /* The index of value among names (NULL-terminated), or -1 with cmd->exit
  * the usage error "NAME: OPT 'value': expected a, b or c". */
 int ctl_choice(struct ctl_cmd *cmd, const char *opt, const char *value, const char *const *names);
-/* A command's answer: resp as JSON with --json, else printed by print. */
+/* Set cmd->out from an output format's name ("text", "json", "yaml", "tc"
+ * where cmd->tc_output); what names the flag in the usage error. */
+int ctl_output_set(struct ctl_cmd *cmd, const char *what, const char *value);
+/* A command's answer: resp as JSON or YAML, else printed by print. */
 int ctl_output(const struct ctl_cmd *cmd, cJSON *resp, int (*print)(const cJSON *resp));
+/* Print a JSON document as YAML (block style; strings double-quoted, which
+ * is JSON's escaping and valid YAML). */
+int print_yaml(const cJSON *j);
+/* Take the global flags (struct ctl_global) out of argv wherever they are
+ * (before a "--"); argc is updated. EXIT_OK, else the usage error. */
+int ctl_global_take(int *argc, char **argv, const char *usage);
 
 /* Print "aiqosctl: <message>" on stderr; returns EXIT_ERR. */
 _printf_(1, 2) int fail(const char *fmt, ...);
@@ -100,7 +128,8 @@ void jrate(const cJSON *o, const char *k, char *buf, size_t size);
 int cmd_status(int argc, char **argv, const char *sock);
 int cmd_explain(int argc, char **argv, const char *sock);
 int cmd_plan(int argc, char **argv);
-/* Exit status 0 ok, 1 warnings, 2 errors or usage. */
+int cmd_version(int argc, char **argv, const char *sock);
+/* Exit status 0 ok, 1 errors, 2 usage, 3 warnings only. */
 int ctl_doctor(int argc, char **argv);
 
 #endif

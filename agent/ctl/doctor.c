@@ -10,13 +10,16 @@
 #include "netns.h"
 
 static const char usage[] = "Usage: aiqosctl doctor [--cni-conf-dir DIR] [--config FILE] [--uplink IFNAME]\n"
-                            "                       [--state-dir DIR] [--sysctl-dir DIR] [--no-kernel-probe] [--json]\n"
+                            "                       [--state-dir DIR] [--sysctl-dir DIR] [--no-kernel-probe]\n"
+                            "                       [-o text|json|yaml]\n"
                             "\n"
                             "Preflight of this node: per profile what the kernel applies and what falls back\n"
                             "(each profile's plan applied to the loopback device of a throwaway network\n"
                             "namespace, root), the primary CNI and its chain, shapers that would fight aiqos\n"
                             "(Cilium's bandwidth manager, the bandwidth plugin in the chain) and foreign\n"
-                            "qdisc trees on the uplink, each with the way out.\n"
+                            "qdisc trees on the uplink. Each missing kernel feature is listed once, in the\n"
+                            "kernel section, with its module and CONFIG_ option; every finding has a stable\n"
+                            "id and every warning and error its fix.\n"
                             "\n"
                             "  --cni-conf-dir DIR  the CNI config dir (default /etc/cni/net.d)\n"
                             "  --config FILE       agent config: uplink and profiles (default /etc/aiqos/config.json\n"
@@ -26,9 +29,11 @@ static const char usage[] = "Usage: aiqosctl doctor [--cni-conf-dir DIR] [--conf
                             "  --sysctl-dir DIR    where net.* sysctls are written (default /proc/sys; in the agent\n"
                             "                      container /host/proc/sys, as the agent's own flag)\n"
                             "  --no-kernel-probe   skip the kernel probe (no root needed)\n"
-                            "  --json              {\"findings\": [{level, section, text, fix}], \"exitCode\": N}\n"
+                            "  -o, --output F      text (default), json or yaml: {\"findings\": [{id, level, section,\n"
+                            "                      text, fix}], \"exitCode\": N}; --json = -o json\n"
                             "\n"
-                            "Exit status: 0 ok, 1 warnings, 2 errors (or a usage error).\n";
+                            "Exit status: 0 ok, 1 errors (or the config cannot be read), 2 usage error,\n"
+                            "3 warnings only.\n";
 
 int ctl_doctor(int argc, char **argv)
 {
@@ -40,6 +45,7 @@ int ctl_doctor(int argc, char **argv)
 	        {"sysctl-dir", required_argument, NULL, 'y'},
 	        {"no-kernel-probe", no_argument, NULL, 'n'},
 	        {"json", no_argument, NULL, 'j'},
+	        {"output", required_argument, NULL, 'o'},
 	        {"help", no_argument, NULL, 'h'},
 	        {0},
 	};
@@ -68,8 +74,7 @@ int ctl_doctor(int argc, char **argv)
 			break;
 		case 'y':
 			if (sysctl_set_root(optarg, &e) < 0) {
-				fprintf(stderr, "aiqosctl doctor: %s\n", e.msg);
-				return 2;
+				return usage_error(usage, "doctor: --sysctl-dir: %s", e.msg);
 			}
 			break;
 		case 'n':
@@ -85,10 +90,8 @@ int ctl_doctor(int argc, char **argv)
 	if (!config && access(AGENT_CONFIG_DEFAULT_PATH, F_OK) == 0)
 		config = AGENT_CONFIG_DEFAULT_PATH;
 	if (config) {
-		if (agent_config_load(config, &cfg, &e) < 0) {
-			fprintf(stderr, "aiqosctl doctor: %s\n", e.msg);
-			return 2;
-		}
+		if (agent_config_load(config, &cfg, &e) < 0)
+			return fail("doctor: %s", e.msg);
 	} else {
 		agent_config_defaults(&cfg);
 	}
@@ -97,19 +100,22 @@ int ctl_doctor(int argc, char **argv)
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		agent_config_done(&cfg);
-		fprintf(stderr, "aiqosctl doctor: out of memory\n");
-		return 2;
+		return fail("doctor: out of memory");
 	}
 	doctor_run(&o, r);
 	code = doctor_exit_code(r);
-	if (cmd.json) {
+	if (cmd.out != CTL_OUT_TEXT) {
 		char *s = doctor_json(r);
-		if (!s) {
-			code = 2;
+		_cleanup_json_ cJSON *j = s ? cJSON_Parse(s) : NULL;
+
+		free(s);
+		if (!j) {
+			code = EXIT_ERR;
 			fprintf(stderr, "aiqosctl doctor: out of memory\n");
+		} else if (cmd.out == CTL_OUT_YAML) {
+			print_yaml(j);
 		} else {
-			printf("%s\n", s);
-			free(s);
+			print_json(j);
 		}
 	} else {
 		doctor_print_text(r, stdout);

@@ -11,14 +11,15 @@
 #include "ctl/ctl.h"
 #include "proto.h"
 
-static const char usage_explain[] = "Usage: aiqosctl [--socket PATH] explain [--json] NAMESPACE/POD\n"
+static const char usage_explain[] = "Usage: aiqosctl [--socket PATH] explain [-o text|json|yaml] NAMESPACE/POD\n"
                                     "\n"
                                     "Ask the running agent why a pod is tuned the way it is: class and profile and\n"
                                     "where they come from, the pod's plan, what is in effect, what fell back and\n"
                                     "why, and its share of the node's uplink. POD alone means namespace default.\n"
                                     "\n"
-                                    "  --json      print the agent's JSON document\n"
-                                    "  -h, --help  this help\n";
+                                    "  -o, --output F  text (default), json or yaml (the agent's document);\n"
+                                    "                  --json = -o json\n"
+                                    "  -h, --help      this help\n";
 
 /* ---- explain ---- */
 

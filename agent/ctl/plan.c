@@ -18,40 +18,56 @@
 #include "plan.h"
 
 static const char usage_plan[] =
-        "Usage: aiqosctl plan --pods FILE [--config FILE] [--format text|tc|json]\n"
+        "Usage: aiqosctl plan --pods FILE [--config FILE] [-o text|tc|json|yaml]\n"
         "                     [--uplink-rate RATE] [--uplink IFNAME] [--link virtual|nic]\n"
+        "                     [--link-speed RATE] [--uplink-root queue|noqueue|mq] [--queues N]\n"
         "                     [--kernel full|ci]\n"
         "\n"
         "Dry run: print the exact per-pod plans (qdiscs, classes, filters, sysctls with\n"
         "their fallbacks) and the node mode and uplink plan for a set of pods, without\n"
         "the agent and without touching the kernel.\n"
         "\n"
-        "  --pods FILE      pods as JSON ('-' = stdin): {\"pods\": [{\"namespace\", \"name\",\n"
-        "                   \"uid\", \"annotations\": {..}, \"ips\": [..], \"gpus\": N,\n"
-        "                   \"hostNetwork\": false}]}, or a Pod or a PodList as printed by\n"
-        "                   `kubectl get pods -o json`\n"
-        "  --config FILE    agent config (default: the built-in defaults; /etc is not read)\n"
-        "  --format F       text (default), tc (shell commands) or json\n"
-        "  --uplink-rate R  the uplink's speed, tc syntax (e.g. 500mbit, 10gbit)\n"
-        "  --uplink IFNAME  the uplink's name (default: the config's, else eth0)\n"
-        "  --link KIND      virtual (default: veth/bridge; its speed is never a rate: shaped only\n"
-        "                   at a configured uplinkRate)\n"
-        "                   or nic (a physical NIC)\n"
-        "  --kernel K       full (default: every qdisc kind) or ci (no fq, fq_codel, prio,\n"
-        "                   pedit: the fallbacks of a minimal kernel)\n"
-        "  -h, --help       this help\n";
+        "  --pods FILE       pods as YAML or JSON ('-' = stdin; a directory: the Pods of its\n"
+        "                    .yaml/.yml/.json files): one or more Pod manifests\n"
+        "                    (`kubectl kustomize manifests/examples | aiqosctl plan --pods -`),\n"
+        "                    a PodList as printed by `kubectl get pods -o yaml|json`, or\n"
+        "                    {\"pods\": [{\"namespace\", \"name\", \"uid\", \"annotations\": {..},\n"
+        "                    \"ips\": [..], \"gpus\": N, \"hostNetwork\": false}]}\n"
+        "  --config FILE     agent config (default: the built-in defaults; /etc is not read)\n"
+        "  -o, --output F    text (default), tc (shell commands), json or yaml\n"
+        "                    (--format F and --json are the same)\n"
+        "  --uplink-rate R   the config's uplinkRate (what the agent shapes the uplink at),\n"
+        "                    tc syntax (500mbit, 10gbit); overrides the --config file's\n"
+        "  --uplink IFNAME   the uplink's name (default: the config's, else eth0)\n"
+        "  --link KIND       virtual (default: veth/bridge; its speed is never a rate: shaped\n"
+        "                    only at a configured uplinkRate) or nic (a physical NIC)\n"
+        "  --link-speed R    the speed the link reports (/sys/class/net/IF/speed), used as\n"
+        "                    the rate of a nic without uplinkRate\n"
+        "  --uplink-root K   the uplink's root qdisc before aiqos: queue (default: a queueing\n"
+        "                    root such as pfifo_fast or fq_codel), noqueue (veth, bond, VLAN:\n"
+        "                    kind's nodes; no tree without uplinkRate) or mq (a multi-queue\n"
+        "                    NIC, --queues N tx queues, default 4)\n"
+        "  --kernel K        full (default: every qdisc kind) or ci (no fq, fq_codel, prio,\n"
+        "                    pedit: the fallbacks of a minimal kernel)\n"
+        "  -h, --help        this help\n";
 
 /* ---- plan: computing ---- */
 
 enum link_kind { LINK_VIRTUAL, LINK_NIC };
+enum uplink_root { ROOT_QUEUE, ROOT_NOQUEUE, ROOT_MQ };
+
+#define PLAN_MQ_QUEUES_DEFAULT 4
+#define PLAN_MQ_QUEUES_MAX     4096
 
 struct plan_opts {
 	const char *pods_path;
-	const char *config_path; /* NULL = defaults */
-	enum plan_format fmt;
-	uint64_t uplink_rate_bps; /* 0 = unknown */
+	const char *config_path;  /* NULL = defaults */
+	uint64_t uplink_rate_bps; /* --uplink-rate: the config's uplinkRate, 0 = the config's */
+	uint64_t link_speed_bps;  /* --link-speed, 0 = unknown */
 	const char *uplink;       /* NULL = config's, else eth0 */
 	enum link_kind link;
+	enum uplink_root root;
+	unsigned queues; /* --queues with --uplink-root mq */
 	bool kernel_ci;
 };
 
@@ -125,6 +141,8 @@ static int plan_compute(struct plan_run *r)
 	} else {
 		agent_config_defaults(&r->cfg);
 	}
+	if (r->o.uplink_rate_bps) /* --uplink-rate is the config's key */
+		r->cfg.node.uplink_rate_bps = r->o.uplink_rate_bps;
 	caps_for(r->o.kernel_ci, &r->caps);
 
 	q = pods_load(r->o.pods_path, &r->doc, &r->pods);
@@ -171,9 +189,10 @@ static int plan_compute(struct plan_run *r)
 		str_copy(r->up.ifname, sizeof(r->up.ifname), r->cfg.node.uplink);
 	else
 		str_copy(r->up.ifname, sizeof(r->up.ifname), "eth0");
-	r->up.speed_bps = r->o.uplink_rate_bps;
-	r->up.is_virtual = r->o.link == LINK_VIRTUAL || r->o.uplink_rate_bps == 0;
-	r->up.tx_queues = 1;
+	r->up.speed_bps = r->o.link_speed_bps;
+	r->up.is_virtual = r->o.link == LINK_VIRTUAL || r->o.link_speed_bps == 0;
+	r->up.no_queue = r->o.root == ROOT_NOQUEUE;
+	r->up.tx_queues = r->o.root == ROOT_MQ ? r->o.queues : 1;
 	r->up.mtu = 1500;
 	{
 		struct node_counts counts;
@@ -239,14 +258,21 @@ static int node_print_plan(const struct plan_run *r, enum plan_format fmt)
 	return EXIT_OK;
 }
 
+/* Only a shaper at a rate (HTB, EDT, the gated HTB) gives training its
+ * floor; strict priority or no tree gives none. */
+static bool plan_floor_given(const struct node_plan_info *in)
+{
+	return in->shape == SHAPE_HTB || in->shape == SHAPE_EDT || in->shape == SHAPE_HTB_IFB;
+}
+
 static const char *rate_source(const struct plan_run *r)
 {
 	if (r->info.rate_configured)
 		return "uplinkRate in the config";
 	if (r->info.speed_untrusted)
-		return "--uplink-rate is a virtual link's speed, not a rate";
-	if (r->o.uplink_rate_bps)
-		return "--uplink-rate";
+		return "--link-speed: a virtual link's speed is not a rate; --uplink-rate sets uplinkRate";
+	if (r->o.link_speed_bps)
+		return "--link-speed";
 	return "unknown";
 }
 
@@ -341,12 +367,16 @@ static int plan_print_text(const struct plan_run *r)
 	share_text(r, shares, sizeof(shares));
 	if (shares[0])
 		printf("  shares (weights by %s): %s\n", node_weight_basis_name(in->shares.basis), shares);
-	if (in->mode == MODE_MIXED && in->shares.share_pm[CLASS_TRAINING]) {
+	if (in->mode == MODE_MIXED && in->shares.share_pm[CLASS_TRAINING] && plan_floor_given(in)) {
 		unsigned pm = in->shares.share_pm[CLASS_TRAINING];
 
 		printf("  training floor: %u.%u%% (trainingFloor %g moved by the %s); inference first (prio 0), "
 		       "training borrows what it leaves\n",
 		       pm / 10, pm % 10, r->cfg.node.training_floor, node_weight_basis_name(in->shares.basis));
+	} else if (in->mode == MODE_MIXED) {
+		printf("  training floor: none (%s; set uplinkRate for a floor)\n",
+		       in->shape == SHAPE_PRIO ? "strict priority: inference first, training gets what it leaves"
+		                               : "the uplink is not shaped");
 	}
 	if (in->down.planned) {
 		char dr[32], ds[32];
@@ -429,11 +459,10 @@ static cJSON *json_pod_add(cJSON *arr, const struct ctl_pod *p)
 	return o;
 }
 
-static int plan_print_json(const struct plan_run *r)
+static int plan_print_json(const struct plan_run *r, enum ctl_output out)
 {
 	const struct node_plan_info *in = &r->info;
 	_cleanup_json_ cJSON *root = cJSON_CreateObject();
-	_cleanup_free_ char *out = NULL;
 	cJSON *pods, *skipped, *node, *up, *shares, *items, *o;
 	bool ok = root != NULL;
 
@@ -495,6 +524,10 @@ static int plan_print_json(const struct plan_run *r)
 	up = ok ? cJSON_AddObjectToObject(node, "uplink") : NULL;
 	ok = ok && up && cJSON_AddStringToObject(up, "ifname", r->up.ifname) &&
 	     cJSON_AddStringToObject(up, "link", r->up.is_virtual ? "virtual" : "nic") &&
+	     cJSON_AddStringToObject(up, "root",
+	                             r->o.root == ROOT_NOQUEUE ? "noqueue"
+	                             : r->o.root == ROOT_MQ    ? "mq"
+	                                                       : "queue") &&
 	     cJSON_AddNumberToObject(up, "rateBps", (double)in->rate_bps) &&
 	     cJSON_AddStringToObject(up, "rateSource", rate_source(r)) &&
 	     cJSON_AddStringToObject(up, "shape", node_shape_name(in->shape)) &&
@@ -528,7 +561,9 @@ static int plan_print_json(const struct plan_run *r)
 		     cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", in->down.rcv_window_bytes);
 	}
 	ok = ok && cJSON_AddNumberToObject(up, "trainingFloor",
-	                                   in->mode == MODE_MIXED ? in->shares.share_pm[CLASS_TRAINING] / 1000.0 : 0);
+	                                   in->mode == MODE_MIXED && plan_floor_given(in)
+	                                           ? in->shares.share_pm[CLASS_TRAINING] / 1000.0
+	                                           : 0);
 	if (ok) {
 		const char *warn[NODE_WARN_MAX];
 		unsigned n = 0;
@@ -545,11 +580,9 @@ static int plan_print_json(const struct plan_run *r)
 		if (!ok)
 			cJSON_Delete(items);
 	}
-	out = ok ? cJSON_Print(root) : NULL;
-	if (!out)
+	if (!ok)
 		return fail("out of memory");
-	printf("%s\n", out);
-	return EXIT_OK;
+	return out == CTL_OUT_YAML ? print_yaml(root) : print_json(root);
 }
 
 int cmd_plan(int argc, char **argv)
@@ -558,20 +591,26 @@ int cmd_plan(int argc, char **argv)
 	        {"pods", required_argument, NULL, 'p'},
 	        {"config", required_argument, NULL, 'c'},
 	        {"format", required_argument, NULL, 'f'},
+	        {"output", required_argument, NULL, 'o'},
+	        {"json", no_argument, NULL, 'j'},
 	        {"uplink-rate", required_argument, NULL, 'r'},
+	        {"link-speed", required_argument, NULL, 'S'},
 	        {"uplink", required_argument, NULL, 'u'},
 	        {"link", required_argument, NULL, 'l'},
+	        {"uplink-root", required_argument, NULL, 'R'},
+	        {"queues", required_argument, NULL, 'Q'},
 	        {"kernel", required_argument, NULL, 'k'},
 	        {"help", no_argument, NULL, 'h'},
 	        {0},
 	};
-	struct ctl_cmd cmd = {.name = "plan", .usage = usage_plan, .opts = opts};
+	struct ctl_cmd cmd = {.name = "plan", .usage = usage_plan, .opts = opts, .tc_output = true};
+	const char *queues = NULL;
 	struct plan_run r;
 	struct error err = {0};
 	int c, k, q;
 
 	memset(&r, 0, sizeof(r));
-	r.o.fmt = PLAN_FMT_TEXT;
+	r.o.queues = PLAN_MQ_QUEUES_DEFAULT;
 	while ((c = ctl_getopt(&cmd, argc, argv)) != -1) {
 		switch (c) {
 		case 'p':
@@ -580,16 +619,38 @@ int cmd_plan(int argc, char **argv)
 		case 'c':
 			r.o.config_path = optarg;
 			break;
-		case 'f': /* in enum plan_format's order */
-			k = ctl_choice(&cmd, "--format", optarg, (const char *const[]){"text", "tc", "json", NULL});
-			if (k < 0)
+		case 'f':
+			if (ctl_output_set(&cmd, "--format", optarg) != EXIT_OK)
 				return cmd.exit;
-			r.o.fmt = (enum plan_format)k;
 			break;
 		case 'r':
 			if (agent_rate_parse_bps(optarg, &r.o.uplink_rate_bps, &err) < 0)
 				return usage_error(usage_plan, "plan: --uplink-rate: %s", err.msg);
 			break;
+		case 'S':
+			if (agent_rate_parse_bps(optarg, &r.o.link_speed_bps, &err) < 0)
+				return usage_error(usage_plan, "plan: --link-speed: %s", err.msg);
+			break;
+		case 'R': /* in enum uplink_root's order */
+			k = ctl_choice(&cmd, "--uplink-root", optarg,
+			               (const char *const[]){"queue", "noqueue", "mq", NULL});
+			if (k < 0)
+				return cmd.exit;
+			r.o.root = (enum uplink_root)k;
+			break;
+		case 'Q': {
+			char *end = NULL;
+			unsigned long n;
+
+			errno = 0;
+			n = strtoul(optarg, &end, 10);
+			if (errno || !end || *end || optarg[0] < '1' || optarg[0] > '9' || n > PLAN_MQ_QUEUES_MAX)
+				return usage_error(usage_plan, "plan: --queues '%s': expected a number from 1 to %d",
+				                   optarg, PLAN_MQ_QUEUES_MAX);
+			r.o.queues = (unsigned)n;
+			queues = optarg;
+			break;
+		}
 		case 'u': {
 			if (!ifname_valid(optarg))
 				return usage_error(usage_plan, "plan: --uplink '%s' is not an interface name", optarg);
@@ -617,14 +678,17 @@ int cmd_plan(int argc, char **argv)
 		return q;
 	if (!r.o.pods_path)
 		return usage_error(usage_plan, "plan: --pods FILE is required");
+	if (queues && r.o.root != ROOT_MQ)
+		return usage_error(usage_plan, "plan: --queues %s: only with --uplink-root mq", queues);
 	q = plan_compute(&r);
 	if (q == EXIT_OK) {
-		switch (r.o.fmt) {
-		case PLAN_FMT_TC:
+		switch (cmd.out) {
+		case CTL_OUT_TC:
 			q = plan_print_tc(&r);
 			break;
-		case PLAN_FMT_JSON:
-			q = plan_print_json(&r);
+		case CTL_OUT_JSON:
+		case CTL_OUT_YAML:
+			q = plan_print_json(&r, cmd.out);
 			break;
 		default:
 			q = plan_print_text(&r);

@@ -6,7 +6,9 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <time.h>
+#include <yaml.h>
 
 #include "ctl/ctl.h"
 #include "ctl/plan.h"
@@ -258,18 +260,152 @@ static int pods_from_kube(const char *path, cJSON *doc, struct ctl_pods *ret)
 	return EXIT_OK;
 }
 
-int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
-{
-	_cleanup_free_ char *text = NULL;
-	_cleanup_json_ cJSON *doc = NULL;
-	const char *end = NULL;
-	const cJSON *pods;
-	size_t len = 0;
-	int q;
+/* ---- YAML: a stream of documents as one JSON document ---- */
 
-	q = read_file(path, &text, &len);
+#define YAML_DEPTH_MAX 64
+
+/* A plain scalar as YAML 1.2's core schema reads it: null, true/false, an
+ * integer or a float; anything else, and every quoted scalar, a string. */
+static cJSON *yaml_scalar_json(const yaml_node_t *n)
+{
+	const char *v = (const char *)n->data.scalar.value;
+	char *end = NULL;
+	double d;
+
+	if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return cJSON_CreateString(v);
+	if (!v[0] || streq(v, "~") || streq(v, "null") || streq(v, "Null") || streq(v, "NULL"))
+		return cJSON_CreateNull();
+	if (streq(v, "true") || streq(v, "True") || streq(v, "TRUE"))
+		return cJSON_CreateTrue();
+	if (streq(v, "false") || streq(v, "False") || streq(v, "FALSE"))
+		return cJSON_CreateFalse();
+	if (strchr("+-.0123456789", v[0]) && !strchr(v, '_') && !strchr(v, 'x') && !strchr(v, 'o')) {
+		errno = 0;
+		d = strtod(v, &end);
+		if (!errno && end && !*end && !strchr(v, 'n') && !strchr(v, 'N') && !strchr(v, 'i') && !strchr(v, 'I'))
+			return cJSON_CreateNumber(d);
+	}
+	return cJSON_CreateString(v);
+}
+
+static cJSON *yaml_node_json(yaml_document_t *doc, yaml_node_t *n, unsigned depth)
+{
+	cJSON *o;
+
+	if (!n || depth > YAML_DEPTH_MAX)
+		return NULL;
+	switch (n->type) {
+	case YAML_SCALAR_NODE:
+		return yaml_scalar_json(n);
+	case YAML_SEQUENCE_NODE:
+		o = cJSON_CreateArray();
+		for (yaml_node_item_t *it = n->data.sequence.items.start; o && it < n->data.sequence.items.top; it++) {
+			cJSON *c = yaml_node_json(doc, yaml_document_get_node(doc, *it), depth + 1);
+
+			if (!c || !cJSON_AddItemToArray(o, c)) {
+				cJSON_Delete(c);
+				cJSON_Delete(o);
+				return NULL;
+			}
+		}
+		return o;
+	case YAML_MAPPING_NODE:
+		o = cJSON_CreateObject();
+		for (yaml_node_pair_t *p = n->data.mapping.pairs.start; o && p < n->data.mapping.pairs.top; p++) {
+			yaml_node_t *k = yaml_document_get_node(doc, p->key);
+			cJSON *c;
+
+			if (!k || k->type != YAML_SCALAR_NODE) {
+				cJSON_Delete(o);
+				return NULL;
+			}
+			c = yaml_node_json(doc, yaml_document_get_node(doc, p->value), depth + 1);
+			if (!c || !cJSON_AddItemToObject(o, (const char *)k->data.scalar.value, c)) {
+				cJSON_Delete(c);
+				cJSON_Delete(o);
+				return NULL;
+			}
+		}
+		return o;
+	default:
+		return NULL;
+	}
+}
+
+/* The YAML stream in text: one document as is, several (Pod manifests
+ * separated by "---", as kubectl kustomize prints them) as a List of
+ * their items; empty documents are left out. */
+static int yaml_load(const char *path, const char *text, size_t len, cJSON **ret)
+{
+	_cleanup_json_ cJSON *items = cJSON_CreateArray(), *list = NULL;
+	yaml_parser_t parser;
+	int q = EXIT_OK, n = 0;
+
+	if (!items || !yaml_parser_initialize(&parser))
+		return fail("out of memory");
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	for (;;) {
+		yaml_document_t doc;
+		yaml_node_t *root;
+		cJSON *j;
+
+		if (!yaml_parser_load(&parser, &doc)) {
+			q = fail("%s: not valid YAML (line %zu: %s)", path, parser.problem_mark.line + 1,
+			         parser.problem ? parser.problem : "?");
+			break;
+		}
+		root = yaml_document_get_root_node(&doc);
+		if (!root) {
+			yaml_document_delete(&doc);
+			break; /* the end of the stream */
+		}
+		if (root->type == YAML_SCALAR_NODE && !root->data.scalar.value[0]) {
+			yaml_document_delete(&doc);
+			continue;
+		}
+		j = yaml_node_json(&doc, root, 0);
+		yaml_document_delete(&doc);
+		if (!j) {
+			q = fail("%s: document %d: keys must be strings (and nesting at most %d deep)", path, n + 1,
+			         YAML_DEPTH_MAX);
+			break;
+		}
+		if (!cJSON_AddItemToArray(items, j)) {
+			cJSON_Delete(j);
+			q = fail("out of memory");
+			break;
+		}
+		n++;
+	}
+	yaml_parser_delete(&parser);
 	if (q != EXIT_OK)
 		return q;
+	if (n == 0)
+		return fail("%s: no YAML document", path);
+	if (n == 1) {
+		*ret = cJSON_DetachItemFromArray(items, 0);
+		return EXIT_OK;
+	}
+	list = cJSON_CreateObject();
+	if (!list || !cJSON_AddStringToObject(list, "apiVersion", "v1") ||
+	    !cJSON_AddStringToObject(list, "kind", "List"))
+		return fail("out of memory");
+	cJSON_AddItemToObject(list, "items", TAKE_PTR(items));
+	*ret = TAKE_PTR(list);
+	return EXIT_OK;
+}
+
+/* One file's text as one JSON document: JSON when it starts with '{' or
+ * '[', else YAML (kubectl's and the manifests' format; several documents
+ * become a List). */
+static int doc_parse(const char *path, const char *text, size_t len, cJSON **ret)
+{
+	const char *end = NULL, *first = text ? text + strspn(text, " \t\r\n") : "";
+	cJSON *doc;
+
+	if (*first != '{' && *first != '[')
+		return yaml_load(path, text, len, ret);
 	doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
 	if (!doc) {
 		size_t off = end && end >= text ? (size_t)(end - text) : 0;
@@ -278,9 +414,104 @@ int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
 			line += text[i] == '\n';
 		return fail("%s: not valid JSON (line %u, byte %zu)", path, line, off);
 	}
-	for (; end && end < text + len; end++)
-		if (!strchr(" \t\r\n", *end))
+	for (; end && text && end < text + len; end++)
+		if (!strchr(" \t\r\n", *end)) {
+			cJSON_Delete(doc);
 			return fail("%s: trailing data after the JSON document", path);
+		}
+	*ret = doc;
+	return EXIT_OK;
+}
+
+static bool kind_is(const cJSON *o, const char *kind)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "kind");
+	return cJSON_IsString(k) && streq(k->valuestring, kind);
+}
+
+/* Add doc's pods (a Pod, or the items of a List or PodList) to items;
+ * other kinds (a Kustomization next to the manifests) are left out. */
+static bool dir_doc_add(cJSON *items, cJSON *doc)
+{
+	cJSON *it;
+
+	if (kind_is(doc, "Pod"))
+		return cJSON_AddItemToArray(items, cJSON_Duplicate(doc, true));
+	if (!kind_is(doc, "List") && !kind_is(doc, "PodList"))
+		return true;
+	json_for_each(it, cJSON_GetObjectItemCaseSensitive(doc, "items"))
+	{
+		if (!dir_doc_add(items, it))
+			return false;
+	}
+	return true;
+}
+
+static int yaml_or_json_name(const struct dirent *d)
+{
+	size_t n = strlen(d->d_name);
+
+	return d->d_name[0] != '.' &&
+	       ((n > 5 && streq(d->d_name + n - 5, ".yaml")) || (n > 4 && streq(d->d_name + n - 4, ".yml")) ||
+	        (n > 5 && streq(d->d_name + n - 5, ".json")));
+}
+
+/* A directory (manifests/examples/): the Pods of its .yaml, .yml and .json
+ * files, in name order, as one List. */
+static int dir_load(const char *path, cJSON **ret)
+{
+	_cleanup_json_ cJSON *list = cJSON_CreateObject();
+	struct dirent **names = NULL;
+	cJSON *items = list ? cJSON_AddArrayToObject(list, "items") : NULL;
+	int n, q = EXIT_OK;
+
+	if (!items || !cJSON_AddStringToObject(list, "kind", "List"))
+		return fail("out of memory");
+	n = scandir(path, &names, yaml_or_json_name, alphasort);
+	if (n < 0)
+		return fail("cannot read pods directory %s: %s", path, strerror(errno));
+	for (int i = 0; i < n; i++) {
+		_cleanup_free_ char *file = NULL, *text = NULL;
+		_cleanup_json_ cJSON *doc = NULL;
+		size_t len = 0;
+
+		if (q == EXIT_OK && asprintf(&file, "%s/%s", path, names[i]->d_name) < 0)
+			q = fail("out of memory");
+		if (q == EXIT_OK)
+			q = read_file(file, &text, &len);
+		if (q == EXIT_OK)
+			q = doc_parse(file, text, len, &doc);
+		if (q == EXIT_OK && !dir_doc_add(items, doc))
+			q = fail("out of memory");
+		free(names[i]);
+	}
+	free(names);
+	if (q != EXIT_OK)
+		return q;
+	if (cJSON_GetArraySize(items) == 0)
+		return fail("%s: no Pod in its .yaml, .yml or .json files", path);
+	*ret = TAKE_PTR(list);
+	return EXIT_OK;
+}
+
+int pods_load(const char *path, cJSON **ret_doc, struct ctl_pods *ret)
+{
+	_cleanup_free_ char *text = NULL;
+	_cleanup_json_ cJSON *doc = NULL;
+	const cJSON *pods;
+	struct stat st;
+	size_t len = 0;
+	int q;
+
+	if (!streq(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		q = dir_load(path, &doc);
+	} else {
+		q = read_file(path, &text, &len);
+		if (q == EXIT_OK)
+			q = doc_parse(path, text, len, &doc);
+	}
+	if (q != EXIT_OK)
+		return q;
 	if (!cJSON_IsObject(doc))
 		return fail("%s: expected a JSON object ({\"pods\": [...]}, a Pod or a PodList)", path);
 	pods = cJSON_GetObjectItemCaseSensitive(doc, "pods");

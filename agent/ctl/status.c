@@ -13,13 +13,19 @@
 
 #define DEGRADED_SHORT_MAX 48
 
-static const char usage_status[] = "Usage: aiqosctl [--socket PATH] status [--json]\n"
+static const char usage_status[] = "Usage: aiqosctl [--socket PATH] status [-v] [-o text|json|yaml]\n"
                                    "\n"
-                                   "Ask the running agent for the node's state: node mode, uplink tuning and\n"
-                                   "every pod with its class, profile, status and effective tuning.\n"
+                                   "Ask the running agent for the node's state: the API connection, node mode,\n"
+                                   "uplink tuning and every pod with its class, profile, status and effective\n"
+                                   "tuning. Brief by default; -v adds the uplink's tc objects and fallbacks.\n"
                                    "\n"
-                                   "  --json      print the agent's JSON document\n"
-                                   "  -h, --help  this help\n";
+                                   "  -v, --verbose      the uplink's effective tc objects and each fallback\n"
+                                   "  -o, --output F     text (default), json or yaml (the agent's document);\n"
+                                   "                     --json = -o json\n"
+                                   "  -h, --help         this help\n"
+                                   "\n"
+                                   "Exit status: 0 the agent is connected to the API and ready; 1 it is not (or\n"
+                                   "cannot be reached); 2 usage error.\n";
 
 /* ---- short forms for the status table ---- */
 
@@ -116,6 +122,8 @@ static void pod_short(const cJSON *pod, struct sbuf *eff, struct sbuf *deg)
 
 /* ---- status ---- */
 
+static bool verbose;
+
 static void print_uplink(const cJSON *up)
 {
 	const cJSON *shares = jobj(up, "shares"), *s;
@@ -174,7 +182,15 @@ static void print_uplink(const cJSON *up)
 		if (jnum(dl, "trainingRcvWindowBytes", &win) && win > 0)
 			printf("  training receive window (tcp_rmem max): %.0f bytes\n", win);
 	}
-	print_effective_degraded(up, "  ");
+	if (verbose) {
+		print_effective_degraded(up, "  ");
+	} else {
+		int n_eff = jarr(up, "effective") ? cJSON_GetArraySize(jarr(up, "effective")) : 0;
+		int n_deg = jarr(up, "degraded") ? cJSON_GetArraySize(jarr(up, "degraded")) : 0;
+
+		if (n_eff || n_deg)
+			printf("  tc objects: %d in effect, %d fell back (-v lists them)\n", n_eff, n_deg);
+	}
 	if (jstr(up, "classifyWhy"))
 		printf("  classify: %s, in effect %s: %s\n", jstr_or(up, "classify", "-"),
 		       jstr_or(up, "classifyEffective", "-"), jstr(up, "classifyWhy"));
@@ -197,7 +213,8 @@ static int status_print(const cJSON *st)
 	printf("node: %s\n", jstr_or(st, "node", "-"));
 	time_format(jnum(st, "modeSince", &v) ? v : 0, when, sizeof(when));
 	printf("mode: %s (since %s)\n", jstr_or(st, "mode", "-"), when);
-	printf("api: connected %s, ready %s\n", jbool_word(st, "apiConnected"), jbool_word(st, "ready"));
+	printf("api: connected %s, ready %s%s%s\n", jbool_word(st, "apiConnected"), jbool_word(st, "ready"),
+	       jstr(st, "apiError") ? "; error: " : "", jstr_or(st, "apiError", ""));
 	if (cfg) {
 		const char *e = jstr(cfg, "error");
 		time_format(jnum(cfg, "loadedAt", &v) ? v : 0, when, sizeof(when));
@@ -246,10 +263,21 @@ static int status_print(const cJSON *st)
 
 int cmd_status(int argc, char **argv, const char *sock)
 {
-	struct ctl_cmd cmd = {.name = "status", .usage = usage_status};
+	struct ctl_cmd cmd = {.name = "status", .usage = usage_status, .verbose_ok = true};
 	struct proto_request r = {.op = PROTO_OP_STATUS};
+	static const struct option opts[] = {
+	        {"json", no_argument, NULL, 'j'},
+	        {"output", required_argument, NULL, 'o'},
+	        {"verbose", no_argument, NULL, 'v'},
+	        {"help", no_argument, NULL, 'h'},
+	        {0},
+	};
 	_cleanup_json_ cJSON *resp = NULL;
+	_cleanup_free_ char *error = NULL;
+	bool connected, ready;
 	int q;
+
+	cmd.opts = opts;
 
 	q = ctl_parse_common(&cmd, argc, argv);
 	if (q >= 0)
@@ -257,5 +285,16 @@ int cmd_status(int argc, char **argv, const char *sock)
 	q = ctl_args_max(&cmd, argc, argv, 0);
 	if (q == EXIT_OK)
 		q = agent_call(sock, &r, &resp);
-	return q != EXIT_OK ? q : ctl_output(&cmd, resp, status_print);
+	if (q != EXIT_OK)
+		return q;
+	verbose = cmd.verbose;
+	connected = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "apiConnected"));
+	ready = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "ready"));
+	error = jstr(resp, "apiError") ? strdup(jstr(resp, "apiError")) : NULL;
+	q = ctl_output(&cmd, resp, status_print);
+	if (q == EXIT_OK && !connected)
+		q = fail("the agent is not connected to the Kubernetes API%s%s", error ? ": " : "", error ? error : "");
+	else if (q == EXIT_OK && !ready)
+		q = fail("the agent is not ready (it has no complete list of this node's pods yet)");
+	return q;
 }

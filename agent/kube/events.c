@@ -320,7 +320,7 @@ static void ev_retry(struct kube_client *c, struct kube_evq_item *it, const char
 	it->patch_name[0] = '\0';
 	if (it->attempts >= c->opts.event_attempts_max) {
 		c->stats.events_post_failed++;
-		log_msg(LOG_LVL_WARN, "kube: giving up on an Event", "pod", it->key.pod, "namespace", it->key.ns,
+		log_msg(LOG_LVL_WARN, "kube: giving up on an Event", "pod", LOG_FMT("%s/%s", it->key.ns, it->key.pod),
 		        "reason", it->key.reason, "error", why, NULL);
 		item_remove(c, it);
 		c->ev_backoff_attempt = 0;
@@ -340,8 +340,8 @@ static void ev_retry(struct kube_client *c, struct kube_evq_item *it, const char
 	if (c->ev_backoff_attempt < 64)
 		c->ev_backoff_attempt++;
 	snprintf(ms, sizeof(ms), "%" PRIu64, delay);
-	log_msg(LOG_LVL_INFO, "kube: Event not sent; retrying", "pod", it->key.pod, "reason", it->key.reason, "error",
-	        why, "retry_in_ms", ms, NULL);
+	log_msg(LOG_LVL_INFO, "kube: Event not sent; retrying", "pod", LOG_FMT("%s/%s", it->key.ns, it->key.pod),
+	        "reason", it->key.reason, "error", why, "retry_in_ms", ms, NULL);
 	ev_arm(c, delay);
 }
 
@@ -471,7 +471,7 @@ static void ev_done(struct kube_req *r, CURLcode res)
 	}
 	/* 400, 403, 422...: the request itself is wrong; retrying will not help */
 	c->stats.events_post_failed++;
-	log_msg(LOG_LVL_WARN, "kube: Event rejected", "pod", it->key.pod, "namespace", it->key.ns, "reason",
+	log_msg(LOG_LVL_WARN, "kube: Event rejected", "pod", LOG_FMT("%s/%s", it->key.ns, it->key.pod), "reason",
 	        it->key.reason, "error", why, NULL);
 	kube_req_free(r);
 	item_remove(c, it);

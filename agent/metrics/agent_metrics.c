@@ -1,4 +1,4 @@
-/* agent_metrics.c — the agent's Prometheus families (docs/metrics.md lists
+/* agent_metrics.c — the agent's Prometheus families (docs/reference/metrics.md lists
  * them): build and process info, the node mode, pods by class and tuning
  * status, re-tunes (histogram of durations), the API client (watch, request
  * durations), the plugin socket (server.c), the shaped rates and class
@@ -48,7 +48,7 @@ static void build_info_write(struct metrics_writer *w)
 	const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
 
 	metrics_write(w, "aiqos_build_info", "aiqos-agent build: version, compiler and library versions (always 1)", G,
-	              1.0, "version", AIQOS_VERSION, "compiler", compiler_name(), "libcurl",
+	              1.0, "version", aiqos_version(), "compiler", compiler_name(), "libcurl",
 	              cv && cv->version ? cv->version : "unknown", "libmicrohttpd", MHD_get_version() ?: "unknown",
 	              (char *)NULL);
 }

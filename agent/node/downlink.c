@@ -314,6 +314,7 @@ int downlink_adopt_match_dev(struct plan *plan, enum plan_dev dev, const struct 
 			it->status = sub.items[k].status;
 			it->chosen = sub.items[k].chosen;
 			it->err = sub.items[k].err;
+			it->unknown = sub.items[k].unknown;
 		}
 	plan_free(&sub);
 	return r;

@@ -180,8 +180,9 @@ static int uplink_refresh(struct agent *ag)
 		log_msg(LOG_LVL_WARN, "uplink record unreadable; the current root qdisc will be recorded anew", "file",
 		        path, "error", e.msg, (char *)NULL);
 	}
-	log_msg(LOG_LVL_INFO, "uplink", "uplink", up.ifname, "kind", up.kind[0] ? up.kind : "physical", "speed_bps",
-	        up.facts.speed_bps ? "known" : "unknown", "virtual", up.facts.is_virtual ? "true" : "false", "recorded",
+	log_msg(LOG_LVL_INFO, "uplink found", "uplink", up.ifname, "kind", up.kind[0] ? up.kind : "physical",
+	        "speed_bps", LOG_FMT("%llu", (unsigned long long)up.facts.speed_bps), "virtual",
+	        up.facts.is_virtual ? "true" : "false", "tx_queues", LOG_FMT("%u", up.facts.tx_queues), "recorded",
 	        ag->up.have_record ? ag->up.record.rendered : "", (char *)NULL);
 	return 0;
 }
@@ -454,7 +455,8 @@ static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsign
 		return r;
 	changed += edt_changed;
 	if (changed)
-		log_msg(LOG_LVL_DEBUG, "uplink classifier synced", "entries", n_ents ? "some" : "none", (char *)NULL);
+		log_msg(LOG_LVL_DEBUG, "uplink classifier synced", "entries", LOG_FMT("%u", n_ents), "written",
+		        LOG_FMT("%u", changed), (char *)NULL);
 	return (int)changed;
 }
 

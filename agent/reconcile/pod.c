@@ -481,7 +481,8 @@ static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 		/* what the kernel should hold is unknown: never skip it silently,
 		 * re-tune it (attach_retune plans anew and replaces what it can) */
 		log_msg(LOG_LVL_WARN, "pod drift: the record's plan cannot be rebuilt; re-tuning", "container",
-		        s->container_id, "pod", s->pod_name, "error", e.msg, (char *)NULL);
+		        s->container_id, "pod", LOG_FMT("%s/%s", s->pod_namespace, s->pod_name), "error", e.msg,
+		        (char *)NULL);
 		return 1;
 	}
 	attach_init(&a);
@@ -491,8 +492,8 @@ static int attach_drifted(struct agent *ag, const struct agent_attach *at)
 		if (observe_plan(&s->plan, &a.target, obs, NULL) == 0)
 			n = plan_diff(&s->plan, &s->ifs, obs, diff, sizeof(diff));
 		if (n > 0)
-			log_msg(LOG_LVL_INFO, "pod drift", "container", s->container_id, "pod", s->pod_name, "diff",
-			        diff, (char *)NULL);
+			log_msg(LOG_LVL_INFO, "pod drift", "container", s->container_id, "pod",
+			        LOG_FMT("%s/%s", s->pod_namespace, s->pod_name), "diff", diff, (char *)NULL);
 	}
 	attach_close(&a);
 	return n;

@@ -31,6 +31,53 @@ void agent_count_retune(struct agent *ag, int scope, int result, double seconds)
 	metrics_histogram_observe(&ag->ctr.retune_seconds[scope], &metrics_buckets_retune, seconds);
 }
 
+/* The log line's msg for an Event's reason: what happened, not "event". */
+const char *event_log_msg(const char *reason)
+{
+	static const struct {
+		const char *reason, *msg;
+	} map[] = {
+	        {"Tuned", "pod tuned"},
+	        {"TuneDegraded", "pod tuned with fallbacks"},
+	        {"TuneFailed", "pod tuning failed"},
+	        {"NetnsUnreachable", "pod network namespace unreachable"},
+	        {"InvalidWorkload", "pod annotations invalid"},
+	        {"DSCPNotTrusted", "pod DSCP marks not trusted"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (streq(reason, map[i].reason))
+			return map[i].msg;
+	return "uplink condition"; /* the node's conditions, posted on a pod (reconcile/node.c) */
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return (h ^ 0xff) * 1099511628211ULL; /* a separator between the parts */
+}
+
+/* warn for a warning the first time, and again after AGENT_EVENT_REPEAT_MS;
+ * debug for its repeats in between; info for the others. */
+int event_log_level(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *msg)
+{
+	uint64_t h;
+	int64_t now = agent_now_ms();
+	size_t slot;
+
+	if (!warning)
+		return LOG_LVL_INFO;
+	h = fnv1a(fnv1a(fnv1a(fnv1a(14695981039346656037ULL, p->namespace_), p->name), reason), msg);
+	h = h ? h : 1;
+	slot = (size_t)(h % AGENT_EVENT_SEEN_MAX);
+	if (ag->event_seen[slot].hash == h && now - ag->event_seen[slot].at_ms < AGENT_EVENT_REPEAT_MS)
+		return LOG_LVL_DEBUG;
+	ag->event_seen[slot].hash = h;
+	ag->event_seen[slot].at_ms = now;
+	return LOG_LVL_WARN;
+}
+
 void agent_pod_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt,
                      ...)
 {
@@ -40,8 +87,8 @@ void agent_pod_event(struct agent *ag, const struct agent_pod *p, bool warning, 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_msg(warning ? LOG_LVL_WARN : LOG_LVL_INFO, "event", "reason", reason, "pod", p->namespace_, "name", p->name,
-	        "message", msg, (char *)NULL);
+	log_msg(event_log_level(ag, p, warning, reason, msg), event_log_msg(reason), "reason", reason, "pod",
+	        LOG_FMT("%s/%s", p->namespace_, p->name), "message", msg, (char *)NULL);
 	if (!p->in_api || !p->uid[0] || !ag->event_hook)
 		return; /* an Event needs the pod object */
 	ag->event_hook(ag, p, warning, reason, msg);

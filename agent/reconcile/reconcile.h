@@ -34,9 +34,15 @@ int agent_attach_load(struct agent *ag, const char *container_id, const char *if
 void agent_attach_rescan(struct agent *ag);
 /* --cleanup: restore the uplink's recorded qdisc. 0, or negative errno. */
 int agent_cleanup_uplink(struct agent *ag, struct error *err);
-/* Post a Kubernetes Event on a pod (no-op without an API client). */
+/* Post a Kubernetes Event on a pod (no-op without an API client) and log it
+ * (msg from event_log_msg, pod=ns/name, level from event_log_level). */
 void agent_pod_event(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *fmt,
                      ...) _printf_(5, 6);
+/* The log line's msg for an Event reason ("pod tuned with fallbacks"). */
+const char *event_log_msg(const char *reason);
+/* The log level of an Event: info, or warn for a warning, debug for the
+ * same warning on the same pod within AGENT_EVENT_REPEAT_MS (remembered). */
+int event_log_level(struct agent *ag, const struct agent_pod *p, bool warning, const char *reason, const char *msg);
 void agent_count_retune(struct agent *ag, int scope, int result, double seconds);
 
 #endif

@@ -458,8 +458,10 @@ def run_steps(env, r):
             # Through the Helm chart's rendering (its defaults are the
             # kustomize manifests; test/helm checks that).
             repo, tag = split_ref(a.image)
+            # --no-hooks: the chart's pre-delete hooks (the uninstall cleanup)
+            # belong to `helm uninstall`, not to an applied rendering
             cmd = [a.helm, "template", "aiqos", os.path.join(a.repo, "manifests", "helm", "aiqos"), "--namespace",
-                   NS_SYSTEM, "--set", "namespace.create=true", "--set", "image.repository=" + repo,
+                   NS_SYSTEM, "--no-hooks", "--set", "namespace.create=true", "--set", "image.repository=" + repo,
                    "--set", "image.tag=" + tag]
             if a.pull_policy:
                 cmd += ["--set", "image.pullPolicy=" + a.pull_policy]

@@ -107,16 +107,66 @@ def test_lint(helm):
     assert "0 chart(s) failed" in p.stdout
 
 
+def not_hooks(objs):
+    """The release's objects: Helm hooks (the uninstall cleanup) left out."""
+    return [o for o in objs if "helm.sh/hook" not in (o["metadata"].get("annotations") or {})]
+
+
+def test_uninstall_hooks_restore_the_nodes(helm, kubectl):
+    """helm uninstall: pre-delete hooks stop the agent, run manifests/uninstall/'s
+    DaemonSet (the same containers) and wait for it, in that order."""
+    objs = render(helm)
+    hooks = [o for o in objs if o not in not_hooks(objs)]
+    assert all(o["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete" for o in hooks)
+    weight = {(o["kind"], o["metadata"]["name"]): int(o["metadata"]["annotations"]["helm.sh/hook-weight"])
+              for o in hooks}
+    stop, ds, wait = (("Job", "aiqos-uninstall-stop-agent"), ("DaemonSet", "aiqos-uninstall"),
+                      ("Job", "aiqos-uninstall-wait"))
+    assert weight[("ServiceAccount", "aiqos-uninstall")] < weight[stop] < weight[ds] < weight[wait]
+    job = lambda name: get(objs, "Job", name)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert job("aiqos-uninstall-stop-agent")[:3] == ["delete", "daemonset", "aiqos-agent"]
+    assert job("aiqos-uninstall-wait")[:4] == ["rollout", "status", "daemonset", "aiqos-uninstall"]
+    assert "--namespace=" + NS in job("aiqos-uninstall-wait")
+    # the same node work as `kubectl apply -k manifests/uninstall/`
+    kust = [d for d in yaml.safe_load_all(run([kubectl, "kustomize", os.path.join(TOP, "manifests", "uninstall")]
+                                              ).stdout) if d]
+    want = get(kust, "DaemonSet", "aiqos-uninstall")["spec"]["template"]["spec"]
+    got = get(objs, "DaemonSet", "aiqos-uninstall")["spec"]["template"]["spec"]
+    for part in ("initContainers", "containers"):
+        for w, g in zip(want[part], got[part]):
+            assert (w["command"], w["args"], w["volumeMounts"]) == (g["command"], g["args"], g["volumeMounts"])
+            assert g["image"] == "aiqos:" + chart_app_version()
+    assert [v["hostPath"]["path"] for v in want["volumes"]] == [v["hostPath"]["path"] for v in got["volumes"]]
+    # the role lets the Jobs do exactly that
+    rules = get(objs, "Role", "aiqos-uninstall")["rules"]
+    assert {"delete", "watch"} <= set(next(r for r in rules if "daemonsets" in r["resources"])["verbs"])
+    # `helm template --no-hooks | kubectl apply` (the e2e, values.yaml's
+    # namespace.create) gets no hook: nothing that deletes the agent
+    p = run([helm, "template", "aiqos", CHART, "--namespace", NS, "--no-hooks"])
+    assert not [d for d in yaml.safe_load_all(p.stdout) if d and d["kind"] == "Job"]
+    with open(os.path.join(TOP, "test", "e2e", "assert.py")) as f:
+        assert '"--no-hooks"' in f.read(), "the e2e applies helm template's output: it must leave the hooks out"
+    # opt out: no hooks; the binary removed only on request
+    assert not [o for o in render(helm, "uninstall.cleanup=false") if o not in not_hooks(render(helm))]
+    init = get(render(helm, "uninstall.removeBinary=true"), "DaemonSet", "aiqos-uninstall")
+    assert "--remove-binary" in init["spec"]["template"]["spec"]["initContainers"][0]["args"]
+
+
+def chart_app_version():
+    with open(os.path.join(CHART, "Chart.yaml")) as f:
+        return yaml.safe_load(f)["appVersion"]
+
+
 def test_default_rendering_is_the_kustomize_rendering(helm, kubectl):
     kust = [d for d in yaml.safe_load_all(run([kubectl, "kustomize", os.path.join(TOP, "manifests")]).stdout) if d]
     want = {k: normalized(o) for k, o in by_key(kust).items()}
-    got = {k: normalized(o) for k, o in by_key(render(helm)).items()}
+    got = {k: normalized(o) for k, o in by_key(not_hooks(render(helm))).items()}
     ns_key = ("Namespace", "", NS)
     assert ns_key in want, "manifests/ has no Namespace %s" % NS
     assert set(got) == set(want) - {ns_key}
     for k in got:
         assert got[k] == want[k], "%s differs from kustomize's" % (k,)
-    with_ns = by_key(render(helm, "namespace.create=true"))
+    with_ns = by_key(not_hooks(render(helm, "namespace.create=true")))
     assert normalized(with_ns[ns_key]) == want[ns_key]
     assert set(with_ns) == set(want)
 
@@ -197,6 +247,72 @@ def test_schema_refuses_what_the_agent_would(helm):
         assert p.returncode != 0 and "schema" in p.stderr, (bad, p.stderr)
 
 
+def agent_refuses(tmp_path, cfg):
+    """The agent's own parser on a config (aiqosctl plan --config): its error
+    text, or None when it accepts it."""
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "pods.json").write_text('{"pods": []}')
+    p = run([os.path.join(BUILD, "bin", "aiqosctl"), "plan", "--pods", str(tmp_path / "pods.json"), "--config",
+             str(tmp_path / "config.json")], ok=False)
+    return p.stderr if p.returncode != 0 else None
+
+
+def test_schema_refuses_unknown_key_and_bad_unit(helm, tmp_path):
+    """What the agent refuses at start (it would crash-loop) the schema
+    refuses at install: an unknown config key, a rate unit it does not know."""
+    for bad, cfg, word in (("config.uplinkRat=10gbit", {"uplinkRat": "10gbit"}, "uplinkRat"),
+                           ("config.uplinkRate=10G", {"uplinkRate": "10G"}, "uplinkRate"),
+                           ("config.downlinkRate=1 gbit", {"downlinkRate": "1 gbit"}, "downlinkRate"),
+                           ("config.uplinkrate=10gbit", {"uplinkrate": "10gbit"}, "uplinkrate")):
+        p = render(helm, bad, ok=False)
+        assert p.returncode != 0 and "schema" in p.stderr and word in p.stderr, (bad, p.stderr)
+        err = agent_refuses(tmp_path, cfg)
+        assert err and word in err, (cfg, err)
+
+
+def rate_pattern_from_agent():
+    """The schema's rate pattern as generated from the agent's unit table
+    (agent/config.c agent_rate_parse_bps; units in any case)."""
+    with open(os.path.join(TOP, "agent", "config.c")) as f:
+        src = f.read()
+    table = src[src.index("units[] = {"):]
+    units = re.findall(r'\{"([a-z]+)",', table[:table.index("};")])
+    assert len(units) >= 18, units
+    ci = lambda u: "".join("[%s%s]" % (c, c.upper()) for c in u)
+    alts = "|".join(ci(u) for u in sorted(units, key=lambda u: (-len(u), u)))
+    return "^(|[0-9]+|([0-9]+[.]?[0-9]*|[.][0-9]+)(%s))$" % alts
+
+
+def test_rate_schema_agrees_with_the_agent(helm, tmp_path):
+    with open(os.path.join(CHART, "values.schema.json")) as f:
+        cfg = json.load(f)["properties"]["config"]
+    assert cfg.get("additionalProperties") is False
+    for key in ("uplinkRate", "downlinkRate"):
+        pats = [a.get("pattern") for a in cfg["properties"][key]["anyOf"] if a.get("type") == "string"]
+        assert pats == [rate_pattern_from_agent()], (key, pats)
+    # in the agent's range [1kbit, 1tbit], the schema and the agent agree
+    for v in ("10gbit", "10GBit", "9500mbit", "1.5gbit", "2000000", "500mibps", ".5gbit", "",
+              "10G", "10 gbit", "gbit", "10gbits", "1e9", "-5mbit", "1.5"):
+        schema_ok = render(helm, "config.uplinkRate=" + v, ok=False).returncode == 0 if v else True
+        agent_ok = agent_refuses(tmp_path, {"uplinkRate": v}) is None
+        assert schema_ok == agent_ok, (v, schema_ok, agent_ok)
+
+
+def test_chart_is_self_contained():
+    """No symlinks in the chart (helm warns on each, and a packaged chart
+    would differ from the tree); files/ are copies of manifests/admission and
+    manifests/monitoring (make chart-files), byte for byte."""
+    for dirpath, dirnames, files in os.walk(CHART):
+        for n in dirnames + files:
+            assert not os.path.islink(os.path.join(dirpath, n)), os.path.join(dirpath, n)
+    for sub, names in (("admission", ("validatingadmissionpolicy.yaml", "validatingadmissionpolicybinding.yaml")),
+                       ("monitoring", ("prometheusrule.yaml", "grafana-dashboard.json"))):
+        for n in names:
+            with open(os.path.join(TOP, "manifests", sub, n), "rb") as a, \
+                    open(os.path.join(CHART, "files", sub, n), "rb") as b:
+                assert a.read() == b.read(), "%s/%s differs from manifests/ (make chart-files)" % (sub, n)
+
+
 def test_new_config_keys(helm):
     cfg = rendered_config(render(helm, "config.trainingFloor:=0.2", "config.downlinkRate=500mbit",
                                  "config.downlink=false"))
@@ -255,7 +371,7 @@ def test_metrics_objects(helm):
     objs = render(helm, "metrics.service.enabled=true", "metrics.serviceMonitor.enabled=true",
                   "metrics.podMonitor.enabled=true", "metrics.podMonitor.labels.release=prom")
     svc = get(objs, "Service")
-    ds = get(objs, "DaemonSet")
+    ds = get(objs, "DaemonSet", "aiqos-agent")
     assert svc["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
     assert svc["spec"]["ports"][0]["targetPort"] == "metrics" and svc["spec"]["clusterIP"] == "None"
     sm = get(objs, "ServiceMonitor")

@@ -1,8 +1,10 @@
 """test_doctor.py — `aiqosctl doctor` (agent/doctor.c) on crafted nodes: a
 CNI conf dir per case and an uplink in a network namespace of its own, and
 the kernel probe checked against tc(8) in a scratch netns. Exit codes 0 ok,
-1 warnings, 2 errors; fallback reasons in words, never errno text; the
-install step logs the same findings."""
+1 errors, 2 usage, 3 warnings only; each missing kernel feature listed once
+with its module and CONFIG_ option; every finding a stable id, every warning
+and error a fix; fallback reasons in words, never errno text; the install
+step logs the same findings."""
 import json
 import os
 import subprocess
@@ -53,6 +55,10 @@ def doctor(netns, conf_dir, *args, state_dir="/nonexistent"):
                         "--state-dir", state_dir, *args], capture_output=True, text=True, timeout=120)
     j = json.loads(p.stdout)
     assert j["exitCode"] == p.returncode, (p.returncode, p.stdout, p.stderr)
+    for f in j["findings"]:
+        assert f["id"] and " " not in f["id"], f
+        if f["level"] in ("warn", "error"):
+            assert f["fix"], f
     return p.returncode, j["findings"]
 
 
@@ -73,16 +79,17 @@ def test_clean_node_exits_0(netns, tmp_path):
 def test_bandwidth_in_calico_chain_warns_with_way_out(netns, tmp_path):
     d = conf(tmp_path, {"10-calico.conflist": conflist("k8s-pod-network", "calico", "bandwidth", "portmap")})
     code, f = doctor(netns, d, "--no-kernel-probe")
-    assert code == 1
+    assert code == 3
     w = [x for x in f if x["level"] == "warn" and x["section"] == "cni"]
     assert len(w) == 1 and "bandwidth plugin (Calico's default chain includes it)" in w[0]["text"]
+    assert w[0]["id"] == "cni.bandwidth-plugin"
     assert "remove the bandwidth entry" in w[0]["fix"]
 
 
 def test_broken_primary_is_an_error(netns, tmp_path):
     d = conf(tmp_path, {"10-broken.conflist": "{not json"})
     code, f = doctor(netns, d, "--no-kernel-probe")
-    assert code == 2
+    assert code == 1
     assert any("10-broken.conflist" in t for t in texts(f, "cni", "error"))
 
 
@@ -97,10 +104,15 @@ def test_chained_copy_is_seen(netns, tmp_path):
 def test_foreign_uplink_tree_warns_and_ours_does_not(netns, tmp_path):
     d = conf(tmp_path, {"10-kindnet.conflist": conflist("kindnet", "ptp")})
     sh("ip", "netns", "exec", netns, "tc", "qdisc", "add", "dev", "up0", "root", "handle", "7:", "htb")
+    sh("ip", "netns", "exec", netns, "tc", "class", "add", "dev", "up0", "parent", "7:", "classid", "7:1", "htb",
+       "rate", "1mbit")
     code, f = doctor(netns, d, "--no-kernel-probe")
-    assert code == 1
+    assert code == 3
     w = [x for x in f if x["section"] == "uplink" and x["level"] == "warn"]
-    assert len(w) == 1 and "foreign qdisc tree (root htb 7:)" in w[0]["text"] and "up0" in w[0]["fix"]
+    # a classful tree aiqos cannot re-create is left alone (as README and
+    # docs/operations/coexistence.md say), not replaced
+    assert len(w) == 1 and "foreign qdisc tree (root htb 7:)" in w[0]["text"] and "up0" in w[0]["fix"], w
+    assert w[0]["id"] == "uplink.foreign-tree" and "leaves it alone" in w[0]["text"], w
     # with the agent's record of the original root, the tree is aiqos's own
     st = tmp_path / "state"
     st.mkdir()
@@ -123,7 +135,7 @@ def test_no_uplink_warns(tmp_path):
     try:
         d = conf(tmp_path, {"10-kindnet.conflist": conflist("kindnet", "ptp")})
         code, f = doctor(name, d, "--no-kernel-probe")
-        assert code == 1 and any("no default route" in t for t in texts(f, "uplink", "warn"))
+        assert code == 3 and any("no default route" in t for t in texts(f, "uplink", "warn"))
     finally:
         sh("ip", "netns", "del", name, check=False)
 
@@ -146,29 +158,42 @@ def test_kernel_probe_matches_tc(netns, tmp_path):
             assert e not in x["text"], x
     inf = texts(f, "profile inference")
     trn = texts(f, "profile training")
+    missing = {x["id"]: x for x in f if x["id"].startswith("kernel.missing.")}
+    # each missing feature once, in the kernel section, with its module and option
+    ids = [x["id"] for x in f if x["id"].startswith("kernel.missing.")]
+    assert len(ids) == len(set(ids)), ids
+    assert all(x["section"] == "kernel" and x["level"] == "warn" for x in missing.values())
     if kernel_has("fq_codel"):
         assert any("egress.root=fq_codel" in t for t in inf), inf
+        assert "kernel.missing.sch_fq_codel" not in missing
     else:
-        assert any("egress.root (fq_codel) is not applied: kernel lacks the fq_codel qdisc "
-                   "(CONFIG_NET_SCH_FQ_CODEL)" in t for t in inf), inf
+        assert any("egress.root=nothing (not fq_codel)" in t for t in inf), inf
+        m = missing["kernel.missing.sch_fq_codel"]
+        assert "the fq_codel qdisc (CONFIG_NET_SCH_FQ_CODEL)" in m["text"], m
+        assert m["fix"].startswith("modprobe sch_fq_codel") and "CONFIG_NET_SCH_FQ_CODEL=m" in m["fix"], m
     if kernel_has("fq"):
         assert any("egress.root=fq" in t for t in trn), trn
     else:
-        assert any("kernel lacks the fq qdisc (CONFIG_NET_SCH_FQ)" in t for t in trn), trn
+        assert missing["kernel.missing.sch_fq"]["fix"].startswith("modprobe sch_fq "), missing
     # htb is on every kernel this runs on: a limited pod gets its shaper
     lim = texts(f, "profile training with kubernetes.io/egress-bandwidth 1G")
     assert kernel_has("htb") and any("egress.root=htb" in t for t in lim), lim
-    assert code in (0, 1)
+    # a warning per missing feature (and per refusal), not per profile
+    n_warn = sum(1 for x in f if x["level"] == "warn")
+    assert n_warn == len(missing) + sum(1 for x in f if x["id"].endswith(".refused")), f
+    assert code in (0, 3)
 
 
 def test_text_output_and_exit_code(netns, tmp_path):
     d = conf(tmp_path, {"10-calico.conflist": conflist("k8s-pod-network", "calico", "bandwidth")})
     p = subprocess.run(["ip", "netns", "exec", netns, CTL, "doctor", "--no-kernel-probe", "--cni-conf-dir", d],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 1
+    assert p.returncode == 3
     assert "  warn  the chain already has the bandwidth plugin" in p.stdout
-    assert "        way out: remove the bandwidth entry" in p.stdout
-    assert p.stdout.rstrip().endswith("1 warnings, 0 errors (exit 1)")
+    assert "[cni.bandwidth-plugin]" in p.stdout
+    assert "        fix: remove the bandwidth entry" in p.stdout
+    assert p.stdout.rstrip().endswith("1 warning, 0 errors (exit 3)")
+    assert "not probed (--no-kernel-probe)" in p.stdout
     p = subprocess.run([CTL, "doctor", "--bogus"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "Usage: aiqosctl doctor" in p.stderr
 
@@ -181,4 +206,5 @@ def test_install_logs_the_findings(netns, tmp_path):
     lines = [l for l in p.stderr.splitlines() if 'msg="doctor"' in l]
     assert any("section=cni" in l and "bandwidth plugin" in l and "level=warn" in l for l in lines), p.stderr
     assert any("section=uplink" in l for l in lines), p.stderr
-    assert "exit=1" in p.stderr
+    assert "exit=3" in p.stderr
+    assert any("id=cni.bandwidth-plugin" in l for l in lines), p.stderr

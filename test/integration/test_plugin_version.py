@@ -1,6 +1,7 @@
 """VERSION and STATUS verbs of the aiqos plugin (CNI 1.1.0)."""
 
 import os
+import subprocess
 
 import cni
 
@@ -12,6 +13,19 @@ def test_version_lists_supported_versions(plugin):
     for v in cni.ALL_VERSIONS:
         assert v in supported, f"{v} not in supportedVersions{r.describe()}"
     assert r.json.get("cniVersion") == "1.1.0", r.describe()
+
+
+def test_run_by_hand_prints_an_about_line(plugin):
+    # no CNI_COMMAND at all: what this is, on stderr (as the reference
+    # plugins' skel does), not a CNI error document; rc 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNI_")}
+    p = subprocess.run([plugin], env=env, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.startswith("aiqos CNI plugin ") and "1.1.0" in p.stderr, p.stderr
+    # an empty CNI_COMMAND is still the runtime's error
+    p = subprocess.run([plugin], env=dict(env, CNI_COMMAND=""), capture_output=True, text=True, timeout=10,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode != 0 and '"code":4' in p.stdout.replace(" ", ""), (p.returncode, p.stdout)
 
 
 def test_version_with_old_stdin_version(plugin):

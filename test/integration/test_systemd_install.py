@@ -1,5 +1,5 @@
 """test_systemd_install.py — the install commands in the header of
-agent/aiqos-agent.service (and docs/systemd.md) work on a fresh host: run on
+agent/aiqos-agent.service (and docs/install/systemd.md) work on a fresh host: run on
 an empty root (every absolute destination moved below it), they leave the
 programs, the unit and the kubeconfig in place with the documented modes.
 The step that failed before (`install ... /etc/aiqos/kubeconfig` with no
@@ -23,10 +23,10 @@ def install_lines():
 
 
 def test_documented_in_docs():
-    with open(os.path.join(REPO, "docs", "systemd.md")) as f:
+    with open(os.path.join(REPO, "docs", "install", "systemd.md")) as f:
         doc = f.read()
     for l in install_lines():
-        assert l in doc, "docs/systemd.md lacks the unit's step: " + l
+        assert l in doc, "docs/install/systemd.md lacks the unit's step: " + l
 
 
 def test_install_steps_on_an_empty_root(tmp_path):

@@ -8,7 +8,7 @@
   re-tuned and added while it runs) scraped every second by a real
   Prometheus in the node's netns, with the rules loaded: the real /metrics
   passes `promtool check metrics`, has one label set per family and the
-  families docs/metrics.md lists, every
+  families docs/reference/metrics.md lists, every
   panel query returns data (at least one finite sample), every rule
   evaluates, the degraded pods of `aiqosctl status` are the ones
   aiqos_pods_tuning{status="degraded"} counts, and with the API server
@@ -323,8 +323,8 @@ def test_dashboard_and_rules_against_a_real_agent(node, lab):
                     "aiqos_api_request_duration_seconds", "aiqos_plugin_request_duration_seconds"):
             assert f"# TYPE {fam} " in text, fam
         assert not re.search(r'[{,](namespace|pod)="', text), "labels that clash with the target labels"
-        # docs/metrics.md lists exactly the families the agent serves
-        doc = open(os.path.join(REPO, "docs", "metrics.md")).read()
+        # docs/reference/metrics.md lists exactly the families the agent serves
+        doc = open(os.path.join(REPO, "docs", "reference", "metrics.md")).read()
         table = doc[doc.index("## Families"):doc.index("### Migration")]
         documented = set(re.findall(r"`((?:aiqos|process)_[a-z_]+)`", table))
         served = set(label_sets(text))

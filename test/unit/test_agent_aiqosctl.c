@@ -149,11 +149,11 @@ TEST(ctl_plan_golden)
 		const char *golden;
 		const char *args[14];
 	} cases[] = {
-	        {"aiqosctl-plan-mixed.txt", {"plan", "--pods", PODS "pods-mixed.json", "--uplink-rate", "10gbit"}},
+	        {"aiqosctl-plan-mixed.txt", {"plan", "--pods", PODS "pods-mixed.json", "--link-speed", "10gbit"}},
 	        {"aiqosctl-plan-mixed-tc-ci.txt",
 	         {"plan", "--pods", PODS "pods-mixed.json", "--format", "tc", "--kernel", "ci"}},
 	        {"aiqosctl-plan-mixed-nic.txt",
-	         {"plan", "--pods", PODS "pods-mixed.json", "--uplink-rate", "25gbit", "--link", "nic", "--uplink",
+	         {"plan", "--pods", PODS "pods-mixed.json", "--link-speed", "25gbit", "--link", "nic", "--uplink",
 	          "ens1f0"}},
 	        {"aiqosctl-plan-kubectl-dscp.txt",
 	         {"plan", "--pods", PODS "podlist-kubectl.json", "--config", PODS "config-dscp.json"}},
@@ -161,7 +161,7 @@ TEST(ctl_plan_golden)
 	         {"plan", "--format", "json", "--pods", PODS "podlist-kubectl.json", "--kernel", "ci"}},
 	        {"aiqosctl-plan-idle.txt", {"plan", "--pods", PODS "pods-default-only.json"}},
 	        {"aiqosctl-plan-manifest-tc.txt",
-	         {"plan", "--pods", PODS "pod-manifest.json", "--format", "tc", "--uplink-rate", "1gbit"}},
+	         {"plan", "--pods", PODS "pod-manifest.json", "--format", "tc", "--link-speed", "1gbit"}},
 	};
 
 	if (!ctl_present())
@@ -280,7 +280,10 @@ TEST(ctl_errors)
 		int code;
 		const char *err;
 	} cases[] = {
-	        {NULL, {NULL}, 2, "aiqosctl: which command? (status, explain, plan, doctor)\n\nUsage: aiqosctl"},
+	        {NULL,
+	         {NULL},
+	         2,
+	         "aiqosctl: which command? (status, explain, plan, doctor, version)\n\nUsage: aiqosctl"},
 	        {NULL, {"bogus"}, 2, "aiqosctl: unknown command 'bogus'"},
 	        {NULL, {"--nope"}, 2, "aiqosctl: unknown option '--nope'\n"},
 	        {NULL, {"--socket"}, 2, "aiqosctl: option '--socket' needs a value\n"},
@@ -289,7 +292,29 @@ TEST(ctl_errors)
 	        {NULL, {"plan", "--pods"}, 2, "aiqosctl: plan: option '--pods' needs a value\n"},
 	        {NULL, {"--socket", "", "status"}, 2, "--socket: empty path"},
 	        {NULL, {"plan"}, 2, "plan: --pods FILE is required"},
-	        {NULL, {"plan", "--pods", "x", "--format", "yaml"}, 2, "--format 'yaml': expected text, tc or json"},
+	        {NULL,
+	         {"plan", "--pods", "x", "--format", "xml"},
+	         2,
+	         "--format 'xml': expected text, json, yaml or tc"},
+	        {NULL, {"plan", "--pods", "x", "-o", "xml"}, 2, "plan: -o 'xml': expected text, json, yaml or tc"},
+	        {NULL, {"status", "-o", "tc"}, 2, "status: -o 'tc': expected text, json or yaml"},
+	        {NULL, {"-o", "xml", "status"}, 2, "status: -o 'xml': expected text, json or yaml"},
+	        {NULL, {"status", "-o"}, 2, "aiqosctl: option '-o' needs a value\n"},
+	        {NULL, {"plan", "-v", "--pods", "x"}, 2, "plan: unknown option '-v'"},
+	        {NULL, {"plan", "--pods", "x", "--link-speed", "fast"}, 2, "plan: --link-speed: "},
+	        {NULL,
+	         {"plan", "--pods", "x", "--uplink-root", "htb"},
+	         2,
+	         "--uplink-root 'htb': expected queue, noqueue or mq"},
+	        {NULL, {"plan", "--pods", "x", "--queues", "8"}, 2, "plan: --queues 8: only with --uplink-root mq"},
+	        {NULL,
+	         {"plan", "--pods", "x", "--uplink-root", "mq", "--queues", "0"},
+	         2,
+	         "plan: --queues '0': expected a number"},
+	        {NULL, {"version", "extra"}, 2, "version: unexpected argument 'extra'"},
+	        {"a: [b", {NULL}, 1, "not valid YAML (line"},
+	        {"kind: Pod\nmetadata: {}\n", {NULL}, 1, "metadata.name"},
+	        {"---\n---\n", {NULL}, 1, "no YAML document"},
 	        {NULL, {"plan", "--pods", "x", "--kernel", "old"}, 2, "--kernel 'old': expected full or ci"},
 	        {NULL, {"plan", "--pods", "x", "--link", "wifi"}, 2, "--link 'wifi': expected virtual or nic"},
 	        {NULL, {"plan", "--pods", "x", "--uplink", "a/b"}, 2, "--uplink 'a/b' is not an interface name"},
@@ -421,13 +446,17 @@ TEST(ctl_help_version)
 		const char *args[3];
 		const char *out;
 	} cases[] = {
-	        {{"--help"}, "Usage: aiqosctl [--socket PATH] COMMAND"},
-	        {{"-h"}, "Commands:"},
+	        {{"--help"}, "Usage: aiqosctl [--socket PATH] [-o text|json|yaml] COMMAND"},
+	        {{"-h"}, "Exit status: 0 ok; 1 failure"},
 	        {{"help"}, "Commands:"},
-	        {{"status", "--help"}, "Usage: aiqosctl [--socket PATH] status [--json]"},
-	        {{"explain", "--help"}, "Usage: aiqosctl [--socket PATH] explain [--json] NAMESPACE/POD"},
+	        {{"status", "--help"}, "Usage: aiqosctl [--socket PATH] status [-v] [-o text|json|yaml]"},
+	        {{"explain", "--help"}, "Usage: aiqosctl [--socket PATH] explain [-o text|json|yaml] NAMESPACE/POD"},
 	        {{"plan", "--help"}, "Usage: aiqosctl plan --pods FILE"},
-	        {{"--version"}, "aiqosctl "},
+	        {{"doctor", "--help"},
+	         "Exit status: 0 ok, 1 errors (or the config cannot be read), 2 usage error,\n3 "
+	         "warnings only."},
+	        {{"version", "--help"}, "Usage: aiqosctl [--socket PATH] version"},
+	        {{"--version"}, "aiqosctl 0.2.0-dev"},
 	};
 
 	if (!ctl_present())
@@ -446,7 +475,8 @@ TEST(ctl_help_version)
 /* ---- status and explain against an agent socket ---- */
 
 static const char status_json[] =
-        "{\"node\":\"gpu-node-1\",\"mode\":\"mixed\",\"modeSince\":1795000000,"
+        "{\"node\":\"gpu-node-1\",\"version\":\"0.2.0-dev+0123abc\",\"commit\":\"0123abc\",\"mode\":\"mixed\","
+        "\"modeSince\":1795000000,"
         "\"uplink\":{\"ifname\":\"eth0\",\"rateBps\":10000000000,\"shape\":\"htb\","
         "\"shares\":{\"inference\":0.3,\"default\":0.05,\"training\":0.65},"
         "\"effective\":[\"tc qdisc replace dev eth0 root handle 1: htb default 20 r2q 10\"],"
@@ -485,9 +515,12 @@ static const char explain_json[] =
         "u32 match ip src 10.244.1.21/32 flowid 1:10\"],"
         "\"why\":[\"class inference from annotation ai.workload=inference\",\"profile inference (default)\"]}";
 
+/* what the fake agent answers to status (status_json, or a variant) */
+static const char *fake_status_text = status_json;
+
 static cJSON *fake_status(void *ud)
 {
-	return cJSON_Parse(status_json);
+	return cJSON_Parse(fake_status_text);
 }
 
 static cJSON *fake_explain(void *ud, const char *ns, const char *name, bool *found)
@@ -547,19 +580,27 @@ static void run_agent(struct agent *a, struct run *r, const char *const *args)
 	run_ctl(a->loop, NULL, r, argv);
 }
 
+/* aiqosctl built and the fake agent listening; false (checked) otherwise. */
+static bool agent_up(struct agent *a)
+{
+	if (!ctl_present())
+		return false;
+	CHECK(agent_start(a));
+	if (!a->s) {
+		agent_stop(a);
+		return false;
+	}
+	return true;
+}
+
 TEST(ctl_status_explain)
 {
 	struct agent a;
 	struct run r;
 	cJSON *got, *want;
 
-	if (!ctl_present())
+	if (!agent_up(&a))
 		return;
-	CHECK(agent_start(&a));
-	if (!a.s) {
-		agent_stop(&a);
-		return;
-	}
 	{
 		static const char *const args[] = {"status", NULL};
 		run_agent(&a, &r, args);
@@ -664,4 +705,355 @@ TEST(ctl_agent_unreachable)
 		CHECK_CONTAINS(r.err, "(is aiqos-agent running?)");
 		run_done(&r);
 	}
+}
+
+/* ---- the conventions: -o everywhere, global flags anywhere, version,
+ * exit codes ---- */
+
+/* YAML text -> JSON text through PyYAML (an independent reader): NULL when
+ * python3 or PyYAML is missing. */
+static cJSON *yaml_read(const char *yaml)
+{
+	char path[] = "/tmp/aqt-ctl-yaml-XXXXXX", cmd[256];
+	int fd = mkstemp(path);
+	FILE *p;
+	char *out = NULL;
+	size_t len = 0;
+	cJSON *j = NULL;
+
+	if (fd < 0 || write(fd, yaml, strlen(yaml)) != (ssize_t)strlen(yaml)) {
+		if (fd >= 0)
+			close(fd);
+		unlink(path);
+		return NULL;
+	}
+	close(fd);
+	snprintf(cmd, sizeof(cmd),
+	         "python3 -c 'import json,sys,yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' %s", path);
+	p = popen(cmd, "r");
+	if (p) {
+		char buf[4096];
+		size_t n;
+		while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
+			char *t = realloc(out, len + n + 1);
+			if (!t)
+				break;
+			out = t;
+			memcpy(out + len, buf, n);
+			len += n;
+			out[len] = '\0';
+		}
+		if (pclose(p) == 0 && out)
+			j = cJSON_Parse(out);
+	}
+	free(out);
+	unlink(path);
+	return j;
+}
+
+/* -o json, --json and --format json print the same document; -o yaml is
+ * that document in YAML; -o before the command works as after it. */
+TEST(ctl_output_flag)
+{
+	static const char *const forms[][8] = {
+	        {"plan", "--pods", PODS "pods-mixed.json", "--json", NULL},
+	        {"plan", "--pods", PODS "pods-mixed.json", "--format", "json", NULL},
+	        {"-o", "json", "plan", "--pods", PODS "pods-mixed.json", NULL},
+	        {"plan", "--pods", PODS "pods-mixed.json", "--output=json", NULL},
+	};
+	struct run ref, r;
+	cJSON *want, *got;
+
+	if (!ctl_present())
+		return;
+	RUN(NULL, NULL, &ref, "plan", "--pods", PODS "pods-mixed.json", "-o", "json");
+	CHECK_INT(ref.code, 0);
+	want = cJSON_Parse(ref.out);
+	CHECK(want != NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(forms); i++) {
+		run_ctl(NULL, NULL, &r, forms[i]);
+		CHECK_INT(r.code, 0);
+		CHECK_STR(r.out, ref.out);
+		run_done(&r);
+	}
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "-o", "yaml");
+	CHECK_INT(r.code, 0);
+	got = yaml_read(r.out);
+	CHECK(got != NULL);
+	CHECK(got && want && cJSON_Compare(got, want, true));
+	CHECK(r.out[0] != '{');
+	cJSON_Delete(got);
+	run_done(&r);
+	cJSON_Delete(want);
+	run_done(&ref);
+
+	/* doctor without the probe (no root needed): yaml = json */
+	RUN(NULL, NULL, &ref, "doctor", "--no-kernel-probe", "--cni-conf-dir", "/nonexistent", "-o", "json");
+	RUN(NULL, NULL, &r, "doctor", "--no-kernel-probe", "--cni-conf-dir", "/nonexistent", "-o", "yaml");
+	CHECK_INT(ref.code, r.code);
+	want = cJSON_Parse(ref.out);
+	got = yaml_read(r.out);
+	CHECK(got && want && cJSON_Compare(got, want, true));
+	cJSON_Delete(got);
+	cJSON_Delete(want);
+	run_done(&r);
+	run_done(&ref);
+}
+
+TEST(ctl_conventions_against_agent)
+{
+	struct agent a;
+	struct run r;
+	cJSON *got, *want;
+
+	if (!agent_up(&a))
+		return;
+	fake_status_text = status_json;
+	{
+		/* --socket after the command, in both spellings */
+		const char *args1[] = {"status", "--socket", a.path, NULL};
+		char eq[160];
+		const char *args2[] = {"status", "-o", "json", eq, NULL};
+
+		snprintf(eq, sizeof(eq), "--socket=%s", a.path);
+		run_ctl(a.loop, NULL, &r, args1);
+		CHECK_INT(r.code, 0);
+		t_golden_check("aiqosctl-status.txt", r.out);
+		run_done(&r);
+		run_ctl(a.loop, NULL, &r, args2);
+		CHECK_INT(r.code, 0);
+		got = cJSON_Parse(r.out);
+		want = cJSON_Parse(status_json);
+		CHECK(got && want && cJSON_Compare(got, want, true));
+		cJSON_Delete(got);
+		cJSON_Delete(want);
+		run_done(&r);
+	}
+	{
+		/* -v: the uplink's tc objects and fallbacks */
+		static const char *const args[] = {"status", "-v", NULL};
+		run_agent(&a, &r, args);
+		CHECK_INT(r.code, 0);
+		t_golden_check("aiqosctl-status-verbose.txt", r.out);
+		run_done(&r);
+	}
+	{
+		static const char *const args[] = {"explain", "serving/llm-0", "-o", "yaml", NULL};
+		run_agent(&a, &r, args);
+		CHECK_INT(r.code, 0);
+		got = yaml_read(r.out);
+		want = cJSON_Parse(explain_json);
+		cJSON_DeleteItemFromObjectCaseSensitive(want, "found");
+		CHECK(got && want && cJSON_Compare(got, want, true));
+		cJSON_Delete(got);
+		cJSON_Delete(want);
+		run_done(&r);
+	}
+	{
+		/* version: the client's, and the agent's from its status */
+		static const char *const args[] = {"version", NULL};
+		static const char *const args_json[] = {"version", "-o", "json", NULL};
+		run_agent(&a, &r, args);
+		CHECK_INT(r.code, 0);
+		CHECK_CONTAINS(r.out, "client: aiqosctl 0.2.0-dev");
+		CHECK_CONTAINS(r.out, "agent:  aiqos-agent 0.2.0-dev+0123abc (");
+		run_done(&r);
+		run_agent(&a, &r, args_json);
+		CHECK_INT(r.code, 0);
+		got = cJSON_Parse(r.out);
+		CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(got, "agent"), "commit")),
+		          "0123abc");
+		{
+			const char *v = cJSON_GetStringValue(
+			        cJSON_GetObjectItem(cJSON_GetObjectItem(got, "client"), "version"));
+			CHECK(v && strncmp(v, "0.2.0-dev", 9) == 0);
+		}
+		cJSON_Delete(got);
+		run_done(&r);
+	}
+	{
+		/* not connected: the API's error in the text, exit 1 */
+		static const char *const args[] = {"status", NULL};
+		static const char not_connected[] =
+		        "{\"node\":\"n1\",\"mode\":\"idle\",\"apiConnected\":false,\"ready\":false,"
+		        "\"apiError\":\"list pods: Failed to connect to 127.0.0.1 port 1\",\"pods\":[]}";
+		static const char not_ready[] =
+		        "{\"node\":\"n1\",\"mode\":\"idle\",\"apiConnected\":true,\"ready\":false,"
+		        "\"pods\":[]}";
+
+		fake_status_text = not_connected;
+		run_agent(&a, &r, args);
+		CHECK_INT(r.code, 1);
+		CHECK_CONTAINS(
+		        r.out,
+		        "api: connected no, ready no; error: list pods: Failed to connect to 127.0.0.1 port 1\n");
+		CHECK_STR(r.err, "aiqosctl: the agent is not connected to the Kubernetes API: list pods: Failed to "
+		                 "connect to 127.0.0.1 port 1\n");
+		run_done(&r);
+		fake_status_text = not_ready;
+		run_agent(&a, &r, args);
+		CHECK_INT(r.code, 1);
+		CHECK_CONTAINS(r.err, "the agent is not ready");
+		run_done(&r);
+		fake_status_text = status_json;
+	}
+	agent_stop(&a);
+
+	/* no agent: version still answers for the client, exit 0 */
+	{
+		static const char *const args[] = {"--socket", "/nonexistent/agent.sock", "version", NULL};
+		run_ctl(NULL, NULL, &r, args);
+		CHECK_INT(r.code, 0);
+		CHECK_CONTAINS(r.out, "agent:  not reachable at /nonexistent/agent.sock: ");
+		run_done(&r);
+	}
+}
+
+/* --version: the version and the commit baked in by the Makefile (git's
+ * short hash of the tree it was built from). */
+TEST(ctl_version_commit)
+{
+	struct run r;
+	FILE *p;
+	char sha[64] = "";
+
+	if (!ctl_present())
+		return;
+	RUN(NULL, NULL, &r, "--version");
+	CHECK_INT(r.code, 0);
+	CHECK(strncmp(r.out, "aiqosctl 0.2.0-dev", 18) == 0);
+	p = popen("git rev-parse --is-inside-work-tree >/dev/null 2>&1 && echo yes", "r");
+	if (p && fgets(sha, sizeof(sha), p) && strncmp(sha, "yes", 3) == 0) {
+		/* a build in a git checkout: "+<hex>" */
+		const char *plus = strchr(r.out, '+');
+		CHECK(plus != NULL);
+		if (plus) {
+			size_t n = strspn(plus + 1, "0123456789abcdef");
+			CHECK(n >= 7 && plus[1 + n] == '\n');
+		}
+	}
+	if (p)
+		pclose(p);
+	run_done(&r);
+}
+
+/* plan: YAML pods (the repository's examples), --uplink-rate as the config
+ * key, the uplink's root, and no floor claimed without a shaper. */
+TEST(ctl_plan_conventions)
+{
+	struct run r, c;
+	cJSON *j, *up, *pods;
+	char *a = t_read_file("manifests/examples/inference-pod.yaml"),
+	     *b = t_read_file("manifests/examples/training-pod.yaml"), *both;
+
+	if (!ctl_present() || !a || !b) {
+		CHECK(a && b);
+		free(a);
+		free(b);
+		return;
+	}
+	RUN(NULL, NULL, &r, "plan", "--pods", "manifests/examples/inference-pod.yaml", "-o", "json");
+	CHECK_INT(r.code, 0);
+	CHECK_STR(r.err, "");
+	j = cJSON_Parse(r.out);
+	pods = cJSON_GetObjectItem(j, "pods");
+	CHECK_INT(cJSON_GetArraySize(pods), 1);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(pods, 0), "name")),
+	          "aiqos-example-inference");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(pods, 0), "class")), "inference");
+	cJSON_Delete(j);
+	run_done(&r);
+
+	/* the examples directory: its Pods, the Kustomization left out */
+	RUN(NULL, NULL, &r, "plan", "--pods", "manifests/examples/", "-o", "json");
+	CHECK_INT(r.code, 0);
+	j = cJSON_Parse(r.out);
+	pods = cJSON_GetObjectItem(j, "pods");
+	CHECK_INT(cJSON_GetArraySize(pods), 2);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "node"), "mode")), "mixed");
+	cJSON_Delete(j);
+	run_done(&r);
+	RUN(NULL, NULL, &r, "plan", "--pods", "manifests/uninstall");
+	CHECK_INT(r.code, 1);
+	CHECK_CONTAINS(r.err, "manifests/uninstall: no Pod in its .yaml, .yml or .json files");
+	run_done(&r);
+
+	/* several documents (kubectl kustomize's output) on stdin */
+	both = malloc(strlen(a) + strlen(b) + 8);
+	CHECK(both != NULL);
+	if (both) {
+		sprintf(both, "%s---\n%s", a, b); /* NOLINT: sized above */
+		RUN(NULL, both, &r, "plan", "--pods", "-", "-o", "json", "--uplink-rate", "1gbit");
+		CHECK_INT(r.code, 0);
+		j = cJSON_Parse(r.out);
+		pods = cJSON_GetObjectItem(j, "pods");
+		CHECK_INT(cJSON_GetArraySize(pods), 2);
+		CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(pods, 1), "class")), "training");
+		CHECK_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(pods, 1), "egressBps")),
+		          1000000000);
+		cJSON_Delete(j);
+		run_done(&r);
+	}
+	free(both);
+	free(a);
+	free(b);
+
+	/* --uplink-rate is the config's uplinkRate: the same uplink as the file's
+	 * (which also turns the download direction off) */
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "-o", "json", "--uplink-rate", "1gbit");
+	RUN(NULL, NULL, &c, "plan", "--pods", PODS "pods-mixed.json", "-o", "json", "--config",
+	    PODS "config-rate-1gbit.json");
+	CHECK_INT(r.code, 0);
+	j = cJSON_Parse(r.out);
+	up = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "node"), "uplink");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(up, "shape")), "htb");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(up, "rateSource")), "uplinkRate in the config");
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(up, "trainingFloor")) > 0);
+	{
+		cJSON *k = cJSON_Parse(c.out);
+		CHECK(k && cJSON_Compare(up, cJSON_GetObjectItem(cJSON_GetObjectItem(k, "node"), "uplink"), true));
+		cJSON_Delete(k);
+	}
+	cJSON_Delete(j);
+	run_done(&r);
+	run_done(&c);
+
+	/* strict priority gives no floor: none in the text, 0 in JSON */
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--link", "nic", "--link-speed", "25gbit");
+	CHECK_INT(r.code, 0);
+	CHECK_CONTAINS(r.out, "  shape: prio\n");
+	CHECK_CONTAINS(r.out, "  training floor: none (strict priority");
+	CHECK(strstr(r.out, "training floor: 7.5%") == NULL);
+	run_done(&r);
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--link", "nic", "--link-speed", "25gbit", "-o",
+	    "json");
+	j = cJSON_Parse(r.out);
+	up = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "node"), "uplink");
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(up, "trainingFloor")) == 0);
+	cJSON_Delete(j);
+	run_done(&r);
+
+	/* a noqueue uplink (kind's veth) without uplinkRate: no tree at all */
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--uplink-root", "noqueue");
+	CHECK_INT(r.code, 0);
+	CHECK_CONTAINS(r.out, "  plan: nothing on the uplink (the original qdisc stays)\n");
+	CHECK(strstr(r.out, "uplink.root") == NULL);
+	run_done(&r);
+	/* with uplinkRate it is shaped */
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--uplink-root", "noqueue", "--uplink-rate",
+	    "1gbit");
+	CHECK_INT(r.code, 0);
+	CHECK(strstr(r.out, "nothing on the uplink") == NULL);
+	CHECK_CONTAINS(r.out, "uplink.root [uplink]");
+	run_done(&r);
+	/* a multi-queue NIC with uplinkRate: one fq per queue (EDT) */
+	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--link", "nic", "--link-speed", "25gbit",
+	    "--uplink-root", "mq", "--queues", "8", "--uplink-rate", "20gbit", "-o", "json");
+	CHECK_INT(r.code, 0);
+	j = cJSON_Parse(r.out);
+	up = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "node"), "uplink");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(up, "root")), "mq");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(up, "shape")), "edt");
+	cJSON_Delete(j);
+	run_done(&r);
 }

@@ -261,11 +261,17 @@ TEST(invalid_values)
 	         "(profiles.inference.dscp)"},
 	        {"{\"classify\": \"dscp\", \"profiles\": {\"gold\": {\"class\": \"default\", \"dscp\": 10}}}",
 	         "profiles.gold.dscp = 10: with classify \"dscp\" that is the uplink's training DSCP"},
-	        {"{\"uplinkrate\": \"1gbit\"}", "unknown key \"uplinkrate\" (accepted: uplink, uplinkRate, "
-	                                        "downlinkRate, downlink, downlinkRttUs, trainingRcvWindow, "
-	                                        "inferenceShare, trainingFloor, "
-	                                        "mixedHoldSeconds, debounceMs, "
-	                                        "classify, driftRepairSeconds, profiles, uplinkOverhead)"},
+	        {"{\"uplinkRat\": \"1gbit\"}",
+	         "unknown key \"uplinkRat\": did you mean \"uplinkRate\"? (accepted: uplink, uplinkRate, downlinkRate, "
+	         "downlink, downlinkRttUs, trainingRcvWindow, inferenceShare, trainingFloor, "
+	         "mixedHoldSeconds, debounceMs, classify, driftRepairSeconds, profiles, "
+	         "uplinkOverhead)"},
+	        {"{\"uplinkrate\": \"1gbit\"}",
+	         "unknown key \"uplinkrate\": did you mean \"uplinkRate\"? (accepted: uplink, uplinkRate, "
+	         "downlinkRate, downlink, downlinkRttUs, trainingRcvWindow, "
+	         "inferenceShare, trainingFloor, "
+	         "mixedHoldSeconds, debounceMs, "
+	         "classify, driftRepairSeconds, profiles, uplinkOverhead)"},
 	        {"{\"\": 1}", "unknown key \"\" (accepted: uplink, uplinkRate, downlinkRate, downlink, downlinkRttUs, "
 	                      "trainingRcvWindow, inferenceShare, "
 	                      "trainingFloor, mixedHoldSeconds, debounceMs, classify, "

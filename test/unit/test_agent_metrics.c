@@ -966,7 +966,11 @@ TEST(agent_metrics_families)
 	agent_count_retune(ag, RETUNE_NODE, RESULT_DEGRADED, 0.2);
 	text = render(ag);
 	CHECK_EXPO(text);
-	CHECK_CONTAINS(text, "aiqos_build_info{version=\"" AIQOS_VERSION "\",compiler=\"");
+	{
+		char want[128];
+		snprintf(want, sizeof(want), "aiqos_build_info{version=\"%s\",compiler=\"", aiqos_version());
+		CHECK_CONTAINS(text, want);
+	}
 	CHECK_CONTAINS(text, "\nprocess_resident_memory_bytes ");
 	CHECK_CONTAINS(text, "aiqos_node_mode{mode=\"mixed\"} 1\n");
 	CHECK_CONTAINS(text, "aiqos_uplink_rate_bytes_per_second{dev=\"up0\",direction=\"egress\"} 62500000\n");

@@ -760,3 +760,36 @@ TEST(uplink_record_json_roundtrip)
 	CHECK_CONTAINS(e.msg, "version");
 	cJSON_Delete(j);
 }
+
+/* Events' log lines: a specific msg per reason; a warning repeated for the
+ * same pod with the same text is logged at warn once per
+ * AGENT_EVENT_REPEAT_MS, at debug in between; another pod, reason or text
+ * is warned about at once. */
+TEST(event_log_msg_and_repeats)
+{
+	struct agent *ag = calloc(1, sizeof(*ag));
+	struct agent_pod a = {0}, b = {0};
+
+	CHECK(ag != NULL);
+	if (!ag)
+		return;
+	str_copy(a.namespace_, sizeof(a.namespace_), "default");
+	str_copy(a.name, sizeof(a.name), "wl9-bi");
+	str_copy(b.namespace_, sizeof(b.namespace_), "default");
+	str_copy(b.name, sizeof(b.name), "wl9-tr");
+	CHECK_STR(event_log_msg("TuneDegraded"), "pod tuned with fallbacks");
+	CHECK_STR(event_log_msg("Tuned"), "pod tuned");
+	CHECK_STR(event_log_msg("UplinkForeignTree"), "uplink condition");
+	CHECK_INT(event_log_level(ag, &a, false, "Tuned", "class inference"), LOG_LVL_INFO);
+	CHECK_INT(event_log_level(ag, &a, false, "Tuned", "class inference"), LOG_LVL_INFO);
+	CHECK_INT(event_log_level(ag, &a, true, "TuneDegraded", "fell back: egress.root"), LOG_LVL_WARN);
+	CHECK_INT(event_log_level(ag, &a, true, "TuneDegraded", "fell back: egress.root"), LOG_LVL_DEBUG);
+	CHECK_INT(event_log_level(ag, &a, true, "TuneDegraded", "fell back: egress.root"), LOG_LVL_DEBUG);
+	CHECK_INT(event_log_level(ag, &b, true, "TuneDegraded", "fell back: egress.root"), LOG_LVL_WARN);
+	CHECK_INT(event_log_level(ag, &a, true, "TuneDegraded", "fell back: sysctl.cc"), LOG_LVL_WARN);
+	/* after the window, warned again */
+	for (size_t i = 0; i < AGENT_EVENT_SEEN_MAX; i++)
+		ag->event_seen[i].at_ms -= AGENT_EVENT_REPEAT_MS;
+	CHECK_INT(event_log_level(ag, &a, true, "TuneDegraded", "fell back: egress.root"), LOG_LVL_WARN);
+	free(ag);
+}

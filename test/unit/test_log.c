@@ -150,3 +150,28 @@ TEST(long_line_is_bounded)
 	free(out);
 	free(big);
 }
+
+/* LOG_FMT: numbers logged as numbers, each value its own buffer (several in
+ * one call), quoted like any value, cut at LOG_VALUE_MAX. */
+TEST(formatted_values)
+{
+	FILE *f;
+	char *out, big[LOG_VALUE_MAX * 2];
+
+	capture_begin(&f);
+	log_setup("aiqos-agent", LOG_LVL_INFO, f);
+	log_msg(LOG_LVL_INFO, "ready", "pods", LOG_FMT("%u", 3u), "speed_bps", LOG_FMT("%llu", 10000000000ULL), "ratio",
+	        LOG_FMT("%.2f", 0.5), "pod", LOG_FMT("%s/%s", "default", "web 1"), NULL);
+	out = capture_end(f);
+	CHECK_CONTAINS(out, "msg=\"ready\" pods=3 speed_bps=10000000000 ratio=0.50 pod=\"default/web 1\"\n");
+	free(out);
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	capture_begin(&f);
+	log_setup("aiqos-agent", LOG_LVL_INFO, f);
+	log_msg(LOG_LVL_INFO, "long", "v", LOG_FMT("%s", big), NULL);
+	out = capture_end(f);
+	CHECK(strstr(out, "v=") && strlen(strstr(out, "v=")) == 2 + (LOG_VALUE_MAX - 1) + 1);
+	free(out);
+}

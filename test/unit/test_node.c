@@ -1499,8 +1499,13 @@ TEST(node_plan_delta_recreate)
 		old.items[i].status = ITEM_APPLIED;
 		old.items[i].chosen = 0;
 	}
+	/* what the kernel said travels with the outcome: a fallback carried
+	 * over keeps "the kind is unknown" (its reason stays "kernel lacks") */
+	old.items[ci.n - 1].err = ENOENT;
+	old.items[ci.n - 1].unknown = true;
 	CHECK_INT(node_plan_carry_effective(&ci, &old), 2);
 	CHECK_INT(plan_count_pending(&ci), ci.n - 2);
+	CHECK(ci.items[ci.n - 1].unknown && ci.items[ci.n - 1].err == ENOENT);
 
 	/* prio (full kernel NIC) -> HTB (prio learned missing): all redone,
 	 * the old leaves' and filters' ids survive but not their objects */

@@ -674,14 +674,17 @@ static void applied_plan(struct plan *p)
 	it->status = ITEM_DEGRADED;
 	it->chosen = 1;
 	it->err = ENOENT;
+	it->unknown = true; /* the kernel said the kind is unknown */
 	it = plan_find(p, "ingress.leaf");
 	it->status = ITEM_DEGRADED;
 	it->chosen = 1;
 	it->err = EOPNOTSUPP;
+	it->unknown = true; /* the kernel said the kind is unknown */
 	it = plan_find(p, "dscp.v4");
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;
 	it->err = EOPNOTSUPP;
+	it->unknown = true; /* the kernel said the kind is unknown */
 	it = plan_find(p, "dscp.v6");
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;
@@ -780,6 +783,28 @@ TEST(render_empty_and_errors)
 
 /* ---- effective choices ---- */
 
+/* "unknown" (the kernel said the kind is unknown) round-trips; a record
+ * written before it existed keeps the errno-based reading. */
+TEST(choices_unknown_flag)
+{
+	_cleanup_plan_ struct plan a = {0};
+	_cleanup_json_ cJSON *j = NULL, *legacy = NULL;
+	struct error e = {0};
+	struct plan_item *it;
+
+	applied_plan(&a);
+	it = plan_find(&a, "egress.leaf");
+	it->unknown = false; /* a transient ENOENT */
+	j = plan_choices_to_json(&a);
+	it->unknown = true;
+	CHECK_INT(plan_choices_from_json(&a, j, &e), 0);
+	CHECK(!plan_find(&a, "egress.leaf")->unknown);
+	legacy = t_json("[{\"id\":\"egress.leaf\",\"status\":\"degraded\",\"chosen\":1,\"kind\":\"bfifo\","
+	                "\"err\":2}]");
+	CHECK_INT(plan_choices_from_json(&a, legacy, &e), 0);
+	CHECK(plan_find(&a, "egress.leaf")->unknown);
+}
+
 TEST(choices_round_trip)
 {
 	_cleanup_plan_ struct plan a = {0}, b = {0};
@@ -793,7 +818,7 @@ TEST(choices_round_trip)
 	CHECK(cJSON_IsArray(j));
 	s = cJSON_PrintUnformatted(json_item(j, "egress.leaf"));
 	CHECK_STR(s, "{\"id\":\"egress.leaf\",\"status\":\"degraded\",\"chosen\":1,\"kind\":\"bfifo\",\"err\":2,"
-	             "\"errText\":\"No such file or directory\"}");
+	             "\"errText\":\"No such file or directory\",\"unknown\":true}");
 	free(s);
 	s = cJSON_PrintUnformatted(json_item(j, "sysctl.cc"));
 	CHECK_STR(s, "{\"id\":\"sysctl.cc\",\"status\":\"applied\",\"chosen\":0,\"value\":\"bbr\",\"err\":0}");

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <sys/socket.h>
 
+#include "apply.h"
 #include "reason.h"
 #include "t.h"
 
@@ -43,19 +44,29 @@ static struct plan_item sysctl_item(const char *key, const char *v0, const char 
 	return it;
 }
 
+/* tc_item() that the kernel said is unknown (or learnt missing): apply.c
+ * sets it->unknown only then. */
+static struct plan_item tc_item_unknown(enum tc_kind_id want, enum tc_kind_id got, enum item_status st, int err)
+{
+	struct plan_item it = tc_item(want, got, st, err);
+
+	it.unknown = true;
+	return it;
+}
+
 TEST(missing_qdisc_names_kind_and_option)
 {
 	char b[REASON_MAX];
-	struct plan_item it = tc_item(TC_KIND_FQ_CODEL, TC_KIND_BFIFO, ITEM_DEGRADED, ENOENT);
+	struct plan_item it = tc_item_unknown(TC_KIND_FQ_CODEL, TC_KIND_BFIFO, ITEM_DEGRADED, ENOENT);
 
 	CHECK_STR(reason_item(&it, b, sizeof(b)), "kernel lacks the fq_codel qdisc (CONFIG_NET_SCH_FQ_CODEL)");
-	it = tc_item(TC_KIND_FQ, TC_KIND_BFIFO, ITEM_DEGRADED, EOPNOTSUPP);
+	it = tc_item_unknown(TC_KIND_FQ, TC_KIND_BFIFO, ITEM_DEGRADED, EOPNOTSUPP);
 	CHECK_STR(reason_item(&it, b, sizeof(b)), "kernel lacks the fq qdisc (CONFIG_NET_SCH_FQ)");
-	it = tc_item(TC_KIND_HTB, TC_KIND_TBF, ITEM_SKIPPED, ENOENT);
+	it = tc_item_unknown(TC_KIND_HTB, TC_KIND_TBF, ITEM_SKIPPED, ENOENT);
 	CHECK_STR(reason_item(&it, b, sizeof(b)), "kernel lacks the htb qdisc (CONFIG_NET_SCH_HTB)");
-	it = tc_item(TC_KIND_HTB_CLASS, TC_KIND_HTB_CLASS, ITEM_SKIPPED, ENOENT);
+	it = tc_item_unknown(TC_KIND_HTB_CLASS, TC_KIND_HTB_CLASS, ITEM_SKIPPED, ENOENT);
 	CHECK_STR(reason_item(&it, b, sizeof(b)), "kernel lacks the htb qdisc (CONFIG_NET_SCH_HTB)");
-	it = tc_item(TC_KIND_CLSACT, TC_KIND_CLSACT, ITEM_SKIPPED, ENOENT);
+	it = tc_item_unknown(TC_KIND_CLSACT, TC_KIND_CLSACT, ITEM_SKIPPED, ENOENT);
 	CHECK_CONTAINS(reason_item(&it, b, sizeof(b)), "CONFIG_NET_SCH_INGRESS");
 	CHECK(!strstr(b, "No such file"));
 }
@@ -75,6 +86,7 @@ TEST(pedit_is_named_not_u32)
 	it.status = ITEM_SKIPPED;
 	it.chosen = -1;
 	it.err = ENOENT;
+	it.unknown = true; /* "Failed to load TC action module" */
 	CHECK_STR(reason_item(&it, b, sizeof(b)),
 	          "kernel lacks the pedit action for DSCP rewrite (CONFIG_NET_ACT_PEDIT, CONFIG_NET_ACT_CSUM)");
 	/* a missing act_pedit can come back as EINVAL */
@@ -87,6 +99,30 @@ TEST(pedit_is_named_not_u32)
 	it.tc[0].u.u32.dscp = -1;
 	it.err = ENOENT;
 	CHECK_STR(reason_item(&it, b, sizeof(b)), "kernel lacks the u32 filter (CONFIG_NET_CLS_U32)");
+}
+
+/* A transient ENOENT (the device or its netns went away, a parent missing)
+ * is the kernel's answer, not a missing feature: "kernel lacks" only when
+ * the kernel said the kind is unknown (issue 32: clsact reported missing on
+ * a kernel that has it). */
+TEST(transient_enoent_is_not_a_missing_feature)
+{
+	char b[REASON_MAX];
+	struct plan_item it = tc_item(TC_KIND_CLSACT, TC_KIND_CLSACT, ITEM_SKIPPED, ENOENT);
+
+	CHECK_STR(reason_item(&it, b, sizeof(b)),
+	          "the kernel refused to add the clsact qdisc on the pod side: No such file or directory (not a "
+	          "missing feature)");
+	CHECK(!strstr(b, "lacks") && !strstr(b, "CONFIG_"));
+	it = tc_item(TC_KIND_FQ_CODEL, TC_KIND_BFIFO, ITEM_DEGRADED, ENOENT);
+	CHECK(!strstr(reason_item(&it, b, sizeof(b)), "kernel lacks"));
+	/* the kernel's own words for a missing kind, classifier or action */
+	CHECK(apply_extack_says_unknown("qdisc fq: No such file or directory (Specified qdisc kind is unknown.)"));
+	CHECK(apply_extack_says_unknown("filter u32: No such file or directory (TC classifier not found.)"));
+	CHECK(apply_extack_says_unknown("filter u32: No such file or directory (Failed to load TC action module.)"));
+	CHECK(!apply_extack_says_unknown("qdisc clsact: No such file or directory"));
+	CHECK(!apply_extack_says_unknown("qdisc fq_codel: No such file or directory (Failed to find specified qdisc)"));
+	CHECK(!apply_extack_says_unknown(NULL));
 }
 
 TEST(same_kind_other_parameters_is_not_a_missing_kind)

@@ -65,6 +65,7 @@ static void sample_plan(struct plan *p)
 	it->status = ITEM_DEGRADED;
 	it->chosen = 1;
 	it->err = ENOENT;
+	it->unknown = true; /* the kernel said the kind is unknown */
 
 	it = next_item(p);
 	*it = (struct plan_item){.type = ITEM_SYSCTL, .dev = DEV_POD, .id = "sysctl.cc", .n_alt = 2};
@@ -88,6 +89,7 @@ static void sample_plan(struct plan *p)
 	it->status = ITEM_SKIPPED;
 	it->chosen = -1;
 	it->err = ENOENT;
+	it->unknown = true;
 
 	it = next_item(p);
 	*it = (struct plan_item){
