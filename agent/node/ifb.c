@@ -36,7 +36,9 @@ static int ifb_create(struct nl_sock *sk, const char *name, uint32_t mtu, int *r
 	return 0;
 }
 
-static int ifb_set_up(struct nl_sock *sk, const char *name, int ifindex, struct error *err)
+/* Up, and the uplink's MTU when mtu != 0 (someone may have set it down or
+ * changed it: mirred drops what it redirects to a device that is down). */
+static int ifb_set_up(struct nl_sock *sk, const char *name, int ifindex, uint32_t mtu, struct error *err)
 {
 	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
 	int r = -ENOMEM;
@@ -44,6 +46,8 @@ static int ifb_set_up(struct nl_sock *sk, const char *name, int ifindex, struct 
 	if (orig && chg) {
 		rtnl_link_set_ifindex(orig, ifindex);
 		rtnl_link_set_flags(chg, IFF_UP);
+		if (mtu)
+			rtnl_link_set_mtu(chg, mtu);
 		r = rtnl_link_change(sk, orig, chg, 0);
 		r = r < 0 ? nl_to_errno(r) : 0;
 	}
@@ -74,7 +78,7 @@ int ifb_ensure(struct nl_sock *sk, const char *name, uint32_t mtu, int *io_ifind
 		log_msg(LOG_LVL_INFO, "ifb created", "ifb", name, (char *)NULL);
 	} else {
 		ifindex = li.ifindex;
-		r = ifb_set_up(sk, name, ifindex, err);
+		r = ifb_set_up(sk, name, ifindex, mtu && li.mtu != mtu ? mtu : 0, err);
 		if (r < 0)
 			return r;
 	}
