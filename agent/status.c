@@ -34,6 +34,7 @@ static void gate_status(const struct bpf_gate *cfg, uint64_t threshold_bps, int 
 		return;
 	cJSON_AddNumberToObject(g, "thresholdBps", (double)threshold_bps);
 	cJSON_AddNumberToObject(g, "windowUs", (double)window_us);
+	cJSON_AddNumberToObject(g, "holdMs", (double)(cfg->hold_ns / 1000000));
 	if (map_fd >= 0 && bpf_gate_read(map_fd, &st, NULL) == 0 && clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
 		cJSON_AddBoolToObject(g, "redirecting",
 		                      (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec <
