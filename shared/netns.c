@@ -161,6 +161,17 @@ int sysctl_read(const char *key, char *buf, size_t size, struct error *err)
 	return sysctl_fd_read(fd, key, buf, size, err);
 }
 
+uint32_t sysctl_tcp_rmem_max(void)
+{
+	char buf[128];
+	unsigned long lo, def, max;
+
+	if (sysctl_read("net/ipv4/tcp_rmem", buf, sizeof(buf), NULL) < 0 ||
+	    sscanf(buf, "%lu %lu %lu", &lo, &def, &max) != 3 || max > UINT32_MAX)
+		return 0;
+	return (uint32_t)max;
+}
+
 /* "val\n" into line (SYSCTL_WRITE_MAX + 2 bytes); its length in *ret_len. */
 static int sysctl_line(const char *key, const char *val, char *line, size_t *ret_len, struct error *err)
 {

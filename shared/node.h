@@ -242,7 +242,9 @@
  * training pods' tcp_rmem maximum is Rd * 98 % x (downlinkRttUs +
  * NODE_DOWN_QUEUE_BUDGET_US) / 8 bytes (at least NODE_DOWN_RCV_WINDOW_MIN),
  * per socket; "trainingRcvWindow": "off" or a byte count overrides it. The
- * agent lowers the training profiles' rmemMax to it (never raises it).
+ * agent lowers the training profiles' rmemMax to it once the tree is in
+ * force (never raises it: an unset rmemMax counts as the kernel's tcp_rmem
+ * maximum, left alone when that is smaller).
  *
  * CAPACITY. A node plan has one filter per pod address: 250 dual-stack pods
  * need ~510 items, in the same heap container as a pod's plan (struct plan,
