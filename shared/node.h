@@ -231,8 +231,9 @@
  *                             training's leaf is fq_codel ecn [ce] | bfifo 7 ms (no fq:
  *                             forwarded traffic is not paced; a short FIFO makes senders
  *                             back off before the upstream queue builds)
- *   down.pod.<H>.<n>          [ifb] u32 prio 10/11 on 1:, DESTINATION addr/32|/128 -> class
- *   down.dscp.<class>.v4|v6   [ifb] classify "dscp": DS field -> class (as on the uplink)
+ *   down.pod.<H>.<n>          [ifb] u32 prio 10/11 on 1:, DESTINATION addr/32|/128 -> class,
+ *                             whatever `classify` says: a DS mark that arrives was set
+ *                             beyond the node, where trust.c vets nothing
  * Handles of the download filters follow the uplink's rules (their own
  * namespace on the ifb). The agent creates, records and removes the ifb.
  * The receive window of training pods (info->down.rcv_window_bytes): the

@@ -977,14 +977,10 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	r = tree_htb(b, d->shaped_bps, d->class_rate_bps, info->ce_threshold_us);
 	if (r < 0)
 		return r;
-	if (cfg->classify == CLASSIFY_SRC_IP) {
-		d->n_filters = filters_count_sorted(sorted, n, classid);
-		return filters_src(b, sorted, n, classid, d->n_filters, prev);
-	}
-	for (int c = 0; c < _CLASS_MAX; c++)
-		if (classid[c])
-			d->n_filters += 2;
-	return filters_dscp(b, cfg, classid);
+	/* by destination pod address whatever `classify` says: DS marks that
+	 * arrive were set by senders beyond the node, which trust.c cannot vet */
+	d->n_filters = filters_count_sorted(sorted, n, classid);
+	return filters_src(b, sorted, n, classid, d->n_filters, prev);
 }
 
 void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)

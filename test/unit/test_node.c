@@ -1862,6 +1862,31 @@ TEST(node_plan_downlink_items)
 	          np.n - count_prefix(&np, "down.", DEV_UPLINK) - count_prefix(&np, "down.", DEV_IFB));
 }
 
+/* L9: classify "dscp" trusts local pods' marks (trust.c) on the uplink; the
+ * download tree classifies by destination pod address all the same, as a
+ * mark that arrives was set beyond the node. */
+TEST(node_plan_downlink_dscp_classifies_by_destination)
+{
+	_cleanup_plan_ struct plan np = {0};
+	struct node_plan_info info;
+	struct node_config cfg;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	cfg.classify = CLASSIFY_DSCP;
+	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+	CHECK(info.down.planned);
+	CHECK(find(&np, "uplink.dscp.inference.v4") != NULL); /* the uplink: by DS field */
+	CHECK_INT(count_prefix(&np, "down.dscp.", DEV_IFB), 0);
+	CHECK_INT(count_prefix(&np, "down.pod.", DEV_IFB), 6);
+	CHECK_INT(info.down.n_filters, 6);
+	for (unsigned i = 0; i < np.n; i++)
+		if (np.items[i].dev == DEV_IFB && np.items[i].tc[0].kind == TC_KIND_U32)
+			CHECK_INT(np.items[i].tc[0].u.u32.match, U32_MATCH_DST);
+}
+
 /* L1: the gates' hold covers twice the time the tree's byte FIFOs take to
  * drain at the shaped rate (below ~40 Mbit/s their floors: 512 + 256 + 128
  * KiB), never under NODE_GATE_HOLD_MS, so packets that pass the gate again
