@@ -333,15 +333,23 @@ def test_download_window_never_raises_the_kernels(node):
 
 
 def test_download_left_alone_with_a_foreign_uplink_tree(node):
-    """L8: an operator's tree on the uplink: the pass stops at "left alone",
-    no download tree exists, so training pods keep their window."""
+    """L8, L10: an operator's tree on the uplink: the pass stops at "left
+    alone", no download tree exists, so training pods keep their window and
+    no ifb or download record is left behind; once the operator's tree goes,
+    the download tree comes."""
     node.sh("tc", "qdisc", "replace", "dev", "up0", "root", "handle", "1:", "htb")
     node.sh("tc", "class", "add", "dev", "up0", "parent", "1:", "classid", "1:1", "htb", "rate", "100mbit")
-    node.start_agent(CONFIG)
+    node.start_agent(dict(CONFIG, driftRepairSeconds=1))  # a tree removed is seen at the next drift repair
     train = node.add_pod(TRAIN)
     fresh = cni.read_sysctl(node.node.name, "net.ipv4.tcp_rmem").split()
     wait_down(node, lambda: (lambda s: s if s and s.get("uplink", {}).get("foreign") else None)(
         node.status(check=False)), "status says the uplink is foreign")
     time.sleep(0.5)
     assert rmem(train)[2] == fresh[2], (rmem(train), fresh)
-    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 0
+    dl = node.status()["uplink"]["downlink"]
+    assert dl["trainingRcvWindowBytes"] == 0 and dl["shaped"] is False, dl
+    assert IFB not in links(node), links(node)
+    assert not os.path.exists(os.path.join(node.state_dir, "downlink.json"))
+    node.sh("tc", "qdisc", "del", "dev", "up0", "root")
+    wait_down(node, lambda: IFB in links(node) and redirect_filters(node) and node.root(IFB)["kind"] == "htb",
+              "the download tree once the uplink is ours to shape")
