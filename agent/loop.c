@@ -425,18 +425,21 @@ static const struct metrics_ops metrics_ops = {.render = m_render, .healthy = m_
 /* ---- rtnetlink monitor ---- */
 
 /* An ifb's link message that needs a pass: its deletion, a state without
- * IFF_UP (mirred drops what it redirects to a device that is down), or an
- * MTU other than the uplink's (ifb_ensure gives it back). */
+ * IFF_UP (mirred drops what it redirects to a device that is down), another
+ * name (ifb_ensure renames it back) or an MTU other than the uplink's
+ * (ifb_ensure gives it back). */
 static bool ifb_link_broken(const struct agent *ag, struct nlmsghdr *h, const struct ifinfomsg *ifi)
 {
+	const char *name = ifi->ifi_index == ag->down.ifb_ifindex ? PLAN_IFB_NAME : PLAN_IFB_UP_NAME;
 	struct nlattr *tb[IFLA_MAX + 1];
 
 	if (h->nlmsg_type == RTM_DELLINK || !(ifi->ifi_flags & IFF_UP))
 		return true;
-	if (ag->up.facts.mtu && nlmsg_parse(h, sizeof(*ifi), tb, IFLA_MAX, NULL) == 0 && tb[IFLA_MTU] &&
-	    nla_get_u32(tb[IFLA_MTU]) != ag->up.facts.mtu)
+	if (nlmsg_parse(h, sizeof(*ifi), tb, IFLA_MAX, NULL) < 0)
+		return false;
+	if (tb[IFLA_IFNAME] && !streq(nla_get_string(tb[IFLA_IFNAME]), name))
 		return true;
-	return false;
+	return ag->up.facts.mtu && tb[IFLA_MTU] && nla_get_u32(tb[IFLA_MTU]) != ag->up.facts.mtu;
 }
 
 static int rtnl_msg(struct nl_msg *msg, void *ud)

@@ -60,6 +60,32 @@ static int ifb_set_up(struct nl_sock *sk, const char *name, int ifindex, uint32_
 	return 0;
 }
 
+/* Our ifb (kind ifb at ifindex) renamed behind our back gets its name back
+ * (a device is renamed down; the caller sets it up), its tree with it. */
+static int ifb_rename_back(struct nl_sock *sk, const char *name, int ifindex)
+{
+	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
+	struct link_info li;
+	int r = -ENOMEM;
+
+	if (nl_link_get(sk, NULL, ifindex, &li, NULL) < 0 || !streq(li.kind, "ifb")) {
+		r = -ENODEV;
+	} else if (orig && chg) {
+		rtnl_link_set_ifindex(orig, ifindex);
+		rtnl_link_set_name(chg, name);
+		r = rtnl_link_change(sk, orig, chg, 0);
+		r = r < 0 ? nl_to_errno(r) : 0;
+		if (r == 0)
+			log_msg(LOG_LVL_WARN, "ifb renamed behind our back: its name given back", "ifb", name, "was",
+			        li.ifname, (char *)NULL);
+	}
+	if (orig)
+		rtnl_link_put(orig);
+	if (chg)
+		rtnl_link_put(chg);
+	return r;
+}
+
 int ifb_ensure(struct nl_sock *sk, const char *name, uint32_t mtu, int *io_ifindex, bool *ret_renewed,
                struct error *err)
 {
@@ -68,6 +94,8 @@ int ifb_ensure(struct nl_sock *sk, const char *name, uint32_t mtu, int *io_ifind
 
 	*ret_renewed = false;
 	r = nl_link_get(sk, name, 0, &li, NULL);
+	if (r < 0 && *io_ifindex > 0 && ifb_rename_back(sk, name, *io_ifindex) == 0)
+		r = nl_link_get(sk, name, 0, &li, NULL);
 	if (r == 0 && !streq(li.kind, "ifb"))
 		return error_set(err, EEXIST, "%s exists and is not an ifb (%s)", name,
 		                 li.kind[0] ? li.kind : "physical");

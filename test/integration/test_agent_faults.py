@@ -207,9 +207,9 @@ class FaultLab:
     """The node, its two pods, the saturating training traffic both ways
     and the inference probes both ways."""
 
-    def __init__(self, node):
+    def __init__(self, node, config=None):
         self.node = node
-        node.start_agent(CONFIG)
+        node.start_agent(config or CONFIG)
         self.inf = node.add_pod(INF)
         self.train = node.add_pod(TRAIN)
         self.fabric_ip = f"{node.uplink_net}.1"
@@ -257,12 +257,12 @@ class FaultLab:
                     p.finish()
 
 
-def run_fault(node, fault, check=None, settle_s=2.5, restored=layout_ready):
+def run_fault(node, fault, check=None, settle_s=2.5, restored=layout_ready, config=None):
     """Apply fault() under load with the probes running: the time lost
     in either direction is under MAX_LOSS_S, check() holds (when given),
     the layout comes back (restored), and the probes' packets land in the
     inference class on both ifbs again."""
-    fl = FaultLab(node)
+    fl = FaultLab(node, config)
     try:
         fl.start_probes()
         time.sleep(0.5)
@@ -306,3 +306,99 @@ def test_fault_ifb_mtu_changed(mqnode):
     mtu = cni.link(node.node.name, "up0")["mtu"]
     run_fault(node, lambda fl: node.sh("ip", "link", "set", IFB_DOWN, "mtu", "576"),
               check=lambda fl: cni.link(node.node.name, IFB_DOWN)["mtu"] == mtu or pytest.fail("the ifb's MTU"))
+
+
+def test_fault_ifb_deleted(mqnode):
+    """Both ifbs deleted: the link events bring them (and their trees) back."""
+    node = mqnode
+
+    def fault(fl):
+        node.sh("ip", "link", "del", IFB_DOWN)
+        node.sh("ip", "link", "del", IFB_UP)
+
+    run_fault(node, fault)
+
+
+def test_fault_ifb_renamed(mqnode):
+    """An ifb renamed (set down first, as the kernel requires): it gets its
+    name back, up, with its tree; no second ifb is left behind."""
+    node = mqnode
+
+    def fault(fl):
+        node.sh("ip", "link", "set", "dev", IFB_DOWN, "down")
+        node.sh("ip", "link", "set", "dev", IFB_DOWN, "name", "aqt-renamed", check=False)
+
+    run_fault(node, fault, check=lambda fl: "aqt-renamed" not in links(node) or pytest.fail(
+        f"the renamed ifb left behind: {links(node)}"))
+
+
+# faults on the uplink's tc objects: the agent does not follow tc events;
+# what it placed comes back at the next drift repair (here every 2 s), and
+# meanwhile traffic flows unshaped (no gate, no redirect: nothing to lose)
+DRIFT = dict(CONFIG, driftRepairSeconds=2)
+
+
+def test_fault_uplink_root_qdisc_replaced(mqnode):
+    """The uplink's root replaced (a network manager's pfifo): the gated
+    trees do not live there, nothing is lost, the layout stays."""
+    node = mqnode
+    run_fault(node, lambda fl: node.sh("tc", "qdisc", "replace", "dev", "up0", "root", "handle", "7:", "pfifo", "limit", "1000"),
+              config=DRIFT)
+
+
+def test_fault_clsact_deleted(mqnode):
+    """The uplink's clsact deleted (both gates, both redirects and the
+    classifier with it): traffic flows unshaped, the next drift repair puts
+    the layout back."""
+    node = mqnode
+    run_fault(node, lambda fl: node.sh("tc", "qdisc", "del", "dev", "up0", "clsact"), config=DRIFT)
+
+
+@pytest.mark.parametrize("hook", ["egress", "ingress"])
+def test_fault_filters_deleted(mqnode, hook):
+    """aiqos's filters on one hook deleted (`tc filter del dev up0 egress`):
+    traffic flows, the next drift repair puts them back."""
+    node = mqnode
+    run_fault(node, lambda fl: node.sh("tc", "filter", "del", "dev", "up0", hook), config=DRIFT)
+
+
+def test_fault_agent_sigkilled_mid_pass(mqnode):
+    """The agent SIGKILLed inside a pass's apply (the "apply-item" failpoint:
+    new pods' download filters): the kernel keeps what it had, traffic
+    flows; restarted, it adopts and the layout is whole."""
+    node = mqnode
+
+    def fault(fl):
+        node.stop_agent(signal.SIGTERM)
+        node.start_agent(CONFIG, env={"AIQOS_TEST_FAILPOINTS": "apply-item=kill"})
+        node.add_api_pods([(INF, f"10.86.0.{i}") for i in range(1, 21)])
+        wait_until(lambda: node.agent.poll() is not None, 5, "the agent killed inside the apply")
+        assert node.agent.returncode == -signal.SIGKILL, node.agent.returncode
+        node.start_agent(CONFIG)
+
+    run_fault(node, fault, restored=lambda n: layout_ready(n) and len(n.filters(IFB_DOWN)) >= 22)
+
+
+def test_fault_state_dir_read_only(mqnode):
+    """The state dir read-only (a full or remounted disk): the agent keeps
+    repairing what needs no new record (an ifb set down), traffic flows,
+    status still answers."""
+    node = mqnode
+    state = node.state_dir
+
+    def fault(fl):
+        # in the host's mount namespace: it propagates to the agent's (ip netns exec: a slave)
+        cni.sh("mount", "--bind", state, state)
+        cni.sh("mount", "-o", "remount,bind,ro", state)
+        node.sh("ip", "link", "set", IFB_UP, "down")
+
+    def check(fl):
+        assert ifb_up(node, IFB_UP), links(node)
+        assert node.status()["ready"] is True
+        with pytest.raises(OSError):
+            open(os.path.join(state, "probe"), "w").close()
+
+    try:
+        run_fault(node, fault, check=check)
+    finally:
+        cni.sh("umount", state, check=False)
