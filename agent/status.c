@@ -28,7 +28,7 @@
  * (attached but not synced yet, or off: every packet is redirected). */
 static void gate_status(const struct bpf_gate *cfg, uint64_t threshold_bps, int map_fd, cJSON *g)
 {
-	uint64_t window_us = cfg->win_ns / 1000;
+	uint64_t window_us = cfg->win_ns / 1000, hold_ms = cfg->hold_ns / 1000000;
 	struct bpf_gate st;
 	struct timespec ts;
 
@@ -36,7 +36,7 @@ static void gate_status(const struct bpf_gate *cfg, uint64_t threshold_bps, int 
 		return;
 	cJSON_AddNumberToObject(g, "thresholdBps", (double)threshold_bps);
 	cJSON_AddNumberToObject(g, "windowUs", (double)window_us);
-	cJSON_AddNumberToObject(g, "holdMs", (double)(cfg->hold_ns / 1000000));
+	cJSON_AddNumberToObject(g, "holdMs", (double)hold_ms);
 	if (map_fd >= 0 && bpf_gate_read(map_fd, &st, NULL) == 0 && clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
 		cJSON_AddBoolToObject(g, "redirecting",
 		                      st.threshold_bytes == 0 ||
