@@ -277,6 +277,7 @@ def run_fault(node, fault, check=None, settle_s=2.5, restored=layout_ready, conf
         time.sleep(0.5)
         after = fl.inference_classes()
         probes = fl.finish_probes()
+        print(f"\nfault figures: {fl!r}")  # shown with pytest -s
         for direction, p in probes.items():
             assert p.loss_s() <= MAX_LOSS_S, f"{direction}: {p}\n{node.agent_log_tail()}"
         # the probe's packets (still under the training load) land in the inference class
