@@ -297,8 +297,22 @@ def test_fault_ifb_set_down(mqnode, ifb):
     """M1: an ifb set down is put back up at once (not at the next drift
     repair): mirred drops what it redirects to a device that is down."""
     node = mqnode
-    run_fault(node, lambda fl: node.sh("ip", "link", "set", ifb, "down"),
-              check=lambda fl: ifb_up(node, ifb) or pytest.fail(f"{ifb} still down {fl!r}"))
+    t = {}
+
+    def fault(fl):
+        node.sh("ip", "link", "set", ifb, "down")
+        t0 = time.monotonic()
+        try:
+            wait_until(lambda: ifb_up(node, ifb), 1.0, f"{ifb} up again", interval_s=0.01)
+            t["up_s"] = time.monotonic() - t0
+        except AssertionError:
+            t["up_s"] = None  # the loss check below says what it cost
+
+    def check(fl):
+        assert t["up_s"] is not None, f"{ifb} not up again within 1 s: {fl!r}"
+        print(f"\n{ifb} up again {t['up_s'] * 1000:.0f} ms after it was set down")
+
+    run_fault(node, fault, check=check)
 
 
 def test_fault_ifb_mtu_changed(mqnode):
