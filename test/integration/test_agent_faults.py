@@ -11,7 +11,9 @@ read-only. For each: the probe's lost datagrams add up to under 1 s
 in both directions, and the agent restores its layout (the probe's
 packets land in the inference class on the ifbs again) or says why
 (status, metric). Outcomes are checked (packets flow, the class they land
-in), not one layout of tc objects."""
+in), not one layout of tc objects. And L1 in the kernel: at 2 Mbit/s the
+upload gate's hold keeps a flow that falls back under its threshold behind
+its own backlog (no reordering)."""
 
 import os
 import signal
@@ -58,7 +60,7 @@ class Probe:
         self.rx = _sock_in(dst, ("0.0.0.0", port))
         self.rx.settimeout(0.2)
         self.tx = _sock_in(src)
-        self.sent, self.got, self.stop = 0, set(), threading.Event()
+        self.sent, self.got, self.order, self.stop = 0, set(), [], threading.Event()
         self.threads = [threading.Thread(target=self._send, daemon=True),
                         threading.Thread(target=self._recv, daemon=True)]
 
@@ -83,7 +85,9 @@ class Probe:
             except OSError:
                 return
             if len(data) >= 4:
-                self.got.add(struct.unpack("!I", data[:4])[0])
+                seq = struct.unpack("!I", data[:4])[0]
+                self.got.add(seq)
+                self.order.append(seq)
 
     def start(self):
         for t in self.threads:
@@ -111,6 +115,15 @@ class Probe:
         """Every gap added up: the datagrams lost, as time (a gate that
         drops in bursts loses as much as one long gap)."""
         return (self.sent - len(self.got)) * self.interval
+
+    def reordered(self):
+        """Datagrams that arrived after one with a higher number."""
+        top, n = -1, 0
+        for seq in self.order:
+            if seq < top:
+                n += 1
+            top = max(top, seq)
+        return n
 
     def received(self):
         """Datagrams received so far (for a probe still running)."""
@@ -417,3 +430,56 @@ def test_fault_state_dir_read_only(mqnode):
         run_fault(node, fault, check=check)
     finally:
         cni.sh("umount", state, check=False)
+
+
+def test_gate_hold_keeps_order_at_a_low_rate(mqnode):
+    """L1: at 2 Mbit/s the leaves' byte FIFOs take seconds to drain; the
+    upload gate's hold outlasts them, so a flow that falls back under the
+    threshold after an overload never overtakes its own backlog in the tree
+    (with a fixed 100 ms hold: 356 of 796 reordered in the review)."""
+    node = mqnode
+    node.start_agent({"uplinkRate": "2mbit", "downlink": False, "debounceMs": 50, "mixedHoldSeconds": 0})
+    train = node.add_pod(TRAIN)
+    node.sh("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+    wait(node, lambda: ifb_up(node, IFB_UP) and "aiqos_ugate" in egress_text(node), "the gated upload tree")
+    hold_ms = node.status()["uplink"]["gate"]["holdMs"]
+    # training and default leaves: their FIFOs' floors (256 + 128 KiB) twice at 1.98 Mbit/s
+    assert hold_ms == 2 * (256 + 128) * 1024 * 8 * 1000 // 1_980_000, hold_ms
+    # one numbered flow: ~5 Mbit/s for 1.3 s (over the 0.99 Mbit/s threshold), then 200 B every 20 ms
+    fab = node.fabric.name
+    rx = _sock_in(fab, ("0.0.0.0", PROBE_PORT + 5))
+    rx.settimeout(0.5)
+    tx = _sock_in(train.ns)
+    dst = (f"{node.uplink_net}.1", PROBE_PORT + 5)
+    order = []
+
+    def recv():
+        while True:
+            try:
+                order.append(struct.unpack("!I", rx.recv(2048)[:4])[0])
+            except (socket.timeout, OSError):
+                return
+
+    t = threading.Thread(target=recv, daemon=True)
+    t.start()
+    seq, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < 1.3:
+        for _ in range(8):
+            tx.sendto(struct.pack("!I", seq) + b"f" * 996, dst)
+            seq += 1
+        time.sleep(8 * 1000 * 8 / 5e6)
+    for _ in range(150):
+        tx.sendto(struct.pack("!I", seq) + b"s" * 196, dst)
+        seq += 1
+        time.sleep(0.02)
+    time.sleep(1.5)  # what the tree still holds
+    rx.close()
+    tx.close()
+    t.join(5)
+    top, reordered = -1, 0
+    for x in order:
+        reordered += x < top
+        top = max(top, x)
+    print(f"\nhold {hold_ms} ms: sent {seq}, received {len(order)}, reordered {reordered}")
+    assert len(order) > 150, (seq, len(order))
+    assert reordered == 0, f"{reordered} of {len(order)} reordered (hold {hold_ms} ms)"
