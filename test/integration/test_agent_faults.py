@@ -6,8 +6,8 @@ thresholds: every packet takes the ifbs) and an inference pod's UDP probe
 in both directions (200 datagrams/s, numbered), each fault an operator or
 another daemon can cause is applied: an ifb set down, given another MTU,
 deleted, renamed; the uplink's root qdisc replaced; the clsact deleted;
-aiqos's filters deleted; the agent SIGKILLed mid-pass; the state dir
-read-only. For each: the probe's lost datagrams add up to under 1 s
+aiqos's filters deleted, a gate program detached; the agent SIGKILLed
+inside a pass; the state dir read-only. For each: the probe's lost datagrams add up to under 1 s
 in both directions, and the agent restores its layout (the probe's
 packets land in the inference class on the ifbs again) or says why
 (status, metric). Outcomes are checked (packets flow, the class they land
@@ -362,12 +362,15 @@ def test_fault_clsact_deleted(mqnode):
     run_fault(node, lambda fl: node.sh("tc", "qdisc", "del", "dev", "up0", "clsact"), config=DRIFT)
 
 
-@pytest.mark.parametrize("hook", ["egress", "ingress"])
-def test_fault_filters_deleted(mqnode, hook):
-    """aiqos's filters on one hook deleted (`tc filter del dev up0 egress`):
-    traffic flows, the next drift repair puts them back."""
+@pytest.mark.parametrize("hook,pref", [("egress", None), ("ingress", None), ("ingress", "29"), ("egress", "27")])
+def test_fault_filters_deleted(mqnode, hook, pref):
+    """aiqos's filters on one hook deleted (`tc filter del dev up0 egress`),
+    or one gate program detached alone (pref 29 / 27: the redirect then takes
+    everything through the tree): traffic flows, the next drift repair puts
+    them back."""
     node = mqnode
-    run_fault(node, lambda fl: node.sh("tc", "filter", "del", "dev", "up0", hook), config=DRIFT)
+    argv = ["tc", "filter", "del", "dev", "up0", hook] + (["pref", pref] if pref else [])
+    run_fault(node, lambda fl: node.sh(*argv), config=DRIFT)
 
 
 def test_fault_agent_sigkilled_mid_pass(mqnode):
