@@ -628,6 +628,23 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 	return NODE_STEP_NEXT;
 }
 
+/* Items in force that the kernel no longer has as planned (deleted or
+ * changed behind our back): the delta re-applies them, a drift repair. */
+static unsigned drifted_items(const struct plan *in_force, const struct plan *observed)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < observed->n; i++) {
+		const struct plan_item *it = &observed->items[i], *was;
+
+		if (it->status != ITEM_PENDING)
+			continue;
+		was = plan_find_const(in_force, it->id);
+		n += was && (was->status == ITEM_APPLIED || was->status == ITEM_DEGRADED);
+	}
+	return n;
+}
+
 /* When the kernel was read: adopt what it has of the plan (that is the plan
  * in force), delete what is ours but not planned. */
 static int node_adopt(struct agent *ag, struct node_pass *ps)
@@ -655,8 +672,19 @@ static int node_adopt(struct agent *ag, struct node_pass *ps)
 		up_fail(ag, ps->now_ms, "adopt", &e);
 		return NODE_STEP_DONE;
 	}
-	if (ag->up_adopted && deleted)
-		ag->ctr.drift_repairs += (unsigned)deleted;
+	if (ag->up_adopted) {
+		/* what the delta puts back and what was deleted: both reported */
+		unsigned missing = drifted_items(&ag->in_force, &ps->np);
+
+		ag->ctr.drift_repairs += (unsigned)deleted + missing;
+		if (missing) {
+			char n[16];
+
+			snprintf(n, sizeof(n), "%u", missing);
+			log_msg(LOG_LVL_WARN, "uplink objects changed behind our back: put back", "uplink",
+			        ag->up.ifname, "objects", n, (char *)NULL);
+		}
+	}
 	ps->changed_kernel |= deleted > 0;
 	/* in force = what the kernel has of the plan */
 	if (plan_copy(&ps->np, &ag->in_force) < 0) {

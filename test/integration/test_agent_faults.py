@@ -17,6 +17,7 @@ its own backlog (no reordering)."""
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import struct
@@ -250,7 +251,7 @@ class FaultLab:
                     p.finish()
 
 
-def run_fault(node, fault, check=None, settle_s=2.5, restored=layout_ready, config=None):
+def run_fault(node, fault, check=None, settle_s=2.5, restored=layout_ready, config=None, after=None):
     """Apply fault() under load with the probes running: the time lost
     in either direction is under MAX_LOSS_S, check() holds (when given),
     the layout comes back (restored), and the probes' packets land in the
@@ -266,6 +267,8 @@ def run_fault(node, fault, check=None, settle_s=2.5, restored=layout_ready, conf
         if check:
             check(fl)
         wait(node, lambda: restored(node), "the layout restored after the fault", timeout_s=5)
+        if after:
+            after(fl)
         before = fl.inference_classes()
         time.sleep(0.5)
         after = fl.inference_classes()
@@ -346,6 +349,26 @@ def test_fault_ifb_renamed(mqnode):
 DRIFT = dict(CONFIG, driftRepairSeconds=2)
 
 
+def drift_repairs(node):
+    m = re.search(r"^aiqos_drift_repairs_total (\d+)", node.metrics(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def drift_fault(node, argv):
+    """run_fault's fault and after for a tc-level fault: the repair is
+    reported (aiqos_drift_repairs_total grows)."""
+    seen = {}
+
+    def fault(fl):
+        seen["before"] = drift_repairs(node)
+        node.sh(*argv)
+
+    def after(fl):
+        assert drift_repairs(node) > seen["before"], (seen, node.agent_log_tail())
+
+    return fault, after
+
+
 def test_fault_uplink_root_qdisc_replaced(mqnode):
     """The uplink's root replaced (a network manager's pfifo): the gated
     trees do not live there, nothing is lost, the layout stays."""
@@ -359,7 +382,8 @@ def test_fault_clsact_deleted(mqnode):
     classifier with it): traffic flows unshaped, the next drift repair puts
     the layout back."""
     node = mqnode
-    run_fault(node, lambda fl: node.sh("tc", "qdisc", "del", "dev", "up0", "clsact"), config=DRIFT)
+    fault, after = drift_fault(node, ["tc", "qdisc", "del", "dev", "up0", "clsact"])
+    run_fault(node, fault, config=DRIFT, after=after)
 
 
 @pytest.mark.parametrize("hook,pref", [("egress", None), ("ingress", None), ("ingress", "29"), ("egress", "27")])
@@ -370,7 +394,8 @@ def test_fault_filters_deleted(mqnode, hook, pref):
     them back."""
     node = mqnode
     argv = ["tc", "filter", "del", "dev", "up0", hook] + (["pref", pref] if pref else [])
-    run_fault(node, lambda fl: node.sh(*argv), config=DRIFT)
+    fault, after = drift_fault(node, argv)
+    run_fault(node, fault, config=DRIFT, after=after)
 
 
 def test_fault_agent_sigkilled_mid_pass(mqnode):

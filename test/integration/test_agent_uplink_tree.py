@@ -11,6 +11,7 @@ kernel makes it) gets no tree unless uplinkRate asks for a shaper. The kernel is
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -294,6 +295,11 @@ def test_drift_repair_settles_at_low_rates(node, rate):
     wait_for(node, lambda: node.root()["kind"] == "htb" and "aiqos-ifb0" in cni.link_names(node.node.name)
              and node.status()["mode"] == "mixed", "the mixed HTB trees")
     time.sleep(1)  # settled
+
+    def repairs():
+        return int(re.search(r"^aiqos_drift_repairs_total (\d+)", node.metrics(), re.M).group(1))
+
+    before = repairs()
     mon = agentlab.subprocess.Popen(cni.in_ns(node.node.name, "tc", "monitor"), stdout=agentlab.subprocess.PIPE,
                                     stderr=agentlab.subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -302,3 +308,4 @@ def test_drift_repair_settles_at_low_rates(node, rate):
         os.killpg(mon.pid, signal.SIGTERM)
         out, _ = mon.communicate(timeout=5)
     assert out.strip() == "", f"drift repair re-applied at {rate}:\n{out[:3000]}\n{node.agent_log_tail()}"
+    assert repairs() == before, node.agent_log_tail()
