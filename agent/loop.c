@@ -8,6 +8,7 @@
  * (READY after the first list + reconcile, WATCHDOG, STATUS on mode changes). */
 #include <cjson/cJSON.h>
 #include <libgen.h>
+#include <linux/if.h>
 #include <malloc.h>
 #include <linux/rtnetlink.h>
 #include <signal.h>
@@ -425,6 +426,24 @@ static const struct metrics_ops metrics_ops = {.render = m_render, .healthy = m_
 
 /* ---- rtnetlink monitor ---- */
 
+/* An ifb's link message that needs a pass: its deletion, a state without
+ * IFF_UP (mirred drops what it redirects to a device that is down), another
+ * name (ifb_ensure renames it back) or an MTU other than the uplink's
+ * (ifb_ensure gives it back). */
+static bool ifb_link_broken(const struct agent *ag, struct nlmsghdr *h, const struct ifinfomsg *ifi)
+{
+	const char *name = ifi->ifi_index == ag->down.ifb_ifindex ? PLAN_IFB_NAME : PLAN_IFB_UP_NAME;
+	struct nlattr *tb[IFLA_MAX + 1];
+
+	if (h->nlmsg_type == RTM_DELLINK || !(ifi->ifi_flags & IFF_UP))
+		return true;
+	if (nlmsg_parse(h, sizeof(*ifi), tb, IFLA_MAX, NULL) < 0)
+		return false;
+	if (tb[IFLA_IFNAME] && !streq(nla_get_string(tb[IFLA_IFNAME]), name))
+		return true;
+	return ag->up.facts.mtu && tb[IFLA_MTU] && nla_get_u32(tb[IFLA_MTU]) != ag->up.facts.mtu;
+}
+
 static int rtnl_msg(struct nl_msg *msg, void *ud)
 {
 	struct agent *ag = ud;
@@ -447,10 +466,12 @@ static int rtnl_msg(struct nl_msg *msg, void *ud)
 			    streq(nla_get_string(tb[IFLA_IFNAME]), ag->cfg.node.uplink))
 				relevant = true;
 		}
-		if (h->nlmsg_type == RTM_DELLINK && ifi->ifi_index > 0 &&
-		    (ifi->ifi_index == ag->down.ifb_ifindex || ifi->ifi_index == ag->shaper.ifb_ifindex)) {
-			/* one of our ifbs deleted behind our back: the redirect to it
-			 * drops what it takes until the next pass puts it back */
+		if (ifi->ifi_index > 0 &&
+		    (ifi->ifi_index == ag->down.ifb_ifindex || ifi->ifi_index == ag->shaper.ifb_ifindex) &&
+		    ifb_link_broken(ag, h, ifi)) {
+			/* one of our ifbs deleted, set down or given another MTU
+			 * behind our back: the redirect to it drops what it takes
+			 * until a pass puts it back */
 			ag->up_need_observe = true;
 			sched_kick(&ag->sched, agent_now_ms());
 		}

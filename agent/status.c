@@ -23,10 +23,12 @@
 #include "status.h"
 
 /* A gate (bpf_gate.h): its threshold, and whether it sends traffic
- * through its ifb right now (read from its map, map_fd). */
+ * through its ifb right now (read from its map, map_fd): within the hold
+ * after a window over the threshold, or while the map's threshold is 0
+ * (attached but not synced yet, or off: every packet is redirected). */
 static void gate_status(const struct bpf_gate *cfg, uint64_t threshold_bps, int map_fd, cJSON *g)
 {
-	uint64_t window_us = cfg->win_ns / 1000;
+	uint64_t window_us = cfg->win_ns / 1000, hold_ms = cfg->hold_ns / 1000000;
 	struct bpf_gate st;
 	struct timespec ts;
 
@@ -34,10 +36,12 @@ static void gate_status(const struct bpf_gate *cfg, uint64_t threshold_bps, int 
 		return;
 	cJSON_AddNumberToObject(g, "thresholdBps", (double)threshold_bps);
 	cJSON_AddNumberToObject(g, "windowUs", (double)window_us);
+	cJSON_AddNumberToObject(g, "holdMs", (double)hold_ms);
 	if (map_fd >= 0 && bpf_gate_read(map_fd, &st, NULL) == 0 && clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
 		cJSON_AddBoolToObject(g, "redirecting",
-		                      (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec <
-		                              st.redirect_until_ns);
+		                      st.threshold_bytes == 0 ||
+		                              (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec <
+		                                      st.redirect_until_ns);
 }
 
 static const char *class_name(enum workload_class c)

@@ -3,8 +3,10 @@
  * Mechanism only: callers decide what a missing key or a refused value means. */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include "netns.h"
@@ -159,6 +161,22 @@ int sysctl_read(const char *key, char *buf, size_t size, struct error *err)
 	if (fd < 0)
 		return error_set(err, errno, "read sysctl '%s': %s", key, strerror(errno));
 	return sysctl_fd_read(fd, key, buf, size, err);
+}
+
+uint32_t sysctl_tcp_rmem_max(void)
+{
+	char buf[128], *p = buf, *end;
+	unsigned long long v = 0;
+
+	if (sysctl_read("net/ipv4/tcp_rmem", buf, sizeof(buf), NULL) < 0)
+		return 0;
+	for (int i = 0; i < 3; i++, p = end) { /* min default max */
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (end == p || errno)
+			return 0;
+	}
+	return v > UINT32_MAX ? 0 : (uint32_t)v;
 }
 
 /* "val\n" into line (SYSCTL_WRITE_MAX + 2 bytes); its length in *ret_len. */

@@ -41,6 +41,8 @@ const char *sysctl_get_root(void);
  * *write* with ENOENT for some refused values (an unknown congestion control):
  * to tell the two apart, sysctl_read the key. Errors name key and value. */
 int sysctl_read(const char *key, char *buf, size_t size, struct error *err);
+/* The maximum (third field) of net.ipv4.tcp_rmem here, 0 when it cannot be read. */
+uint32_t sysctl_tcp_rmem_max(void);
 int sysctl_write(const char *key, const char *val, struct error *err);
 /* sysctl_read into prev (its result in *ret_read; prev is only valid when
  * that is 0) followed by sysctl_write of val, through a single open of the

@@ -157,8 +157,8 @@
  *   uplink.gate        bpf aiqos_ugate (bpf_gate.h), pref 27, handle 1: while
  *                      the bytes leaving stay under NODE_GATE_PERCENT of Rp
  *                      packets go straight to the root (TC_ACT_OK: no HTB
- *                      lock); from a window over it until NODE_GATE_HOLD_MS
- *                      without one, on
+ *                      lock); from a window over it until the hold
+ *                      (NODE_GATE_HOLD_MS or more) without one, on
  *   uplink.redirect    u32 match-all, pref 28, mirred egress redirect to the
  *                      ifb, whose HTB shapes and ranks them exactly as at the
  *                      root; the ifb sends them back out of the uplink (the
@@ -222,7 +222,7 @@
  *                             while the arrivals stay under NODE_GATE_PERCENT of
  *                             Rd * 98 % (bytes per window: node_gate_config) packets skip
  *                             the ifb (nothing can queue there); over it, and for
- *                             NODE_GATE_HOLD_MS after, every packet takes the redirect
+ *                             the hold after (NODE_GATE_HOLD_MS or more), every packet takes the redirect
  *   down.redirect             [uplink] u32 on ffff:fff2 prio 30 protocol all, match-all,
  *                             action mirred egress redirect dev PLAN_IFB_NAME (up->ifb_ifindex)
  *   down.root, down.class.*, down.leaf.*   [ifb] the HTB tree of the mode at Rd * 98 %,
@@ -231,8 +231,9 @@
  *                             training's leaf is fq_codel ecn [ce] | bfifo 7 ms (no fq:
  *                             forwarded traffic is not paced; a short FIFO makes senders
  *                             back off before the upstream queue builds)
- *   down.pod.<H>.<n>          [ifb] u32 prio 10/11 on 1:, DESTINATION addr/32|/128 -> class
- *   down.dscp.<class>.v4|v6   [ifb] classify "dscp": DS field -> class (as on the uplink)
+ *   down.pod.<H>.<n>          [ifb] u32 prio 10/11 on 1:, DESTINATION addr/32|/128 -> class,
+ *                             whatever `classify` says: a DS mark that arrives was set
+ *                             beyond the node, where trust.c vets nothing
  * Handles of the download filters follow the uplink's rules (their own
  * namespace on the ifb). The agent creates, records and removes the ifb.
  * The receive window of training pods (info->down.rcv_window_bytes): the
@@ -242,7 +243,9 @@
  * training pods' tcp_rmem maximum is Rd * 98 % x (downlinkRttUs +
  * NODE_DOWN_QUEUE_BUDGET_US) / 8 bytes (at least NODE_DOWN_RCV_WINDOW_MIN),
  * per socket; "trainingRcvWindow": "off" or a byte count overrides it. The
- * agent lowers the training profiles' rmemMax to it (never raises it).
+ * agent lowers the training profiles' rmemMax to it once the tree is in
+ * force (never raises it: an unset rmemMax counts as the kernel's tcp_rmem
+ * maximum, left alone when that is smaller).
  *
  * CAPACITY. A node plan has one filter per pod address: 250 dual-stack pods
  * need ~510 items, in the same heap container as a pod's plan (struct plan,
@@ -299,8 +302,10 @@
 #define NODE_DOWN_QUEUE_BUDGET_US 500
 /* the gates (DOWNLOAD and GATED HTB, bpf_gate.h): packets skip the ifb while
  * the traffic stays under this share of the shaped rate; once over, the ifb
- * takes everything for the hold, 5 x the deepest FIFO's 20 ms, so the tree
- * has drained before packets bypass it again. The download gate counts in
+ * takes everything for the hold: NODE_GATE_HOLD_MS, or twice the time the
+ * tree's leaves take to drain their byte FIFOs at the shaped rate when that
+ * is longer (below ~40 Mbit/s: their floors), so the tree has drained
+ * before packets bypass it again. The download gate counts in
  * windows of at least 1 ms and at least 4 x 64 KiB at that share (a GRO
  * burst is not a rate); the upload gate's hold half of HTB's cburst
  * (node_up_gate_config) */
@@ -464,6 +469,7 @@ struct node_down_info {
 	unsigned n_filters;
 	uint32_t rcv_window_bytes; /* training pods' tcp_rmem maximum while planned, 0 = none */
 	uint64_t gate_bps;         /* down.gate's threshold (bpf_gate.h), 0 = no gate planned */
+	uint64_t gate_hold_ns;     /* down.gate's hold (node_gate_config), 0 = no gate planned */
 };
 
 struct node_plan_info {
@@ -483,6 +489,7 @@ struct node_plan_info {
 	uint32_t cls_priority[_CLASS_MAX]; /* with classifier: each class's skb->priority (mq: band, HTB: classid) */
 	bool speed_untrusted;              /* a virtual link's reported speed was not used as a rate */
 	uint64_t up_gate_bps;              /* SHAPE_HTB_IFB: uplink.gate's threshold (bpf_gate.h), else 0 */
+	uint64_t up_gate_hold_ns;          /* SHAPE_HTB_IFB: uplink.gate's hold (node_up_gate_config), else 0 */
 	struct node_down_info down;
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];

@@ -341,6 +341,39 @@ static void spec_fq_codel_inference(struct tc_spec *s)
 	s->u.fq_codel.ecn = TRI_ON;
 }
 
+/* The byte FIFO a class's leaf falls back to (alts_queue), sized at the
+ * rate that drains it. */
+static uint32_t leaf_fifo_bytes(enum workload_class c, uint64_t fifo_rate_bps, bool ingress)
+{
+	switch (c) {
+	case CLASS_INFERENCE:
+		return fifo_bytes(fifo_rate_bps, NODE_INF_QUEUE_MS, NODE_FIFO_MIN_INFERENCE_BYTES);
+	case CLASS_TRAINING:
+		return fifo_bytes(fifo_rate_bps, ingress ? NODE_DOWN_TRAINING_QUEUE_MS : QUEUE_MS_TRAINING,
+		                  NODE_FIFO_MIN_TRAINING_BYTES);
+	default:
+		return fifo_bytes(fifo_rate_bps, QUEUE_MS_DEFAULT, NODE_FIFO_MIN_BYTES);
+	}
+}
+
+/* A gate's hold (node.h, NODE_GATE_HOLD_MS): twice the time the tree's
+ * leaves take to drain their byte FIFOs at rp, at least the fixed hold, so
+ * that packets passing the gate again never overtake a backlog still in
+ * the tree. */
+static uint64_t gate_hold_ns(uint64_t rp, const uint64_t class_rate[_CLASS_MAX], bool ingress)
+{
+	uint64_t sum = 0, hold = (uint64_t)NODE_GATE_HOLD_MS * 1000000;
+
+	if (!rp)
+		return hold;
+	for (int c = 0; c < _CLASS_MAX; c++)
+		if (class_rate[c])
+			sum += leaf_fifo_bytes((enum workload_class)c, rp, ingress);
+	/* sum <= 3 x 16 MiB: the product stays under 2^64 */
+	sum = 2 * sum * 8 * 1000000000ull / rp;
+	return sum > hold ? sum : hold;
+}
+
 /* Alternatives of a class queue, best first. fifo_rate_bps: the rate that
  * drains it (for the byte FIFO), 0 = no FIFO fallback. ingress: a queue of
  * the download tree (node.h DOWNLOAD): no fq for training (its pacing is for
@@ -354,7 +387,7 @@ void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uin
 		if ((s = plan_alt_add(it, TC_KIND_FQ_CODEL)))
 			spec_fq_codel_inference(s);
 		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
-			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, NODE_INF_QUEUE_MS, NODE_FIFO_MIN_INFERENCE_BYTES);
+			s->u.fifo.limit = leaf_fifo_bytes(c, fifo_rate_bps, ingress);
 		break;
 	case CLASS_TRAINING:
 		if (!ingress && (s = plan_alt_add(it, TC_KIND_FQ)))
@@ -364,15 +397,13 @@ void alts_queue(struct plan_item *it, enum workload_class c, uint32_t ce_us, uin
 			s->u.fq_codel.ecn = TRI_ON;
 		}
 		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
-			s->u.fifo.limit =
-			        fifo_bytes(fifo_rate_bps, ingress ? NODE_DOWN_TRAINING_QUEUE_MS : QUEUE_MS_TRAINING,
-			                   NODE_FIFO_MIN_TRAINING_BYTES);
+			s->u.fifo.limit = leaf_fifo_bytes(c, fifo_rate_bps, ingress);
 		break;
 	default:
 		if ((s = plan_alt_add(it, TC_KIND_FQ_CODEL)))
 			s->u.fq_codel.ecn = TRI_ON;
 		if (fifo_rate_bps && (s = plan_alt_add(it, TC_KIND_BFIFO)))
-			s->u.fifo.limit = fifo_bytes(fifo_rate_bps, QUEUE_MS_DEFAULT, NODE_FIFO_MIN_BYTES);
+			s->u.fifo.limit = leaf_fifo_bytes(c, fifo_rate_bps, ingress);
 		break;
 	}
 }
@@ -936,6 +967,7 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	}
 	/* the gate in front of the redirect (bpf_gate.h) */
 	d->gate_bps = plan_caps_has(b->caps, TC_KIND_BPF) ? d->shaped_bps / 100 * NODE_GATE_PERCENT : 0;
+	d->gate_hold_ns = d->gate_bps ? gate_hold_ns(d->shaped_bps, d->class_rate_bps, true) : 0;
 	r = gate_redirect_add(b, hook, TC_H_MIN_INGRESS, d->gate_bps ? BPF_GATE_NAME : NULL, PLAN_IFB_NAME,
 	                      up->ifb_ifindex);
 	if (r < 0)
@@ -945,14 +977,10 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	r = tree_htb(b, d->shaped_bps, d->class_rate_bps, info->ce_threshold_us);
 	if (r < 0)
 		return r;
-	if (cfg->classify == CLASSIFY_SRC_IP) {
-		d->n_filters = filters_count_sorted(sorted, n, classid);
-		return filters_src(b, sorted, n, classid, d->n_filters, prev);
-	}
-	for (int c = 0; c < _CLASS_MAX; c++)
-		if (classid[c])
-			d->n_filters += 2;
-	return filters_dscp(b, cfg, classid);
+	/* by destination pod address whatever `classify` says: DS marks that
+	 * arrive were set by senders beyond the node, which trust.c cannot vet */
+	d->n_filters = filters_count_sorted(sorted, n, classid);
+	return filters_src(b, sorted, n, classid, d->n_filters, prev);
 }
 
 void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)
@@ -971,7 +999,7 @@ void node_gate_config(const struct node_plan_info *info, struct bpf_gate *ret)
 	ret->threshold_bytes = bps / 8 * win_ns / 1000000000ull;
 	if (!ret->threshold_bytes)
 		ret->threshold_bytes = 1;
-	ret->hold_ns = (uint64_t)NODE_GATE_HOLD_MS * 1000000;
+	ret->hold_ns = info->down.gate_hold_ns ? info->down.gate_hold_ns : (uint64_t)NODE_GATE_HOLD_MS * 1000000;
 }
 
 void node_up_gate_config(const struct node_plan_info *info, int ifb_ifindex, struct bpf_gate *ret)
@@ -984,7 +1012,7 @@ void node_up_gate_config(const struct node_plan_info *info, int ifb_ifindex, str
 	 * class's cburst: no burst HTB itself would not let out at once. */
 	ret->threshold_bytes = plan_htb_burst_bytes(info->shaped_bps, NODE_FIFO_MIN_BYTES) / 2;
 	ret->win_ns = ret->threshold_bytes * 8 * 1000000000ull / info->up_gate_bps;
-	ret->hold_ns = (uint64_t)NODE_GATE_HOLD_MS * 1000000;
+	ret->hold_ns = info->up_gate_hold_ns ? info->up_gate_hold_ns : (uint64_t)NODE_GATE_HOLD_MS * 1000000;
 	if (ifb_ifindex > 0)
 		ret->pass_ifindex = (uint64_t)ifb_ifindex;
 }
@@ -1113,6 +1141,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 			/* the classifier names every packet's class: no filters (node.h, GATED HTB) */
 			memset(classid, 0, sizeof(classid));
 			info.up_gate_bps = info.shaped_bps / 100 * NODE_GATE_PERCENT;
+			info.up_gate_hold_ns = gate_hold_ns(info.shaped_bps, info.class_rate_bps, false);
 		}
 		for (int c = 0; c < _CLASS_MAX; c++)
 			info.cls_priority[c] = info.class_rate_bps[c]               ? TC_H_MAKE(H_ROOT, class_minor(c))

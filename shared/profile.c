@@ -504,14 +504,15 @@ uint64_t profile_content_hash(const struct profile *p)
 	return h ? h : 1;
 }
 
-unsigned profile_set_bound_rmem(struct profile_set *set, enum workload_class c, uint32_t bound)
+unsigned profile_set_bound_rmem(struct profile_set *set, enum workload_class c, uint32_t bound, uint32_t unset_max)
 {
 	unsigned n = 0;
 
 	for (unsigned i = 0; bound > 0 && i < set->n && i < PROFILES_MAX; i++) {
 		struct profile *p = &set->p[i];
+		uint32_t have = p->rmem_max ? p->rmem_max : unset_max;
 
-		if (p->class != c || (p->rmem_max != 0 && p->rmem_max <= bound))
+		if (p->class != c || (have != 0 && have <= bound))
 			continue;
 		p->rmem_max = bound;
 		n++;

@@ -50,10 +50,12 @@ int profile_set_merge_json(struct profile_set *set, const struct cJSON *profiles
 const struct profile *profile_resolve(const struct profile_set *set, const struct workload *w, char *ret_warn,
                                       size_t warn_size);
 const struct profile *profile_find(const struct profile_set *set, const char *name);
-/* Lower rmem_max of every profile of class c to bound (an unset 0 too; a
- * smaller one stays): the download tree's training receive window (node.h
- * DOWNLOAD). bound 0 changes nothing. Returns the profiles changed. */
-unsigned profile_set_bound_rmem(struct profile_set *set, enum workload_class c, uint32_t bound);
+/* Lower rmem_max of every profile of class c to bound (a smaller one
+ * stays): the download tree's training receive window (node.h DOWNLOAD).
+ * An unset 0 is the kernel's tcp_rmem maximum, unset_max (0 = unknown:
+ * lowered to bound): lowered only when that is larger, so the bound never
+ * raises a pod's window. bound 0 changes nothing. Returns the profiles changed. */
+unsigned profile_set_bound_rmem(struct profile_set *set, enum workload_class c, uint32_t bound, uint32_t unset_max);
 
 /* The whole content of one profile as a JSON object in the "profiles"
  * syntax ({"class": ..., "congestionControl": [...], every integer field,

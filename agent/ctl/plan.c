@@ -14,6 +14,7 @@
 #include "ctl/ctl.h"
 #include "ctl/plan.h"
 #include "ifname.h"
+#include "netns.h"
 #include "node.h"
 #include "plan.h"
 
@@ -207,8 +208,8 @@ static int plan_compute(struct plan_run *r)
 	}
 	/* the download tree bounds training pods' receive window (as the
 	 * agent's effective profiles do, node/rcv_window.h): plan them again */
-	if (r->info.down.planned &&
-	    profile_set_bound_rmem(&r->cfg.profiles, CLASS_TRAINING, r->info.down.rcv_window_bytes) > 0)
+	if (r->info.down.planned && profile_set_bound_rmem(&r->cfg.profiles, CLASS_TRAINING,
+	                                                   r->info.down.rcv_window_bytes, sysctl_tcp_rmem_max()) > 0)
 		for (size_t i = 0; i < r->n_res; i++) {
 			struct pod_result *pr = &r->res[i];
 

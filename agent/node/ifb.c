@@ -36,7 +36,9 @@ static int ifb_create(struct nl_sock *sk, const char *name, uint32_t mtu, int *r
 	return 0;
 }
 
-static int ifb_set_up(struct nl_sock *sk, const char *name, int ifindex, struct error *err)
+/* Up, and the uplink's MTU when mtu != 0 (someone may have set it down or
+ * changed it: mirred drops what it redirects to a device that is down). */
+static int ifb_set_up(struct nl_sock *sk, const char *name, int ifindex, uint32_t mtu, struct error *err)
 {
 	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
 	int r = -ENOMEM;
@@ -44,6 +46,8 @@ static int ifb_set_up(struct nl_sock *sk, const char *name, int ifindex, struct 
 	if (orig && chg) {
 		rtnl_link_set_ifindex(orig, ifindex);
 		rtnl_link_set_flags(chg, IFF_UP);
+		if (mtu)
+			rtnl_link_set_mtu(chg, mtu);
 		r = rtnl_link_change(sk, orig, chg, 0);
 		r = r < 0 ? nl_to_errno(r) : 0;
 	}
@@ -56,6 +60,32 @@ static int ifb_set_up(struct nl_sock *sk, const char *name, int ifindex, struct 
 	return 0;
 }
 
+/* Our ifb (kind ifb at ifindex) renamed behind our back gets its name back
+ * (a device is renamed down; the caller sets it up), its tree with it. */
+static int ifb_rename_back(struct nl_sock *sk, const char *name, int ifindex)
+{
+	struct rtnl_link *orig = rtnl_link_alloc(), *chg = rtnl_link_alloc();
+	struct link_info li;
+	int r = -ENOMEM;
+
+	if (nl_link_get(sk, NULL, ifindex, &li, NULL) < 0 || !streq(li.kind, "ifb")) {
+		r = -ENODEV;
+	} else if (orig && chg) {
+		rtnl_link_set_ifindex(orig, ifindex);
+		rtnl_link_set_name(chg, name);
+		r = rtnl_link_change(sk, orig, chg, 0);
+		r = r < 0 ? nl_to_errno(r) : 0;
+		if (r == 0)
+			log_msg(LOG_LVL_WARN, "ifb renamed behind our back: its name given back", "ifb", name, "was",
+			        li.ifname, (char *)NULL);
+	}
+	if (orig)
+		rtnl_link_put(orig);
+	if (chg)
+		rtnl_link_put(chg);
+	return r;
+}
+
 int ifb_ensure(struct nl_sock *sk, const char *name, uint32_t mtu, int *io_ifindex, bool *ret_renewed,
                struct error *err)
 {
@@ -64,6 +94,8 @@ int ifb_ensure(struct nl_sock *sk, const char *name, uint32_t mtu, int *io_ifind
 
 	*ret_renewed = false;
 	r = nl_link_get(sk, name, 0, &li, NULL);
+	if (r < 0 && *io_ifindex > 0 && ifb_rename_back(sk, name, *io_ifindex) == 0)
+		r = nl_link_get(sk, name, 0, &li, NULL);
 	if (r == 0 && !streq(li.kind, "ifb"))
 		return error_set(err, EEXIST, "%s exists and is not an ifb (%s)", name,
 		                 li.kind[0] ? li.kind : "physical");
@@ -74,7 +106,7 @@ int ifb_ensure(struct nl_sock *sk, const char *name, uint32_t mtu, int *io_ifind
 		log_msg(LOG_LVL_INFO, "ifb created", "ifb", name, (char *)NULL);
 	} else {
 		ifindex = li.ifindex;
-		r = ifb_set_up(sk, name, ifindex, err);
+		r = ifb_set_up(sk, name, ifindex, mtu && li.mtu != mtu ? mtu : 0, err);
 		if (r < 0)
 			return r;
 	}

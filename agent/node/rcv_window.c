@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "agent.h"
+#include "netns.h"
 #include "node/rcv_window.h"
 
 static bool profile_sets_equal(const struct profile_set *a, const struct profile_set *b)
@@ -16,13 +17,26 @@ static bool profile_sets_equal(const struct profile_set *a, const struct profile
 	return true;
 }
 
+/* The download tree in force (its root on the ifb applied): a pass that
+ * stopped at "uplink left alone" planned one but has none. */
+static bool down_in_force(const struct agent *ag)
+{
+	const struct plan_item *it = plan_find_const(&ag->in_force, "down.root");
+
+	return it && (it->status == ITEM_APPLIED || it->status == ITEM_DEGRADED);
+}
+
 bool agent_profiles_refresh(struct agent *ag, bool rewant)
 {
-	uint32_t w = ag->have_info && ag->info.down.planned ? ag->info.down.rcv_window_bytes : 0;
+	uint32_t w = ag->have_info && ag->info.down.planned && down_in_force(ag) ? ag->info.down.rcv_window_bytes : 0;
+	uint32_t kmax = w ? sysctl_tcp_rmem_max() : 0;
 	struct profile_set eff = ag->cfg.profiles;
 	bool changed;
 
-	profile_set_bound_rmem(&eff, CLASS_TRAINING, w);
+	/* a bound over the kernel's maximum lowers nothing it did not set */
+	profile_set_bound_rmem(&eff, CLASS_TRAINING, w, kmax);
+	if (kmax && w > kmax)
+		w = kmax;
 	changed = !profile_sets_equal(&eff, &ag->profiles);
 	ag->profiles = eff;
 	if (w != ag->rcv_window) {

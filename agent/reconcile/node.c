@@ -636,6 +636,12 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 	/* the download direction: its ifb before the plan (the redirect names it) */
 	ps->ncfg = ag->cfg.node;
 	down_wanted = node_downlink_wanted(&ps->ncfg, &ag->up_caps, ps->next.mode, NULL);
+	if (down_wanted && ag->up_foreign[0] && !ag->up.have_record) {
+		/* the uplink was left alone: no ifb for a tree this pass will not
+		 * apply (the pass that records the uplink brings it) */
+		down_wanted = false;
+		ps->ncfg.downlink = false;
+	}
 	if (downlink_prepare(ag, down_wanted, &e) < 0) {
 		log_msg(LOG_LVL_WARN, "download direction not shaped", "uplink", ag->up.ifname, "error", e.msg,
 		        (char *)NULL);
@@ -695,6 +701,23 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 	return NODE_STEP_NEXT;
 }
 
+/* Items in force that the kernel no longer has as planned (deleted or
+ * changed behind our back): the delta re-applies them, a drift repair. */
+static unsigned drifted_items(const struct plan *in_force, const struct plan *observed)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < observed->n; i++) {
+		const struct plan_item *it = &observed->items[i], *was;
+
+		if (it->status != ITEM_PENDING)
+			continue;
+		was = plan_find_const(in_force, it->id);
+		n += was && (was->status == ITEM_APPLIED || was->status == ITEM_DEGRADED);
+	}
+	return n;
+}
+
 /* When the kernel was read: adopt what it has of the plan (that is the plan
  * in force), delete what is ours but not planned. */
 static int node_adopt(struct agent *ag, struct node_pass *ps)
@@ -723,8 +746,15 @@ static int node_adopt(struct agent *ag, struct node_pass *ps)
 		return NODE_STEP_DONE;
 	}
 	prog_reload_pending(ag, &ps->np);
-	if (ag->up_adopted && deleted)
-		ag->ctr.drift_repairs += (unsigned)deleted;
+	if (ag->up_adopted) {
+		/* what the delta puts back and what was deleted: both reported */
+		unsigned missing = drifted_items(&ag->in_force, &ps->np);
+
+		ag->ctr.drift_repairs += (unsigned)deleted + missing;
+		if (missing)
+			log_msg(LOG_LVL_WARN, "uplink objects changed behind our back: put back", "uplink",
+			        ag->up.ifname, "objects", LOG_FMT("%u", missing), (char *)NULL);
+	}
 	ps->changed_kernel |= deleted > 0;
 	/* in force = what the kernel has of the plan */
 	if (plan_copy(&ps->np, &ag->in_force) < 0) {
@@ -758,8 +788,16 @@ static int node_record(struct agent *ag, struct node_pass *ps)
 			str_copy(ag->up_foreign, sizeof(ag->up_foreign), e.msg);
 		}
 		plan_free(&ag->in_force);
+		error_clear(&e);
+		if (ag->down.have_record && downlink_give_back(ag, &e) < 0) {
+			/* the ifb this pass prepared for a tree it will not apply */
+			log_msg(LOG_LVL_WARN, "cannot remove the download ifb", "ifb", PLAN_IFB_NAME, "error", e.msg,
+			        (char *)NULL);
+			error_clear(&e);
+		}
 		up_ok(ag);
 		ag->info = ps->info;
+		ag->info.down = (struct node_down_info){0}; /* planned, never applied */
 		ag->have_info = true;
 		node_mode_settle(ag, ps);
 		return NODE_STEP_DONE;
@@ -775,8 +813,10 @@ static int node_record(struct agent *ag, struct node_pass *ps)
 		return NODE_STEP_DONE;
 	}
 	ag->up.have_record = true;
-	if (ag->up_foreign[0])
+	if (ag->up_foreign[0]) {
 		log_msg(LOG_LVL_INFO, "uplink no longer holds a foreign tree", "uplink", ag->up.ifname, (char *)NULL);
+		sched_kick_now(&ag->sched, ps->now_ms); /* the download tree this pass planned without */
+	}
 	ag->up_foreign[0] = '\0';
 	log_msg(LOG_LVL_INFO, "uplink original recorded", "uplink", ag->up.ifname, "qdisc", ag->up.record.rendered,
 	        "file", path, (char *)NULL);

@@ -167,9 +167,11 @@ static bool htb_class_match(const struct tc_spec *d, const struct tc_spec *o)
 		return false;
 	if (dc->ceil_bps && tc_rate_bytes(dc->ceil_bps) != tc_rate_bytes(oc->ceil_bps))
 		return false;
-	if (dc->burst_bytes && !tc_burst_close(oc->rate_bps, dc->burst_bytes, oc->burst_bytes))
+	if (dc->burst_bytes &&
+	    !tc_burst_close(oc->rate_bps, tc_burst_read_back(dc->rate_bps, dc->burst_bytes), oc->burst_bytes))
 		return false;
-	if (dc->cburst_bytes && !tc_burst_close(oc->ceil_bps, dc->cburst_bytes, oc->cburst_bytes))
+	if (dc->cburst_bytes &&
+	    !tc_burst_close(oc->ceil_bps, tc_burst_read_back(dc->ceil_bps, dc->cburst_bytes), oc->cburst_bytes))
 		return false;
 	return tc_match_value(dc->quantum_bytes, oc->quantum_bytes) &&
 	       tc_match_value(dc->overhead_bytes, oc->overhead_bytes) && dc->prio == oc->prio;

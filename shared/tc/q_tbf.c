@@ -84,7 +84,8 @@ static bool tbf_match(const struct tc_spec *d, const struct tc_spec *o)
 
 	if (dt->rate_bps && tc_rate_bytes(dt->rate_bps) != tc_rate_bytes(ot->rate_bps))
 		return false;
-	if (dt->burst_bytes && !tc_burst_close(ot->rate_bps, dt->burst_bytes, ot->burst_bytes))
+	if (dt->burst_bytes &&
+	    !tc_burst_close(ot->rate_bps, tc_burst_read_back(dt->rate_bps, dt->burst_bytes), ot->burst_bytes))
 		return false;
 	return tc_match_value(dt->limit_bytes, ot->limit_bytes);
 }

@@ -7,8 +7,8 @@
 
 #define PSCHED_NS_PER_TICK 64ULL
 #define NS_PER_SEC         1000000000ULL
-/* ns per second / ns per tick / bits per byte: ticks = bytes * 8 * 1e9 / 64 / rate_bps */
-#define TICKS_PER_BYTE_BIT (NS_PER_SEC * 8ULL / PSCHED_NS_PER_TICK)
+/* ns per second / ns per tick: ticks = bytes * 1e9 / 64 / rate in bytes per second */
+#define TICKS_PER_BYTE (NS_PER_SEC / PSCHED_NS_PER_TICK)
 
 uint32_t tc_time_to_ticks(uint64_t ns)
 {
@@ -18,20 +18,29 @@ uint32_t tc_time_to_ticks(uint64_t ns)
 
 uint32_t tc_xmit_ticks(uint64_t rate_bps, uint32_t bytes)
 {
-	uint64_t t;
+	/* the kernel's units: its rate is in bytes per second (tc_rate_bytes),
+	 * so a rate that is not a multiple of 8 bit/s reads back as the one
+	 * below; ticks from the bit rate would never read back as sent */
+	uint64_t rate_bytes = tc_rate_bytes(rate_bps), t;
 
-	if (rate_bps == 0)
+	if (rate_bytes == 0)
 		return UINT32_MAX;
-	/* bytes < 2^32 and TICKS_PER_BYTE_BIT = 1.25e8 < 2^27: no overflow */
-	t = (uint64_t)bytes * TICKS_PER_BYTE_BIT / rate_bps;
+	/* bytes < 2^32 and TICKS_PER_BYTE = 1.5625e7 < 2^24: no overflow */
+	t = (uint64_t)bytes * TICKS_PER_BYTE / rate_bytes;
 	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
 
 uint32_t tc_ticks_to_bytes(uint64_t rate_bps, uint32_t ticks)
 {
-	/* bytes = ticks * rate_bps / 1.25e8, in 128-bit to avoid overflow at high rates */
-	unsigned __int128 b = ((unsigned __int128)ticks * rate_bps + TICKS_PER_BYTE_BIT / 2) / TICKS_PER_BYTE_BIT;
+	/* bytes = ticks * rate in bytes / 1.5625e7, in 128-bit to avoid overflow at high rates */
+	unsigned __int128 b =
+	        ((unsigned __int128)ticks * tc_rate_bytes(rate_bps) + TICKS_PER_BYTE / 2) / TICKS_PER_BYTE;
 	return b > UINT32_MAX ? UINT32_MAX : (uint32_t)b;
+}
+
+uint32_t tc_burst_read_back(uint64_t rate_bps, uint32_t bytes)
+{
+	return tc_ticks_to_bytes(rate_bps, tc_xmit_ticks(rate_bps, bytes));
 }
 
 bool tc_burst_close(uint64_t rate_bps, uint32_t want_bytes, uint32_t have_bytes)

@@ -202,8 +202,9 @@ bool tc_spec_same_object(const struct tc_spec *a, const struct tc_spec *b);
 bool tc_spec_match(const struct tc_spec *desired, const struct tc_spec *observed);
 
 /* Rate/time helpers (tc_core-like), in rate.c */
-uint32_t tc_time_to_ticks(uint64_t ns);                     /* psched ticks (64 ns units), saturating */
-uint32_t tc_xmit_ticks(uint64_t rate_bps, uint32_t bytes);  /* time to send bytes at rate, in ticks */
+uint32_t tc_time_to_ticks(uint64_t ns); /* psched ticks (64 ns units), saturating */
+uint32_t tc_xmit_ticks(uint64_t rate_bps,
+                       uint32_t bytes); /* time to send bytes at rate (in bytes/s, as the kernel keeps it), in ticks */
 int tc_rate_format(uint64_t bps, char *buf, size_t size);   /* "500mbit" / "1gbit" / "123456bit" */
 int tc_size_format(uint32_t bytes, char *buf, size_t size); /* "64kb" / "1500b" */
 int tc_time_format(uint32_t us, char *buf, size_t size);    /* "1ms" / "500us" */

@@ -210,8 +210,16 @@ static inline uint64_t tc_rate_parse(const struct tc_ratespec *r, const struct n
 	return rate;
 }
 
-/* Bytes that fit in `ticks` psched ticks at rate_bps (rounded to nearest). */
+/* Bytes that fit in `ticks` psched ticks at rate_bps (rounded to nearest;
+ * the rate in the kernel's bytes per second). */
 uint32_t tc_ticks_to_bytes(uint64_t rate_bps, uint32_t ticks);
+
+/* The burst a dump reads back for `bytes` sent at rate_bps: the ticks the
+ * kernel keeps (u32: a bucket longer than 2^32 ticks, 512 KiB below about
+ * 15 kbit/s, is clamped) converted back at the rate it keeps (bytes per
+ * second). match() compares the observed burst with this, not with the
+ * desired bytes, so adoption holds at every rate. */
+uint32_t tc_burst_read_back(uint64_t rate_bps, uint32_t bytes);
 
 /* match(): a desired value left unset (0, TRI_UNSET) matches any observed
  * value; a set one only the same. */

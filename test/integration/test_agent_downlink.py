@@ -317,3 +317,39 @@ def test_download_bounds_the_training_receive_window(node):
     node.write_config(dict(CONFIG, downlinkRttUs=2000))
     # 392e6 / 8 x 2.5 ms
     wait_down(node, lambda: rmem(train) == ["4096", "122500", "122500"], "the window from downlinkRttUs")
+
+
+def test_download_window_never_raises_the_kernels(node):
+    """L8: at 400 Gbit/s the bound (392e9 / 8 x 1 ms = 49 MB) is over the
+    kernel's tcp_rmem maximum: a training pod keeps the kernel's window."""
+    node.start_agent(dict(CONFIG, downlinkRate="400gbit"))
+    train = node.add_pod(TRAIN)
+    fresh = cni.read_sysctl(node.node.name, "net.ipv4.tcp_rmem").split()
+    wait_down(node, lambda: IFB in links(node) and node.root(IFB)["kind"] == "htb" and redirect_filters(node),
+              "the download tree on the ifb")
+    time.sleep(0.5)  # a few passes: the window would follow within one
+    assert rmem(train)[2] == fresh[2], (rmem(train), fresh)
+    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == int(fresh[2])
+
+
+def test_download_left_alone_with_a_foreign_uplink_tree(node):
+    """L8, L10: an operator's tree on the uplink: the pass stops at "left
+    alone", no download tree exists, so training pods keep their window and
+    no ifb or download record is left behind; once the operator's tree goes,
+    the download tree comes."""
+    node.sh("tc", "qdisc", "replace", "dev", "up0", "root", "handle", "1:", "htb")
+    node.sh("tc", "class", "add", "dev", "up0", "parent", "1:", "classid", "1:1", "htb", "rate", "100mbit")
+    node.start_agent(dict(CONFIG, driftRepairSeconds=1))  # a tree removed is seen at the next drift repair
+    train = node.add_pod(TRAIN)
+    fresh = cni.read_sysctl(node.node.name, "net.ipv4.tcp_rmem").split()
+    wait_down(node, lambda: (lambda s: s if s and s.get("uplink", {}).get("foreign") else None)(
+        node.status(check=False)), "status says the uplink is foreign")
+    time.sleep(0.5)
+    assert rmem(train)[2] == fresh[2], (rmem(train), fresh)
+    dl = node.status()["uplink"]["downlink"]
+    assert dl["trainingRcvWindowBytes"] == 0 and dl["shaped"] is False, dl
+    assert IFB not in links(node), links(node)
+    assert not os.path.exists(os.path.join(node.state_dir, "downlink.json"))
+    node.sh("tc", "qdisc", "del", "dev", "up0", "root")
+    wait_down(node, lambda: IFB in links(node) and redirect_filters(node) and node.root(IFB)["kind"] == "htb",
+              "the download tree once the uplink is ours to shape")

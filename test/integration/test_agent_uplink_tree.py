@@ -11,6 +11,7 @@ kernel makes it) gets no tree unless uplinkRate asks for a shaper. The kernel is
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -280,3 +281,31 @@ def test_classifier_refused_plans_without_it(node):
     assert "uplink classifier not loaded: planning without it" in node.agent_log_tail(), node.agent_log_tail()
     st = node.status()
     assert st["uplink"]["shape"] == "htb", st["uplink"]
+
+
+@pytest.mark.parametrize("rate", ["3mbit", "100kbit"])
+def test_drift_repair_settles_at_low_rates(node, rate):
+    """L4: at rates whose classes are not a multiple of 8 bit/s, or whose
+    buckets pass 2^32 ticks, the HTB classes read back must match what the
+    agent wants: drift repair every 2 s changes nothing once settled."""
+    cfg = {"uplinkRate": rate, "downlinkRate": rate, "debounceMs": 50, "mixedHoldSeconds": 0,
+           "driftRepairSeconds": 2}
+    node.start_agent(cfg)
+    node.add_api_pods([(INF, "10.83.0.1"), (TRAIN, "10.83.0.2"), (TRAIN, "10.83.0.3")])
+    wait_for(node, lambda: node.root()["kind"] == "htb" and "aiqos-ifb0" in cni.link_names(node.node.name)
+             and node.status()["mode"] == "mixed", "the mixed HTB trees")
+    time.sleep(1)  # settled
+
+    def repairs():
+        return int(re.search(r"^aiqos_drift_repairs_total (\d+)", node.metrics(), re.M).group(1))
+
+    before = repairs()
+    mon = agentlab.subprocess.Popen(cni.in_ns(node.node.name, "tc", "monitor"), stdout=agentlab.subprocess.PIPE,
+                                    stderr=agentlab.subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        time.sleep(5.5)  # two drift repairs at least
+    finally:
+        os.killpg(mon.pid, signal.SIGTERM)
+        out, _ = mon.communicate(timeout=5)
+    assert out.strip() == "", f"drift repair re-applied at {rate}:\n{out[:3000]}\n{node.agent_log_tail()}"
+    assert repairs() == before, node.agent_log_tail()

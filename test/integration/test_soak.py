@@ -29,7 +29,13 @@ Every fault on a schedule, on both nodes unless said:
     re-tuned and CHECKed like any other. Only one ADDed while full with
     its agent down has no record (lost by design): it is deleted when
     space is back (counted as deleted_recordless);
-  - the uplink's root qdisc replaced by hand (twice).
+  - the uplink's root qdisc replaced by hand (twice);
+  - the node's devices broken as an operator or a network manager would
+    (test_agent_faults.py's faults, one each, in turn): the download ifb
+    set down, renamed (down first), deleted; the uplink's clsact deleted;
+    its ingress filters deleted. At the end the download ifb is up under
+    its own name, its redirect in place, and nothing of it is left after
+    the drain.
 
 Then, with the churn stopped and the last pools still running, on each node:
 every pod's kernel state equals its plan (the plugin's CHECK passes for
@@ -67,6 +73,14 @@ POOL_KUBE = 6
 MIN_PODS_KUBE = 100
 KUBE_RESTARTS = max(2, int(DURATION_S // 300))
 CONFIG = {"uplinkRate": "500mbit", "debounceMs": 50, "mixedHoldSeconds": 2, "driftRepairSeconds": 5}
+IFB = "aiqos-ifb0"
+DEVICE_FAULTS = [
+    ("ifb down", [("ip", "link", "set", IFB, "down")]),
+    ("ifb renamed", [("ip", "link", "set", IFB, "down"), ("ip", "link", "set", IFB, "name", "aqt-soak-ifb")]),
+    ("ifb deleted", [("ip", "link", "del", IFB)]),
+    ("clsact deleted", [("tc", "qdisc", "del", "dev", "up0", "clsact")]),
+    ("ingress filters deleted", [("tc", "filter", "del", "dev", "up0", "ingress")]),
+]
 CHOICES = [
     {"ai.workload": "inference"},
     {"ai.workload": "training"},
@@ -227,7 +241,7 @@ class Soak:
         self.rng = random.Random(seed)
         self.n = {"created": 0, "deleted": 0, "add_failed": 0, "del_failed": 0, "flips": 0, "agent_kills": 0,
                   "api_restarts": 0, "state_full_s": 0.0, "uplink_by_hand": 0, "adds_without_agent": 0,
-                  "adds_state_full": 0, "deleted_recordless": 0, "records_by_agent": 0}
+                  "adds_state_full": 0, "deleted_recordless": 0, "records_by_agent": 0, "device_faults": 0}
         self.failures = []
         self.agent_up = True
         self.state_full = False
@@ -323,6 +337,15 @@ class Soak:
         self.node.sh("tc", "qdisc", "replace", "dev", "up0", "root", "handle", "7:", "bfifo", "limit", "99999")
         self.n["uplink_by_hand"] += 1
 
+    def device_fault(self):
+        """The next of DEVICE_FAULTS on this node (a fault on what is not
+        there right now, idle, changes nothing)."""
+        name, argvs = DEVICE_FAULTS[self.n["device_faults"] % len(DEVICE_FAULTS)]
+        for argv in argvs:
+            self.node.sh(*argv, check=False)
+        self.n["device_faults"] += 1
+        self.n.setdefault("device_fault_kinds", []).append(name)
+
     def take_baseline(self):
         if self.baseline is None and len(self.live) == self.pool:
             self.baseline = footprint(self.node)
@@ -360,6 +383,15 @@ class Soak:
         root = node.root()
         if st["mode"] != "idle":
             assert root and root["kind"] == "htb" and root["handle"] == "1:", node.tc_summary()
+
+            # the download side whole again after the device faults (drift repair: every 5 s)
+            def download_whole():
+                ifb = cni.link(node.node.name, IFB)
+                ingress = cni.sh(*cni.in_ns(node.node.name, "tc", "filter", "show", "dev", "up0", "ingress")).stdout
+                return (ifb and "UP" in ifb.get("flags", []) and f"Redirect to device {IFB}" in ingress
+                        and "aqt-soak-ifb" not in links(node))
+
+            wait_until(download_whole, 15, f"{self.name}: the download ifb and its redirect back")
         checks = 0
         for p in self.live:
             r = p.att.check()
@@ -432,6 +464,7 @@ def test_soak(node, lab, kube_node):
     full_at, full_s = t_start + DURATION_S * 0.62, min(60.0, DURATION_S / 9)
     full_state = "before"
     by_hand = at(0.75, 0.85)
+    device_faults = at(*[0.5 + 0.45 * i / len(DEVICE_FAULTS) for i in range(len(DEVICE_FAULTS))])
     baseline_at = max(kills[a][-1], kills[k][-1]) + max(DURATION_S * 0.05, 10)
 
     def kube_busy():
@@ -476,6 +509,10 @@ def test_soak(node, lab, kube_node):
             by_hand.pop(0)
             a.uplink_by_hand()
             k.uplink_by_hand()
+        elif device_faults and now >= device_faults[0] and not kbusy:
+            device_faults.pop(0)
+            a.device_fault()
+            k.device_fault()
         else:
             if now >= baseline_at:
                 a.take_baseline()
@@ -505,4 +542,6 @@ def test_soak(node, lab, kube_node):
     for s in (a, k):
         s.assert_clean(report[s.name])
     assert k.n["api_restarts"] >= 2 and k.n["agent_kills"] == 4, report["kube"]
+    for s in (a, k):
+        assert s.n["device_faults"] == len(DEVICE_FAULTS), report[s.name]
     assert not host_ifbs, report

@@ -1080,3 +1080,55 @@ TEST(agent_degraded_record_counts_degraded)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	CHECK(system(cmd) == 0);
 }
+
+/* gate.redirecting as status shows it, from a real gate map. */
+static int status_redirecting(struct agent *ag)
+{
+	cJSON *st = agent_status_json(ag), *g;
+	int r = -1;
+
+	g = st ? cJSON_GetObjectItemCaseSensitive(st, "uplink") : NULL;
+	g = g ? cJSON_GetObjectItemCaseSensitive(g, "downlink") : NULL;
+	g = g ? cJSON_GetObjectItemCaseSensitive(g, "gate") : NULL;
+	g = g ? cJSON_GetObjectItemCaseSensitive(g, "redirecting") : NULL;
+	if (cJSON_IsBool(g))
+		r = cJSON_IsTrue(g);
+	cJSON_Delete(st);
+	return r;
+}
+
+/* L10: a gate whose map has threshold 0 (attached, not yet synced, or
+ * configured off) sends every packet through the ifb: status says
+ * redirecting; once synced and idle, not. */
+TEST(status_gate_unsynced_is_redirecting)
+{
+	struct agent *ag = calloc(1, sizeof(*ag));
+	struct bpf_gate cfg;
+	struct error e = {0};
+	bool changed = false;
+	int fd = -1;
+
+	if (!ag)
+		return;
+	agent_init(ag);
+	if (bpf_gate_map_create(&fd, &e) < 0) {
+		printf("  skipped: no BPF map here (%s)\n", e.msg);
+		agent_done(ag);
+		free(ag);
+		return;
+	}
+	ag->down_gate_map_fd = fd;
+	ag->have_info = true;
+	ag->info.down.planned = true;
+	ag->info.down.rate_bps = 400000000;
+	ag->info.down.shaped_bps = 392000000;
+	ag->info.down.gate_bps = 196000000;
+	CHECK_INT(status_redirecting(ag), 1); /* threshold 0: everything redirected */
+	node_gate_config(&ag->info, &cfg);
+	CHECK(cfg.threshold_bytes > 0);
+	CHECK_INT(bpf_gate_sync(fd, &cfg, &changed, &e), 0);
+	CHECK(changed);
+	CHECK_INT(status_redirecting(ag), 0); /* synced, no window over it yet */
+	agent_done(ag);                       /* closes the map */
+	free(ag);
+}

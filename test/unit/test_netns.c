@@ -81,6 +81,7 @@ TEST(keys_resolve_below_the_root)
 	}
 	CHECK_INT(sysctl_read("net.ipv4.tcp_ecn", buf, sizeof(buf), &e), 0);
 	CHECK_STR(buf, "5");
+	CHECK_INT(sysctl_tcp_rmem_max(), 6291456);
 	CHECK_INT(sysctl_read("net/ipv4/conf/eth0.100/rp_filter", buf, sizeof(buf), &e), 0);
 	CHECK_STR(buf, "7");
 	CHECK_INT(sysctl_write("net.ipv4.tcp_ecn", "1", &e), 0);

@@ -1867,6 +1867,93 @@ TEST(node_plan_downlink_items)
 	          np.n - count_prefix(&np, "down.", DEV_UPLINK) - count_prefix(&np, "down.", DEV_IFB));
 }
 
+/* L9: classify "dscp" trusts local pods' marks (trust.c) on the uplink; the
+ * download tree classifies by destination pod address all the same, as a
+ * mark that arrives was set beyond the node. */
+TEST(node_plan_downlink_dscp_classifies_by_destination)
+{
+	_cleanup_plan_ struct plan np = {0};
+	struct node_plan_info info;
+	struct node_config cfg;
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+
+	node_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	cfg.classify = CLASSIFY_DSCP;
+	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+	CHECK(info.down.planned);
+	CHECK(find(&np, "uplink.dscp.inference.v4") != NULL); /* the uplink: by DS field */
+	CHECK_INT(count_prefix(&np, "down.dscp.", DEV_IFB), 0);
+	CHECK_INT(count_prefix(&np, "down.pod.", DEV_IFB), 6);
+	CHECK_INT(info.down.n_filters, 6);
+	for (unsigned i = 0; i < np.n; i++)
+		if (np.items[i].dev == DEV_IFB && np.items[i].tc[0].kind == TC_KIND_U32)
+			CHECK_INT(np.items[i].tc[0].u.u32.match, U32_MATCH_DST);
+}
+
+/* L1: the gates' hold covers twice the time the tree's byte FIFOs take to
+ * drain at the shaped rate (below ~40 Mbit/s their floors: 512 + 256 + 128
+ * KiB), never under NODE_GATE_HOLD_MS, so packets that pass the gate again
+ * never overtake the backlog still in the tree. */
+TEST(node_gate_hold_covers_the_tree)
+{
+	static const struct uplink_facts up = {.ifname = "eth0",
+	                                       .speed_bps = 10000000000ULL,
+	                                       .is_virtual = true,
+	                                       .tx_queues = 4,
+	                                       .mtu = 1500,
+	                                       .ifb_ifindex = 42,
+	                                       .ifb_up_ifindex = 43};
+	static const struct {
+		uint64_t rate_bps;
+		uint64_t down_hold_ns, up_hold_ns;
+	} cases[] = {
+	        /* 2 Mbit/s: the floors, 917504 B, twice at 1.96 (down, 98 %) and 1.98 Mbit/s (up, 99 %) */
+	        {2000000, 2ULL * 917504 * 8 * 1000000000 / 1960000, 2ULL * 917504 * 8 * 1000000000 / 1980000},
+	        /* 500 Mbit/s: 64 ms and 90 ms of FIFOs twice: the fixed 100 ms */
+	        {500000000, 100000000, 100000000},
+	        /* 20 Mbit/s: still the floors (917504 B twice at 19.6 / 19.8 Mbit/s) */
+	        {20000000, 2ULL * 917504 * 8 * 1000000000 / 19600000, 2ULL * 917504 * 8 * 1000000000 / 19800000},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		_cleanup_plan_ struct plan np = {0};
+		struct node_plan_info info;
+		struct node_config cfg;
+		struct node_pod pods[8];
+		unsigned n = fixture_pods(MODE_MIXED, pods);
+		struct bpf_gate down, upg;
+		uint64_t fifo_sum[2] = {0, 0};
+		static const char *const leaves[2][3] = {
+		        {"down.leaf.inference", "down.leaf.default", "down.leaf.training"},
+		        {"shaper.leaf.inference", "shaper.leaf.default", "shaper.leaf.training"}};
+
+		node_config_defaults(&cfg);
+		cfg.uplink_rate_bps = cases[i].rate_bps;
+		cfg.downlink_rate_bps = cases[i].rate_bps;
+		CHECK_INT(plan_down(&cfg, &up, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK_INT(info.shape, SHAPE_HTB_IFB);
+		CHECK(info.down.planned && info.down.gate_bps);
+		node_gate_config(&info, &down);
+		node_up_gate_config(&info, 43, &upg);
+		CHECK_INT(down.hold_ns, cases[i].down_hold_ns);
+		CHECK_INT(upg.hold_ns, cases[i].up_hold_ns);
+		/* the bound itself, from the plan's own byte FIFOs (each leaf's last alternative) */
+		for (int d = 0; d < 2; d++)
+			for (int k = 0; k < 3; k++) {
+				const struct plan_item *it = find(&np, leaves[d][k]);
+
+				CHECK(it && it->n_alt > 0 && it->tc[it->n_alt - 1].kind == TC_KIND_BFIFO);
+				if (it && it->n_alt > 0)
+					fifo_sum[d] += it->tc[it->n_alt - 1].u.fifo.limit;
+			}
+		CHECK(down.hold_ns >= 2 * fifo_sum[0] * 8 * 1000000000ULL / info.down.shaped_bps);
+		CHECK(upg.hold_ns >= 2 * fifo_sum[1] * 8 * 1000000000ULL / info.shaped_bps);
+		CHECK(down.hold_ns >= 100000000 && upg.hold_ns >= 100000000);
+	}
+}
+
 /* The training receive window (node.h DOWNLOAD): Rd * 98 % x (RTT + budget),
  * scaled with the rate and the RTT, floored, "off", explicit, and only while
  * the download tree is planned. */

@@ -405,13 +405,13 @@ TEST(profile_bound_rmem)
 	str_copy(set.p[set.n].name, sizeof(set.p[set.n].name), "training-small");
 	set.p[set.n].rmem_max = 40000;
 	set.n++;
-	CHECK(profile_set_bound_rmem(&set, CLASS_TRAINING, 60625) >= 1);
+	CHECK(profile_set_bound_rmem(&set, CLASS_TRAINING, 60625, 0) >= 1);
 	tr = profile_find(&set, "training");
 	inf = profile_find(&set, "inference");
 	CHECK_INT(tr->rmem_max, 60625);
 	CHECK_INT(profile_find(&set, "training-small")->rmem_max, 40000);
 	CHECK(inf->rmem_max != 60625);
-	CHECK_INT(profile_set_bound_rmem(&set, CLASS_TRAINING, 0), 0);
+	CHECK_INT(profile_set_bound_rmem(&set, CLASS_TRAINING, 0, 0), 0);
 	CHECK_INT(tr->rmem_max, 60625);
 
 	CHECK_INT(plan_pod(&w, tr, NULL, NULL, &p), 0);
@@ -419,4 +419,29 @@ TEST(profile_bound_rmem)
 	CHECK(it != NULL);
 	if (it)
 		CHECK_STR(it->val[0], "4096 60625 60625");
+}
+
+/* L8: an unset rmemMax is the kernel's tcp_rmem maximum: a bound over it
+ * (49 MB at 400 Gbit/s with the default RTT) leaves it unset, so the
+ * window is never raised; a bound under it lowers it; an explicit value
+ * over the bound is lowered whatever the kernel's. */
+TEST(profile_bound_rmem_never_raises_the_kernels)
+{
+	struct profile_set set;
+
+	profile_set_builtin(&set);
+	CHECK(set.n < PROFILES_MAX);
+	set.p[set.n] = *profile_find(&set, "training");
+	str_copy(set.p[set.n].name, sizeof(set.p[set.n].name), "training-big");
+	set.p[set.n].rmem_max = 64000000;
+	set.n++;
+	CHECK_INT(profile_find(&set, "training")->rmem_max, 0);
+	/* 49e6 over the kernel's 6291456: only the explicit 64e6 is lowered */
+	CHECK_INT(profile_set_bound_rmem(&set, CLASS_TRAINING, 49000000, 6291456), 1);
+	CHECK_INT(profile_find(&set, "training")->rmem_max, 0);
+	CHECK_INT(profile_find(&set, "training-big")->rmem_max, 49000000);
+	/* under it: lowered */
+	CHECK(profile_set_bound_rmem(&set, CLASS_TRAINING, 49000, 6291456) >= 2);
+	CHECK_INT(profile_find(&set, "training")->rmem_max, 49000);
+	CHECK_INT(profile_find(&set, "training-big")->rmem_max, 49000);
 }

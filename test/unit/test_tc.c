@@ -817,6 +817,41 @@ TEST(round_trip_htb_class)
 	}
 }
 
+/* L4: the kernel keeps an HTB class's rate in bytes per second and its
+ * buckets as u32 ticks (64 ns) exactly as sent (htb_change_class: buffer =
+ * ticks << 6; htb_dump_class: ticks = buffer >> 6), so fill -> parse is what
+ * a dump reads back. The desired class must match it at every rate: rates
+ * that are not a multiple of 8 bit/s and buckets longer than 2^32 ticks
+ * (512 KiB below ~15 kbit/s) included, else every drift repair re-applies. */
+TEST(round_trip_htb_burst_at_any_rate)
+{
+	static const uint64_t rates[] = {
+	        1000,    8000,    20000,   100000,   1000000,  1485001,     2970000,         3000000,
+	        3000003, 7000000, 6930007, 10000000, 99999999, 25000000000, 400000000001ULL,
+	};
+	static const uint32_t bursts[] = {0, 1600, 131072, 262144, 524288, 16 << 20};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rates); i++)
+		for (size_t k = 0; k < ARRAY_SIZE(bursts); k++) {
+			struct tc_spec d = {
+			        .type = TC_CLASS, .kind = TC_KIND_HTB_CLASS, .parent = 0x10001, .handle = 0x10010};
+			struct tc_spec o = {0};
+
+			d.u.htb_class = (struct tc_htb_class){.rate_bps = rates[i],
+			                                      .ceil_bps = rates[i] * 3 + 1,
+			                                      .burst_bytes = bursts[k],
+			                                      .cburst_bytes = bursts[k],
+			                                      .prio = 1};
+			CHECK_INT(round_trip(&d, &o), 0);
+			if (!tc_spec_match(&d, &o))
+				fprintf(stderr,
+				        "  rate %" PRIu64 " burst %" PRIu32 ": read back burst %" PRIu32
+				        " cburst %" PRIu32 "\n",
+				        rates[i], bursts[k], o.u.htb_class.burst_bytes, o.u.htb_class.cburst_bytes);
+			CHECK(tc_spec_match(&d, &o));
+		}
+}
+
 TEST(round_trip_u32)
 {
 	static const struct {
