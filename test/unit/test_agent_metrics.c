@@ -1106,17 +1106,18 @@ TEST(status_gate_unsynced_is_redirecting)
 	struct bpf_gate cfg;
 	struct error e = {0};
 	bool changed = false;
-	int fd = -1;
+	int fd = -1, prog = -1;
 
 	if (!ag)
 		return;
 	agent_init(ag);
-	if (bpf_gate_map_create(&fd, &e) < 0) {
+	if (bpf_gate_load(&fd, BPF_GATE_NAME, &prog, &e) < 0) {
 		printf("  skipped: no BPF map here (%s)\n", e.msg);
 		agent_done(ag);
 		free(ag);
 		return;
 	}
+	close(prog);
 	ag->down_gate_map_fd = fd;
 	ag->have_info = true;
 	ag->info.down.planned = true;
