@@ -91,7 +91,7 @@ $(BUILD)/gen/%.skel.h: $(BUILD)/bpf/%.bpf.o
 
 # the loaders include their program's skeleton
 $(BUILD)/obj/shared/bpf_%.o: CFLAGS += -isystem $(BUILD)/gen
-$(BUILD)/obj/shared/bpf_cls.o: $(BUILD)/gen/cls.skel.h
+$(BUILD)/obj/shared/bpf_cls.o: $(BUILD)/gen/cls.skel.h $(BUILD)/gen/dcls.skel.h
 $(BUILD)/obj/shared/bpf_gate.o: $(BUILD)/gen/gate.skel.h
 
 $(LIB): $(call obj,$(SHARED_SRC))

@@ -79,7 +79,7 @@ enum { RETUNE_POD, RETUNE_NODE };
 enum { RESULT_OK, RESULT_DEGRADED, RESULT_FAILED };
 
 /* The uplink's BPF programs (reconcile/node.c). */
-enum { AGENT_PROG_CLS, AGENT_PROG_DOWN_GATE, AGENT_PROG_UP_GATE, AGENT_PROG_MAX };
+enum { AGENT_PROG_CLS, AGENT_PROG_DOWN_GATE, AGENT_PROG_UP_GATE, AGENT_PROG_DOWN_CLS, AGENT_PROG_MAX };
 
 struct agent {
 	struct agent_options opt;
@@ -133,6 +133,7 @@ struct agent {
 	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
 	int up_edt_map_fd;                  /* its EDT map (bpf_cls.h), -1 = none */
 	int down_gate_map_fd;               /* the download gate's BPF map (bpf_gate.h), -1 = none */
+	int down_cls_map_fd;                /* the download classifier's (bpf_cls.h, dcls), -1 = none */
 	int up_gate_map_fd;                 /* the upload gate's (GATED HTB), -1 = none */
 	/* this version's BPF programs (reconcile/node.c, AGENT_PROG_*): their
 	 * tags, learnt by loading each once (a program attached under our name

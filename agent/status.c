@@ -238,6 +238,9 @@ static cJSON *uplink_json(const struct agent *ag)
 			cJSON_AddNumberToObject(dl, "shapedBps",
 			                        (double)(ag->have_info && d->planned ? d->shaped_bps : 0));
 			cJSON_AddBoolToObject(dl, "foreignIngress", ag->down.foreign_hook);
+			/* the BPF classifier in front of the ifb (dcls.bpf.c) names each class */
+			cJSON_AddBoolToObject(dl, "classifier",
+			                      ag->have_info && d->planned && d->classifier && ag->down_cls_map_fd >= 0);
 			/* training pods' tcp_rmem maximum (node.h DOWNLOAD), 0 = not bounded */
 			cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", (double)ag->rcv_window);
 			if (ag->have_info && d->planned && d->gate_bps) {

@@ -11,6 +11,7 @@
 #include "bpf_cls.h"
 #include "bpf_load.h"
 #include "cls.skel.h"
+#include "dcls.skel.h"
 #include "util.h"
 
 static const struct bpf_map_want want_cls = {BPF_MAP_TYPE_HASH, sizeof(struct bpf_cls_key), sizeof(uint32_t),
@@ -20,10 +21,8 @@ static const struct bpf_map_want want_edt = {BPF_MAP_TYPE_ARRAY, sizeof(uint32_t
 int bpf_cls_load(int *cls_fd, int *edt_fd, int *ret_prog_fd, struct error *err)
 {
 	_cleanup_free_ char *log = calloc(1, BPF_LOG_MAX);
-	_cleanup_close_ int prog = -1, cls = -1, edt = -1;
 	struct bpf_object_open_opts o = {.sz = sizeof(o), .kernel_log_buf = log, .kernel_log_size = BPF_LOG_MAX};
 	struct cls_bpf *skel;
-	bool reuse = *cls_fd >= 0 && *edt_fd >= 0;
 	int r;
 
 	if (!log)
@@ -31,28 +30,41 @@ int bpf_cls_load(int *cls_fd, int *edt_fd, int *ret_prog_fd, struct error *err)
 	skel = cls_bpf__open_opts(&o);
 	if (!skel)
 		return bpf_load_error(err, -errno, "classifier", NULL);
-	r = reuse ? bpf_map__reuse_fd(skel->maps.aiqos_cls, *cls_fd) : 0;
-	if (r == 0 && reuse)
-		r = bpf_map__reuse_fd(skel->maps.aiqos_edt, *edt_fd);
-	if (r == 0)
-		r = cls_bpf__load(skel);
-	if (r == 0) {
-		/* the skeleton's fds close with it: keep copies */
-		prog = bpf_fd_keep(bpf_program__fd(skel->progs.aiqos_cls_edt));
-		cls = reuse ? -1 : bpf_fd_keep(bpf_map__fd(skel->maps.aiqos_cls));
-		edt = reuse ? -1 : bpf_fd_keep(bpf_map__fd(skel->maps.aiqos_edt));
-		if (prog < 0 || (!reuse && (cls < 0 || edt < 0)))
-			r = -errno;
-	}
+	r = bpf_skel_load(skel->skeleton, skel->progs.aiqos_cls_edt,
+	                  (struct bpf_map *const[]){skel->maps.aiqos_cls, skel->maps.aiqos_edt},
+	                  (int *const[]){cls_fd, edt_fd}, 2, ret_prog_fd, "classifier", log, err);
 	cls_bpf__destroy(skel);
+	return r;
+}
+
+int bpf_dcls_load(int *map_fd, int *ret_prog_fd, struct error *err)
+{
+	_cleanup_free_ char *log = calloc(1, BPF_LOG_MAX);
+	struct bpf_object_open_opts o = {.sz = sizeof(o), .kernel_log_buf = log, .kernel_log_size = BPF_LOG_MAX};
+	struct dcls_bpf *skel;
+	int r;
+
+	if (!log)
+		return error_set(err, ENOMEM, "out of memory");
+	skel = dcls_bpf__open_opts(&o);
+	if (!skel)
+		return bpf_load_error(err, -errno, "download classifier", NULL);
+	r = bpf_skel_load(skel->skeleton, skel->progs.aiqos_dcls_prog, &skel->maps.aiqos_dcls, &map_fd, 1, ret_prog_fd,
+	                  "download classifier", log, err);
+	dcls_bpf__destroy(skel);
+	return r;
+}
+
+int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
+{
+	uint32_t map_ids[2] = {0}, n = 0;
+	int r = bpf_prog_map_ids(prog_id, map_ids, ARRAY_SIZE(map_ids), &n, "download classifier", err);
+
 	if (r < 0)
-		return bpf_load_error(err, r, "classifier", log);
-	if (!reuse) {
-		*cls_fd = TAKE_FD(cls);
-		*edt_fd = TAKE_FD(edt);
-	}
-	*ret_prog_fd = TAKE_FD(prog);
-	return 0;
+		return r;
+	if (n != 1)
+		return error_set(err, ENOENT, "download classifier program id %u uses %u maps, not 1", prog_id, n);
+	return bpf_map_adopt(map_ids[0], &want_cls, ret_fd, "download classifier", err);
 }
 
 int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, struct error *err)

@@ -46,6 +46,7 @@
 
 #define BPF_CLS_NAME     "aiqos_cls_edt" /* the filter (and the program); 15 characters at most */
 #define BPF_CLS_NAME_OLD "aiqos_cls"     /* before EDT (one map): recognised, replaced */
+#define BPF_DCLS_NAME    "aiqos_dcls"    /* the download classifier's filter (dcls.bpf.c) */
 
 struct bpf_cls_entry {
 	struct bpf_cls_key key;
@@ -64,6 +65,12 @@ static inline uint64_t bpf_edt_q20(uint64_t rate_bps)
  * returned there (the classifier's empty, EDT's stamping off). ret_prog_fd:
  * the program. On failure, err says why (bpf_load_error). */
 int bpf_cls_load(int *cls_fd, int *edt_fd, int *ret_prog_fd, struct error *err);
+/* The download classifier (shared/bpf/dcls.bpf.c, node.h DOWNLOAD): the
+ * same map layout, keyed by the pods' addresses (as destinations), valued
+ * with the classes of the ifb's tree; loaded on *map_fd when >= 0, else on
+ * a new map returned there. Its map is synced with bpf_cls_map_sync. */
+int bpf_dcls_load(int *map_fd, int *ret_prog_fd, struct error *err);
+int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err);
 /* The maps of an attached program (by its id, from the filter dump);
  * ENOENT when they are not this version's (BPF_CLS_NAME_OLD's one map,
  * another layout). */

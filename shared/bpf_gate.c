@@ -21,10 +21,8 @@ static const char *gate_what(const char *name)
 int bpf_gate_load(int *map_fd, const char *name, int *ret_prog_fd, struct error *err)
 {
 	_cleanup_free_ char *log = calloc(1, BPF_LOG_MAX);
-	_cleanup_close_ int prog = -1, map = -1;
 	struct bpf_object_open_opts o = {.sz = sizeof(o), .kernel_log_buf = log, .kernel_log_size = BPF_LOG_MAX};
 	struct gate_bpf *skel;
-	bool reuse = *map_fd >= 0;
 	int r;
 
 	if (!log)
@@ -32,23 +30,10 @@ int bpf_gate_load(int *map_fd, const char *name, int *ret_prog_fd, struct error 
 	skel = gate_bpf__open_opts(&o);
 	if (!skel)
 		return bpf_load_error(err, -errno, gate_what(name), NULL);
-	r = reuse ? bpf_map__reuse_fd(skel->maps.aiqos_gate, *map_fd) : 0;
-	if (r == 0)
-		r = gate_bpf__load(skel);
-	if (r == 0) {
-		/* the skeleton's fds close with it: keep copies */
-		prog = bpf_fd_keep(bpf_program__fd(skel->progs.aiqos_gate_prog));
-		map = reuse ? -1 : bpf_fd_keep(bpf_map__fd(skel->maps.aiqos_gate));
-		if (prog < 0 || (!reuse && map < 0))
-			r = -errno;
-	}
+	r = bpf_skel_load(skel->skeleton, skel->progs.aiqos_gate_prog, &skel->maps.aiqos_gate, &map_fd, 1, ret_prog_fd,
+	                  gate_what(name), log, err);
 	gate_bpf__destroy(skel);
-	if (r < 0)
-		return bpf_load_error(err, r, gate_what(name), log);
-	if (!reuse)
-		*map_fd = TAKE_FD(map);
-	*ret_prog_fd = TAKE_FD(prog);
-	return 0;
+	return r;
 }
 
 int bpf_gate_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)

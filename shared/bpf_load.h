@@ -16,8 +16,9 @@
 
 #include "error.h"
 
-#define BPF_TAG_LEN 8 /* BPF_TAG_SIZE: the kernel's hash of a program's instructions */
-#define BPF_LOG_MAX 65536
+#define BPF_TAG_LEN       8 /* BPF_TAG_SIZE: the kernel's hash of a program's instructions */
+#define BPF_LOG_MAX       65536
+#define BPF_SKEL_MAPS_MAX 4
 
 /* What a map adopted from an attached program must be. */
 struct bpf_map_want {
@@ -41,6 +42,19 @@ static inline int bpf_fd_keep(int fd)
 {
 	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 3);
 }
+
+struct bpf_object_skeleton;
+struct bpf_program;
+struct bpf_map;
+
+/* What every loader does between opening its skeleton and destroying it:
+ * maps[0..n) on the fds *fds[i] when all are >= 0 (reused), the skeleton
+ * loaded (log: the buffer the skeleton was opened with, for the
+ * verifier's words), and copies of the program's fd (ret_prog_fd) and of
+ * new maps' fds (into *fds[i]) kept past the skeleton. what names the
+ * program in errors. */
+int bpf_skel_load(struct bpf_object_skeleton *skel, struct bpf_program *prog, struct bpf_map *const *maps,
+                  int *const *fds, unsigned n, int *ret_prog_fd, const char *what, const char *log, struct error *err);
 
 /* The error of a failed skeleton load: the verifier's last words (from
  * log), or what a refusal of bpf(2) means. Returns r. */

@@ -217,6 +217,12 @@
  * (up->ingress_foreign: an ingress qdisc aiqos did not create is left alone,
  * with a warning). Items, after the uplink's (same planner, same builders):
  *   down.hook                 [uplink] clsact (parent ffff:fff1)
+ *   down.classifier           [uplink] bpf aiqos_dcls on ffff:fff2 prio 26 protocol all,
+ *                             direct-action (dcls.bpf.c), where bpf is not known missing:
+ *                             skb->priority = the ifb tree's class of the pod a packet is
+ *                             for (its destination, inside an overlay's encapsulation too;
+ *                             entries: node_down_cls_entries), which HTB on the ifb takes
+ *                             without a filter walk; the u32 filters below are the fallback
  *   down.gate                 [uplink] bpf aiqos_gate on ffff:fff2 prio 29 protocol all,
  *                             direct-action (bpf_gate.h), where bpf is not known missing:
  *                             while the arrivals stay under NODE_GATE_PERCENT of
@@ -325,6 +331,7 @@
 #define NODE_FILTER_PRIO_SRC_V6       11
 #define NODE_FILTER_PRIO_DSCP_V4      20
 #define NODE_FILTER_PRIO_DSCP_V6      21
+#define NODE_FILTER_PRIO_DOWN_CLS     26 /* the uplink ingress hook: the download classifier (dcls.bpf.c) */
 #define NODE_FILTER_PRIO_GATE         29 /* the uplink ingress hook: the download gate (bpf_gate.h) */
 #define NODE_FILTER_PRIO_REDIRECT     30 /* the uplink ingress hook: match-all -> mirred to the ifb */
 /* the uplink egress hook (GATED HTB): other prios than the ingress hook's,
@@ -467,9 +474,11 @@ struct node_down_info {
 	uint64_t class_rate_bps[_CLASS_MAX];
 	uint64_t class_ceil_bps[_CLASS_MAX];
 	unsigned n_filters;
-	uint32_t rcv_window_bytes; /* training pods' tcp_rmem maximum while planned, 0 = none */
-	uint64_t gate_bps;         /* down.gate's threshold (bpf_gate.h), 0 = no gate planned */
-	uint64_t gate_hold_ns;     /* down.gate's hold (node_gate_config), 0 = no gate planned */
+	uint32_t rcv_window_bytes;         /* training pods' tcp_rmem maximum while planned, 0 = none */
+	uint64_t gate_bps;                 /* down.gate's threshold (bpf_gate.h), 0 = no gate planned */
+	bool classifier;                   /* down.classifier planned (dcls.bpf.c) */
+	uint32_t cls_priority[_CLASS_MAX]; /* with it: each class's classid on the ifb's tree (0 = none) */
+	uint64_t gate_hold_ns;             /* down.gate's hold (node_gate_config), 0 = no gate planned */
 };
 
 struct node_plan_info {
@@ -528,6 +537,12 @@ void node_shares_compute(const struct node_counts *c, double training_floor, dou
  * (classify dscp), and the default. *ret is malloc'd (free it). */
 int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
                      const struct node_plan_info *info, struct bpf_cls_entry **ret, unsigned *ret_n);
+/* The download classifier's map content for a plan with info->down's
+ * classifier (else 0 entries): one entry per pod address (as a
+ * destination) and the default; never DSCP (marks that arrive are not
+ * aiqos's). *ret is malloc'd (free it). */
+int node_down_cls_entries(const struct node_pod *pods, unsigned n, const struct node_plan_info *info,
+                          struct bpf_cls_entry **ret, unsigned *ret_n);
 /* The EDT map's configuration for a plan (rate 0 = stamping off: every
  * shape but SHAPE_EDT). */
 void node_edt_config(const struct node_config *cfg, const struct node_plan_info *info, struct bpf_edt *ret);

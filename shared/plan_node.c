@@ -430,6 +430,16 @@ static uint32_t class_minor(enum workload_class c)
 	return c == CLASS_INFERENCE ? MINOR_INFERENCE : c == CLASS_TRAINING ? MINOR_TRAINING : MINOR_DEFAULT;
 }
 
+/* A BPF classifier's skb->priority for each class of an HTB tree with
+ * these rates: its classid; a class without one goes to the default's. */
+static void htb_cls_priority(const uint64_t rate[_CLASS_MAX], uint32_t ret[_CLASS_MAX])
+{
+	for (int c = 0; c < _CLASS_MAX; c++)
+		ret[c] = rate[c]               ? TC_H_MAKE(H_ROOT, class_minor(c))
+		         : rate[CLASS_DEFAULT] ? TC_H_MAKE(H_ROOT, MINOR_DEFAULT)
+		                               : 0;
+}
+
 static uint32_t leaf_handle(enum workload_class c)
 {
 	return c == CLASS_INFERENCE ? H_LEAF_INFERENCE : c == CLASS_TRAINING ? H_LEAF_TRAINING : H_LEAF_DEFAULT;
@@ -965,6 +975,23 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 			return -ENOMEM;
 		plan_alt_first(it, TC_QDISC, TC_KIND_CLSACT, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0));
 	}
+	/* the classifier in front of the gate (dcls.bpf.c): the class named
+	 * before the ifb's lock, inside an overlay's encapsulation too */
+	if (plan_caps_has(b->caps, TC_KIND_BPF)) {
+		struct tc_spec *s;
+
+		it = item_add(b, "down.classifier", hook);
+		if (!it)
+			return -ENOMEM;
+		s = plan_alt_first(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS), 1);
+		s->prio = NODE_FILTER_PRIO_DOWN_CLS;
+		s->protocol = ETH_P_ALL;
+		str_copy(s->u.bpf.name, sizeof(s->u.bpf.name), BPF_DCLS_NAME);
+		s->u.bpf.flags = TCA_BPF_FLAG_ACT_DIRECT;
+		s->u.bpf.prog_fd = -1;
+		d->classifier = true;
+		htb_cls_priority(d->class_rate_bps, d->cls_priority);
+	}
 	/* the gate in front of the redirect (bpf_gate.h) */
 	d->gate_bps = plan_caps_has(b->caps, TC_KIND_BPF) ? d->shaped_bps / 100 * NODE_GATE_PERCENT : 0;
 	d->gate_hold_ns = d->gate_bps ? gate_hold_ns(d->shaped_bps, d->class_rate_bps, true) : 0;
@@ -1143,10 +1170,7 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 			info.up_gate_bps = info.shaped_bps / 100 * NODE_GATE_PERCENT;
 			info.up_gate_hold_ns = gate_hold_ns(info.shaped_bps, info.class_rate_bps, false);
 		}
-		for (int c = 0; c < _CLASS_MAX; c++)
-			info.cls_priority[c] = info.class_rate_bps[c]               ? TC_H_MAKE(H_ROOT, class_minor(c))
-			                       : info.class_rate_bps[CLASS_DEFAULT] ? TC_H_MAKE(H_ROOT, MINOR_DEFAULT)
-			                                                            : 0;
+		htb_cls_priority(info.class_rate_bps, info.cls_priority);
 	} else if (info.shape == SHAPE_MQ) {
 		info.n_queues = up->tx_queues > NODE_MQ_QUEUES_MAX ? NODE_MQ_QUEUES_MAX : up->tx_queues;
 		info.classifier = mode == MODE_MIXED;

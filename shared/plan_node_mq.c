@@ -224,17 +224,16 @@ void node_edt_config(const struct node_config *cfg, const struct node_plan_info 
 	ret->inf_priority = info->cls_priority[CLASS_INFERENCE];
 }
 
-int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
-                     const struct node_plan_info *info, struct bpf_cls_entry **ret, unsigned *ret_n)
+/* The entries of a map of pods: the default class's (when it has a
+ * priority), each non-default pod address's, and with by_dscp the marks'
+ * of inference and training (aiqos's own marks, on the way out only). */
+static int cls_entries(const struct node_pod *pods, unsigned n, const uint32_t prio[_CLASS_MAX],
+                       const struct node_config *cfg, bool by_dscp, struct bpf_cls_entry **ret, unsigned *ret_n)
 {
 	struct bpf_cls_entry *v;
 	unsigned k = 0, cap = 1;
 
-	*ret = NULL;
-	*ret_n = 0;
-	if (!info || !info->classifier)
-		return 0;
-	if (cfg->classify == CLASSIFY_SRC_IP)
+	if (!by_dscp)
 		for (unsigned i = 0; i < n; i++)
 			cap += pods[i].class != CLASS_DEFAULT ? pods[i].n_ips : 0;
 	else
@@ -244,9 +243,8 @@ int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_
 	v = calloc(cap, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	v[k++] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_DEFAULT},
-	                                .priority = info->cls_priority[CLASS_DEFAULT]};
-	if (cfg->classify == CLASSIFY_SRC_IP) {
+	v[k++] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = prio[CLASS_DEFAULT]};
+	if (!by_dscp) {
 		for (unsigned i = 0; i < n; i++) {
 			const struct node_pod *p = &pods[i];
 
@@ -257,18 +255,38 @@ int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_
 
 				e->key.kind = p->ips[a].family == AF_INET6 ? BPF_CLS_KEY_SRC6 : BPF_CLS_KEY_SRC4;
 				memcpy(e->key.addr, p->ips[a].addr, p->ips[a].family == AF_INET6 ? 16 : 4);
-				e->priority = info->cls_priority[p->class];
+				e->priority = prio[p->class];
 			}
 		}
 	} else {
 		v[k].key.kind = BPF_CLS_KEY_DSCP;
 		v[k].key.addr[0] = (uint8_t)cfg->dscp_inference;
-		v[k++].priority = info->cls_priority[CLASS_INFERENCE];
+		v[k++].priority = prio[CLASS_INFERENCE];
 		v[k].key.kind = BPF_CLS_KEY_DSCP;
 		v[k].key.addr[0] = (uint8_t)cfg->dscp_training;
-		v[k++].priority = info->cls_priority[CLASS_TRAINING];
+		v[k++].priority = prio[CLASS_TRAINING];
 	}
 	*ret = v;
 	*ret_n = k;
 	return 0;
+}
+
+int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_config *cfg,
+                     const struct node_plan_info *info, struct bpf_cls_entry **ret, unsigned *ret_n)
+{
+	*ret = NULL;
+	*ret_n = 0;
+	if (!info || !info->classifier)
+		return 0;
+	return cls_entries(pods, n, info->cls_priority, cfg, cfg->classify != CLASSIFY_SRC_IP, ret, ret_n);
+}
+
+int node_down_cls_entries(const struct node_pod *pods, unsigned n, const struct node_plan_info *info,
+                          struct bpf_cls_entry **ret, unsigned *ret_n)
+{
+	*ret = NULL;
+	*ret_n = 0;
+	if (!info || !info->down.planned || !info->down.classifier)
+		return 0;
+	return cls_entries(pods, n, info->down.cls_priority, NULL, false, ret, ret_n);
 }

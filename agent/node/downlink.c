@@ -151,19 +151,27 @@ static int hook_egress_used(struct nl_sock *sk, const char *uplink, bool *ret, s
 	return 0;
 }
 
-/* The gate and the redirect alone (node.h DOWNLOAD: down.gate,
- * down.redirect), where the egress classifier keeps the clsact. */
+/* The classifier, the gate and the redirect alone (node.h DOWNLOAD:
+ * down.classifier, down.gate, down.redirect), where the egress classifier
+ * keeps the clsact. */
 static int redirect_delete(struct nl_sock *sk, const char *uplink, struct error *err)
 {
-	const struct tc_spec s[2] = {{.type = TC_FILTER,
+	const uint32_t ingress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS);
+	const struct tc_spec s[3] = {{.type = TC_FILTER,
 	                              .kind = TC_KIND_BPF,
-	                              .parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS),
+	                              .parent = ingress,
+	                              .prio = NODE_FILTER_PRIO_DOWN_CLS,
+	                              .protocol = ETH_P_ALL,
+	                              .handle = 1},
+	                             {.type = TC_FILTER,
+	                              .kind = TC_KIND_BPF,
+	                              .parent = ingress,
 	                              .prio = NODE_FILTER_PRIO_GATE,
 	                              .protocol = ETH_P_ALL,
 	                              .handle = 1},
 	                             {.type = TC_FILTER,
 	                              .kind = TC_KIND_U32,
-	                              .parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS),
+	                              .parent = ingress,
 	                              .prio = NODE_FILTER_PRIO_REDIRECT,
 	                              .protocol = ETH_P_ALL,
 	                              .handle = NODE_REDIRECT_HANDLE}};
@@ -171,7 +179,7 @@ static int redirect_delete(struct nl_sock *sk, const char *uplink, struct error 
 
 	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
 		return 0;
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < ARRAY_SIZE(s); i++) {
 		int r = nl_tc_delete(sk, li.ifindex, &s[i], err);
 
 		if (r < 0 && r != -ENOENT && r != -EINVAL)

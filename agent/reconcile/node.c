@@ -89,6 +89,7 @@ void gate_forget(struct agent *ag)
 {
 	map_fd_close(&ag->down_gate_map_fd);
 	map_fd_close(&ag->up_gate_map_fd);
+	map_fd_close(&ag->down_cls_map_fd);
 }
 
 /* Put the recorded original root back and forget the record. */
@@ -250,6 +251,7 @@ static unsigned prog_of(const char *name)
 {
 	return streq(name, BPF_GATE_NAME)      ? AGENT_PROG_DOWN_GATE
 	       : streq(name, BPF_GATE_UP_NAME) ? AGENT_PROG_UP_GATE
+	       : streq(name, BPF_DCLS_NAME)    ? AGENT_PROG_DOWN_CLS
 	                                       : AGENT_PROG_CLS;
 }
 
@@ -271,6 +273,8 @@ static int prog_load(struct agent *ag, unsigned prog, const char *name, int *ret
 	}
 	if (prog == AGENT_PROG_CLS)
 		return bpf_cls_load(&ag->up_cls_map_fd, &ag->up_edt_map_fd, ret_fd, err);
+	if (prog == AGENT_PROG_DOWN_CLS)
+		return bpf_dcls_load(&ag->down_cls_map_fd, ret_fd, err);
 	return bpf_gate_load(gate_map_fd(ag, prog), name, ret_fd, err);
 }
 
@@ -307,20 +311,22 @@ static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned 
  * plan needs the program), programs match by name alone. */
 static void prog_tags_learn(struct agent *ag)
 {
-	_cleanup_close_ int cls = -1, edt = -1, gate = -1, pc = -1, pg = -1;
-	uint8_t tag[2][TC_BPF_TAG_LEN];
+	_cleanup_close_ int cls = -1, edt = -1, gate = -1, dcls = -1, pc = -1, pg = -1, pd = -1;
+	uint8_t tag[3][TC_BPF_TAG_LEN];
 	struct error e = {0};
 
 	if (ag->prog_tag_known)
 		return;
 	if (bpf_cls_load(&cls, &edt, &pc, &e) < 0 || bpf_gate_load(&gate, BPF_GATE_NAME, &pg, &e) < 0 ||
-	    bpf_prog_tag_get(pc, tag[0], &e) < 0 || bpf_prog_tag_get(pg, tag[1], &e) < 0) {
+	    bpf_dcls_load(&dcls, &pd, &e) < 0 || bpf_prog_tag_get(pc, tag[0], &e) < 0 ||
+	    bpf_prog_tag_get(pg, tag[1], &e) < 0 || bpf_prog_tag_get(pd, tag[2], &e) < 0) {
 		log_msg(LOG_LVL_DEBUG, "BPF program tags unknown", "error", e.msg, (char *)NULL);
 		return;
 	}
 	memcpy(ag->prog_tag[AGENT_PROG_CLS], tag[0], TC_BPF_TAG_LEN);
 	memcpy(ag->prog_tag[AGENT_PROG_DOWN_GATE], tag[1], TC_BPF_TAG_LEN);
 	memcpy(ag->prog_tag[AGENT_PROG_UP_GATE], tag[1], TC_BPF_TAG_LEN);
+	memcpy(ag->prog_tag[AGENT_PROG_DOWN_CLS], tag[2], TC_BPF_TAG_LEN);
 	ag->prog_tag_known = true;
 }
 
@@ -357,7 +363,7 @@ static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 
 		if (o->type != TC_FILTER || o->kind != TC_KIND_BPF || !o->u.bpf.prog_id ||
 		    !(streq(o->u.bpf.name, BPF_CLS_NAME) || streq(o->u.bpf.name, BPF_GATE_NAME) ||
-		      streq(o->u.bpf.name, BPF_GATE_UP_NAME)))
+		      streq(o->u.bpf.name, BPF_GATE_UP_NAME) || streq(o->u.bpf.name, BPF_DCLS_NAME)))
 			continue;
 		prog = prog_of(o->u.bpf.name);
 		if (ag->prog_tag_known && o->u.bpf.tag_set &&
@@ -371,6 +377,10 @@ static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 				continue;
 			classifier_forget(ag);
 			r = bpf_cls_map_from_prog(o->u.bpf.prog_id, &ag->up_cls_map_fd, &ag->up_edt_map_fd, &e);
+		} else if (prog == AGENT_PROG_DOWN_CLS) {
+			if (ag->down_cls_map_fd >= 0)
+				continue;
+			r = bpf_dcls_map_from_prog(o->u.bpf.prog_id, &ag->down_cls_map_fd, &e);
 		} else {
 			if (*gate_map_fd(ag, prog) >= 0)
 				continue;
@@ -456,6 +466,33 @@ static int classifier_sync(struct agent *ag, const struct node_pod *pods, unsign
 	changed += edt_changed;
 	if (changed)
 		log_msg(LOG_LVL_DEBUG, "uplink classifier synced", "entries", LOG_FMT("%u", n_ents), "written",
+		        LOG_FMT("%u", changed), (char *)NULL);
+	return (int)changed;
+}
+
+/* Make the download classifier's map match the pods; its map let go of
+ * when the plan has no such classifier. */
+static int down_classifier_sync(struct agent *ag, const struct node_pod *pods, unsigned n,
+                                const struct node_plan_info *info, struct error *err)
+{
+	_cleanup_free_ struct bpf_cls_entry *ents = NULL;
+	unsigned n_ents = 0, changed = 0;
+	int r;
+
+	if (!info->down.planned || !info->down.classifier) {
+		map_fd_close(&ag->down_cls_map_fd);
+		return 0;
+	}
+	if (ag->down_cls_map_fd < 0)
+		return 0; /* not attached (skipped): nothing to fill */
+	r = node_down_cls_entries(pods, n, info, &ents, &n_ents);
+	if (r < 0)
+		return error_set(err, -r, "download classifier entries: %s", strerror(-r));
+	r = bpf_cls_map_sync(ag->down_cls_map_fd, ents, n_ents, &changed, err);
+	if (r < 0)
+		return r;
+	if (changed)
+		log_msg(LOG_LVL_DEBUG, "download classifier synced", "entries", LOG_FMT("%u", n_ents), "written",
 		        LOG_FMT("%u", changed), (char *)NULL);
 	return (int)changed;
 }
@@ -919,6 +956,12 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 		if (q < 0)
 			log_msg(LOG_LVL_WARN, "uplink classifier not synced", "uplink", ag->up.ifname, "error", ec.msg,
 			        (char *)NULL);
+		ps->changed_kernel |= q > 0;
+		error_clear(&ec);
+		q = down_classifier_sync(ag, ps->pods, ps->n_pods, &ps->info, &ec);
+		if (q < 0)
+			log_msg(LOG_LVL_WARN, "download classifier not synced", "uplink", ag->up.ifname, "error",
+			        ec.msg, (char *)NULL);
 		ps->changed_kernel |= q > 0;
 		error_clear(&ec);
 		q = gate_sync(ag, &ps->info, &ec);

@@ -10,6 +10,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "aiqos_bpf.h"
+#include "classify.h"
 #include "parse.h"
 
 struct {
@@ -25,52 +26,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct bpf_edt);
 } aiqos_edt SEC(".maps");
-
-static __always_inline __u32 *lookup(__u8 kind, const __u8 *addr, __u32 len)
-{
-	struct bpf_cls_key key = {.kind = kind};
-
-	if (len)
-		__builtin_memcpy(key.addr, addr, len < sizeof(key.addr) ? len : sizeof(key.addr));
-	return bpf_map_lookup_elem(&aiqos_cls, &key);
-}
-
-/* The entry of an IP header's source address, else of its DSCP. */
-static __always_inline __u32 *classify_ip(const struct parsed_ip *p)
-{
-	__u32 *prio;
-
-	if (!p->complete)
-		return NULL;
-	prio = lookup(p->family == PARSE_V4 ? BPF_CLS_KEY_SRC4 : BPF_CLS_KEY_SRC6, p->saddr, 16);
-	return prio ? prio : lookup(BPF_CLS_KEY_DSCP, &p->dscp, 1);
-}
-
-/* The class: the source address's entry; on an overlay packet whose outer
- * source is no pod's, the inner header's (the pod's address, the mark
- * aiqos set; the outer mark is the node's); else the DSCP's; else the
- * default's. NULL leaves the packet alone (not IP, or no default entry). */
-static __always_inline __u32 *classify(struct __sk_buff *skb, const struct parsed_ip *p)
-{
-	struct parsed_ip inner = {};
-	__u32 *prio;
-
-	if (p->family == PARSE_NOT_IP)
-		return NULL;
-	if (p->complete) {
-		prio = lookup(p->family == PARSE_V4 ? BPF_CLS_KEY_SRC4 : BPF_CLS_KEY_SRC6, p->saddr, 16);
-		if (prio)
-			return prio;
-		if (parse_inner(skb, p, &inner) == 0) {
-			prio = classify_ip(&inner);
-			return prio ? prio : lookup(BPF_CLS_KEY_DEFAULT, NULL, 0);
-		}
-		prio = lookup(BPF_CLS_KEY_DSCP, &p->dscp, 1);
-		if (prio)
-			return prio;
-	}
-	return lookup(BPF_CLS_KEY_DEFAULT, NULL, 0);
-}
 
 /* a is later than b, on clocks that wrap */
 static __always_inline int later(__u64 a, __u64 b)
@@ -146,7 +101,7 @@ int aiqos_cls_edt(struct __sk_buff *skb)
 	__u32 *prio;
 
 	parse_ip(skb, &p);
-	prio = classify(skb, &p);
+	prio = classify(skb, &aiqos_cls, &p, CLASSIFY_BY_SRC);
 	if (!prio)
 		return TC_ACT_UNSPEC;
 	skb->priority = *prio;

@@ -32,6 +32,7 @@ struct parsed_ip {
 	__u8 proto;    /* IPv4 protocol, IPv6 next header */
 	__u8 complete; /* the whole fixed header was readable */
 	__u8 saddr[16];
+	__u8 daddr[16];
 	__u32 l4_off; /* the transport header, from the network header */
 };
 
@@ -52,6 +53,7 @@ static __always_inline void parse_ip_at(struct __sk_buff *skb, __u32 off, __u16 
 		if (load_net(skb, off, &ip, sizeof(ip)) < 0)
 			return;
 		__builtin_memcpy(p->saddr, &ip.saddr, 4);
+		__builtin_memcpy(p->daddr, &ip.daddr, 4);
 		p->dscp = ip.tos >> 2;
 		p->proto = ip.protocol;
 		p->l4_off = off + ip.ihl * 4;
@@ -64,6 +66,7 @@ static __always_inline void parse_ip_at(struct __sk_buff *skb, __u32 off, __u16 
 		if (load_net(skb, off, &ip6, sizeof(ip6)) < 0)
 			return;
 		__builtin_memcpy(p->saddr, &ip6.saddr, 16);
+		__builtin_memcpy(p->daddr, &ip6.daddr, 16);
 		/* version | traffic class | flow label: dscp = the class's top 6 bits */
 		p->dscp = (__u8)(((b[0] & 0x0f) << 2) | (b[1] >> 6));
 		p->proto = ip6.nexthdr;
@@ -72,7 +75,7 @@ static __always_inline void parse_ip_at(struct __sk_buff *skb, __u32 off, __u16 
 	}
 }
 
-/* The packet's own IP header: family, source, DSCP. A truncated header
+/* The packet's own IP header: family, addresses, DSCP. A truncated header
  * leaves complete 0 (the family known, the source not). */
 static __always_inline void parse_ip(struct __sk_buff *skb, struct parsed_ip *p)
 {

@@ -38,7 +38,7 @@ def test_pods_classified_inside_the_vxlan_encapsulation(node):
         s = node.status(check=False)
         r = node.root()
         return s and s["mode"] == "mixed" and r and r["kind"] == "htb" and \
-            {"1:10", "1:20", "1:30"} <= set(class_packets(node))
+            {"1:10", "1:20", "1:30"} <= set(class_packets(node)) and len(node.filters()) == 2
     try:
         wait_until(tree, 10, "mixed, the HTB tree on up0")
     except AssertionError as e:
@@ -54,3 +54,44 @@ def test_pods_classified_inside_the_vxlan_encapsulation(node):
     # they were encapsulated: the node's address outside, UDP 8472
     out = node.sh("tc", "-s", "filter", "show", "dev", "up0", "egress").stdout
     assert "aiqos_cls_edt" in out, out
+
+
+def test_download_classified_inside_the_vxlan_encapsulation(node):
+    """The download direction: VXLAN from the other node toward the pods
+    arrives at the uplink with the node's address outside; the download
+    classifier names the pod's class on the ifb's tree from the inner
+    destination (the ifb's u32 filters on destination see only the node)."""
+    vxlan_overlay(node)
+    node.start_agent(dict(CONFIG, downlink=True, downlinkRate="400mbit"))
+    inf = node.add_pod(INF)
+    train = node.add_pod(TRAIN)
+    ifb = "aiqos-ifb0"
+
+    def tree():
+        s = node.status(check=False)
+        return s and s["uplink"]["downlink"].get("classifier") and \
+            {"1:10", "1:20", "1:30"} <= set(class_packets(node, ifb)) and len(node.filters(ifb)) == 2
+    try:
+        wait_until(tree, 10, "the download tree, its classifier and both pods")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{node.tc_summary()}\n{node.agent_log_tail()}") from None
+    # the other node: its vxlan device toward this node's uplink
+    fab = node.fabric.name
+    for cmd in (["ip", "link", "add", "vx1", "type", "vxlan", "id", "42", "dev", "fab0", "dstport", "8472",
+                 "local", f"{node.uplink_net}.1", "nolearning"],
+                ["ip", "link", "set", "vx1", "mtu", "1450", "up"],
+                ["ip", "addr", "add", "10.98.1.0/32", "dev", "vx1"],
+                ["ip", "neigh", "add", "10.98.0.0", "lladdr", "0e:00:00:00:00:01", "dev", "vx1", "nud", "permanent"],
+                ["bridge", "fdb", "append", "0e:00:00:00:00:01", "dev", "vx1", "dst", f"{node.uplink_net}.2"]):
+        agentlab.cni.sh("ip", "netns", "exec", fab, *cmd)
+    for pod in (inf, train):
+        agentlab.cni.sh("ip", "netns", "exec", fab, "ip", "route", "replace", f"{pod.ip()}/32", "via", "10.98.0.0",
+                        "dev", "vx1", "onlink")
+    # a burst toward the training pod trips the gate; what follows toward
+    # the inference pod takes the ifb, in its class
+    before = class_packets(node, ifb)
+    agentlab.send_udp(fab, inf.ip(), n=200, burst=300, burst_to=train.ip())
+    after = wait_until(lambda: (lambda c: c if c["1:10"] - before["1:10"] >= 150 else None)(class_packets(node, ifb)),
+                       5, "the inference pod's packets in 1:10 on the ifb")
+    assert after["1:30"] - before["1:30"] >= 50, (before, after)
+    assert after["1:20"] - before["1:20"] < 20, (before, after)

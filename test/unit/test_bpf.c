@@ -264,7 +264,7 @@ static void put_eth(struct frame *f, uint16_t type)
 	put(f, h, sizeof(h));
 }
 
-static void put_ip(struct frame *f, const char *src, uint8_t proto, uint8_t dscp)
+static void put_ip_to(struct frame *f, const char *src, const char *dst, uint8_t proto, uint8_t dscp)
 {
 	uint8_t h[40] = {0};
 
@@ -274,7 +274,7 @@ static void put_ip(struct frame *f, const char *src, uint8_t proto, uint8_t dscp
 		h[6] = proto;
 		h[7] = 64;
 		inet_pton(AF_INET6, src, h + 8);
-		inet_pton(AF_INET6, "fd00:99::1", h + 24);
+		inet_pton(AF_INET6, dst ? dst : "fd00:99::1", h + 24);
 		put(f, h, 40);
 	} else {
 		h[0] = 0x45;
@@ -282,9 +282,14 @@ static void put_ip(struct frame *f, const char *src, uint8_t proto, uint8_t dscp
 		h[8] = 64;
 		h[9] = proto;
 		inet_pton(AF_INET, src, h + 12);
-		inet_pton(AF_INET, "192.168.99.1", h + 16);
+		inet_pton(AF_INET, dst ? dst : "192.168.99.1", h + 16);
 		put(f, h, 20);
 	}
+}
+
+static void put_ip(struct frame *f, const char *src, uint8_t proto, uint8_t dscp)
+{
+	put_ip_to(f, src, NULL, proto, dscp);
 }
 
 static void put_udp(struct frame *f, uint16_t dport)
@@ -302,10 +307,10 @@ static void pad(struct frame *f, uint32_t n)
 }
 
 /* An overlay packet from the node 192.168.1.1 (or fd00:1::1) carrying a
- * pod's IP packet (inner, dscp). kind: "vxlan", "vxlan4789", "geneve"
+ * pod's IP packet (from inner, to inner_dst or a remote address, dscp). kind: "vxlan", "vxlan4789", "geneve"
  * (with 8 bytes of options, an inner Ethernet frame), "geneve-ip" (the
  * IP packet straight after the header), "ipip", "ip6ip". */
-static struct pkt overlay(const char *kind, bool outer6, const char *inner, uint8_t dscp)
+static struct pkt overlay_to(const char *kind, bool outer6, const char *inner, const char *inner_dst, uint8_t dscp)
 {
 	struct frame f = {0};
 	bool inner6 = strchr(inner, ':') != NULL;
@@ -335,9 +340,14 @@ static struct pkt overlay(const char *kind, bool outer6, const char *inner, uint
 			}
 		}
 	}
-	put_ip(&f, inner, 6, dscp);
+	put_ip_to(&f, inner, inner_dst, 6, dscp);
 	pad(&f, 100);
 	return f.p;
+}
+
+static struct pkt overlay(const char *kind, bool outer6, const char *inner, uint8_t dscp)
+{
+	return overlay_to(kind, outer6, inner, NULL, dscp);
 }
 
 /* On a VXLAN (either port), Geneve (options, an inner frame or IP) or IPIP
@@ -413,6 +423,69 @@ TEST(classifier_sees_the_pod_inside_overlays)
 		CHECK_INT(run1(c.prog, &p).priority, PRIO_DEF);
 	}
 	cls_close(&c);
+}
+
+/* The download classifier: the class of the pod a packet is for, by its
+ * destination, inside an overlay too; a sender's mark picks nothing (the
+ * map has no DSCP entries, and none would be read); others: default. */
+TEST(download_classifier_by_destination)
+{
+	static const struct {
+		const char *kind; /* NULL: not encapsulated */
+		const char *dst;
+		uint8_t dscp;
+		uint32_t want;
+	} cases[] = {
+	        {NULL, "10.75.0.10", 0, PRIO_INF},       {NULL, "10.75.0.20", 46, PRIO_TRAIN},
+	        {NULL, "10.75.0.99", 46, PRIO_DEF},      {NULL, "fd00:75::10", 0, PRIO_INF},
+	        {NULL, "fd00:75::20", 0, PRIO_TRAIN},    {"vxlan", "10.75.0.10", 0, PRIO_INF},
+	        {"geneve", "10.75.0.20", 0, PRIO_TRAIN}, {"ipip", "10.75.0.10", 0, PRIO_INF},
+	        {"vxlan", "fd00:75::20", 0, PRIO_TRAIN}, {"vxlan", "10.75.0.99", 46, PRIO_DEF},
+	};
+	int map = -1, prog = -1;
+	struct error e = {0};
+
+	if (bpf_dcls_load(&map, &prog, &e) < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		CHECK(!"the download classifier loads");
+		return;
+	}
+	/* the pods' entries without DSCP ones, as node_down_cls_entries makes them */
+	CHECK_INT(bpf_cls_map_sync(map, pods, 5, NULL, &e), 0);
+	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
+		bool v6 = strchr(cases[i].dst, ':') != NULL;
+		struct pkt p;
+		struct run r;
+
+		if (cases[i].kind) {
+			p = overlay_to(cases[i].kind, false, v6 ? "fd00:99::7" : "192.168.99.7", cases[i].dst,
+			               cases[i].dscp);
+		} else {
+			struct frame f = {0};
+
+			put_eth(&f, v6 ? 0x86dd : 0x0800);
+			put_ip_to(&f, v6 ? "fd00:99::7" : "192.168.99.7", cases[i].dst, 6, cases[i].dscp);
+			pad(&f, 100);
+			p = f.p;
+		}
+		r = run_ctx(prog, &p, 4242, 0, 0);
+		if (r.priority != cases[i].want)
+			fprintf(stderr, "  case %u: %s to %s\n", i, cases[i].kind ? cases[i].kind : "plain",
+			        cases[i].dst);
+		CHECK_INT(r.retval, TC_ACT_UNSPEC);
+		CHECK_INT(r.priority, cases[i].want);
+	}
+	/* a DSCP entry in the map is not read coming in */
+	CHECK_INT(bpf_cls_map_sync(map, pods, ARRAY_SIZE(pods), NULL, &e), 0);
+	{
+		struct frame f = {0};
+
+		put_eth(&f, 0x0800);
+		put_ip_to(&f, "192.168.99.7", "10.75.0.99", 6, 46);
+		CHECK_INT(run1(prog, &f.p).priority, PRIO_DEF);
+	}
+	close(prog);
+	close(map);
 }
 
 static const struct bpf_edt edt_1mbit = {.link_q20 = 8000ull << 20, /* bpf_edt_q20(1000000) */

@@ -1,0 +1,37 @@
+/* dcls.bpf.c — the download classifier (bpf_cls.h), a tc program at the
+ * uplink's clsact ingress hook, before the download gate and the redirect
+ * to the ifb: skb->priority = the class, on the ifb's HTB tree, of the pod
+ * a packet is for (its destination address, inside an overlay's
+ * encapsulation too), else the default class. HTB on the ifb takes the
+ * class it names (the priority survives the redirect) without walking a
+ * filter under its lock; marks set by senders elsewhere are never read.
+ * Returns TC_ACT_UNSPEC: the gate and the redirect still run. */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+
+#include "aiqos_bpf.h"
+#include "classify.h"
+#include "parse.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, BPF_CLS_MAP_MAX);
+	__type(key, struct bpf_cls_key);
+	__type(value, __u32);
+} aiqos_dcls SEC(".maps");
+
+SEC("tc")
+int aiqos_dcls_prog(struct __sk_buff *skb)
+{
+	struct parsed_ip p = {};
+	__u32 *prio;
+
+	parse_ip(skb, &p);
+	prio = classify(skb, &aiqos_dcls, &p, CLASSIFY_BY_DST);
+	if (prio)
+		skb->priority = *prio;
+	return TC_ACT_UNSPEC;
+}
+
+char LICENSE[] SEC("license") = "GPL";
