@@ -57,14 +57,7 @@ int bpf_dcls_load(int *map_fd, int *ret_prog_fd, struct error *err)
 
 int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 {
-	uint32_t map_ids[2] = {0}, n = 0;
-	int r = bpf_prog_map_ids(prog_id, map_ids, ARRAY_SIZE(map_ids), &n, "download classifier", err);
-
-	if (r < 0)
-		return r;
-	if (n != 1)
-		return error_set(err, ENOENT, "download classifier program id %u uses %u maps, not 1", prog_id, n);
-	return bpf_map_adopt(map_ids[0], &want_cls, ret_fd, "download classifier", err);
+	return bpf_prog_one_map(prog_id, &want_cls, ret_fd, "download classifier", err);
 }
 
 int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, struct error *err)

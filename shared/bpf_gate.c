@@ -38,14 +38,7 @@ int bpf_gate_load(int *map_fd, const char *name, int *ret_prog_fd, struct error 
 
 int bpf_gate_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 {
-	uint32_t map_ids[2] = {0}, n = 0;
-	int r = bpf_prog_map_ids(prog_id, map_ids, ARRAY_SIZE(map_ids), &n, "gate", err);
-
-	if (r < 0)
-		return r;
-	if (n != 1)
-		return error_set(err, ENOENT, "gate program id %u uses %u maps, not 1", prog_id, n);
-	return bpf_map_adopt(map_ids[0], &want_gate, ret_fd, "gate", err);
+	return bpf_prog_one_map(prog_id, &want_gate, ret_fd, "gate", err);
 }
 
 int bpf_gate_read(int map_fd, struct bpf_gate *ret, struct error *err)

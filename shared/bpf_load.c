@@ -126,6 +126,19 @@ int bpf_map_adopt(uint32_t id, const struct bpf_map_want *want, int *ret_fd, con
 	return 0;
 }
 
+int bpf_prog_one_map(uint32_t prog_id, const struct bpf_map_want *want, int *ret_fd, const char *what,
+                     struct error *err)
+{
+	uint32_t map_ids[2] = {0}, n = 0;
+	int r = bpf_prog_map_ids(prog_id, map_ids, 2, &n, what, err);
+
+	if (r < 0)
+		return r;
+	if (n != 1)
+		return error_set(err, ENOENT, "%s program id %u uses %u maps, not 1", what, prog_id, n);
+	return bpf_map_adopt(map_ids[0], want, ret_fd, what, err);
+}
+
 int bpf_prog_tag_get(int prog_fd, uint8_t *ret_tag, struct error *err)
 {
 	struct bpf_prog_info info;

@@ -66,6 +66,11 @@ int bpf_prog_map_ids(uint32_t prog_id, uint32_t *ids, uint32_t max, uint32_t *re
  * caller loads the program again on new maps: another version's layout is
  * never read into this one's structs). */
 int bpf_map_adopt(uint32_t id, const struct bpf_map_want *want, int *ret_fd, const char *what, struct error *err);
+/* The one map of an attached program of one map (by its id), when it is
+ * what want says (bpf_map_adopt); ENOENT when the program has another
+ * number of maps. */
+int bpf_prog_one_map(uint32_t prog_id, const struct bpf_map_want *want, int *ret_fd, const char *what,
+                     struct error *err);
 /* A loaded program's tag (ret_tag: BPF_TAG_LEN bytes). */
 int bpf_prog_tag_get(int prog_fd, uint8_t *ret_tag, struct error *err);
 /* Element 0 of an array map: read, written. */
