@@ -5,8 +5,10 @@
 #
 #   kind              sigs.k8s.io/kind                      (Go module proxy)
 #   coredns           github.com/coredns/coredns            (Go module proxy)
-#   flanneld,         github.com/flannel-io/flannel         (Go module proxy)
-#   install-conf
+#   flanneld,         github.com/flannel-io/flannel         (Go module proxy;
+#   install-conf      without the TencentCloud VPC backend, whose SDK version
+#                     the proxy refuses (403): only VXLAN is used here)
+#   crictl            sigs.k8s.io/cri-tools                 (Go module proxy)
 #   kindnetd          kind's images/kindnetd at its image tag's commit (a
 #                     module of its own that the proxy does not serve: git,
 #                     AIQOS_KIND_GIT, default https://github.com/kubernetes-sigs/kind)
@@ -28,6 +30,7 @@ KIND_VERSION=${AIQOS_KIND_VERSION:-v0.30.0}
 KINDNETD_TAG=v20250512-df8de77b
 KINDNETD_COMMIT=df8de77b
 COREDNS_VERSION=v1.12.1 # kubeadm v1.34's CoreDNSVersion
+CRICTL_VERSION=v1.34.0
 FLANNEL_VERSION=${AIQOS_FLANNEL_VERSION:-v0.28.10}
 FLANNEL_CNI_REF=${AIQOS_FLANNEL_CNI_REF:-v1.9.1-flannel1}
 KIND_GIT=${AIQOS_KIND_GIT:-https://github.com/kubernetes-sigs/kind}
@@ -36,7 +39,7 @@ FLANNEL_CNI_GIT=${AIQOS_FLANNEL_CNI_GIT:-https://github.com/flannel-io/cni-plugi
 root=$CACHE/kind
 bin=$root/bin
 src=$root/src
-PROGS=(kind coredns flanneld install-conf kindnetd flannel)
+PROGS=(kind coredns flanneld install-conf kindnetd flannel crictl)
 
 print_dir=0 check=0
 for a in "$@"; do
@@ -59,7 +62,9 @@ stamp_of() { # NAME
 	case $1 in
 	kind) v=$KIND_VERSION ;;
 	coredns) v=$COREDNS_VERSION ;;
-	flanneld | install-conf) v=$FLANNEL_VERSION ;;
+	flanneld) v="$FLANNEL_VERSION-no-tencentvpc cgo=1-static" ;;
+	install-conf) v=$FLANNEL_VERSION ;;
+	crictl) v=$CRICTL_VERSION ;;
 	kindnetd) v=$KINDNETD_TAG ;;
 	flannel) v=$FLANNEL_CNI_REF ;;
 	esac
@@ -144,8 +149,15 @@ if wants coredns; then
 fi
 if wants flanneld || wants install-conf; then
 	module_src github.com/flannel-io/flannel "$FLANNEL_VERSION" "$src/flannel-$FLANNEL_VERSION"
-	gobuild "$src/flannel-$FLANNEL_VERSION" "$bin/flanneld" . "-X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION"
+	sed -i '\|"github.com/flannel-io/flannel/pkg/backend/tencentvpc"|d' "$src/flannel-$FLANNEL_VERSION/main.go"
+	# As upstream's Makefile on amd64: cgo (the UDP backend), linked statically.
+	CGO_ENABLED=1 gobuild "$src/flannel-$FLANNEL_VERSION" "$bin/flanneld" . \
+		"-X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION -extldflags \"-static\""
 	gobuild "$src/flannel-$FLANNEL_VERSION" "$bin/install-conf" ./cmd/install_conf
+fi
+if wants crictl; then
+	module_src sigs.k8s.io/cri-tools "$CRICTL_VERSION" "$src/cri-tools-$CRICTL_VERSION"
+	gobuild "$src/cri-tools-$CRICTL_VERSION" "$bin/crictl" ./cmd/crictl "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION"
 fi
 if wants kindnetd; then
 	git_src "$KIND_GIT" "$KINDNETD_COMMIT" images/kindnetd "$src/kindnetd-$KINDNETD_TAG"

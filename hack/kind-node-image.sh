@@ -209,7 +209,7 @@ install -m 0644 "$f"/etc/crictl.yaml "$r/etc/"
 install -m 0644 "$f"/etc/containerd/* "$r/etc/containerd/"
 install -m 0644 "$f"/etc/default/* "$r/etc/default/"
 install -m 0644 "$f"/etc/sysctl.d/* "$r/etc/sysctl.d/"
-install -m 0644 "$f"/etc/systemd/system/*.* "$r/etc/systemd/system/"
+find "$f/etc/systemd/system" -maxdepth 1 -type f -exec install -m 0644 {} "$r/etc/systemd/system/" \;
 install -m 0644 "$f"/etc/systemd/system/kubelet.service.d/* "$r/etc/systemd/system/kubelet.service.d/"
 # Debian's containerd 1.6 and runc where kind's units and config expect them.
 ln -sfn /usr/bin/containerd "$r/usr/local/bin/containerd"
@@ -265,8 +265,12 @@ ctrd_pid=$!
 for _ in $(seq 1 50); do [ -S "$work/state/c.sock" ] && break; sleep 0.2; done
 [ -S "$work/state/c.sock" ] || { cat "$work/containerd.log" >&2; die "containerd for the preload did not start"; }
 for i in "${preload[@]}"; do
-	ctr -a "$work/state/c.sock" -n k8s.io images import --label=io.cri-containerd.pinned=pinned \
-		--snapshotter overlayfs "$img/$i.tar" >/dev/null || die "preloading $i failed"
+	ctr -a "$work/state/c.sock" -n k8s.io images import --snapshotter overlayfs "$img/$i.tar" >/dev/null ||
+		die "preloading $i failed"
+	# Pinned, as kind's own preload: the kubelet's image GC keeps them.
+	ctr -a "$work/state/c.sock" -n k8s.io images label "$(tar -xOf "$img/$i.tar" index.json |
+		jq -r '.manifests[0].annotations["io.containerd.image.name"]')" io.cri-containerd.pinned=pinned >/dev/null ||
+		die "labelling $i failed"
 done
 ctr -a "$work/state/c.sock" -n k8s.io images list -q >&2
 kill "$ctrd_pid"
@@ -277,7 +281,10 @@ log "importing into Docker"
 tar -C "$r" -c --numeric-owner . | docker import \
 	--change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' \
 	--change 'ENV container=docker' \
-	--change 'STOPSIGNAL SIGRTMIN+3' \
-	- "$image" >/dev/null || die "docker import failed"
+	- "$image-rootfs" >/dev/null || die "docker import failed"
+# docker import takes no STOPSIGNAL: a metadata-only build step on top (local base, no pull).
+printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\n' "$image-rootfs" | docker build -q -t "$image" - >/dev/null ||
+	die "docker build (STOPSIGNAL) failed"
+docker rmi "$image-rootfs" >/dev/null
 log "built $image in $(($(date +%s) - t0)) s"
 [ "$print" -eq 0 ] || echo "$image"

@@ -59,13 +59,16 @@ install_flannel() {
 	local manifest=${AIQOS_FLANNEL_MANIFEST:-} tmp
 	tmp=$(mktemp "${TMPDIR:-/tmp}/aiqos-flannel.XXXXXX")
 	if [ "$offline" -eq 1 ]; then
-		local src cni_ref
-		src=$(ls -d "$cache"/src/flannel-v* 2>/dev/null | grep -v cni | tail -n 1)
+		local src
+		src=$(ls -d "$cache"/src/flannel-v* 2>/dev/null | tail -n 1)
 		[ -f "$src/Documentation/kube-flannel.yml" ] || die "no flannel source in $cache/src (hack/build-kind.sh)"
-		# The CNI plugin image is the one built here (its tag: the cni-plugin ref built).
-		cni_ref=$(tar -xOf "$cache/images/flannel-cni-plugin.tar" index.json |
-			python3 -c 'import json,sys; print(json.load(sys.stdin)["manifests"][0]["annotations"]["io.containerd.image.name"])')
-		sed "s|image: ghcr.io/flannel-io/flannel-cni-plugin:.*|image: $cni_ref|" \
+		# The images are the ones built here: their names replace the manifest's.
+		ref_of() {
+			tar -xOf "$cache/images/$1.tar" index.json |
+				python3 -c 'import json,sys; print(json.load(sys.stdin)["manifests"][0]["annotations"]["io.containerd.image.name"])'
+		}
+		sed -e "s|image: ghcr.io/flannel-io/flannel-cni-plugin:.*|image: $(ref_of flannel-cni-plugin)|" \
+			-e "s|image: ghcr.io/flannel-io/flannel:.*|image: $(ref_of flannel)|" \
 			"$src/Documentation/kube-flannel.yml" >"$tmp"
 		local i
 		for i in flannel flannel-cni-plugin; do
