@@ -219,6 +219,13 @@ ln -sfn /usr/sbin/runc "$r/usr/local/sbin/runc"
 # The pause image kubeadm v1.34 names (kind's config file has 3.10).
 sed -i "s|^\([[:space:]]*sandbox_image = \).*|\1\"registry.k8s.io/pause:$PAUSE_VERSION\"|" "$r/etc/containerd/config.toml"
 grep -q "pause:$PAUSE_VERSION" "$r/etc/containerd/config.toml" || die "no sandbox_image in kind's containerd config"
+# A pod's oom_score_adj below containerd's own needs CAP_SYS_RESOURCE, which a
+# node lacks where the host's bounding set does (docker --privileged grants only
+# what the host has; runc init then dies: "can't get final child's PID from
+# pipe: EOF"). Clamped to containerd's value instead (as kind does for rootless);
+# where systemd could give containerd its -999 this changes nothing.
+sed -i 's|^\([[:space:]]*restrict_oom_score_adj = \).*|\1true|' "$r/etc/containerd/config.toml"
+grep -q 'restrict_oom_score_adj = true' "$r/etc/containerd/config.toml" || die "no restrict_oom_score_adj in kind's containerd config"
 ctr oci spec | jq '.hooks.createContainer[.hooks.createContainer| length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' |
 	jq 'del(.process.rlimits)' >"$r/etc/containerd/cri-base.json"
 find "$r/lib/systemd/system/sysinit.target.wants/" -name systemd-tmpfiles-setup.service -delete
