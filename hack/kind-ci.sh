@@ -34,7 +34,6 @@ while [ $# -gt 0 ]; do
 	*) build=$1; shift ;;
 	esac
 done
-cache=${AIQOS_CACHE:-/var/cache/aiqos}/kind
 passed=0 failed=0
 t_all=$SECONDS
 

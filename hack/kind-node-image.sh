@@ -70,7 +70,8 @@ flock 8
 
 # --- Debian root filesystems (cached by package list) ------------------------
 debian_rootfs() { # NAME VARIANT PACKAGES
-	local dir=$cache/node/$1-$(echo "$2 $3 $MIRROR" | sha256sum | cut -c1-12)
+	local dir
+	dir=$cache/node/$1-$(echo "$2 $3 $MIRROR" | sha256sum | cut -c1-12)
 	if [ ! -f "$dir/.complete" ]; then
 		log "mmdebstrap $1 ($2: $3) from $MIRROR"
 		rm -rf "$dir" "$dir.tmp"
@@ -293,5 +294,8 @@ tar -C "$r" -c --numeric-owner . | docker import \
 printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\n' "$image-rootfs" | docker build -q -t "$image" - >/dev/null ||
 	die "docker build (STOPSIGNAL) failed"
 docker rmi "$image-rootfs" >/dev/null
+# Older builds of the node image only take space in the cache.
+docker images --format '{{.Repository}}:{{.Tag}}' aiqos.local/kind-node | grep -vxF "$image" |
+	xargs -r docker rmi >/dev/null 2>&1 || true
 log "built $image in $(($(date +%s) - t0)) s"
 [ "$print" -eq 0 ] || echo "$image"
