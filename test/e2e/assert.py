@@ -421,7 +421,13 @@ def main():
         run_steps(env, r)
     finally:
         if not args.keep:
-            cleanup(env)
+            try:
+                cleanup(env)
+            except CheckFailed as e:
+                # e.g. a namespace that cannot go because the pods' CNI DEL
+                # fails: counted, and the result line is still printed.
+                log("FAIL cleanup: %s" % e)
+                r.failed += 1
         shutil.rmtree(env.work, ignore_errors=True)
     print("%d passed, %d failed" % (r.passed, r.failed))
     return 0 if r.failed == 0 else 1

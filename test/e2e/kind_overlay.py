@@ -275,7 +275,11 @@ def main():
                 return "training %.0f Mbit/s of %s" % (g, a.rate)
             r.step("aiqos: training keeps at least half the rate", goodput)
     finally:
-        b.cleanup()
+        try:
+            b.cleanup()
+        except A.CheckFailed as e:
+            A.log("FAIL cleanup: %s" % e)
+            r.failed += 1
     print(json.dumps({"kind_overlay": res, "rate": a.rate}, sort_keys=True), flush=True)
     A.log("%d passed, %d failed" % (r.passed, r.failed))
     return 1 if r.failed else 0
