@@ -205,6 +205,15 @@ soak: all
 e2e: all
 	@bash test/run.sh --only e2e $(BUILD)
 
+# kind for real, offline (not part of `make test`; root, Debian 12): Debian's
+# Docker engine with its data under /var/cache/aiqos/kind, kind and every
+# image of a kind node built here (no registry), a control plane + worker
+# cluster with kindnet, then with Flannel (VXLAN), hack/kind-e2e.sh on each
+# (hack/kind-ci.sh; docs/install/kind.md). Ends with "kind-e2e: N passed, N failed".
+.PHONY: kind-e2e
+kind-e2e: all
+	@bash hack/kind-ci.sh $(BUILD)
+
 # Debian's stock kernel in qemu (TCG): the fq/fq_codel/pedit/DCTCP paths the
 # CI kernel lacks (hack/test-kernel.sh; also the "kernel" suite of `make test`).
 test-kernel: all $(BUILD)/test/test_nl $(BUILD)/test/test_apply $(BUILD)/test/test_bpf $(KERNEL_BINS)

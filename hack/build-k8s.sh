@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hack/build-k8s.sh [--force] [--print-bin-dir] [--check]
+# hack/build-k8s.sh [--force] [--print-bin-dir] [--check] [--extra NAME ...]
 # Builds the real Kubernetes control plane and node binaries (kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet, and a kubectl of the same
 # version) from the k8s.io/kubernetes Go module and etcd from
@@ -14,6 +14,8 @@
 # lock. --print-bin-dir prints the bin directory (and builds if needed) on stdout;
 # everything else goes to stderr. --check builds nothing: exit 0 if every binary
 # is built and current, 1 if not (with --print-bin-dir it still prints the dir).
+# --extra NAME adds a k8s.io/kubernetes/cmd/NAME program (kubeadm, kube-proxy:
+# the kind node image, hack/build-kind.sh) to the set built and checked.
 #
 # Why these versions (see test/k8s/README.md): Kubernetes 1.34 is the newest
 # minor whose kubelet still starts on a cgroup v1 host by default
@@ -34,14 +36,22 @@ K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 TAGS=selinux,notest,grpcnotrace
 
 force=0 print_dir=0 check=0
-for a in "$@"; do
-	case $a in
+while [ $# -gt 0 ]; do
+	case $1 in
 	--force) force=1 ;;
 	--print-bin-dir) print_dir=1 ;;
 	--check) check=1 ;;
-	-h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) echo "build-k8s: unknown argument '$a'" >&2; exit 2 ;;
+	--extra)
+		case ${2:-} in
+		kubeadm | kube-proxy) K8S_BINS+=("$2") ;;
+		*) echo "build-k8s: --extra '${2:-}' is not kubeadm or kube-proxy" >&2; exit 2 ;;
+		esac
+		shift
+		;;
+	-h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "build-k8s: unknown argument '$1'" >&2; exit 2 ;;
 	esac
+	shift
 done
 
 log() { echo "build-k8s: $*" >&2; }
@@ -71,11 +81,13 @@ version_ok() { # NAME: the binary runs and reports the pinned version
 	local name=$1 out
 	case $name in
 	kubectl) out=$("$bin/$name" version --client 2>&1) || return 1 ;;
+	kubeadm) out=$("$bin/$name" version -o short 2>&1) || return 1 ;;
 	*) out=$("$bin/$name" --version 2>&1) || return 1 ;;
 	esac
 	case $name in
 	etcd) grep -qx "etcd Version: ${ETCD_VERSION#v}" <<<"$out" ;;
 	kubectl) grep -qx "Client Version: $K8S_VERSION" <<<"$out" ;;
+	kubeadm) grep -qx "$K8S_VERSION" <<<"$out" ;;
 	*) grep -qx "Kubernetes $K8S_VERSION" <<<"$out" ;;
 	esac
 }

@@ -220,17 +220,7 @@ mkdir -p "$pause_root"
 cc -static -Os -s -Wall -Wextra -o "$pause_root/pause" "$top/test/e2e/pause.c" || die "cannot build test/e2e/pause.c"
 python3 "$top/test/e2e/mkimage.py" --rootfs "$pause_root" --name localhost/aiqos-e2e/pause:e2e \
 	--entrypoint '["/pause"]' --user 65535:65535 --out "$work/images/pause.tar" >/dev/null
-ex_root=$work/rootfs/example
-mkdir -p "$ex_root/bin" "$ex_root/www" "$ex_root/tmp" "$ex_root/etc"
-cp "$busybox" "$ex_root/bin/busybox"
-ln -s busybox "$ex_root/bin/sh"
-install -m 0755 "$top/test/e2e/agnhost-lite.sh" "$ex_root/agnhost"
-echo "aiqos e2e" >"$ex_root/www/index.html"
-chmod 1777 "$ex_root/tmp"
-printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' >"$ex_root/etc/passwd"
-printf 'root:x:0:\nnogroup:x:65534:\n' >"$ex_root/etc/group"
-python3 "$top/test/e2e/mkimage.py" --rootfs "$ex_root" --name localhost/aiqos-e2e/agnhost:e2e \
-	--entrypoint '["/agnhost"]' --cmd '["pause"]' --out "$work/images/example.tar" >/dev/null
+bash "$top/hack/lib/example-image.sh" "$work/images/example.tar" >/dev/null || die "hack/lib/example-image.sh failed"
 rm -rf "$work/rootfs"
 t_images=$((SECONDS - t0))
 log "images built in ${t_images}s: aiqos:e2e, localhost/aiqos-e2e/pause:e2e, localhost/aiqos-e2e/agnhost:e2e"

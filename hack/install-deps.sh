@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Install every Debian package that building, testing and the lab need.
 # Idempotent: installs only what is missing; safe to run on every `make test`.
+# --kind: also what `make kind-e2e` needs (not part of `make test`): Debian's
+# Docker engine (docker.io; hack/kind-docker.sh runs it), mmdebstrap (the kind
+# node image's root filesystem, hack/kind-node-image.sh) and git (kindnetd's
+# and Flannel's CNI plugin's sources, hack/build-kind.sh).
 set -euo pipefail
+
+kind=0
+case ${1:-} in
+--kind) kind=1 ;;
+"") ;;
+*) echo "install-deps: unknown argument '$1' (--kind)" >&2; exit 2 ;;
+esac
 
 PKGS=(
 	# build
@@ -27,6 +38,7 @@ PKGS=(
 	# iptables for the portmap plugin of the kindnet-like chain
 	containerd runc busybox-static iptables
 )
+[ "$kind" -eq 0 ] || PKGS+=(docker.io mmdebstrap git)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -5,6 +5,8 @@ the node e2e's pause and example images (no Docker, no registry, no base image).
   mkimage.py --rootfs DIR --name REF --out FILE [--entrypoint JSON] [--cmd JSON]
              [--user UID:GID] [--env K=V ...]
 
+The image's PATH is /bin:/usr/bin:/usr/local/bin unless an --env sets PATH.
+
 The archive is an OCI image layout (oci-layout, index.json, blobs/sha256/...)
 with the reference in the io.containerd.image.name annotation, so
 `ctr -n k8s.io images import FILE` names the image; a Docker-style
@@ -105,7 +107,8 @@ def main():
     with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, compresslevel=9) as g:
         g.write(raw)
     layer = blob(gz.getvalue())
-    config = {"User": a.user, "Env": ["PATH=/bin:/usr/bin:/usr/local/bin"] + a.env, "WorkingDir": "/"}
+    path = [] if any(e.startswith("PATH=") for e in a.env) else ["PATH=/bin:/usr/bin:/usr/local/bin"]
+    config = {"User": a.user, "Env": path + a.env, "WorkingDir": "/"}
     if a.entrypoint:
         config["Entrypoint"] = json.loads(a.entrypoint)
     if a.cmd:
