@@ -113,14 +113,14 @@ else
 fi
 say "kernel $kver from $kroot"
 
-# --- host side: the README's Kernel support table against the code and this kernel
+# --- host side: the Kernel support table (docs/concepts.md) against the code and this kernel
 for b in "$build/bin/aiqos" "$build/test/test_nl" "$build/test/test_apply" "$build/test/test_bpf" "$build/kernel/features" \
 	"$build/kernel/ecn_flow"; do
 	[ -x "$b" ] || die "$b is not built: run \`make test-kernel\` (or \`make test\`)"
 done
 mkdir -p "$out"
 readme_out=$out/readme-check.txt
-bash "$top/test/kernel/check-readme.sh" "$top/README.md" "$build/kernel/features" "$kroot" "$kver" \
+bash "$top/test/kernel/check-readme.sh" "$top/docs/concepts.md" "$build/kernel/features" "$kroot" "$kver" \
 	>"$readme_out" 2>&1 || true
 sed 's/^/host| /' "$readme_out"
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$readme_out" | tail -n 1 || true)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/kernel/check-readme.sh README FEATURES_BIN KERNEL_ROOT KVER — checks
-# the README's "Kernel support" table against the code and a real kernel
+# a doc's "Kernel support" table (docs/concepts.md) against the code and a real kernel
 # (run on the host by hack/test-kernel.sh): the table lists exactly the
 # features FEATURES_BIN (test/kernel/features.c: tc kinds of the registry,
 # actions, congestion controls and sysctls the planner uses) prints; every

@@ -2,7 +2,7 @@
  * code: every tc kind of the registry (shared/tc/tc.c), the tc actions the
  * planner's filters render to, the congestion controls and sysctls of the
  * built-in profiles (and the buffer sysctls a profile override sets). One
- * "<type> <name>" line each, sorted; the README's "Kernel support" table is
+ * "<type> <name>" line each, sorted; the "Kernel support" table of docs/concepts.md is
  * checked against this list (check-readme.sh). */
 #include <stdio.h>
 #include <sys/socket.h>
