@@ -662,11 +662,13 @@ def run_steps(env, r):
                                                                               p.stderr[:300]))
         n = [x for x in j["nodes"] if x["node"] == a.node][0]
         texts = [f["text"] for f in n["findings"]]
-        if p.returncode != j["exitCode"] or j["exitCode"] not in (0, 1):
+        # aiqosctl doctor: 0 ok, 3 warnings only (this kernel lacks modules), 1 errors
+        if p.returncode != j["exitCode"] or j["exitCode"] not in (0, 3):
             raise CheckFailed("doctor exit %d (json %s): %s" % (p.returncode, j["exitCode"], n))
         if not any("aiqos chained in " + OWNED_PREFIX in t for t in texts):
             raise CheckFailed("doctor does not see aiqos chained: %s" % texts)
-        if not any(f["section"].startswith("profile ") and f["level"] == "ok" for f in n["findings"]):
+        if not any(f["section"].startswith("profile ") and f["level"] in ("ok", "info") and
+                   "applies:" in f["text"] for f in n["findings"]):
             raise CheckFailed("doctor probed no profile in the agent container: %s" % texts)
         return "exit %d, %d findings" % (j["exitCode"], len(texts))
     r.step("kubectl aiqos doctor: the preflight in the agent container", cluster_doctor)
