@@ -16,7 +16,7 @@ esac
 
 PKGS=(
 	# build
-	build-essential pkg-config clang lld llvm
+	build-essential dpkg-dev pkg-config clang lld llvm
 	libclang-rt-dev # libFuzzer and the sanitizers' runtimes for clang (make fuzz)
 	libnl-3-dev libnl-route-3-dev libcjson-dev libcurl4-openssl-dev
 	libsystemd-dev libyaml-dev libmicrohttpd-dev

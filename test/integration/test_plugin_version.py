@@ -64,3 +64,33 @@ def test_status_agent_required_but_hanging_is_bounded(lab):
     r.assert_error(50)
     assert agent.connections >= 1, "the plugin did not try the agent"
     assert r.elapsed_s < 1.0, f"STATUS took {r.elapsed_s:.2f}s with a hanging agent{r.describe()}"
+
+
+def _needed(binary):
+    out = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True, check=True).stdout
+    return sorted(line.split("[", 1)[1].split("]", 1)[0] for line in out.splitlines() if "(NEEDED)" in line)
+
+
+def test_plugin_needs_nothing_but_libc(plugin):
+    # The runtime exec's the plugin from the node's CNI bin directory; the
+    # node need not have our build's libraries (kind's node image has no
+    # libcjson1: every ADD and DEL failed with "error while loading shared
+    # libraries"). libnl-3 and cJSON are linked in statically (Makefile).
+    assert _needed(plugin) == ["libc.so.6"], _needed(plugin)
+
+
+def test_plugin_runs_with_the_hosts_libraries_hidden(plugin):
+    # The same, observed: in a private mount namespace, every libcjson and
+    # libnl shared object of this machine is covered by an empty file; the
+    # plugin still answers VERSION. Without the static link this fails with
+    # "error while loading shared libraries: libcjson.so.1".
+    libs = sorted({os.path.realpath(os.path.join(d, f))
+                   for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/lib", "/lib")
+                   if os.path.isdir(d)
+                   for f in os.listdir(d) if f.startswith(("libcjson.so", "libnl-3.so", "libnl-route-3.so"))})
+    assert any("libcjson.so" in p for p in libs), f"no libcjson on this machine to hide: {libs}"
+    hide = "; ".join(f"mount --bind /dev/null {p}" for p in libs)
+    script = f"{hide}; exec env CNI_COMMAND=VERSION {plugin}"
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                       input='{"cniVersion":"1.1.0"}', capture_output=True, text=True, timeout=20)
+    assert p.returncode == 0 and '"supportedVersions"' in p.stdout, (p.returncode, p.stdout, p.stderr)
