@@ -728,6 +728,34 @@ class Lab:
         if errors:
             raise LabError(f"pod {pod.name}: " + "; ".join(errors))
 
+    def use_build(self, build=None):
+        """The plugin and agent of the next pods and agent start: this lab's
+        build (None) or another build directory's (an A/B arm), copied into the
+        lab as setup() copies its own. When the build changes, the state dir
+        is emptied (no pods exist between instances, and two builds' records
+        need not be compatible)."""
+        key = os.path.abspath(build) if build else None
+        if key == getattr(self, "_build_in_use", None):
+            return
+        if key is None:
+            d = self.bin_dir
+        else:
+            d = os.path.join(self.tmp, "bin-" + os.path.basename(key.rstrip("/")))
+            if not os.path.isdir(d):
+                os.makedirs(d)
+                for b in ("aiqos", "aiqos-agent", "aiqosctl"):
+                    shutil.copy2(os.path.join(key, "bin", b), d)
+        if self.agent is not None:
+            self.agent.stop()
+        for name in os.listdir(self.state_dir) if os.path.isdir(self.state_dir) else ():
+            path = os.path.join(self.state_dir, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+        self.plugin = os.path.join(d, "aiqos")
+        if self.agent is None:
+            self.agent = Agent(self, self.start_api())
+        self.agent.binary, self.agent.ctl = os.path.join(d, "aiqos-agent"), os.path.join(d, "aiqosctl")
+        self._build_in_use = key
+
     # -- agent and API server
     def start_api(self):
         if self.api is None:

@@ -39,6 +39,12 @@ ARMS = {
     # shaping margin against aiqos, interleaved in the same run
     "aiqos_x": {"chain": "aiqos", "training": True, "agent": True, "title": "aiqos + BENCH_X_SYSCTLS",
                 "train_sysctls_env": "BENCH_X_SYSCTLS"},
+    # A/B arm (not in the matrix by default): aiqos as another build made it
+    # (plugin and agent from $BENCH_BASE_BUILD/bin, e.g. a worktree of an
+    # earlier commit built with `make BUILD=...`), interleaved with "aiqos"
+    # in the same run: a change's effect within the run's own spread
+    "aiqos_base": {"chain": "aiqos", "training": True, "agent": True, "bins_env": "BENCH_BASE_BUILD",
+                   "title": "aiqos, baseline build ($BENCH_BASE_BUILD)"},
     # not a P4 arm: the plugin without its agent (the lab smoke test)
     "plugin": {"chain": "aiqos", "training": True, "title": "aiqos plugin alone (no agent)"},
 }
@@ -97,6 +103,11 @@ def arm_available(lab, arm):
     spec = ARMS[arm]
     if spec.get("agent") and not L.Agent.available(lab.build):
         return False, f"{lab.build}/bin/aiqos-agent and aiqosctl are not built"
+    if spec.get("bins_env"):
+        other = os.environ.get(spec["bins_env"])
+        if not other or not L.Agent.available(other) or not os.access(os.path.join(other, "bin", "aiqos"), os.X_OK):
+            return False, f"${spec['bins_env']} ({other or 'unset'}) is not a build directory with bin/aiqos, " \
+                "bin/aiqos-agent and bin/aiqosctl"
     if spec.get("aqm"):
         ok, why = lab.has_qdisc(spec["aqm"])
         if not ok:
@@ -659,6 +670,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
     agent = sampler = None
     base = {"arm": arm, "direction": direction, "cc": cc, "rep": rep, "title": spec["title"]}
     inst = {}
+    lab.use_build(os.environ.get(spec["bins_env"]) if spec.get("bins_env") else None)
     try:
         if spec.get("agent"):
             cfg = matrix_agent_config(lab, w, direction)
@@ -669,7 +681,8 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
                 cfg.update(json.loads(os.environ["BENCH_X_AGENT"]))  # extra agent config keys
             agent = lab.start_agent(cfg)
             inst["agent_config"] = cfg
-        short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "aiqos_x": "ax", "fq_codel": "fc"}.get(arm, "xx")
+        short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "aiqos_x": "ax", "aiqos_base": "ab",
+                 "fq_codel": "fc"}.get(arm, "xx")
         pname = f"{short}{direction[0]}{cc[0]}{rep}"
         if spec["training"]:
             bw = None
