@@ -11,6 +11,11 @@
                              tables on stdout and BUILD/bench/lab-<time>/
   bench.py render RUNDIR     tables, plots (and for a `bench` run the docs)
                              again from RUNDIR/results.json, without measuring
+  bench.py ab RUNDIR         two builds side by side from a bench-lab run with
+                             the aiqos_base arm: BENCH_BASE_BUILD=<other build>
+                             BENCH_ARMS="idle fifo aiqos aiqos_base" (per cell
+                             each build's p99, their ratio per repetition and
+                             each build's verdict)
   bench.py bench BUILD       P1 (test/bench/cni-latency.sh), P4 as above, the
                              dynamic re-tune experiment, P2/P3/P5 when the agent
                              and its `make bench-agent` exist; regenerates
@@ -946,9 +951,9 @@ def render(outdir, run, publish_docs=True):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab", "render"])
+    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab", "render", "ab"])
     ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build"),
-                    help="the build directory (render: a run directory BUILD/bench/lab-*)")
+                    help="the build directory (render, ab: a run directory BUILD/bench/lab-*)")
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
     ap.add_argument("--skip-p1", action="store_true", help="bench: do not run cni-latency.sh")
     a = ap.parse_args(argv)
@@ -956,6 +961,10 @@ def main(argv):
     if a.cmd == "render":
         with open(os.path.join(build, "results.json")) as f:
             render(build, json.load(f))
+        return 0
+    if a.cmd == "ab":  # a run with the aiqos_base arm (BENCH_BASE_BUILD): the two builds side by side
+        with open(os.path.join(build, "results.json")) as f:
+            print(M.ab_table(json.load(f)["results"])[0])
         return 0
     if os.geteuid() != 0:
         log(f"{a.cmd}: needs root (network namespaces, qdiscs)")

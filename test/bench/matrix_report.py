@@ -285,3 +285,37 @@ def replace_block(text, block):
     if cur is None:
         raise ValueError("no bench-results block (README_BEGIN/README_END markers) in the document")
     return text.replace(cur, block)
+
+
+def ab_table(results, a="aiqos", b="aiqos_base"):
+    """An A/B of two builds run as two arms of one run (b: $BENCH_BASE_BUILD,
+    interleaved with a): per cell, each arm's p99 median (range over the
+    repetitions), the per-repetition ratio b / a, training goodput, and the
+    verdict each arm gets under the same rule. Returns (markdown, {arm: met})."""
+    def as_aiqos(arm):
+        # the verdict is computed for the arm named "aiqos": rename the other
+        return summarize([dict(r, arm="aiqos") if r["arm"] == arm else r for r in results
+                          if r["arm"] in (arm, "fifo", "idle")])
+    sa, sb = as_aiqos(a), as_aiqos(b)
+    by = {}
+    for r in results:
+        if r["arm"] in (a, b):
+            by.setdefault(r["cell"], {}).setdefault(r["arm"], {})[r["rep"]] = r
+    out = [f"| cell | {a} p99 | {b} p99 | {b} / {a} p99 per rep | goodput {a} / {b} | verdict {a} | verdict {b} |",
+           "|---|---|---|---|---|---|---|"]
+    met = {a: 0, b: 0}
+    for cell in cell_order(by):
+        x, y = by[cell].get(a, {}), by[cell].get(b, {})
+        reps = sorted(set(x) & set(y))
+        rat = [y[k]["p99_us"] / x[k]["p99_us"] for k in reps if x[k].get("p99_us") and y[k].get("p99_us")]
+        gp = [x[k]["goodput_bps"] / y[k]["goodput_bps"] for k in reps
+              if x[k].get("goodput_bps") and y[k].get("goodput_bps")]
+        va, vb = sa.get(cell, {}).get("verdict", "—"), sb.get(cell, {}).get("verdict", "—")
+        met[a] += va == "met"
+        met[b] += vb == "met"
+        out.append(f"| {cell} | {med_range([r.get('p99_us') for r in x.values()], ms)} | "
+                   f"{med_range([r.get('p99_us') for r in y.values()], ms)} | {med_range(rat, ratio)} | "
+                   f"{med_range(gp, pct)} | {va} | {vb} |")
+    out.append("")
+    out.append(f"cells meeting the rule: {a} {met[a]} of {len(by)}, {b} {met[b]} of {len(by)}")
+    return "\n".join(out), met
