@@ -222,6 +222,13 @@ TEST(usage_errors)
 	        {{"uninstall", "--keep-qdiscs", "--cni-conf-dir", "/tmp", "--sysctl-dir", "/aiqos-no-such-dir", NULL},
 	         "sysctl root '/aiqos-no-such-dir': No such file or directory"},
 	        {{"--cleanup", "--sysctl-dir", "/dev/null", NULL}, "sysctl root '/dev/null' is not a directory"},
+	        {{"uninstall", "--cni-conf-dir", "/tmp", "--cni-bin-dir", "/tmp", "--remove-binary", "--keep-binary",
+	          NULL},
+	         "--remove-binary and --keep-binary exclude each other"},
+	        {{"install", "--cni-conf-dir", "/tmp", "--keep-binary", NULL}, "are options of uninstall"},
+	        {{"--cleanup", "--cni-cache-dir", "/tmp", NULL}, "are options of uninstall"},
+	        {{"uninstall", "--cni-conf-dir", "/tmp", "--remove-binary", NULL},
+	         "--remove-binary needs --cni-bin-dir"},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -387,28 +394,4 @@ TEST(uninstall_binary_forced)
 	CHECK_INT(uninstall_with(&p, bin, keep), 0);
 	CHECK(plugin_present(bin));
 	CHECK(strstr(p.err, "plugin binary") == NULL);
-}
-
-TEST(uninstall_binary_usage_errors)
-{
-	struct {
-		const char *args[10];
-		const char *msg;
-	} cases[] = {
-	        {{"uninstall", "--cni-conf-dir", "/tmp", "--cni-bin-dir", "/tmp", "--remove-binary", "--keep-binary",
-	          NULL},
-	         "--remove-binary and --keep-binary exclude each other"},
-	        {{"install", "--cni-conf-dir", "/tmp", "--keep-binary", NULL}, "are options of uninstall"},
-	        {{"--cleanup", "--cni-cache-dir", "/tmp", NULL}, "are options of uninstall"},
-	        {{"uninstall", "--cni-conf-dir", "/tmp", "--remove-binary", NULL},
-	         "--remove-binary needs --cni-bin-dir"},
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		struct proc p;
-		CHECK(start(&p, false, cases[i].args));
-		CHECK_INT(wait_exit(&p, 3000), 2);
-		CHECK_CONTAINS(p.err, cases[i].msg);
-		stop(&p);
-	}
 }
