@@ -50,7 +50,7 @@ while [ $# -gt 0 ]; do
 	--shell) mode=shell; shift ;;
 	--hold) mode=hold; shift ;;
 	--keep-logs) keep_logs=$2; shift 2 ;;
-	-h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) die "unknown option '$1' (see --help)" ;;
 	*) build=$1; shift ;;
 	esac
