@@ -17,6 +17,7 @@
 #include "install/chain.h"
 #include "loop.h"
 #include "netns.h"
+#include "install/cni_cache.h"
 #include "nl.h"
 #include "proto.h"
 #include "reconcile/reconcile.h"
@@ -30,8 +31,8 @@ static void usage(FILE *out)
 	        "       %s --cleanup [OPTIONS]  restore the uplink's original qdisc and exit\n"
 	        "       %s install --cni-conf-dir DIR --cni-bin-dir DIR [--plugin-src PATH] [--plugin-conf JSON]\n"
 	        "                  [--dropin] [--in-place]\n"
-	        "       %s uninstall --cni-conf-dir DIR [--cni-bin-dir DIR] [--remove-binary] [--state-dir DIR]\n"
-	        "                  [--keep-qdiscs] [--wait]\n"
+	        "       %s uninstall --cni-conf-dir DIR [--cni-bin-dir DIR] [--remove-binary | --keep-binary]\n"
+	        "                  [--cni-cache-dir DIR] [--state-dir DIR] [--keep-qdiscs] [--wait]\n"
 	        "\n"
 	        "Options:\n"
 	        "  --node-name NAME      this node (default $NODE_NAME)\n"
@@ -52,14 +53,18 @@ static void usage(FILE *out)
 	        "  --in-place            edit the primary config instead of an owned copy\n"
 	        "  --cleanup             restore the uplink's recorded qdisc, remove aiqos's uplink objects, exit\n"
 	        "  --once                one list and reconcile, then exit\n"
-	        "  --remove-binary       uninstall: also remove the plugin binary\n"
+	        "  --remove-binary       uninstall: remove the plugin binary even if pods still reference it\n"
+	        "  --keep-binary         uninstall: leave the plugin binary. Default (with --cni-bin-dir): removed\n"
+	        "                        when no config in the runtime's CNI cache names it (no pod created\n"
+	        "                        while it was chained is left), else kept and the pods counted\n"
+	        "  --cni-cache-dir DIR   uninstall: libcni's cache dir (default %s)\n"
 	        "  --keep-qdiscs         uninstall: leave the uplink as it is\n"
 	        "  --wait                uninstall: once done, stay until SIGTERM or SIGINT (a DaemonSet's\n"
 	        "                        container that holds the pod); exit at once if it failed\n"
 	        "  -h, --help            this help\n"
 	        "  --version             print the version\n",
 	        AGENT_PROGRAM, AGENT_PROGRAM, AGENT_PROGRAM, AGENT_PROGRAM, AGENT_CONFIG_DEFAULT_PATH,
-	        PROTO_DEFAULT_SOCKET, AGENT_STATE_DIR_DEFAULT, AGENT_METRICS_DEFAULT);
+	        PROTO_DEFAULT_SOCKET, AGENT_STATE_DIR_DEFAULT, AGENT_METRICS_DEFAULT, CNI_CACHE_DIR_DEFAULT);
 }
 
 enum {
@@ -79,6 +84,8 @@ enum {
 	OPT_CLEANUP,
 	OPT_ONCE,
 	OPT_REMOVE_BINARY,
+	OPT_KEEP_BINARY,
+	OPT_CNI_CACHE_DIR,
 	OPT_KEEP_QDISCS,
 	OPT_SYSCTL_DIR,
 	OPT_WAIT,
@@ -102,6 +109,8 @@ static const struct option long_options[] = {
         {"cleanup", no_argument, NULL, OPT_CLEANUP},
         {"once", no_argument, NULL, OPT_ONCE},
         {"remove-binary", no_argument, NULL, OPT_REMOVE_BINARY},
+        {"keep-binary", no_argument, NULL, OPT_KEEP_BINARY},
+        {"cni-cache-dir", required_argument, NULL, OPT_CNI_CACHE_DIR},
         {"keep-qdiscs", no_argument, NULL, OPT_KEEP_QDISCS},
         {"sysctl-dir", required_argument, NULL, OPT_SYSCTL_DIR},
         {"wait", no_argument, NULL, OPT_WAIT},
@@ -110,10 +119,17 @@ static const struct option long_options[] = {
         {NULL, 0, NULL, 0},
 };
 
+enum binary_policy {
+	BINARY_AUTO, /* removed unless a cached CNI config still names it */
+	BINARY_REMOVE,
+	BINARY_KEEP,
+};
+
 struct cmdline {
 	struct agent_options o;
 	bool cleanup;
-	bool remove_binary;
+	enum binary_policy binary;
+	const char *cni_cache_dir; /* NULL: CNI_CACHE_DIR_DEFAULT */
 	bool keep_qdiscs;
 	bool wait;
 	const char *sysctl_dir; /* NULL: /proc/sys */
@@ -199,7 +215,13 @@ static int parse(int argc, char **argv, struct cmdline *c)
 			c->o.once = true;
 			break;
 		case OPT_REMOVE_BINARY:
-			c->remove_binary = true;
+		case OPT_KEEP_BINARY:
+			if (c->binary != BINARY_AUTO)
+				return usage_error("%s", "--remove-binary and --keep-binary exclude each other");
+			c->binary = opt == OPT_REMOVE_BINARY ? BINARY_REMOVE : BINARY_KEEP;
+			break;
+		case OPT_CNI_CACHE_DIR:
+			c->cni_cache_dir = optarg;
 			break;
 		case OPT_KEEP_QDISCS:
 			c->keep_qdiscs = true;
@@ -229,8 +251,10 @@ static int parse(int argc, char **argv, struct cmdline *c)
 		return usage_error("%s", "--wait is an option of uninstall");
 	if (c->subcommand && streq(c->subcommand, "install") && c->o.plugin_src && !c->o.cni_bin_dir)
 		return usage_error("%s", "install --plugin-src needs --cni-bin-dir");
-	if (c->remove_binary && !c->o.cni_bin_dir)
+	if (c->binary == BINARY_REMOVE && !c->o.cni_bin_dir)
 		return usage_error("%s", "--remove-binary needs --cni-bin-dir");
+	if ((c->binary != BINARY_AUTO || c->cni_cache_dir) && !(c->subcommand && streq(c->subcommand, "uninstall")))
+		return usage_error("%s", "--remove-binary, --keep-binary and --cni-cache-dir are options of uninstall");
 	if (!c->subcommand && !c->cleanup) {
 		if (!c->o.node_name || !c->o.node_name[0])
 			return usage_error("%s", "no node name: pass --node-name or set NODE_NAME");
@@ -351,6 +375,53 @@ static int wait_for_termination(void)
 	return EXIT_SUCCESS;
 }
 
+/* The plugin binary at uninstall (the chain entry is already out, so no new
+ * pod names it): removed when forced, or when no config in libcni's cache
+ * names it — a pod created while aiqos was chained may be torn down by its
+ * runtime with that cached config, which runs the binary, and a missing one
+ * fails the DEL. Kept otherwise, with the count and the way to remove it
+ * later. */
+static int uninstall_binary(const struct cmdline *c, const struct chain_options *o)
+{
+	const char *cache = c->cni_cache_dir ? c->cni_cache_dir : CNI_CACHE_DIR_DEFAULT;
+	struct cni_cache_count n;
+	struct chain_report rep;
+	struct error e = {0};
+	char type[64], bin[PATH_MAX];
+
+	if (!o->bin_dir || c->binary == BINARY_KEEP)
+		return EXIT_SUCCESS;
+	if (chain_plugin_type(o, type, sizeof(type), &e) < 0) {
+		log_msg(LOG_LVL_ERROR, "uninstall failed", "error", e.msg, (char *)NULL);
+		return EXIT_FAILURE;
+	}
+	snprintf(bin, sizeof(bin), "%s/%s", o->bin_dir, type);
+	if (c->binary == BINARY_AUTO) {
+		if (cni_cache_count_type(cache, type, &n, &e) < 0) {
+			log_msg(LOG_LVL_WARN,
+			        "plugin binary kept: cannot tell whether pods still need it (mount the runtime's CNI "
+			        "cache dir, or pass --remove-binary or --keep-binary)",
+			        "binary", bin, "error", e.msg, (char *)NULL);
+			return EXIT_SUCCESS;
+		}
+		if (n.naming > 0) {
+			log_msg(LOG_LVL_WARN,
+			        "plugin binary kept: pods created while it was chained still exist, and their runtime "
+			        "may tear them down with the cached config that runs it; once they are gone, run "
+			        "uninstall again (or delete the file)",
+			        "binary", bin, "pods", LOG_FMT("%u", n.naming), "cache_dir", cache, (char *)NULL);
+			return EXIT_SUCCESS;
+		}
+	}
+	if (chain_remove_report(o, true, &rep, &e) < 0) {
+		log_msg(LOG_LVL_ERROR, "uninstall failed", "binary", bin, "error", e.msg, (char *)NULL);
+		return EXIT_FAILURE;
+	}
+	log_msg(LOG_LVL_INFO, rep.binary_changed ? "plugin binary removed" : "plugin binary already gone", "binary",
+	        bin, "policy", c->binary == BINARY_REMOVE ? "remove" : "auto", (char *)NULL);
+	return EXIT_SUCCESS;
+}
+
 static int cmd_uninstall(const struct cmdline *c)
 {
 	struct chain_options o = {
@@ -359,13 +430,15 @@ static int cmd_uninstall(const struct cmdline *c)
 	        .plugin_conf = c->o.plugin_conf,
 	};
 	struct error e = {0};
+	struct chain_report rep;
 	int rc = EXIT_SUCCESS;
 
-	if (chain_remove(&o, c->remove_binary, &e) < 0) {
+	if (chain_remove_report(&o, false, &rep, &e) < 0) {
 		log_msg(LOG_LVL_ERROR, "uninstall failed", "dir", o.conf_dir, "error", e.msg, (char *)NULL);
 		rc = EXIT_FAILURE;
 	} else {
-		log_msg(LOG_LVL_INFO, "uninstalled", "dir", o.conf_dir, (char *)NULL);
+		log_msg(LOG_LVL_INFO, "uninstalled", "dir", o.conf_dir, "what", rep.what, (char *)NULL);
+		rc = uninstall_binary(c, &o);
 	}
 	if (!c->keep_qdiscs && restore_uplink(c->o.state_dir) != EXIT_SUCCESS)
 		rc = EXIT_FAILURE;

@@ -5,15 +5,19 @@
 # hack/control-plane.sh, on this machine, then test/e2e/assert.py — the same
 # assertions hack/kind-e2e.sh runs on a kind node — with `--node-exec ''`.
 #
-#   1. Kubernetes binaries (hack/build-k8s.sh, cached) and three OCI archives
-#      built from local files: aiqos:e2e (hack/build-image.sh from BUILD_DIR/bin),
-#      a pause image (test/e2e/pause.c, static) and an agnhost-compatible
-#      example image (busybox + test/e2e/agnhost-lite.sh), test/e2e/mkimage.py.
+#   1. Kubernetes binaries (hack/build-k8s.sh, cached), helm (hack/build-helm.sh)
+#      and four OCI archives built from local files: aiqos:e2e
+#      (hack/build-image.sh from BUILD_DIR/bin), a pause image (test/e2e/pause.c,
+#      static), an agnhost-compatible example image (busybox +
+#      test/e2e/agnhost-lite.sh) and a kubectl image (the static kubectl of
+#      build-k8s.sh alone: the chart's uninstall hook Jobs run it, no shell),
+#      test/e2e/mkimage.py.
 #   2. hack/lib/e2e-sandbox.sh as PID 1 of new mount, network, PID, UTS and
 #      IPC namespaces (the node: what a kind node's container is), which starts
 #      containerd, the control plane and the kubelet, imports the images and
-#      runs assert.py with the unmodified manifests/ (an overlay sets only the
-#      image and its pull policy).
+#      runs assert.py: `helm install` of manifests/helm/aiqos (image, pull
+#      policy and uninstall.kubectlImage set), its assertions, then
+#      `helm uninstall` (the chart's pre-delete hooks) and the node checked.
 #   3. Teardown, whatever happened: the namespaces end with their PID 1 (every
 #      process, mount, netns, veth and iptables rule of the node goes with
 #      them), the cgroups below /sys/fs/cgroup/*/aiqos-e2e-ID are removed,
@@ -46,7 +50,7 @@ while [ $# -gt 0 ]; do
 	--shell) mode=shell; shift ;;
 	--hold) mode=hold; shift ;;
 	--keep-logs) keep_logs=$2; shift 2 ;;
-	-h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) die "unknown option '$1' (see --help)" ;;
 	*) build=$1; shift ;;
 	esac
@@ -71,7 +75,7 @@ grep -q '^nodev[[:space:]]*overlay$' /proc/filesystems || die "the kernel has no
 
 t_start=$SECONDS
 bin=$("$top/hack/build-k8s.sh" --print-bin-dir) || die "hack/build-k8s.sh failed"
-# The agent is installed through the Helm chart's rendering (assert.py --helm).
+# The agent is installed and uninstalled with helm (assert.py --helm).
 helm_dir=$("$top/hack/build-helm.sh" --print-bin-dir) || die "hack/build-helm.sh failed"
 export AIQOS_E2E_HELM=$helm_dir/helm
 t_k8s=$((SECONDS - t_start))
@@ -221,9 +225,18 @@ cc -static -Os -s -Wall -Wextra -o "$pause_root/pause" "$top/test/e2e/pause.c" |
 python3 "$top/test/e2e/mkimage.py" --rootfs "$pause_root" --name localhost/aiqos-e2e/pause:e2e \
 	--entrypoint '["/pause"]' --user 65535:65535 --out "$work/images/pause.tar" >/dev/null
 bash "$top/hack/lib/example-image.sh" "$work/images/example.tar" >/dev/null || die "hack/lib/example-image.sh failed"
+# The uninstall hook Jobs' image: kubectl is their entrypoint (args only).
+kubectl_root=$work/rootfs/kubectl
+mkdir -p "$kubectl_root/tmp"
+chmod 1777 "$kubectl_root/tmp"
+cp "$bin/kubectl" "$kubectl_root/kubectl"
+! ldd "$kubectl_root/kubectl" >/dev/null 2>&1 || die "$bin/kubectl is not static: the kubectl image has no libraries"
+python3 "$top/test/e2e/mkimage.py" --rootfs "$kubectl_root" --name localhost/aiqos-e2e/kubectl:e2e \
+	--entrypoint '["/kubectl"]' --user 65534:65534 --gzip-level 0 --out "$work/images/kubectl.tar" >/dev/null
 rm -rf "$work/rootfs"
 t_images=$((SECONDS - t0))
-log "images built in ${t_images}s: aiqos:e2e, localhost/aiqos-e2e/pause:e2e, localhost/aiqos-e2e/agnhost:e2e"
+log "images built in ${t_images}s: aiqos:e2e, localhost/aiqos-e2e/pause:e2e, localhost/aiqos-e2e/agnhost:e2e," \
+	"localhost/aiqos-e2e/kubectl:e2e"
 
 # --- cgroups: the parent of everything the kubelet and runc create --------------------
 for h in /sys/fs/cgroup/*/; do

@@ -939,6 +939,24 @@ static int chain_begin(const struct chain_options *o, bool validate, struct chai
 	return plugin_entry_parse(o, validate, entry, type, type_size, err);
 }
 
+int chain_plugin_type(const struct chain_options *o, char *type, size_t type_size, struct error *err)
+{
+	_cleanup_json_ cJSON *entry = NULL;
+
+	return plugin_entry_parse(o, false, &entry, type, type_size, err);
+}
+
+bool chain_conf_names_type(const char *text, size_t len, const char *type)
+{
+	_cleanup_json_ cJSON *j = cJSON_ParseWithLength(text, len);
+
+	if (!cJSON_IsObject(j))
+		return false;
+	if (cJSON_HasObjectItem(j, "plugins"))
+		return plugins_count_type(j, type) > 0;
+	return entry_is_type(j, type);
+}
+
 int chain_ensure_report(const struct chain_options *o, struct chain_report *ret, struct error *err)
 {
 	_cleanup_json_ cJSON *entry = NULL, *view = NULL;

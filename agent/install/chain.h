@@ -100,6 +100,15 @@ int chain_ensure_report(const struct chain_options *o, struct chain_report *ret,
 int chain_remove(const struct chain_options *o, bool remove_binary, struct error *err);
 int chain_remove_report(const struct chain_options *o, bool remove_binary, struct chain_report *ret, struct error *err);
 
+/* The plugin type the chain entry names (o->plugin_conf's "type", "aiqos" by
+ * default): the binary's name in bin_dir. -EINVAL naming the field if the
+ * entry does not parse. */
+int chain_plugin_type(const struct chain_options *o, char *type, size_t type_size, struct error *err);
+
+/* Does this network config text (a list with "plugins", or a single plugin
+ * config) chain a plugin of this type? false if it does not parse. */
+bool chain_conf_names_type(const char *text, size_t len, const char *type);
+
 /* For a watch on conf_dir: does a change of this entry name matter (a config
  * file name, or a possible drop-in dir)? Our temp files (".aiqos-tmp-*") do
  * not. */

@@ -31,7 +31,8 @@
 #     DaemonSet mounts), the reference plugins ptp, host-local, portmap,
 #     loopback (what kind's node image ships) and kindnet's conflist;
 #   the kubelet, cgroupfs driver below CGROUP_PARENT, its root dir in WORK;
-#   the images, imported from the OCI archives in WORK/images.
+#   the images, imported from the OCI archives in WORK/images (with the
+#     kubectl image of the chart's uninstall hooks).
 set -euo pipefail
 
 [ $# -eq 5 ] || { echo "usage: $0 WORK TOP K8S_BIN CGROUP_PARENT test|shell|hold" >&2; exit 2; }
@@ -44,6 +45,7 @@ SVC_IP=10.96.0.1
 POD_SUBNET=10.244.0.0/24
 PAUSE_IMAGE=localhost/aiqos-e2e/pause:e2e
 EXAMPLE_IMAGE=localhost/aiqos-e2e/agnhost:e2e
+KUBECTL_IMAGE=localhost/aiqos-e2e/kubectl:e2e
 AIQOS_IMAGE=aiqos:e2e
 SOCK=$W/containerd/containerd.sock
 LOGS=$W/logs
@@ -223,10 +225,10 @@ EOF
 	done
 	local have img
 	have=$(ctr -a "$SOCK" -n k8s.io images ls -q)
-	for img in "$PAUSE_IMAGE" "docker.io/library/$AIQOS_IMAGE" "$EXAMPLE_IMAGE"; do
+	for img in "$PAUSE_IMAGE" "docker.io/library/$AIQOS_IMAGE" "$EXAMPLE_IMAGE" "$KUBECTL_IMAGE"; do
 		grep -qx "$img" <<<"$have" || fail "image $img not in containerd after import (have: $have)"
 	done
-	ok "images imported: $PAUSE_IMAGE, $AIQOS_IMAGE, $EXAMPLE_IMAGE"
+	ok "images imported: $PAUSE_IMAGE, $AIQOS_IMAGE, $EXAMPLE_IMAGE, $KUBECTL_IMAGE"
 }
 
 # --- the control plane ------------------------------------------------------------------
@@ -367,7 +369,8 @@ run_assertions() {
 		--pull-policy Never \
 		--example-image "$EXAMPLE_IMAGE" \
 		--traffic \
-		${AIQOS_E2E_HELM:+--helm "$AIQOS_E2E_HELM"} \
+		${AIQOS_E2E_HELM:+--helm "$AIQOS_E2E_HELM" --kubeconfig "$W/cp/admin.kubeconfig"} \
+		${AIQOS_E2E_HELM:+--kubectl-image "$KUBECTL_IMAGE"} \
 		--timeout "${AIQOS_E2E_WAIT:-120}"
 	rc=$?
 	set -e

@@ -5,8 +5,9 @@ kind node) and the kind-less node e2e (a real kubelet + containerd on this
 machine, `--node-exec ''`). What CI proves is what users run.
 
 It installs aiqos with the unmodified manifests/ (an overlay changes only the
-image reference and pull policy) or, with --helm, the Helm chart's rendering
-(image and pull policy set), then checks, independently of aiqos's own
+image reference and pull policy) or, with --helm, `helm install` of the chart
+(image, pull policy and the uninstall hooks' kubectl image set), then checks,
+independently of aiqos's own
 reports where it can (files on the node, `nsenter` + `tc`/`/proc/sys`):
   - the DaemonSet becomes Ready; `aiqos` is in the CNI bin dir and chained
     exactly once into an owned copy of the primary conflist that sorts first;
@@ -28,11 +29,20 @@ reports where it can (files on the node, `nsenter` + `tc`/`/proc/sys`):
     applied: the chain entry is gone, the conf dir is as it was, the uplink's
     original root qdisc is back; the pods are then deleted with the config
     cached at their creation (which names aiqos).
+    With --helm it is `helm uninstall` (the chart's pre-delete hooks) instead,
+    and the node is checked: no chain entry, conf dir as before, no aiqos ifb,
+    the uplink's root qdisc as before install, no state record left, no
+    object of the release left; the plugin binary kept (uninstall.removeBinary
+    auto) exactly while libcni's cache holds configs naming aiqos (the example
+    pods'), which still reach each other and are deleted cleanly; then a
+    second `helm install` + `helm uninstall` with no such pod left removes
+    the binary too.
 It ends with "N passed, N failed" and exits 1 on any failure; it removes what
 it created (namespaces, overlays, the primary's test edit) even when failing.
 Python 3.8+, standard library only.
 """
 import argparse
+import base64
 import json
 import os
 import re
@@ -57,6 +67,11 @@ CONF_EXTS = (".conflist", ".conf", ".json")
 QDISC_KINDS = ("fq_codel", "fq", "htb", "tbf", "bfifo", "pfifo", "prio", "ets", "cake", "red", "clsact",
                "ingress", "mq", "noqueue", "pfifo_fast", "sfq", "codel")
 NOTSENT_LOWAT_INFERENCE = 16384
+RELEASE = "aiqos"
+CNI_CACHE_RESULTS = "/var/lib/cni/results"  # libcni's cache of each pod's config
+AIQOS_IFBS = ("aiqos-ifb0", "aiqos-ifb1")  # shared/plan.h
+# the records aiqos-agent uninstall restores from and removes (agent/node/*.h)
+STATE_RECORDS = ("uplink.json", "downlink.json", "shaper.json")
 
 
 class CheckFailed(Exception):
@@ -84,6 +99,7 @@ class Env:
         self.uplink = None
         self.uplink_root_before = None
         self.installed = False
+        self.helm_installed = False
         self.created_ns = False
         self.agent_pod = None
         self.pod_ns = {}             # pod name -> netns path on the node
@@ -400,10 +416,14 @@ def main():
                     "in manifests/examples); must provide agnhost's netexec and pause")
     ap.add_argument("--cni-conf-dir", default="/etc/cni/net.d")
     ap.add_argument("--cni-bin-dir", default="/opt/cni/bin")
+    ap.add_argument("--state-dir", default="/var/lib/aiqos", help="the agent's state dir on the node")
     ap.add_argument("--uplink", default=None, help="uplink device (default: default-route device)")
     ap.add_argument("--metrics-port", type=int, default=9464)
-    ap.add_argument("--helm", default=None, help="install through this helm's rendering of manifests/helm/aiqos "
+    ap.add_argument("--helm", default=None, help="install and uninstall with this helm (manifests/helm/aiqos) "
                     "instead of kustomize")
+    ap.add_argument("--kubeconfig", default=None, help="with --helm: the cluster's kubeconfig (default: helm's)")
+    ap.add_argument("--kubectl-image", default=None, help="with --helm: uninstall.kubectlImage, the image of the "
+                    "chart's uninstall hook Jobs (default: the chart's)")
     ap.add_argument("--hold-seconds", type=int, default=30, help="mixedHoldSeconds of the config")
     ap.add_argument("--timeout", type=int, default=180, help="timeout of each wait")
     ap.add_argument("--expect-qdiscs", default="auto", choices=("auto", "full"),
@@ -466,23 +486,10 @@ def run_steps(env, r):
 
     def install():
         if a.helm:
-            # Through the Helm chart's rendering (its defaults are the
-            # kustomize manifests; test/helm checks that).
-            repo, tag = split_ref(a.image)
-            # --no-hooks: the chart's pre-delete hooks (the uninstall cleanup)
-            # belong to `helm uninstall`, not to an applied rendering
-            cmd = [a.helm, "template", "aiqos", os.path.join(a.repo, "manifests", "helm", "aiqos"), "--namespace",
-                   NS_SYSTEM, "--no-hooks", "--set", "namespace.create=true", "--set", "image.repository=" + repo,
-                   "--set", "image.tag=" + tag]
-            if a.pull_policy:
-                cmd += ["--set", "image.pullPolicy=" + a.pull_policy]
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-            if p.returncode != 0:
-                raise Abort("helm template: %s" % p.stderr.strip())
-            os.makedirs(os.path.join(env.work, "install-chart"), exist_ok=True)
-            with open(os.path.join(env.work, "install-chart", "aiqos.yaml"), "w") as f:
-                f.write(p.stdout)
-            env.k("apply", "-f", os.path.join(env.work, "install-chart", "aiqos.yaml"))
+            # The chart (its defaults are the kustomize manifests; test/helm
+            # checks that), installed as a release: `helm uninstall` runs its
+            # pre-delete hooks at the end.
+            helm_install(env)
         else:
             d = write_overlay(env, "install", os.path.join(a.repo, "manifests"), [("aiqos", a.image)],
                               pull_policy=a.pull_policy, ds=DS)
@@ -798,7 +805,177 @@ def run_steps(env, r):
         env.k("delete", "-k", d, "--wait=true", timeout=T)
         return "conf dir as before (%s), uplink root %s (was %s with the agent, kept when it stopped)" % (
             " ".join(names), rk, shaped)
-    r.step("uninstall: chain entry removed, uplink restored", uninstall)
+    if a.helm:
+        r.step("helm uninstall: chain entry, ifbs, uplink and state restored; binary kept for the live pods",
+               lambda: helm_uninstall_with_pods(env))
+        r.step("after helm uninstall: a pod created under aiqos still reached, then both deleted",
+               lambda: pods_after_uninstall(env))
+        r.step("helm install + uninstall with no pod left: the plugin binary removed too",
+               lambda: helm_cycle_without_pods(env))
+    else:
+        r.step("uninstall: chain entry removed, uplink restored", uninstall)
+
+
+# ---- helm install / uninstall (--helm) ----
+
+def helm_run(env, args, timeout):
+    a = env.args
+    e = dict(os.environ)
+    for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+        e[k] = os.path.join(env.work, "helm", k.lower())
+    if a.kubeconfig:
+        e["KUBECONFIG"] = a.kubeconfig
+    argv = [a.helm] + args + ["--namespace", NS_SYSTEM]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed("timed out after %ss: %s" % (timeout, " ".join(argv)))
+    if p.returncode != 0:
+        raise CheckFailed("%s: exit %d: %s" % (" ".join(argv), p.returncode, (p.stderr or p.stdout).strip()[-800:]))
+    return p
+
+
+def helm_install(env):
+    a = env.args
+    repo, tag = split_ref(a.image)
+    cmd = ["install", RELEASE, os.path.join(a.repo, "manifests", "helm", "aiqos"), "--create-namespace",
+           "--set", "image.repository=" + repo, "--set", "image.tag=" + tag]
+    if a.pull_policy:
+        cmd += ["--set", "image.pullPolicy=" + a.pull_policy]
+    if a.kubectl_image:
+        cmd += ["--set", "uninstall.kubectlImage=" + a.kubectl_image]
+    helm_run(env, cmd, 120)
+    env.helm_installed = True
+
+
+def helm_uninstall(env):
+    """`helm uninstall` (its hooks: agent deleted, aiqos-agent uninstall on
+    the node, waited for); then the release's objects gone."""
+    T = env.args.timeout
+    t0 = time.monotonic()
+    helm_run(env, ["uninstall", RELEASE, "--wait", "--timeout", "%ds" % (2 * T)], 2 * T + 30)
+    env.helm_installed = False
+    env.installed = False
+    dt = time.monotonic() - t0
+    # Helm deletes the hook Jobs in the background: their pods go with them.
+    env.k("-n", NS_SYSTEM, "wait", "--for=delete", "pod", "-l", "app.kubernetes.io/name=aiqos",
+          "--timeout=%ds" % T, check=False, timeout=T + 30)
+    left = env.k("-n", NS_SYSTEM, "get", "daemonsets,jobs,pods,serviceaccounts,roles,rolebindings,configmaps",
+                 "-l", "app.kubernetes.io/name=aiqos", "-o", "name").stdout.split()
+    if left:
+        raise CheckFailed("after helm uninstall, objects of the release left: %s" % left)
+    return dt
+
+
+def cached_configs_naming(env, plugin):
+    """The entries of libcni's cache whose config chains plugin (pods created
+    while it was chained and not deleted since)."""
+    script = 'for f in "$0"/*; do [ -f "$f" ] && { printf "%s\\n" "${f##*/}"; cat "$f"; echo; }; done; true'
+    out = env.node(["sh", "-c", script, CNI_CACHE_RESULTS]).stdout.splitlines()
+    naming = []
+    for name, text in zip(out[0::2], out[1::2]):
+        try:
+            conf = json.loads(base64.b64decode(json.loads(text)["config"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if plugin in plugin_types(conf):
+            naming.append(name)
+    return naming
+
+
+def node_as_before_install(env):
+    """No chain entry (conf dir as before install), no aiqos ifb, the uplink's
+    root qdisc as before install, no state record: what helm uninstall leaves."""
+    a = env.args
+    problems = []
+    names = conf_listing(env)
+    if names != env.conf_names_before:
+        problems.append("conf dir has %s, before install %s" % (names, env.conf_names_before))
+    for n in names:
+        j, _ = conf_load(env, n)
+        if is_owned(n, j) or "aiqos" in plugin_types(j):
+            problems.append("%s still chains aiqos" % n)
+    links = env.node(["ip", "-o", "link", "show"]).stdout
+    ifbs = [i for i in AIQOS_IFBS if re.search(r"^\d+: %s[:@]" % re.escape(i), links, re.M)]
+    if ifbs:
+        problems.append("ifb devices left: %s" % ifbs)
+    rk = root_kind(qdiscs(env, env.uplink))
+    if rk != env.uplink_root_before:
+        problems.append("uplink root qdisc %s, before install %s" % (rk, env.uplink_root_before))
+    state = [f for f in STATE_RECORDS
+             if env.node(["test", "-e", os.path.join(a.state_dir, f)], check=False).returncode == 0]
+    if state:
+        problems.append("state records left in %s: %s" % (a.state_dir, state))
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    return "conf dir %s, uplink %s root %s, no aiqos ifb, no record in %s" % (
+        " ".join(names), env.uplink, rk, a.state_dir)
+
+
+def plugin_path(env):
+    return os.path.join(env.args.cni_bin_dir, "aiqos")
+
+
+def plugin_present(env):
+    return env.node(["test", "-e", plugin_path(env)], check=False).returncode == 0
+
+
+def helm_uninstall_with_pods(env):
+    a = env.args
+    T = a.timeout
+    # The uplink shaped (the example pods again, the node "mixed") and the
+    # download ifb up when uninstall starts: otherwise restoring them proves nothing.
+    env.k("apply", "-k", os.path.join(env.work, "examples"))
+    env.k("-n", NS_TEST, "wait", "--for=condition=Ready", "pod/" + POD_INF, "pod/" + POD_TRN,
+          "--timeout=%ds" % T, timeout=T + 30)
+    for p in (POD_INF, POD_TRN):
+        env.pod_ns[p] = pod_netns(env, env.kjson("-n", NS_TEST, "get", "pod", p)["status"]["podIP"])
+    wait_mode(env, "mixed", T)
+    if env.uplink_root_before.startswith("noqueue"):
+        shaped = env.uplink_root_before  # a bare veth (kind's node): left unshaped
+    else:
+        shaped = wait_for("uplink shaped", lambda: (
+            root_kind(qdiscs(env, env.uplink)) != env.uplink_root_before, root_kind(qdiscs(env, env.uplink))), T)
+    cached = cached_configs_naming(env, "aiqos")
+    if len(cached) < 2:
+        raise CheckFailed("libcni's cache names aiqos in %s, want the two example pods'" % cached)
+    dt = helm_uninstall(env)
+    done = node_as_before_install(env)
+    if not plugin_present(env):
+        raise CheckFailed("%s removed while %d cached configs name it (%s): their pods' teardown may need it" % (
+            plugin_path(env), len(cached), cached))
+    return "%.0fs; %s (was %s with the agent); %s kept for %d cached configs" % (
+        dt, done, shaped, plugin_path(env), len(cached))
+
+
+def pods_after_uninstall(env):
+    T = env.args.timeout
+    # the inference pod is the server (netexec on 8080)
+    ip = env.kjson("-n", NS_TEST, "get", "pod", POD_INF)["status"]["podIP"]
+    host = "[%s]" % ip if ":" in ip else ip
+    env.k("-n", NS_TEST, "exec", POD_TRN, "--", "/agnhost", "connect", "%s:8080" % host, "--timeout=5s")
+    # deleted with the config cached at their creation (it names aiqos)
+    env.k("-n", NS_TEST, "delete", "pod", POD_INF, POD_TRN, "--wait=true", "--timeout=%ds" % T, timeout=T + 30)
+    left = cached_configs_naming(env, "aiqos")
+    if left:
+        raise CheckFailed("pods deleted, libcni's cache still names aiqos: %s" % left)
+    return "training -> inference %s:8080 connected after uninstall; deleted, no cached config names aiqos" % ip
+
+
+def helm_cycle_without_pods(env):
+    a = env.args
+    T = a.timeout
+    helm_install(env)
+    env.installed = True
+    env.k("-n", NS_SYSTEM, "rollout", "status", "daemonset/" + DS, "--timeout=%ds" % T, timeout=T + 30)
+    wait_for("chained", lambda: check_chained(env), 30)
+    if not plugin_present(env):
+        raise CheckFailed("%s missing after helm install" % plugin_path(env))
+    dt = helm_uninstall(env)
+    done = node_as_before_install(env)
+    if plugin_present(env):
+        raise CheckFailed("%s left by helm uninstall with no cached config naming it" % plugin_path(env))
+    return "%.0fs; %s; %s removed" % (dt, done, plugin_path(env))
 
 
 def effective_qdisc(line, host_if):
@@ -834,10 +1011,12 @@ def cleanup(env):
             log("cleanup: restoring %s: %s" % (env.primary, e))
     if env.created_ns:
         env.k("delete", "namespace", NS_TEST, "--ignore-not-found", "--wait=true", check=False, timeout=a.timeout)
+    if env.helm_installed:
+        try:
+            helm_run(env, ["uninstall", RELEASE, "--wait", "--timeout", "%ds" % (2 * a.timeout)], 2 * a.timeout + 30)
+        except CheckFailed as e:
+            log("cleanup: %s" % e)
     if env.installed:
-        chart = os.path.join(env.work, "install-chart", "aiqos.yaml")
-        if os.path.isfile(chart):
-            env.k("delete", "-f", chart, "--ignore-not-found", "--wait=true", check=False, timeout=a.timeout)
         for name in ("uninstall", "install"):
             d = os.path.join(env.work, name)
             if os.path.isdir(d):

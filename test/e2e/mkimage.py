@@ -3,14 +3,16 @@
 the node e2e's pause and example images (no Docker, no registry, no base image).
 
   mkimage.py --rootfs DIR --name REF --out FILE [--entrypoint JSON] [--cmd JSON]
-             [--user UID:GID] [--env K=V ...]
+             [--user UID:GID] [--env K=V ...] [--gzip-level N]
 
 The image's PATH is /bin:/usr/bin:/usr/local/bin unless an --env sets PATH.
 
 The archive is an OCI image layout (oci-layout, index.json, blobs/sha256/...)
 with the reference in the io.containerd.image.name annotation, so
 `ctr -n k8s.io images import FILE` names the image; a Docker-style
-manifest.json is added as hack/build-image.sh does. Reproducible: sorted
+manifest.json is added as hack/build-image.sh does. --gzip-level (default 9;
+0: an uncompressed layer, for a large binary such as kubectl: no seconds of
+gzip per run). Reproducible: sorted
 entries, numeric root ownership, mtime 0, gzip without a timestamp. The
 reference is normalised as containerd does ("pause:1" ->
 "docker.io/library/pause:1"); the normalised reference is printed.
@@ -89,6 +91,7 @@ def main():
     ap.add_argument("--cmd", default=None, help="JSON list")
     ap.add_argument("--user", default="0:0")
     ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--gzip-level", type=int, default=9, choices=range(0, 10), metavar="0-9")
     a = ap.parse_args()
     if not os.path.isdir(a.rootfs):
         sys.exit("mkimage: %s is not a directory" % a.rootfs)
@@ -103,10 +106,15 @@ def main():
         return {"digest": d, "size": len(data)}
 
     raw = layer_tar(a.rootfs)
-    gz = io.BytesIO()
-    with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, compresslevel=9) as g:
-        g.write(raw)
-    layer = blob(gz.getvalue())
+    if a.gzip_level:
+        gz = io.BytesIO()
+        with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, compresslevel=a.gzip_level) as g:
+            g.write(raw)
+        layer = blob(gz.getvalue())
+        layer_type = "application/vnd.oci.image.layer.v1.tar+gzip"
+    else:
+        layer = blob(raw)
+        layer_type = "application/vnd.oci.image.layer.v1.tar"
     path = [] if any(e.startswith("PATH=") for e in a.env) else ["PATH=/bin:/usr/bin:/usr/local/bin"]
     config = {"User": a.user, "Env": path + a.env, "WorkingDir": "/"}
     if a.entrypoint:
@@ -122,7 +130,7 @@ def main():
     manifest = blob(json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": dict(cfg, mediaType="application/vnd.oci.image.config.v1+json"),
-        "layers": [dict(layer, mediaType="application/vnd.oci.image.layer.v1.tar+gzip")],
+        "layers": [dict(layer, mediaType=layer_type)],
     }, sort_keys=True).encode())
     index = {
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",

@@ -145,11 +145,31 @@ def test_uninstall_hooks_restore_the_nodes(helm, kubectl):
     p = run([helm, "template", "aiqos", CHART, "--namespace", NS, "--no-hooks"])
     assert not [d for d in yaml.safe_load_all(p.stdout) if d and d["kind"] == "Job"]
     with open(os.path.join(TOP, "test", "e2e", "assert.py")) as f:
-        assert '"--no-hooks"' in f.read(), "the e2e applies helm template's output: it must leave the hooks out"
-    # opt out: no hooks; the binary removed only on request
+        e2e = f.read()
+    assert '["install", RELEASE' in e2e and '["uninstall", RELEASE' in e2e, "the e2e runs helm install/uninstall"
+    # the Jobs use the host's network: their pods never go through the CNI
+    # chain being removed (and leave no cached config naming aiqos)
+    for name in ("aiqos-uninstall-stop-agent", "aiqos-uninstall-wait"):
+        assert get(objs, "Job", name)["spec"]["template"]["spec"]["hostNetwork"] is True
+    # opt out: no hooks
     assert not [o for o in render(helm, "uninstall.cleanup=false") if o not in not_hooks(render(helm))]
-    init = get(render(helm, "uninstall.removeBinary=true"), "DaemonSet", "aiqos-uninstall")
-    assert "--remove-binary" in init["spec"]["template"]["spec"]["initContainers"][0]["args"]
+    # the binary: auto (the default) reads the runtime's CNI cache, true and
+    # false force; the main container never decides again
+    for value, flags in (("auto", []), ("true", ["--remove-binary"]), ("false", ["--keep-binary"])):
+        spec = get(render(helm, "uninstall.removeBinary=" + value), "DaemonSet", "aiqos-uninstall")
+        spec = spec["spec"]["template"]["spec"]
+        args = spec["initContainers"][0]["args"]
+        assert [f for f in args if f.endswith("-binary")] == flags, (value, args)
+        assert args[args.index("--cni-cache-dir") + 1] == "/host/var/lib/cni"
+        assert "--keep-binary" in spec["containers"][0]["args"]
+        cache = [v for v in spec["volumes"] if v["name"] == "cni-cache"]
+        assert cache[0]["hostPath"]["path"] == "/var/lib/cni"
+        assert {"name": "cni-cache", "mountPath": "/host/var/lib/cni", "readOnly": True} in \
+            spec["initContainers"][0]["volumeMounts"]
+    spec = get(render(helm, "cni.cacheDir=/run/cni-cache"), "DaemonSet", "aiqos-uninstall")["spec"]["template"]["spec"]
+    assert [v["hostPath"]["path"] for v in spec["volumes"] if v["name"] == "cni-cache"] == ["/run/cni-cache"]
+    assert get(render(helm), "DaemonSet", "aiqos-uninstall")["spec"]["template"]["spec"]["initContainers"][0][
+        "args"] == want["initContainers"][0]["args"]
 
 
 def chart_app_version():
@@ -242,7 +262,7 @@ def test_schema_refuses_what_the_agent_would(helm):
     # the schema refuses it at install time
     for bad in ("config.inferenceShare=0.4", "config.classify=bogus", "config.inferenceShare:=1.5",
                 "cni.chainMode=sideways", "image.pullPolicy=Sometimes", "metrics.port:=70000",
-                "image.digest=sha256:xyz"):
+                "image.digest=sha256:xyz", "uninstall.removeBinary=sometimes", "cni.cacheDir=var/lib/cni"):
         p = render(helm, bad, ok=False)
         assert p.returncode != 0 and "schema" in p.stderr, (bad, p.stderr)
 

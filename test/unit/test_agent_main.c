@@ -222,6 +222,13 @@ TEST(usage_errors)
 	        {{"uninstall", "--keep-qdiscs", "--cni-conf-dir", "/tmp", "--sysctl-dir", "/aiqos-no-such-dir", NULL},
 	         "sysctl root '/aiqos-no-such-dir': No such file or directory"},
 	        {{"--cleanup", "--sysctl-dir", "/dev/null", NULL}, "sysctl root '/dev/null' is not a directory"},
+	        {{"uninstall", "--cni-conf-dir", "/tmp", "--cni-bin-dir", "/tmp", "--remove-binary", "--keep-binary",
+	          NULL},
+	         "--remove-binary and --keep-binary exclude each other"},
+	        {{"install", "--cni-conf-dir", "/tmp", "--keep-binary", NULL}, "are options of uninstall"},
+	        {{"--cleanup", "--cni-cache-dir", "/tmp", NULL}, "are options of uninstall"},
+	        {{"uninstall", "--cni-conf-dir", "/tmp", "--remove-binary", NULL},
+	         "--remove-binary needs --cni-bin-dir"},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -257,4 +264,134 @@ TEST(sysctl_dir_accepted)
 	CHECK_INT(wait_exit(&p, 3000), 0);
 	CHECK_CONTAINS(p.err, "uninstalled");
 	stop(&p);
+}
+
+/* ---- the plugin binary at uninstall ---- */
+
+/* libcni's cache entry (Go []byte: base64) of a pod created with kindnet's
+ * list: with aiqos chained after ptp, or without it. */
+#define CACHED_WITH_AIQOS                                                                          \
+	"eyJjbmlWZXJzaW9uIjoiMC4zLjEiLCJuYW1lIjoia2luZG5ldCIsInBsdWdpbnMiOlt7InR5cGUiOiJwdHAifSx7" \
+	"InR5cGUiOiJhaXFvcyJ9XX0="
+#define CACHED_WITHOUT                                                                             \
+	"eyJjbmlWZXJzaW9uIjoiMC4zLjEiLCJuYW1lIjoia2luZG5ldCIsInBsdWdpbnMiOlt7InR5cGUiOiJwdHAifSx7" \
+	"InR5cGUiOiJwb3J0bWFwIn1dfQ=="
+
+static void put_file(const char *d, const char *name, const char *text)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", d, name);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+static void put_cache_entry(const char *results, const char *id, const char *config_b64)
+{
+	char name[128], text[512];
+
+	snprintf(name, sizeof(name), "kindnet-%s-eth0", id);
+	snprintf(text, sizeof(text),
+	         "{\"kind\":\"cniCacheV1\",\"containerId\":\"%s\",\"config\":\"%s\",\"ifName\":\"eth0\","
+	         "\"networkName\":\"kindnet\",\"result\":{\"cniVersion\":\"0.3.1\"}}",
+	         id, config_b64);
+	put_file(results, name, text);
+}
+
+static bool plugin_present(const char *bin)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/aiqos", bin);
+	return access(path, F_OK) == 0;
+}
+
+/* uninstall with the binary in bin and extra args: exit status, stderr in p */
+static int uninstall_with(struct proc *p, const char *bin, const char *const *extra)
+{
+	const char *args[16] = {"uninstall", "--keep-qdiscs", "--cni-conf-dir", dir("bconf"), "--cni-bin-dir", bin};
+	unsigned n = 6;
+	int rc;
+
+	for (; *extra && n < ARRAY_SIZE(args) - 1; extra++)
+		args[n++] = *extra;
+	args[n] = NULL;
+	put_file(bin, "aiqos", "#!/bin/sh\n");
+	if (!start(p, false, args))
+		return -2;
+	rc = wait_exit(p, 3000);
+	stop(p);
+	return rc;
+}
+
+/* Default: kept while a cached config names aiqos (pods counted, the way
+ * out said), removed once none does; other networks' entries do not count. */
+TEST(uninstall_binary_auto_follows_the_cni_cache)
+{
+	const char *cache = dir("cache1"), *bin = dir("bin1");
+	char results[256];
+	const char *extra[] = {"--cni-cache-dir", cache, NULL};
+	struct proc p;
+
+	snprintf(results, sizeof(results), "%s/results", cache);
+	CHECK(mkdir(results, 0755) == 0);
+	put_cache_entry(results, "pod1", CACHED_WITH_AIQOS);
+	put_cache_entry(results, "pod2", CACHED_WITH_AIQOS);
+	put_cache_entry(results, "pod3", CACHED_WITHOUT);
+	put_file(results, "garbage", "not json");
+	CHECK_INT(uninstall_with(&p, bin, extra), 0);
+	CHECK(plugin_present(bin));
+	CHECK_CONTAINS(p.err, "plugin binary kept");
+	CHECK_CONTAINS(p.err, " pods=2 ");
+	CHECK_CONTAINS(p.err, "run uninstall again");
+
+	/* the two pods are gone (their DEL removed the entries) */
+	CHECK(t_sh("rm -f '%s/kindnet-pod1-eth0' '%s/kindnet-pod2-eth0'", results, results) == 0);
+	CHECK_INT(uninstall_with(&p, bin, extra), 0);
+	CHECK(!plugin_present(bin));
+	CHECK_CONTAINS(p.err, "plugin binary removed");
+
+	/* no results dir at all: no pod was ever created through libcni */
+	CHECK(t_sh("rm -rf '%s'", results) == 0);
+	CHECK_INT(uninstall_with(&p, bin, extra), 0);
+	CHECK(!plugin_present(bin));
+}
+
+/* A cache dir that is not there (not mounted): nothing can be told, kept. */
+TEST(uninstall_binary_auto_keeps_it_without_the_cache_dir)
+{
+	const char *bin = dir("bin2");
+	const char *extra[] = {"--cni-cache-dir", "/nonexistent-aqt/cni", NULL};
+	struct proc p;
+
+	CHECK_INT(uninstall_with(&p, bin, extra), 0);
+	CHECK(plugin_present(bin));
+	CHECK_CONTAINS(p.err, "cannot tell whether pods still need it");
+	CHECK_CONTAINS(p.err, "/nonexistent-aqt/cni: No such file or directory");
+}
+
+/* --remove-binary and --keep-binary decide whatever the cache says. */
+TEST(uninstall_binary_forced)
+{
+	const char *cache = dir("cache3"), *bin = dir("bin3");
+	char results[256];
+	const char *remove[] = {"--cni-cache-dir", cache, "--remove-binary", NULL};
+	const char *keep[] = {"--cni-cache-dir", cache, "--keep-binary", NULL};
+	struct proc p;
+
+	snprintf(results, sizeof(results), "%s/results", cache);
+	CHECK(mkdir(results, 0755) == 0);
+	put_cache_entry(results, "pod1", CACHED_WITH_AIQOS);
+	CHECK_INT(uninstall_with(&p, bin, remove), 0);
+	CHECK(!plugin_present(bin));
+	CHECK_CONTAINS(p.err, "policy=remove");
+	CHECK(t_sh("rm -rf '%s'", results) == 0);
+	CHECK_INT(uninstall_with(&p, bin, keep), 0);
+	CHECK(plugin_present(bin));
+	CHECK(strstr(p.err, "plugin binary") == NULL);
 }
