@@ -54,6 +54,34 @@ def test_pods_classified_inside_the_vxlan_encapsulation(node):
     # they were encapsulated: the node's address outside, UDP 8472
     out = node.sh("tc", "-s", "filter", "show", "dev", "up0", "egress").stdout
     assert "aiqos_cls_edt" in out, out
+    # the agent knows the datapath: vx0 sends by the uplink, 50 bytes a
+    # packet, counted in uplinkOverhead (not set in the config: 24 + 50)
+    dp = node.status()["datapath"]
+    assert dp["encapsulation"] == "vxlan" and dp["tunnelHeaderBytes"] == 50, dp
+    assert dp["uplinkOverhead"] == 74 and dp["uplinkOverheadFrom"] == "auto", dp
+    assert [{k: t[k] for k in ("device", "kind", "port", "link", "outer", "viaUplink", "headerBytes")}
+            for t in dp["tunnels"]] == [{"device": "vx0", "kind": "vxlan", "port": 8472, "link": "up0",
+                                         "outer": "ipv4", "viaUplink": True, "headerBytes": 50}], dp
+    assert "overhead 74" in node.sh("tc", "class", "show", "dev", "up0").stdout
+    m = node.metrics()
+    assert 'aiqos_datapath_info{encapsulation="vxlan",tunnel="vx0",port="8472",header_bytes="50",' in m, m
+    assert 'aiqos_uplink_overhead_bytes{from="auto"} 74' in m, m
+    text = node.aiqosctl("status").stdout
+    assert "datapath: encapsulation vxlan (vx0 vxlan port 8472 on up0 over ipv4, 50 bytes, via the uplink)" in text, \
+        text
+    assert "uplinkOverhead: 74 bytes (auto)" in text, text
+
+
+def test_uplink_overhead_set_in_the_config_is_kept(node):
+    """uplinkOverhead in the config wins over the tunnel's header."""
+    vxlan_overlay(node)
+    node.start_agent(dict(CONFIG, uplinkOverhead=30))
+    node.add_pod(INF)
+    node.add_pod(TRAIN)
+    wait_until(lambda: "overhead 30" in node.sh("tc", "class", "show", "dev", "up0").stdout, 10,
+               "HTB classes counting 30 bytes")
+    dp = node.status()["datapath"]
+    assert dp["uplinkOverhead"] == 30 and dp["uplinkOverheadFrom"] == "config", dp
 
 
 def test_download_classified_inside_the_vxlan_encapsulation(node):
