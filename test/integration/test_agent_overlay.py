@@ -1,12 +1,14 @@
 """test_agent_overlay.py — a lab node whose pod network is a VXLAN overlay
 built as Flannel builds it (the pods routed; `vx0`, VNI 42 on UDP 8472 over
-the uplink; the other node's pod CIDR routed through it with a permanent
+the uplink, and Calico's `vxlan.calico` on 4789; the other node's pod CIDR routed through it with a permanent
 neighbour and an fdb entry toward that node): the pods' packets reach the
 uplink encapsulated, the node's address outside, and still land in their
 pod's class of the uplink's tree, by the address inside the encapsulation.
 Outcome checked, not layout: the packets each class sent. Root, network
 namespaces, the CI kernel (vxlan)."""
 import time
+
+import pytest
 
 import agentlab
 from agentlab import class_packets, wait_until
@@ -17,19 +19,21 @@ CONFIG = {"uplinkRate": "500mbit", "downlink": False, "debounceMs": 50, "mixedHo
 REMOTE_CIDR, REMOTE_GW, REMOTE_MAC = "10.98.1.0/24", "10.98.1.0", "0e:00:00:00:01:01"
 
 
-def vxlan_overlay(node):
+def vxlan_overlay(node, dev="vx0", port=8472):
+    """Flannel's VXLAN (flannel.1, 8472); Calico's is vxlan.calico on 4789."""
     up_ip = f"{node.uplink_net}.2"
-    node.sh("ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dev", "up0", "dstport", "8472", "local", up_ip,
+    node.sh("ip", "link", "add", dev, "type", "vxlan", "id", "42", "dev", "up0", "dstport", str(port), "local", up_ip,
             "nolearning")
-    node.sh("ip", "link", "set", "vx0", "mtu", "1450", "up")
-    node.sh("ip", "addr", "add", "10.98.0.0/32", "dev", "vx0")
-    node.sh("ip", "route", "add", REMOTE_CIDR, "via", REMOTE_GW, "dev", "vx0", "onlink")
-    node.sh("ip", "neigh", "add", REMOTE_GW, "lladdr", REMOTE_MAC, "dev", "vx0", "nud", "permanent")
-    node.sh("bridge", "fdb", "append", REMOTE_MAC, "dev", "vx0", "dst", f"{node.uplink_net}.1")
+    node.sh("ip", "link", "set", dev, "mtu", "1450", "up")
+    node.sh("ip", "addr", "add", "10.98.0.0/32", "dev", dev)
+    node.sh("ip", "route", "add", REMOTE_CIDR, "via", REMOTE_GW, "dev", dev, "onlink")
+    node.sh("ip", "neigh", "add", REMOTE_GW, "lladdr", REMOTE_MAC, "dev", dev, "nud", "permanent")
+    node.sh("bridge", "fdb", "append", REMOTE_MAC, "dev", dev, "dst", f"{node.uplink_net}.1")
 
 
-def test_pods_classified_inside_the_vxlan_encapsulation(node):
-    vxlan_overlay(node)
+@pytest.mark.parametrize("dev,port", [("vx0", 8472), ("vxlan.calico", 4789)], ids=["flannel", "calico"])
+def test_pods_classified_inside_the_vxlan_encapsulation(node, dev, port):
+    vxlan_overlay(node, dev, port)
     node.start_agent(CONFIG)
     inf = node.add_pod(INF)
     train = node.add_pod(TRAIN)
@@ -60,15 +64,15 @@ def test_pods_classified_inside_the_vxlan_encapsulation(node):
     assert dp["encapsulation"] == "vxlan" and dp["tunnelHeaderBytes"] == 50, dp
     assert dp["uplinkOverhead"] == 74 and dp["uplinkOverheadFrom"] == "auto", dp
     assert [{k: t[k] for k in ("device", "kind", "port", "link", "outer", "viaUplink", "headerBytes")}
-            for t in dp["tunnels"]] == [{"device": "vx0", "kind": "vxlan", "port": 8472, "link": "up0",
+            for t in dp["tunnels"]] == [{"device": dev, "kind": "vxlan", "port": port, "link": "up0",
                                          "outer": "ipv4", "viaUplink": True, "headerBytes": 50}], dp
     assert "overhead 74" in node.sh("tc", "class", "show", "dev", "up0").stdout
     m = node.metrics()
-    assert 'aiqos_datapath_info{encapsulation="vxlan",tunnel="vx0",port="8472",header_bytes="50",' in m, m
+    assert f'aiqos_datapath_info{{encapsulation="vxlan",tunnel="{dev}",port="{port}",header_bytes="50",' in m, m
     assert 'aiqos_uplink_overhead_bytes{from="auto"} 74' in m, m
     text = node.aiqosctl("status").stdout
-    assert "datapath: encapsulation vxlan (vx0 vxlan port 8472 on up0 over ipv4, 50 bytes, via the uplink)" in text, \
-        text
+    assert f"datapath: encapsulation vxlan ({dev} vxlan port {port} on up0 over ipv4, 50 bytes, via the uplink)" in \
+        text, text
     assert "uplinkOverhead: 74 bytes (auto)" in text, text
 
 
