@@ -425,6 +425,21 @@ TEST(classifier_sees_the_pod_inside_overlays)
 	cls_close(&c);
 }
 
+/* The download classifier with the pods' entries without DSCP ones, as
+ * node_down_cls_entries makes them. */
+static bool dcls_up(int *map, int *prog)
+{
+	struct error e = {0};
+
+	if (bpf_dcls_load(map, prog, &e) < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		CHECK(!"the download classifier loads");
+		return false;
+	}
+	CHECK_INT(bpf_cls_map_sync(*map, pods, 5, NULL, &e), 0);
+	return true;
+}
+
 /* ---- overlay edge cases: where the parser's decision is made ---- */
 
 /* Offsets of a tunnel packet's header boundaries (from the frame's start). */
@@ -681,14 +696,9 @@ TEST(download_overlay_edges)
 {
 	static const char *const kinds[] = {"vxlan", "geneve", "geneve-ip", "ipip"};
 	int map = -1, prog = -1;
-	struct error e = {0};
 
-	if (bpf_dcls_load(&map, &prog, &e) < 0) {
-		fprintf(stderr, "  %s\n", e.msg);
-		CHECK(!"the download classifier loads");
+	if (!dcls_up(&map, &prog))
 		return;
-	}
-	CHECK_INT(bpf_cls_map_sync(map, pods, 5, NULL, &e), 0);
 	for (unsigned k = 0; k < ARRAY_SIZE(kinds); k++)
 		for (int o6 = 0; o6 < 2; o6++)
 			for (int i6 = 0; i6 < 2; i6++) {
@@ -727,13 +737,8 @@ TEST(download_classifier_by_destination)
 	int map = -1, prog = -1;
 	struct error e = {0};
 
-	if (bpf_dcls_load(&map, &prog, &e) < 0) {
-		fprintf(stderr, "  %s\n", e.msg);
-		CHECK(!"the download classifier loads");
+	if (!dcls_up(&map, &prog))
 		return;
-	}
-	/* the pods' entries without DSCP ones, as node_down_cls_entries makes them */
-	CHECK_INT(bpf_cls_map_sync(map, pods, 5, NULL, &e), 0);
 	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
 		bool v6 = strchr(cases[i].dst, ':') != NULL;
 		struct pkt p;
