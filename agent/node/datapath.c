@@ -146,8 +146,13 @@ static void ipam_cidrs(const cJSON *ipam, struct datapath *dp)
 {
 	const cJSON *set, *r;
 
-	cJSON_ArrayForEach(set, cJSON_GetObjectItemCaseSensitive(ipam, "ranges")) cJSON_ArrayForEach(r, set)
-	        add_cidr(dp, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "subnet")));
+	cJSON_ArrayForEach(set, cJSON_GetObjectItemCaseSensitive(ipam, "ranges"))
+	{
+		cJSON_ArrayForEach(r, set)
+		{
+			add_cidr(dp, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "subnet")));
+		}
+	}
 	add_cidr(dp, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ipam, "subnet")));
 }
 
@@ -160,7 +165,9 @@ static void conflist_cidrs(const char *path, struct datapath *dp)
 	if (file_read_bounded(path, 1 << 20, 0, &text, NULL, NULL, NULL) < 0 || !(j = cJSON_Parse(text)))
 		return;
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "plugins"))
-	        ipam_cidrs(cJSON_GetObjectItemCaseSensitive(p, "ipam"), dp);
+	{
+		ipam_cidrs(cJSON_GetObjectItemCaseSensitive(p, "ipam"), dp);
+	}
 	ipam_cidrs(cJSON_GetObjectItemCaseSensitive(j, "ipam"), dp); /* a single .conf */
 	if (dp->n_cidrs)
 		snprintf(dp->cidrs_from, sizeof(dp->cidrs_from), "%.100s (host-local ranges)", path);
@@ -178,7 +185,7 @@ static void cidr_network(char *v)
 	*slash = '\0';
 	fam = strchr(v, ':') ? AF_INET6 : AF_INET;
 	len = fam == AF_INET6 ? 16 : 4;
-	bits = atoi(slash + 1);
+	bits = (int)strtol(slash + 1, NULL, 10);
 	if (inet_pton(fam, v, a) == 1 && bits >= 0 && bits <= len * 8) {
 		for (int i = 0; i < len; i++) {
 			int keep = bits - i * 8;
@@ -247,9 +254,14 @@ static bool datapath_same(const struct datapath *a, const struct datapath *b)
 {
 	if (a->n_tunnels != b->n_tunnels || a->n_cidrs != b->n_cidrs || !streq(a->cni, b->cni))
 		return false;
-	for (unsigned i = 0; i < a->n_tunnels; i++)
-		if (memcmp(&a->tunnels[i], &b->tunnels[i], sizeof(a->tunnels[i])))
+	for (unsigned i = 0; i < a->n_tunnels; i++) {
+		const struct dp_tunnel *x = &a->tunnels[i], *y = &b->tunnels[i];
+
+		if (!streq(x->ifname, y->ifname) || !streq(x->kind, y->kind) || x->port != y->port ||
+		    !streq(x->link, y->link) || x->outer6 != y->outer6 || x->up != y->up ||
+		    x->via_uplink != y->via_uplink || x->header_bytes != y->header_bytes)
 			return false;
+	}
 	for (unsigned i = 0; i < a->n_cidrs; i++)
 		if (!streq(a->pod_cidrs[i], b->pod_cidrs[i]))
 			return false;
