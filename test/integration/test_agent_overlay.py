@@ -127,3 +127,23 @@ def test_download_classified_inside_the_vxlan_encapsulation(node):
                        5, "the inference pod's packets in 1:10 on the ifb")
     assert after["1:30"] - before["1:30"] >= 50, (before, after)
     assert after["1:20"] - before["1:20"] < 20, (before, after)
+
+
+def test_a_tunnel_that_appears_later_is_discovered(node):
+    """Flannel creates flannel.1 after the agent started: the link monitor
+    sees the tunnel device, the datapath becomes vxlan and the classes count
+    its header (24 -> 74) without a restart; it goes again: back to 24."""
+    node.start_agent(CONFIG)
+    node.add_pod(INF)
+    node.add_pod(TRAIN)
+    wait_until(lambda: "overhead 24" in node.sh("tc", "class", "show", "dev", "up0").stdout, 10,
+               "HTB classes counting 24 bytes")
+    assert node.status()["datapath"]["encapsulation"] == "none"
+    vxlan_overlay(node)
+    wait_until(lambda: "overhead 74" in node.sh("tc", "class", "show", "dev", "up0").stdout, 10,
+               "HTB classes counting 74 bytes once vx0 exists")
+    assert node.status()["datapath"]["encapsulation"] == "vxlan"
+    node.sh("ip", "link", "del", "vx0")
+    wait_until(lambda: "overhead 24" in node.sh("tc", "class", "show", "dev", "up0").stdout, 10,
+               "HTB classes counting 24 bytes once vx0 is gone")
+    assert node.status()["datapath"]["tunnels"] == []
