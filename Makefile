@@ -142,7 +142,7 @@ $(AGENT_BIN): $(AGENT_BIN_OBJ) $(LIB)
 # aiqosctl, the CLI: lean, only the agent objects it uses (no libcurl,
 # libsystemd, libmicrohttpd). Its test runs the binary.
 CTL_OBJ := $(call obj,$(CTL_SRC) agent/version.c agent/config.c agent/kube/decode.c agent/doctor.c agent/install/chain.c \
-                      agent/node/uplink.c agent/pod_want.c cni/conf.c)
+                      agent/node/uplink.c agent/node/datapath.c agent/pod_want.c cni/conf.c)
 $(CTL): $(CTL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(CTL_OBJ) $(LIB) $(PLUGIN_LIBS) $(BPF_LIBS) $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null)

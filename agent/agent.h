@@ -14,6 +14,7 @@
 #include "log.h"
 #include "metrics/metrics.h"
 #include "node.h"
+#include "node/datapath.h"
 #include "node/downlink.h"
 #include "node/shaper.h"
 #include "node/uplink.h"
@@ -106,6 +107,7 @@ struct agent {
 	/* the uplink */
 	struct nl_sock *sk; /* rtnetlink in the agent's netns */
 	struct uplink up;
+	struct datapath dp;    /* tunnels, pod CIDRs, CNI (node/datapath.h), with each uplink discovery */
 	struct downlink down;  /* the download direction's ifb and hook (downlink.h) */
 	struct shaper shaper;  /* the gated upload tree's ifb (shaper.h) */
 	bool up_adopted;       /* the kernel state has been read since the uplink was found */

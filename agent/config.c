@@ -254,6 +254,7 @@ static int parse_drift_repair(const char *key, const cJSON *v, struct agent_conf
 
 static int parse_overhead(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
+	c->overhead_set = true;
 	return parse_uint(key, v, NODE_OVERHEAD_MAX, &c->node.overhead_bytes, err);
 }
 

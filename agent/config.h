@@ -26,6 +26,9 @@ struct agent_config {
 	 * values come from the merged "inference" and "training" profiles */
 	struct node_config node;
 	uint32_t drift_repair_s; /* 0 = off */
+	/* uplinkOverhead was set: else the agent counts the tunnel header of
+	 * an encapsulating datapath on top of node.overhead_bytes (datapath.h) */
+	bool overhead_set;
 	/* the built-in profiles with the file's "profiles" merged in */
 	struct profile_set profiles;
 	/* the "profiles" object as written (owned), NULL if absent */

@@ -379,7 +379,7 @@ static bool has_type(const char *types, const char *t)
 	return false;
 }
 
-static const char *cni_name(const char *types)
+const char *doctor_cni_name(const char *types)
 {
 	static const struct {
 		const char *type, *name;
@@ -425,7 +425,7 @@ static void check_cni(const struct doctor_options *o, struct doctor_report *r, c
 		return;
 	}
 	str_copy(primary_types, size, v.primary_types);
-	name = cni_name(v.primary_types);
+	name = doctor_cni_name(v.primary_types);
 	add(r, DOCTOR_OK, "cni", "cni.primary", "primary %s/%s: %s, chain %s", o->cni_conf_dir, v.primary, name,
 	    v.primary_types[0] ? v.primary_types : "(no plugins)");
 	if (has_type(v.loaded_types, "aiqos"))
@@ -529,6 +529,86 @@ static void check_uplink(const struct doctor_options *o, struct doctor_report *r
 	}
 }
 
+/* ---- datapath: tunnels, pod CIDRs (node/datapath.h) ---- */
+
+/* Can the classifiers (shared/bpf/parse.h) find the pod inside what this
+ * tunnel puts around its packets? NULL: yes; else why not. */
+static const char *tunnel_unparsed(const struct dp_tunnel *t)
+{
+	if (streq(t->kind, "vxlan"))
+		return t->port == 8472 || t->port == 4789 || t->port == 0 ? NULL
+		                                                          : "a UDP port other than 8472 and 4789";
+	if (streq(t->kind, "geneve"))
+		return t->port == 6081 || t->port == 0 ? NULL : "a UDP port other than 6081";
+	if (streq(t->kind, "ipip") || streq(t->kind, "sit") || streq(t->kind, "ip6tnl"))
+		return NULL;
+	if (streq(t->kind, "wireguard"))
+		return "encrypted: the inner header cannot be read";
+	return "an encapsulation the classifiers do not parse (GRE)";
+}
+
+static void check_datapath(const struct doctor_options *o, struct doctor_report *r, struct nl_sock *sk,
+                           const struct uplink *u)
+{
+	struct datapath dp = {0};
+	struct error e = {0};
+	char cidrs[DP_CIDRS_MAX * DP_CIDR_LEN] = "";
+
+	if (datapath_discover(sk, u->ifindex, o->cni_conf_dir, &dp, &e) < 0) {
+		add(r, DOCTOR_WARN, "datapath", "datapath.unreadable", "tunnel devices not read: %s", e.msg);
+		fix(r, "run doctor as root in the node's network namespace");
+		return;
+	}
+	if (!strcmp(datapath_encap(&dp), "none"))
+		add(r, DOCTOR_OK, "datapath", "datapath.routed",
+		    "no tunnel device sends by %s: pod packets cross it as they are (routed)%s", u->ifname,
+		    dp.n_tunnels ? "; other tunnels listed below" : "");
+	else
+		add(r, DOCTOR_OK, "datapath", "datapath.encapsulated",
+		    "pod packets leave by %s encapsulated (%s, %u bytes a packet): classified by the inner header; "
+		    "uplinkOverhead, when not set, counts %u bytes",
+		    u->ifname, datapath_encap(&dp), datapath_tunnel_bytes(&dp), datapath_overhead(false, 0, &dp));
+	for (unsigned i = 0; i < dp.n_tunnels; i++) {
+		const struct dp_tunnel *t = &dp.tunnels[i];
+		const char *why = tunnel_unparsed(t);
+
+		if (why && t->via_uplink) {
+			add(r, DOCTOR_WARN, "datapath", "datapath.tunnel-unparsed",
+			    "%s (%s, port %u) sends pod packets by %s, %s: every pod's packets land in the default "
+			    "class",
+			    t->ifname, t->kind, t->port, u->ifname, why);
+			fix(r,
+			    "use VXLAN on 8472/4789, Geneve on 6081 or IPIP for the pod network, or classify by DSCP "
+			    "with a tunnel that copies it (tos inherit)");
+		} else {
+			add(r, DOCTOR_INFO, "datapath", "datapath.tunnel",
+			    "%s: %s, port %u, on %s, over %s, %u bytes a packet%s%s", t->ifname, t->kind, t->port,
+			    t->link[0] ? t->link : "any device", t->outer6 ? "IPv6" : "IPv4", t->header_bytes,
+			    t->via_uplink ? ", via the uplink" : "", t->up ? "" : ", down");
+		}
+	}
+	for (unsigned i = 0; i < dp.n_cidrs; i++) {
+		size_t n = strlen(cidrs);
+		snprintf(cidrs + n, sizeof(cidrs) - n, "%s%s", i ? " " : "", dp.pod_cidrs[i]);
+	}
+	if (dp.n_cidrs)
+		add(r, DOCTOR_INFO, "datapath", "datapath.pod-cidrs", "pod CIDRs %s (from %s)", cidrs, dp.cidrs_from);
+	else
+		add(r, DOCTOR_INFO, "datapath", "datapath.pod-cidrs",
+		    "pod CIDRs unknown (no host-local ranges in the primary CNI config, no /run/flannel/subnet.env)");
+}
+
+/* The datapath against the uplink (not found: check_uplink said so). */
+static void check_datapath_at_uplink(const struct doctor_options *o, struct doctor_report *r)
+{
+	_cleanup_nl_ struct nl_sock *sk = NULL;
+	struct uplink u;
+
+	if (nl_open(&sk, NULL) < 0 || uplink_discover(sk, o->uplink, &u, NULL) < 0)
+		return;
+	check_datapath(o, r, sk, &u);
+}
+
 void doctor_run(const struct doctor_options *o, struct doctor_report *ret)
 {
 	char primary_types[CHAIN_TYPES_MAX] = "";
@@ -537,8 +617,10 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *ret)
 	check_kernel(o, ret);
 	if (o->cni_conf_dir)
 		check_cni(o, ret, primary_types, sizeof(primary_types));
-	if (o->uplink)
+	if (o->uplink) {
 		check_uplink(o, ret, primary_types);
+		check_datapath_at_uplink(o, ret);
+	}
 }
 
 void doctor_print_text(const struct doctor_report *r, FILE *out)

@@ -53,6 +53,10 @@ struct doctor_options {
 	bool probe_kernel;                  /* apply each profile in a scratch netns (needs root) */
 };
 
+/* The CNI a primary conflist's plugin types ("calico,bandwidth") name:
+ * "Calico", ..., "unknown". */
+const char *doctor_cni_name(const char *types);
+
 /* Run every check into *ret. Never fails: what cannot be checked is a
  * finding itself. */
 void doctor_run(const struct doctor_options *o, struct doctor_report *ret);

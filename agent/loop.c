@@ -444,6 +444,17 @@ static bool ifb_link_broken(const struct agent *ag, struct nlmsghdr *h, const st
 	return ag->up.facts.mtu && tb[IFLA_MTU] && nla_get_u32(tb[IFLA_MTU]) != ag->up.facts.mtu;
 }
 
+/* A link message of a tunnel kind (datapath_header_bytes knows it). */
+static bool tunnel_link_msg(struct nlmsghdr *h, const struct ifinfomsg *ifi)
+{
+	struct nlattr *tb[IFLA_MAX + 1], *li[IFLA_INFO_MAX + 1];
+
+	if (nlmsg_parse(h, sizeof(*ifi), tb, IFLA_MAX, NULL) < 0 || !tb[IFLA_LINKINFO] ||
+	    nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO], NULL) < 0 || !li[IFLA_INFO_KIND])
+		return false;
+	return datapath_header_bytes(nla_get_string(li[IFLA_INFO_KIND]), false) > 0;
+}
+
 static int rtnl_msg(struct nl_msg *msg, void *ud)
 {
 	struct agent *ag = ud;
@@ -466,6 +477,8 @@ static int rtnl_msg(struct nl_msg *msg, void *ud)
 			    streq(nla_get_string(tb[IFLA_IFNAME]), ag->cfg.node.uplink))
 				relevant = true;
 		}
+		if (!relevant && tunnel_link_msg(h, ifi))
+			relevant = true; /* a tunnel device came, went or changed: the datapath (node/datapath.h) */
 		if (ifi->ifi_index > 0 &&
 		    (ifi->ifi_index == ag->down.ifb_ifindex || ifi->ifi_index == ag->shaper.ifb_ifindex) &&
 		    ifb_link_broken(ag, h, ifi)) {

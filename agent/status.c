@@ -296,6 +296,17 @@ cJSON *agent_status_json(struct agent *ag)
 	if (!up)
 		return NULL;
 	cJSON_AddItemToObject(o, "uplink", up);
+	{
+		/* the pod network (node/datapath.h) and the uplinkOverhead it gives */
+		cJSON *dp = datapath_json(&ag->dp);
+
+		if (!dp || !cJSON_AddItemToObject(o, "datapath", dp) ||
+		    !cJSON_AddNumberToObject(
+		            dp, "uplinkOverhead",
+		            datapath_overhead(ag->cfg.overhead_set, ag->cfg.node.overhead_bytes, &ag->dp)) ||
+		    !cJSON_AddStringToObject(dp, "uplinkOverheadFrom", ag->cfg.overhead_set ? "config" : "auto"))
+			return NULL;
+	}
 	cJSON_AddBoolToObject(o, "apiConnected", ag->api_connected);
 	cJSON_AddBoolToObject(o, "apiSynced", ag->api_listed);
 	if (!ag->api_connected && ag->api_why[0])

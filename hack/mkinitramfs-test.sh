@@ -29,6 +29,7 @@ MODULES=(
 	cls_u32 cls_flower cls_matchall cls_bpf cls_basic
 	tcp_dctcp tcp_bbr
 	veth ifb bridge
+	ipip geneve vxlan
 	virtio_pci virtio_net
 )
 # AIQOS_KERNEL_OMIT_MODULES="sch_fq act_pedit": leave these out (not even

@@ -196,6 +196,45 @@ static void print_uplink(const cJSON *up)
 		       jstr_or(up, "classifyEffective", "-"), jstr(up, "classifyWhy"));
 }
 
+/* datapath: vxlan (flannel.1 vxlan port 8472 on eth0, 50 bytes), pod CIDRs ..., CNI Flannel; uplinkOverhead 74 (auto)
+ */
+static void print_datapath(const cJSON *dp)
+{
+	const cJSON *t, *c;
+	double v = 0;
+	int n = 0;
+
+	printf("datapath: encapsulation %s", jstr_or(dp, "encapsulation", "-"));
+	json_for_each(t, jarr(dp, "tunnels"))
+	{
+		double port = 0, bytes = 0;
+
+		jnum(t, "port", &port);
+		jnum(t, "headerBytes", &bytes);
+		printf("%s%s %s", n++ ? ", " : " (", jstr_or(t, "device", "?"), jstr_or(t, "kind", "?"));
+		if (port > 0)
+			printf(" port %.0f", port);
+		if (jstr(t, "link") && jstr(t, "link")[0])
+			printf(" on %s", jstr(t, "link"));
+		printf(" over %s, %.0f bytes%s%s", jstr_or(t, "outer", "ipv4"), bytes,
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "viaUplink")) ? ", via the uplink" : "",
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "up")) ? "" : ", down");
+	}
+	printf("%s\n", n ? ")" : "");
+	n = 0;
+	printf("  pod CIDRs:");
+	json_for_each(c, jarr(dp, "podCIDRs"))
+	{
+		printf(" %s", cJSON_GetStringValue(c) ? cJSON_GetStringValue(c) : "?");
+		n++;
+	}
+	if (n && jstr(dp, "podCIDRsFrom") && jstr(dp, "podCIDRsFrom")[0])
+		printf(" (from %s)", jstr(dp, "podCIDRsFrom"));
+	printf("%s  CNI: %s  uplinkOverhead: %.0f bytes (%s)\n", n ? "" : " unknown",
+	       jstr(dp, "cni") && jstr(dp, "cni")[0] ? jstr(dp, "cni") : "unknown",
+	       jnum(dp, "uplinkOverhead", &v) ? v : 0, jstr_or(dp, "uplinkOverheadFrom", "-"));
+}
+
 struct row {
 	const char *c[6];
 	char buf[3][256];
@@ -223,6 +262,8 @@ static int status_print(const cJSON *st)
 	}
 	if (jobj(st, "uplink"))
 		print_uplink(jobj(st, "uplink"));
+	if (jobj(st, "datapath"))
+		print_datapath(jobj(st, "datapath"));
 	printf("\n");
 
 	if (pods && cJSON_GetArraySize(pods) > 0) {

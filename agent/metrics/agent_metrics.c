@@ -53,6 +53,38 @@ static void build_info_write(struct metrics_writer *w)
 	              (char *)NULL);
 }
 
+/* The pod network (node/datapath.h): what encapsulates pod packets on the
+ * way to the uplink, the pod CIDRs, the CNI; each tunnel device; the
+ * uplinkOverhead in force. */
+static void datapath_write(struct agent *ag, struct metrics_writer *w)
+{
+	const struct datapath *dp = &ag->dp;
+	const struct dp_tunnel *t = NULL;
+	char cidrs[DP_CIDRS_MAX * DP_CIDR_LEN] = "", port[12] = "", bytes[12];
+
+	for (unsigned i = 0; i < dp->n_cidrs; i++) {
+		size_t n = strlen(cidrs);
+		snprintf(cidrs + n, sizeof(cidrs) - n, "%s%s", i ? "," : "", dp->pod_cidrs[i]);
+	}
+	for (unsigned i = 0; i < dp->n_tunnels; i++)
+		if (dp->tunnels[i].via_uplink && dp->tunnels[i].header_bytes == datapath_tunnel_bytes(dp) && !t)
+			t = &dp->tunnels[i];
+	if (t && t->port)
+		snprintf(port, sizeof(port), "%u", t->port);
+	snprintf(bytes, sizeof(bytes), "%u", datapath_tunnel_bytes(dp));
+	metrics_write(w, "aiqos_datapath_info",
+	              "The node's pod network (always 1): the encapsulation pod packets get on the way to the uplink "
+	              "(none, vxlan, geneve, ipip, ...), its device, UDP port and header bytes, the pod CIDRs, the "
+	              "primary CNI",
+	              G, 1.0, "encapsulation", datapath_encap(dp), "tunnel", t ? t->ifname : "", "port", port,
+	              "header_bytes", bytes, "pod_cidrs", cidrs, "cni", dp->cni, (char *)NULL);
+	metrics_write(w, "aiqos_uplink_overhead_bytes",
+	              "Bytes per packet the uplink's shaper counts beyond the packet (uplinkOverhead, or the Ethernet "
+	              "framing plus the tunnel header when the config does not set it)",
+	              G, (double)datapath_overhead(ag->cfg.overhead_set, ag->cfg.node.overhead_bytes, dp), "from",
+	              ag->cfg.overhead_set ? "config" : "auto", (char *)NULL);
+}
+
 /* ---- queue statistics ---- */
 
 static const char *class_of_handle(uint32_t h)
@@ -281,6 +313,7 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 
 	build_info_write(w);
 	process_metrics_write(w);
+	datapath_write(ag, w);
 	for (int m = 0; m < _MODE_MAX; m++)
 		metrics_write(w, "aiqos_node_mode", "The node's mode (1 for the current one)", G,
 		              ag->mode.mode == (enum node_mode)m ? 1.0 : 0.0, "mode", node_mode_name((enum node_mode)m),

@@ -141,6 +141,7 @@ static int uplink_refresh(struct agent *ag)
 		}
 		return r;
 	}
+	datapath_refresh(ag->sk, up.ifindex, ag->opt.cni_conf_dir, &ag->dp);
 	if (ag->up.ifindex == up.ifindex && streq(ag->up.ifname, up.ifname)) {
 		bool have = ag->up.have_record;
 		struct uplink_record keep = ag->up.record;
@@ -672,6 +673,7 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 
 	/* the download direction: its ifb before the plan (the redirect names it) */
 	ps->ncfg = ag->cfg.node;
+	ps->ncfg.overhead_bytes = datapath_overhead(ag->cfg.overhead_set, ag->cfg.node.overhead_bytes, &ag->dp);
 	down_wanted = node_downlink_wanted(&ps->ncfg, &ag->up_caps, ps->next.mode, NULL);
 	if (down_wanted && ag->up_foreign[0] && !ag->up.have_record) {
 		/* the uplink was left alone: no ifb for a tree this pass will not

@@ -29,8 +29,9 @@
 struct parsed_ip {
 	__u8 family; /* PARSE_V4, PARSE_V6, or PARSE_NOT_IP */
 	__u8 dscp;
-	__u8 proto;    /* IPv4 protocol, IPv6 next header */
-	__u8 complete; /* the whole fixed header was readable */
+	__u8 proto;      /* IPv4 protocol, IPv6 next header */
+	__u8 complete;   /* the whole fixed header was readable */
+	__u8 later_frag; /* an IPv4 fragment other than the first: no transport header */
 	__u8 saddr[16];
 	__u8 daddr[16];
 	__u32 l4_off; /* the transport header, from the network header */
@@ -41,7 +42,9 @@ static __always_inline int load_net(struct __sk_buff *skb, __u32 off, void *to, 
 	return bpf_skb_load_bytes_relative(skb, off, to, len, BPF_HDR_START_NET);
 }
 
-/* The IP header of protocol proto (network order) at off. */
+/* The IP header of protocol proto (network order) at off; one whose
+ * version is not proto's, or an IPv4 header length below 5 words, is left
+ * incomplete (bytes that are no IP header: a misplaced inner packet). */
 static __always_inline void parse_ip_at(struct __sk_buff *skb, __u32 off, __u16 proto, struct parsed_ip *p)
 {
 	p->family = PARSE_NOT_IP;
@@ -50,20 +53,21 @@ static __always_inline void parse_ip_at(struct __sk_buff *skb, __u32 off, __u16 
 		struct iphdr ip;
 
 		p->family = PARSE_V4;
-		if (load_net(skb, off, &ip, sizeof(ip)) < 0)
+		if (load_net(skb, off, &ip, sizeof(ip)) < 0 || ip.version != 4 || ip.ihl < 5)
 			return;
 		__builtin_memcpy(p->saddr, &ip.saddr, 4);
 		__builtin_memcpy(p->daddr, &ip.daddr, 4);
 		p->dscp = ip.tos >> 2;
 		p->proto = ip.protocol;
 		p->l4_off = off + ip.ihl * 4;
+		p->later_frag = (ip.frag_off & bpf_htons(0x1fff)) != 0;
 		p->complete = 1;
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr ip6;
 		__u8 *b = (__u8 *)&ip6;
 
 		p->family = PARSE_V6;
-		if (load_net(skb, off, &ip6, sizeof(ip6)) < 0)
+		if (load_net(skb, off, &ip6, sizeof(ip6)) < 0 || ip6.version != 6)
 			return;
 		__builtin_memcpy(p->saddr, &ip6.saddr, 16);
 		__builtin_memcpy(p->daddr, &ip6.daddr, 16);
@@ -97,14 +101,27 @@ static __always_inline void parse_ip(struct __sk_buff *skb, struct parsed_ip *p)
 
 /* The inner IP header of an overlay packet whose outer header is outer;
  * returns 0 when it is one (inner filled, complete or not), -1 when the
- * packet is not a tunnel's (UDP on those ports that is not VXLAN or
- * Geneve: its header's reserved bits set, or no IP inside). */
+ * packet is not a tunnel's, so that its outer header decides. The rule,
+ * what the kernel's own receivers accept (drivers/net/vxlan, geneve.c):
+ * - IPIP / IPv6-in-IP (protocol 4 / 41): always a tunnel;
+ * - UDP to 8472 or 4789 is VXLAN when its 8-byte header has the flags of
+ *   the I bit alone (0x08) and its reserved bytes (1-3, 7) are zero (the
+ *   kernel drops VXLAN with unknown flags or reserved bits);
+ * - UDP to 6081 is Geneve when its version is 0 and its protocol is an
+ *   Ethernet frame (0x6558), IPv4 or IPv6; options (0-252 bytes) skipped;
+ * - anything else, a UDP or tunnel header cut short, and a later IPv4
+ *   fragment (its bytes are no header) is no tunnel.
+ * Once the tunnel header is recognized the packet is the tunnel's: an inner
+ * frame cut short or not IP (ARP inside) leaves inner incomplete (the
+ * default class), never the node's outer mark. */
 static __always_inline int parse_inner(struct __sk_buff *skb, const struct parsed_ip *outer, struct parsed_ip *inner)
 {
 	__u32 off = outer->l4_off;
 	__u16 eth_proto;
 
-	if (!outer->complete)
+	inner->family = PARSE_NOT_IP;
+	inner->complete = 0;
+	if (!outer->complete || outer->later_frag)
 		return -1;
 	if (outer->proto == IPPROTO_IPIP || outer->proto == IPPROTO_IPV6) {
 		parse_ip_at(skb, off, outer->proto == IPPROTO_IPIP ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6),
@@ -132,7 +149,7 @@ static __always_inline int parse_inner(struct __sk_buff *skb, const struct parse
 			eth_proto = (__u16)((tun[2] << 8) | tun[3]);
 			if (eth_proto == ETH_P_IP || eth_proto == ETH_P_IPV6) {
 				parse_ip_at(skb, off, bpf_htons(eth_proto), inner);
-				return inner->family == PARSE_NOT_IP ? -1 : 0;
+				return 0;
 			}
 			if (eth_proto != ETH_P_TEB)
 				return -1;
@@ -140,10 +157,9 @@ static __always_inline int parse_inner(struct __sk_buff *skb, const struct parse
 			return -1;
 		}
 		/* the inner Ethernet frame */
-		if (load_net(skb, off + 12, &eth_proto, sizeof(eth_proto)) < 0)
-			return -1;
-		parse_ip_at(skb, off + ETH_HLEN, eth_proto, inner);
-		return inner->family == PARSE_NOT_IP ? -1 : 0;
+		if (load_net(skb, off + 12, &eth_proto, sizeof(eth_proto)) == 0)
+			parse_ip_at(skb, off + ETH_HLEN, eth_proto, inner);
+		return 0;
 	}
 	return -1;
 }

@@ -25,7 +25,9 @@ Environment: BENCH_REPS (default 3), BENCH_SECONDS (seconds of each cell's
 inference load, default 4.5, the first 0.5 not counted; the demo: 8), BENCH_CCS (default "cubic bbr"),
 BENCH_ARMS (default all), BENCH_CELLS or CELLS (fnmatch patterns over cell
 names DIRECTION-LOAD-CLIENT-CC, e.g. "download-*-http-*,egress-large-*";
-default all 24), BENCH_RATE_MBIT (default 500). Every number in the outputs
+default all 24), BENCH_RATE_MBIT (default 500), BENCH_DATAPATHS (the pod
+network's datapaths, lab.DATAPATHS: "routed vxlan"; default "routed"; the
+cells of every other datapath are named DATAPATH/CELL). Every number in the outputs
 comes from the run."""
 
 import argparse
@@ -734,12 +736,29 @@ def write_docs(path, docs_dir, ctx):
         f.write("\n".join(lines))
 
 
-def run_matrix(build, outdir, reps, w, ccs, arms, cells, log=log):
-    """The P4 matrix: per repetition, per (direction, cc) group, every arm as
-    one instance (rotated by the repetition: arms interleaved), its cells in
-    an order rotated by the repetition too. Returns (lab, results, skipped,
-    runnable arms)."""
-    lab = L.Lab(build, rate_mbit=int(os.environ.get("BENCH_RATE_MBIT", L.DEFAULT_RATE_MBIT)))
+def run_matrix(build, outdir, reps, w, ccs, arms, cells, log=log, datapaths=("routed",)):
+    """The P4 matrix on each datapath (a lab of its own, one after the
+    other; the routed one last, its lab returned up for what follows).
+    Returns (lab, results, skipped, runnable arms)."""
+    order = sorted(datapaths, key=lambda d: d == "routed")
+    results, skipped, runnable = [], {}, []
+    for i, dp in enumerate(order):
+        log(f"P4: datapath {dp}")
+        lab, res, sk, run = run_matrix_on(build, outdir, reps, w, arms, cells, log, dp)
+        results += res
+        skipped.update(sk)
+        runnable = run if not runnable else [a for a in runnable if a in run]
+        if i + 1 < len(order):
+            for p in lab.teardown():
+                log(f"teardown: {p}")
+    return lab, results, skipped, runnable
+
+
+def run_matrix_on(build, outdir, reps, w, arms, cells, log, datapath):
+    """The P4 matrix on one datapath: per repetition, per (direction, cc)
+    group, every arm as one instance (rotated by the repetition: arms
+    interleaved), its cells in an order rotated by the repetition too."""
+    lab = L.Lab(build, rate_mbit=int(os.environ.get("BENCH_RATE_MBIT", L.DEFAULT_RATE_MBIT)), datapath=datapath)
     results, skipped = [], {}
     try:
         lab.setup()
@@ -768,7 +787,7 @@ def run_matrix(build, outdir, reps, w, ccs, arms, cells, log=log):
                 for arm in order:
                     k += 1
                     t = time.monotonic()
-                    log(f"P4 rep {rep + 1}/{reps} [{k}/{n_inst * reps}] {arm} {d} {cc}: {len(cs)} cells")
+                    log(f"P4 {datapath} rep {rep + 1}/{reps} [{k}/{n_inst * reps}] {arm} {d} {cc}: {len(cs)} cells")
                     results += O.run_instance(lab, arm, d, cc, cs, w, rep, outdir, log=log)
                     log(f"    ({time.monotonic() - t:.0f} s)")
         return lab, results, skipped, runnable
@@ -854,12 +873,16 @@ def bench(build, full, reps, skip_p1=False):
         return 2
     cells_env = os.environ.get("BENCH_CELLS") or os.environ.get("CELLS") or ""
     cells = O.select_cells(cells_env, ccs)
+    datapaths = os.environ.get("BENCH_DATAPATHS", "routed").split()
+    if not datapaths or any(d not in L.DATAPATHS for d in datapaths):
+        log(f"BENCH_DATAPATHS: {' '.join(datapaths) or '(empty)'}: want some of {' '.join(L.DATAPATHS)}")
+        return 2
     mach = machine()
     log(f"bench: {mach['nproc']} CPUs, kernel {mach['kernel']}, load {' '.join(mach['loadavg'])}; "
-        f"{len(cells)} cells x {len(arms)} arms x {reps} repetitions; results in {outdir}")
+        f"{len(cells)} cells x {len(datapaths)} datapaths x {len(arms)} arms x {reps} repetitions; results in {outdir}")
     p1 = run_p1(build) if (full and not skip_p1) else None
     t_m = time.monotonic()
-    lab, results, skipped, runnable = run_matrix(build, outdir, reps, w, ccs, arms, cells)
+    lab, results, skipped, runnable = run_matrix(build, outdir, reps, w, ccs, arms, cells, datapaths=datapaths)
     matrix_s = time.monotonic() - t_m
     agent_download = O.agent_supports(lab, "downlinkRate")  # before teardown removes the lab's binaries
     try:
@@ -871,13 +894,14 @@ def bench(build, full, reps, skip_p1=False):
     linerate = run_linerate(build, outdir) if full else {"skipped": "bench-lab"}
     env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in
                    ("BENCH_REPS", "BENCH_SECONDS", "BENCH_CCS", "BENCH_ARMS", "BENCH_CELLS", "CELLS",
-                    "BENCH_RATE_MBIT") if k in os.environ)
+                    "BENCH_RATE_MBIT", "BENCH_DATAPATHS") if k in os.environ)
     run = {"matrix": True, "machine": mach, "workload": vars(w), "loads": {
                lo: O.load_spec(lo, lab.rate_mbit, w).text for lo in O.LOADS}, "results": results, "cells": cells,
            "dynamic": dyn, "skipped": skipped, "p1": p1, "agent_bench": agent_bench, "linerate": linerate, "ccs": ccs,
            "arms": [a for a in arms if a in runnable], "reps": reps, "rate_mbit": lab.rate_mbit,
            "fifo_bytes": lab.fifo_bytes, "full": full, "vegeta": lab.vegeta, "matrix_seconds": matrix_s,
-           "agent_download": agent_download,
+           "agent_download": agent_download, "datapaths": datapaths,
+           "datapath_text": {d: L.DATAPATHS[d].text for d in datapaths},
            "command": f"{env + ' ' if env else ''}make {'bench' if full else 'bench-lab'}",
            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "seconds": time.monotonic() - t0}
     with open(os.path.join(outdir, "results.json"), "w") as f:

@@ -18,6 +18,14 @@ The fabric runs iperf3 servers, one `loadgen server` per congestion control
 (LOADGEN_PORTS) and, when nginx is installed, nginx (HTTP_PORT, the files of
 httpload.FILES); the HTTP client is vegeta (hack/build-vegeta.sh).
 
+The pod network has a datapath (DATAPATHS, `Lab(datapath=...)`): `routed`
+(the pods' packets cross the uplink as they are) or `vxlan` (a VXLAN overlay
+built as Flannel builds it: the pods ptp with MTU 1450, `vx0` VNI 42 on UDP
+8472 over the uplink, the servers behind the fabric's `vx1` at an overlay
+address, so every pod packet crosses the uplink and the bottleneck
+encapsulated). A datapath is one class with setup/after_agent hooks: a third
+(e.g. a CNI's stand-in) is one more entry.
+
 Everything made here carries the prefix aqt-lab-<tag>- and is removed by
 Lab.teardown() (also on signals); `lab.py down --tag T` removes what a killed
 run left. Used by test/bench/outcome.py (arms, demo, bench) and by the smoke
@@ -368,9 +376,60 @@ class Agent:
             self.lab.note(f"aiqos-agent --cleanup exited {p.returncode}: {(p.stderr or p.stdout).strip()[:300]}")
 
 
+class Routed:
+    """The pods' packets cross the uplink as they are (kindnet, Calico BGP)."""
+    name = "routed"
+    text = "routed: the pods' packets cross the uplink unencapsulated (ptp, MTU 1500)"
+    pod_mtu = 1500
+    server_ip = FABRIC_IP  # where the fabric's servers listen (the pods' peer)
+
+    def setup(self, lab):
+        """After the lab's links and routes, before its servers start."""
+
+    def after_agent(self, lab):
+        """Once the aiqos agent reports its mode (the aiqos arms only)."""
+
+
+VXLAN_NODE_MAC, VXLAN_FAB_MAC = "0e:00:00:00:00:01", "0e:00:00:00:01:01"
+VXLAN_SERVER_IP = "10.98.1.2"
+
+
+class Vxlan(Routed):
+    """Flannel's VXLAN backend: each node a /24 of the overlay (10.98.0.0 and
+    10.98.1.0 on the VXLAN devices), routes to the other node's pod CIDR via
+    its VXLAN address onlink, a permanent neighbour and an fdb entry toward
+    its underlay address; the pods ptp with MTU 1450."""
+    name = "vxlan"
+    text = ("vxlan: a VXLAN overlay as Flannel builds it (pods ptp MTU 1450, `vx0` VNI 42 on UDP 8472 over the "
+            "uplink; the servers behind the fabric's `vx1`): every pod packet crosses the uplink and the "
+            "bottleneck encapsulated, the node's address outside")
+    pod_mtu = 1450
+    server_ip = VXLAN_SERVER_IP
+
+    def setup(self, lab):
+        for ns, dev, under, local, remote, mac, peer_mac, addr, peer_addr in (
+                (lab.node, "vx0", UPLINK, NODE_UP_IP, FABRIC_IP, VXLAN_NODE_MAC, VXLAN_FAB_MAC, "10.98.0.0",
+                 "10.98.1.0"),
+                (lab.fabric, "vx1", FABRIC_DEV, FABRIC_IP, NODE_UP_IP, VXLAN_FAB_MAC, VXLAN_NODE_MAC, "10.98.1.0",
+                 "10.98.0.0")):
+            sh("ip", "-n", ns, "link", "add", dev, "address", mac, "type", "vxlan", "id", "42", "dev", under,
+               "dstport", "8472", "local", local, "nolearning")
+            sh("ip", "-n", ns, "link", "set", dev, "mtu", "1450", "up")
+            sh("ip", "-n", ns, "addr", "add", f"{addr}/32", "dev", dev)
+            sh("ip", "-n", ns, "neigh", "add", peer_addr, "lladdr", peer_mac, "dev", dev, "nud", "permanent")
+            sh(*nsexec(ns, "bridge", "fdb", "append", peer_mac, "dev", dev, "dst", remote))
+        sh("ip", "-n", lab.node, "route", "add", "10.98.1.0/24", "via", "10.98.1.0", "dev", "vx0", "onlink")
+        sh("ip", "-n", lab.fabric, "addr", "add", f"{VXLAN_SERVER_IP}/32", "dev", "lo")
+        sh("ip", "-n", lab.fabric, "route", "add", POD_SUBNET, "via", "10.98.0.0", "dev", "vx1", "onlink", "src",
+           VXLAN_SERVER_IP)
+
+
+DATAPATHS = {d.name: d for d in (Routed, Vxlan)}
+
+
 class Lab:
     def __init__(self, build, tag=None, rate_mbit=DEFAULT_RATE_MBIT, fifo_bytes=DEFAULT_FIFO_BYTES, verbose=False,
-                 keep_tmp=False):
+                 keep_tmp=False, datapath="routed"):
         self.build = os.path.abspath(build)
         # setup() copies the binaries into the lab (bin_dir) and uses the
         # copies: a rebuild of BUILD during a run cannot change them midway
@@ -384,6 +443,10 @@ class Lab:
         self.node, self.wire, self.fabric = (f"{self.prefix}{n}" for n in ("node", "wire", "fabric"))
         self.rate_mbit = rate_mbit
         self.fifo_bytes = fifo_bytes
+        if datapath not in DATAPATHS:
+            raise LabError(f"datapath {datapath!r}: want one of {', '.join(DATAPATHS)}")
+        self.dp = DATAPATHS[datapath]()
+        self.server_ip = self.dp.server_ip
         self.verbose = verbose
         self.keep_tmp = keep_tmp
         self.tmp = None
@@ -504,25 +567,27 @@ class Lab:
         sh("ip", "-n", self.fabric, "route", "add", "default", "via", WIRE_FAB_IP)
         for ns in (self.node, self.wire):
             sh(*nsexec(ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"))
+        self.dp.setup(self)
         self.set_bottleneck("bfifo")
         self._cc_change = allow_ccs(CCS)
         if self._cc_change:
             self.note(f"host tcp_allowed_congestion_control: {' '.join(self._cc_change[1])} (restored at teardown)")
         for i in range(IPERF_SERVERS):
-            self.spawn(f"iperf3-s{i}", nsexec(self.fabric, "iperf3", "-s", "-B", FABRIC_IP, "-p", IPERF_PORT0 + i))
+            self.spawn(f"iperf3-s{i}", nsexec(self.fabric, "iperf3", "-s", "-B", self.server_ip, "-p",
+                                              IPERF_PORT0 + i))
         # SCHED_FIFO like the clients (outcome.Workload.rt_prio): other work on
         # the machine must not show up as request latency
         for cc, port in LOADGEN_PORTS.items():
             lg = self.spawn(f"loadgen-server-{cc}", nsexec(self.fabric, "chrt", "-f", LOADGEN_RT_PRIO, self.loadgen,
-                                                           "server", "--listen", f"{FABRIC_IP}:{port}", "--cc", cc))
-            self._wait_port(self.fabric, FABRIC_IP, port, lg)
+                                                           "server", "--listen", f"{self.server_ip}:{port}", "--cc", cc))
+            self._wait_port(self.fabric, self.server_ip, port, lg)
         self.vegeta = vegeta_path()
         if self.nginx:
             import httpload  # noqa: PLC0415 (test/bench/httpload.py; imports this module)
-            httpload.start_nginx(self, self.fabric, "fabric", FABRIC_IP)
+            httpload.start_nginx(self, self.fabric, "fabric", self.server_ip)
         for i in range(IPERF_SERVERS):
-            self._wait_port(self.fabric, FABRIC_IP, IPERF_PORT0 + i, self.procs[f"iperf3-s{i}"])
-        self.note(f"lab {self.tag} up in {self.tmp}")
+            self._wait_port(self.fabric, self.server_ip, IPERF_PORT0 + i, self.procs[f"iperf3-s{i}"])
+        self.note(f"lab {self.tag} ({self.dp.name}) up in {self.tmp}")
         return self
 
     def _wait_port(self, ns, host, port, proc, timeout_s=10):
@@ -642,7 +707,7 @@ class Lab:
 
     # -- CNI
     def ptp_conf(self):
-        return {"type": "ptp", "ipMasq": False, "mtu": 1500,
+        return {"type": "ptp", "ipMasq": False, "mtu": self.dp.pod_mtu,
                 "ipam": {"type": "host-local", "dataDir": os.path.join(self.tmp, "ipam"),
                          "ranges": [[{"subnet": POD_SUBNET}]], "routes": [{"dst": "0.0.0.0/0"}]}}
 
@@ -852,6 +917,7 @@ def main(argv):
     up.add_argument("--build", default=os.path.join(REPO, "build"))
     up.add_argument("--tag")
     up.add_argument("--rate-mbit", type=int, default=DEFAULT_RATE_MBIT)
+    up.add_argument("--datapath", choices=list(DATAPATHS), default="routed")
     dn = sub.add_parser("down", help="remove what a killed run left")
     g = dn.add_mutually_exclusive_group(required=True)
     g.add_argument("--tag")
@@ -862,11 +928,11 @@ def main(argv):
         print(f"removed {len(removed)} netns" + (f": {' '.join(removed)}" if removed else ""))
         return 0
     install_signal_teardown()
-    lab = Lab(a.build, tag=a.tag, rate_mbit=a.rate_mbit, verbose=True)
+    lab = Lab(a.build, tag=a.tag, rate_mbit=a.rate_mbit, verbose=True, datapath=a.datapath)
     try:
         lab.setup()
         print(f"lab {lab.tag}: node {lab.node}, wire {lab.wire} ({WIRE_OUT}: {lab.rate_mbit} Mbit/s + bfifo "
-              f"{lab.fifo_bytes} B), fabric {lab.fabric} ({FABRIC_IP}: iperf3 {IPERF_PORT0}.., loadgen "
+              f"{lab.fifo_bytes} B), fabric {lab.fabric} ({lab.server_ip}: iperf3 {IPERF_PORT0}.., loadgen "
               f"{LOADGEN_PORT})\n  e.g. ip netns exec {lab.node} tc -s qdisc show dev {UPLINK}\nCtrl-C tears it down.",
               flush=True)
         while True:

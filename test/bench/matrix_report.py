@@ -64,8 +64,15 @@ def med_range(values, fmt):
 
 
 def cell_order(cells):
+    """The routed matrix's order, each other datapath's cells after it in
+    the order of lab.DATAPATHS."""
     key = {c: i for i, c in enumerate(O.all_cells(("cubic", "bbr")))}
-    return sorted(cells, key=lambda c: key.get(c, len(key)))
+    dps = list(O.L.DATAPATHS)
+
+    def k(c):
+        dp = O.cell_datapath(c)
+        return (dps.index(dp) if dp in dps else len(dps), key.get(c.split("/", 1)[-1], len(key)))
+    return sorted(cells, key=k)
 
 
 def summarize(results):
@@ -77,7 +84,8 @@ def summarize(results):
     for cell in cell_order(by):
         arms = by[cell]
         d, load, client, cc = O.split_cell(cell)
-        s = {"cell": cell, "direction": d, "load": load, "client": client, "cc": cc, "arms": {}}
+        s = {"cell": cell, "datapath": O.cell_datapath(cell), "direction": d, "load": load, "client": client,
+             "cc": cc, "arms": {}}
         for arm, reps in arms.items():
             rs = [reps[k] for k in sorted(reps)]
             s["arms"][arm] = {k: [r.get(k) for r in rs] for k in (
@@ -145,14 +153,18 @@ def _p99(s, arm):
 
 
 def matrix_table(summ):
-    """The matrix: one row per cell, medians."""
+    """The matrix: one row per cell, medians; a datapath column when the
+    run has cells of another datapath than the routed one."""
+    dp = any(s["datapath"] != "routed" for s in summ.values())
     out = ["| direction | inference load | client | cc | idle p99 | deep FIFO p99 | bandwidth p99 | aiqos p99 | "
            "FIFO / aiqos (≥ 10×) | aiqos / idle (≤ 2×, large ≤ 3×) | goodput aiqos / FIFO (≥ 95 %) | "
            "aiqos errors + timeouts | verdict |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    if dp:
+        out = ["| datapath " + out[0], "|---" + out[1]]
     for s in summ.values():
         v = {"met": "met", "missed": "**missed**", "incomplete": "incomplete"}[s["verdict"]]
-        out.append(f"| {s['direction']} | {s['load']} | {s['client']} | {s['cc']} | {ms(_p99(s, 'idle'))} | "
+        out.append(f"{'| ' + s['datapath'] + ' ' if dp else ''}| {s['direction']} | {s['load']} | {s['client']} | {s['cc']} | {ms(_p99(s, 'idle'))} | "
                    f"{ms(_p99(s, 'fifo'))} | {ms(_p99(s, 'bandwidth'))} | {ms(_p99(s, 'aiqos'))} | "
                    f"{ratio(med(s['fifo_over_aiqos']))} | {ratio(med(s['aiqos_over_idle']))} | "
                    f"{pct(med(s['goodput_aiqos_over_fifo']))} | "

@@ -171,7 +171,7 @@ def qdisc_counters(stats):
 
 
 def iperf_argv(pod, port, cc, seconds, flows, omit_s=1, interval_s=None):
-    argv = pod.exec("iperf3", "-c", L.FABRIC_IP, "-p", port, "-t", f"{seconds:.1f}", "-P", flows, "-C", cc, "-J",
+    argv = pod.exec("iperf3", "-c", pod.lab.server_ip, "-p", port, "-t", f"{seconds:.1f}", "-P", flows, "-C", cc, "-J",
                     "--connect-timeout", "3000")
     if omit_s:
         argv += ["-O", str(omit_s)]
@@ -181,7 +181,7 @@ def iperf_argv(pod, port, cc, seconds, flows, omit_s=1, interval_s=None):
 
 def loadgen_argv(lab, pod, w, cc, duration_s, out, label, warmup_s=None):
     rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
-    return pod.exec(*rt, lab.loadgen, "client", "--connect", f"{L.FABRIC_IP}:{L.LOADGEN_PORTS.get(cc, L.LOADGEN_PORT)}", "--rate", w.rate,
+    return pod.exec(*rt, lab.loadgen, "client", "--connect", f"{lab.server_ip}:{L.LOADGEN_PORTS.get(cc, L.LOADGEN_PORT)}", "--rate", w.rate,
                     "--duration", f"{duration_s:.2f}", "--conns", w.conns, "--req", w.req_bytes, "--resp",
                     w.resp_bytes, "--warmup", f"{w.lg_warmup_s if warmup_s is None else warmup_s:.2f}", "--cc", cc,
                     "--label", label, "--out", out)
@@ -453,8 +453,15 @@ CLIENT_TEXT = {"loadgen": "loadgen (the project's open-loop generator, Poisson)"
                "http": "nginx + vegeta (HTTP/1.1 keepalive, constant rate)"}
 
 
-def cell_name(direction, load, client, cc):
-    return f"{direction}-{load}-{client}-{cc}"
+def cell_name(direction, load, client, cc, datapath="routed"):
+    """DIRECTION-LOAD-CLIENT-CC; on another datapath than the routed one
+    (lab.DATAPATHS) prefixed DATAPATH/ (the routed matrix keeps its names)."""
+    base = f"{direction}-{load}-{client}-{cc}"
+    return base if datapath == "routed" else f"{datapath}/{base}"
+
+
+def cell_datapath(cell):
+    return cell.split("/", 1)[0] if "/" in cell else "routed"
 
 
 def all_cells(ccs=L.CCS):
@@ -476,7 +483,7 @@ def select_cells(patterns, ccs):
 
 
 def split_cell(cell):
-    d, lo, c, cc = cell.split("-")
+    d, lo, c, cc = cell.split("/", 1)[-1].split("-")
     return d, lo, c, cc
 
 
@@ -579,7 +586,7 @@ def _run_cell_loadgen(lab, direction, spec, cc, w, inf, out, label):
     if direction == "egress":
         ns, target = lab.fabric, f"{inf.ip}:{L.LOADGEN_PORT}"
     else:
-        ns, target = inf.netns, f"{L.FABRIC_IP}:{L.LOADGEN_PORTS.get(cc, L.LOADGEN_PORT)}"
+        ns, target = inf.netns, f"{lab.server_ip}:{L.LOADGEN_PORTS.get(cc, L.LOADGEN_PORT)}"
     argv = L.nsexec(ns, *rt, lab.loadgen, "client", "--connect", target, "--rate", spec.rate, "--duration",
                     f"{w.cell_s:.2f}", "--conns", spec.conns, "--req", w.req_bytes, "--resp", spec.resp_bytes,
                     "--warmup", f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--cc", cc, "--label", label,
@@ -605,7 +612,7 @@ def _run_cell_http(lab, direction, spec, cc, w, inf, out_prefix):
     if direction == "egress":
         ns, url = lab.fabric, f"http://{inf.ip}:{L.HTTP_PORT}/{fname}"
     else:
-        ns, url = inf.netns, f"http://{L.FABRIC_IP}:{L.HTTP_PORT}/{fname}"
+        ns, url = inf.netns, f"http://{lab.server_ip}:{L.HTTP_PORT}/{fname}"
     d = httpload.run_vegeta(lab, ns, url, spec.rate, w.cell_s, w.lg_warmup_s, out_prefix, timeout_s=w.timeout_s,
                             rt_prio=w.rt_prio, burst=spec.burst)
     lat = d["latency_us"]
@@ -668,7 +675,8 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
     lab.set_bottleneck(spec.get("leaf", "bfifo"))
     pods, train, procs, results, servers = [], [], [], [], []
     agent = sampler = None
-    base = {"arm": arm, "direction": direction, "cc": cc, "rep": rep, "title": spec["title"]}
+    base = {"arm": arm, "direction": direction, "cc": cc, "rep": rep, "title": spec["title"],
+            "datapath": lab.dp.name}
     inst = {}
     lab.use_build(os.environ.get(spec["bins_env"]) if spec.get("bins_env") else None)
     try:
@@ -714,6 +722,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         if agent is not None:
             inst["mode_wait_s"] = round(agent.wait_mode("mixed" if train else "inference"), 3)
             inst.update({f"agent_{k}": v for k, v in _agent_snapshot(agent).items()})
+            lab.dp.after_agent(lab)
             _x_node_cmds(lab, spec, inst)
         inst["node_ifbs"] = lab.node_ifbs()
         sampler = CellSampler(lab, w.sample_s)
@@ -730,7 +739,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             time.sleep(w.warm_s)
         for i, (load, client) in enumerate(cells):
             ls = load_spec(load, lab.rate_mbit, w)
-            cell = cell_name(direction, load, client, cc)
+            cell = cell_name(direction, load, client, cc, lab.dp.name)
             tag = f"{itag}-{load}-{client}"
             r = dict(base, cell=cell, load=load, client=client, loadavg_start=loadavg(), order=i,
                      offered_mbit=round(ls.mbit(), 1))

@@ -105,7 +105,7 @@ def run(lab, arm, direction, rep, a):
             time.sleep(0.3)
             client = L.nsexec(lab.fabric, *rt, lab.loadgen, "client", "--connect", f"{inf.ip}:{PROBE_PORT}", *common)
         else:
-            client = inf.exec(*rt, lab.loadgen, "client", "--connect", f"{L.FABRIC_IP}:{L.LOADGEN_PORT}", *common)
+            client = inf.exec(*rt, lab.loadgen, "client", "--connect", f"{lab.server_ip}:{L.LOADGEN_PORT}", *common)
         time.sleep(a.warm)
         lg = subprocess.run([str(x) for x in client], capture_output=True, text=True, timeout=a.duration + 60)
         if srv is not None:

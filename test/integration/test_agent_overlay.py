@@ -1,12 +1,14 @@
 """test_agent_overlay.py — a lab node whose pod network is a VXLAN overlay
 built as Flannel builds it (the pods routed; `vx0`, VNI 42 on UDP 8472 over
-the uplink; the other node's pod CIDR routed through it with a permanent
+the uplink, and Calico's `vxlan.calico` on 4789; the other node's pod CIDR routed through it with a permanent
 neighbour and an fdb entry toward that node): the pods' packets reach the
 uplink encapsulated, the node's address outside, and still land in their
 pod's class of the uplink's tree, by the address inside the encapsulation.
 Outcome checked, not layout: the packets each class sent. Root, network
 namespaces, the CI kernel (vxlan)."""
 import time
+
+import pytest
 
 import agentlab
 from agentlab import class_packets, wait_until
@@ -17,19 +19,21 @@ CONFIG = {"uplinkRate": "500mbit", "downlink": False, "debounceMs": 50, "mixedHo
 REMOTE_CIDR, REMOTE_GW, REMOTE_MAC = "10.98.1.0/24", "10.98.1.0", "0e:00:00:00:01:01"
 
 
-def vxlan_overlay(node):
+def vxlan_overlay(node, dev="vx0", port=8472):
+    """Flannel's VXLAN (flannel.1, 8472); Calico's is vxlan.calico on 4789."""
     up_ip = f"{node.uplink_net}.2"
-    node.sh("ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "dev", "up0", "dstport", "8472", "local", up_ip,
+    node.sh("ip", "link", "add", dev, "type", "vxlan", "id", "42", "dev", "up0", "dstport", str(port), "local", up_ip,
             "nolearning")
-    node.sh("ip", "link", "set", "vx0", "mtu", "1450", "up")
-    node.sh("ip", "addr", "add", "10.98.0.0/32", "dev", "vx0")
-    node.sh("ip", "route", "add", REMOTE_CIDR, "via", REMOTE_GW, "dev", "vx0", "onlink")
-    node.sh("ip", "neigh", "add", REMOTE_GW, "lladdr", REMOTE_MAC, "dev", "vx0", "nud", "permanent")
-    node.sh("bridge", "fdb", "append", REMOTE_MAC, "dev", "vx0", "dst", f"{node.uplink_net}.1")
+    node.sh("ip", "link", "set", dev, "mtu", "1450", "up")
+    node.sh("ip", "addr", "add", "10.98.0.0/32", "dev", dev)
+    node.sh("ip", "route", "add", REMOTE_CIDR, "via", REMOTE_GW, "dev", dev, "onlink")
+    node.sh("ip", "neigh", "add", REMOTE_GW, "lladdr", REMOTE_MAC, "dev", dev, "nud", "permanent")
+    node.sh("bridge", "fdb", "append", REMOTE_MAC, "dev", dev, "dst", f"{node.uplink_net}.1")
 
 
-def test_pods_classified_inside_the_vxlan_encapsulation(node):
-    vxlan_overlay(node)
+@pytest.mark.parametrize("dev,port", [("vx0", 8472), ("vxlan.calico", 4789)], ids=["flannel", "calico"])
+def test_pods_classified_inside_the_vxlan_encapsulation(node, dev, port):
+    vxlan_overlay(node, dev, port)
     node.start_agent(CONFIG)
     inf = node.add_pod(INF)
     train = node.add_pod(TRAIN)
@@ -54,6 +58,34 @@ def test_pods_classified_inside_the_vxlan_encapsulation(node):
     # they were encapsulated: the node's address outside, UDP 8472
     out = node.sh("tc", "-s", "filter", "show", "dev", "up0", "egress").stdout
     assert "aiqos_cls_edt" in out, out
+    # the agent knows the datapath: vx0 sends by the uplink, 50 bytes a
+    # packet, counted in uplinkOverhead (not set in the config: 24 + 50)
+    dp = node.status()["datapath"]
+    assert dp["encapsulation"] == "vxlan" and dp["tunnelHeaderBytes"] == 50, dp
+    assert dp["uplinkOverhead"] == 74 and dp["uplinkOverheadFrom"] == "auto", dp
+    assert [{k: t[k] for k in ("device", "kind", "port", "link", "outer", "viaUplink", "headerBytes")}
+            for t in dp["tunnels"]] == [{"device": dev, "kind": "vxlan", "port": port, "link": "up0",
+                                         "outer": "ipv4", "viaUplink": True, "headerBytes": 50}], dp
+    assert "overhead 74" in node.sh("tc", "class", "show", "dev", "up0").stdout
+    m = node.metrics()
+    assert f'aiqos_datapath_info{{encapsulation="vxlan",tunnel="{dev}",port="{port}",header_bytes="50",' in m, m
+    assert 'aiqos_uplink_overhead_bytes{from="auto"} 74' in m, m
+    text = node.aiqosctl("status").stdout
+    assert f"datapath: encapsulation vxlan ({dev} vxlan port {port} on up0 over ipv4, 50 bytes, via the uplink)" in \
+        text, text
+    assert "uplinkOverhead: 74 bytes (auto)" in text, text
+
+
+def test_uplink_overhead_set_in_the_config_is_kept(node):
+    """uplinkOverhead in the config wins over the tunnel's header."""
+    vxlan_overlay(node)
+    node.start_agent(dict(CONFIG, uplinkOverhead=30))
+    node.add_pod(INF)
+    node.add_pod(TRAIN)
+    wait_until(lambda: "overhead 30" in node.sh("tc", "class", "show", "dev", "up0").stdout, 10,
+               "HTB classes counting 30 bytes")
+    dp = node.status()["datapath"]
+    assert dp["uplinkOverhead"] == 30 and dp["uplinkOverheadFrom"] == "config", dp
 
 
 def test_download_classified_inside_the_vxlan_encapsulation(node):
@@ -95,3 +127,23 @@ def test_download_classified_inside_the_vxlan_encapsulation(node):
                        5, "the inference pod's packets in 1:10 on the ifb")
     assert after["1:30"] - before["1:30"] >= 50, (before, after)
     assert after["1:20"] - before["1:20"] < 20, (before, after)
+
+
+def test_a_tunnel_that_appears_later_is_discovered(node):
+    """Flannel creates flannel.1 after the agent started: the link monitor
+    sees the tunnel device, the datapath becomes vxlan and the classes count
+    its header (24 -> 74) without a restart; it goes again: back to 24."""
+    node.start_agent(CONFIG)
+    node.add_pod(INF)
+    node.add_pod(TRAIN)
+    wait_until(lambda: "overhead 24" in node.sh("tc", "class", "show", "dev", "up0").stdout, 10,
+               "HTB classes counting 24 bytes")
+    assert node.status()["datapath"]["encapsulation"] == "none"
+    vxlan_overlay(node)
+    wait_until(lambda: "overhead 74" in node.sh("tc", "class", "show", "dev", "up0").stdout, 10,
+               "HTB classes counting 74 bytes once vx0 exists")
+    assert node.status()["datapath"]["encapsulation"] == "vxlan"
+    node.sh("ip", "link", "del", "vx0")
+    wait_until(lambda: "overhead 24" in node.sh("tc", "class", "show", "dev", "up0").stdout, 10,
+               "HTB classes counting 24 bytes once vx0 is gone")
+    assert node.status()["datapath"]["tunnels"] == []

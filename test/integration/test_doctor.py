@@ -208,3 +208,33 @@ def test_install_logs_the_findings(netns, tmp_path):
     assert any("section=uplink" in l for l in lines), p.stderr
     assert "exit=3" in p.stderr
     assert any("id=cni.bandwidth-plugin" in l for l in lines), p.stderr
+
+
+def test_datapath_routed_then_vxlan_overlay(netns, tmp_path):
+    """The datapath section: routed while no tunnel sends by the uplink;
+    with Flannel's VXLAN device on it, encapsulated (vxlan, 50 bytes, the
+    auto uplinkOverhead 74); a VXLAN on a port the classifiers do not parse
+    is a warning; pod CIDRs from the primary's host-local ranges."""
+    primary = {"cniVersion": "1.0.0", "name": "kindnet", "plugins": [
+        {"type": "ptp", "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.3.0/24"}],
+                                                                 [{"subnet": "fd00:10:244:3::/64"}]]}}]}
+    d = conf(tmp_path, {"10-kindnet.conflist": primary})
+    code, f = doctor(netns, d, "--no-kernel-probe")
+    assert any("up0" in t and "routed" in t for t in texts(f, "datapath", "ok")), f
+    assert any("10.244.3.0/24 fd00:10:244:3::/64" in t for t in texts(f, "datapath", "info")), f
+    sh("ip", "-n", netns, "link", "add", "flannel.1", "type", "vxlan", "id", "1", "dev", "up0", "dstport", "8472",
+       "local", "192.0.2.2", "nolearning")
+    sh("ip", "-n", netns, "link", "set", "flannel.1", "up")
+    code, f = doctor(netns, d, "--no-kernel-probe")
+    ok = texts(f, "datapath", "ok")
+    assert any("encapsulated (vxlan, 50 bytes" in t and "counts 74 bytes" in t for t in ok), f
+    assert any(t.startswith("flannel.1: vxlan, port 8472, on up0, over IPv4, 50 bytes a packet, via the uplink")
+               for t in texts(f, "datapath", "info")), f
+    assert not texts(f, "datapath", "warn"), f
+    # a VXLAN on 4790 by the uplink: its pods cannot be told apart
+    sh("ip", "-n", netns, "link", "add", "vx9", "type", "vxlan", "id", "9", "dev", "up0", "dstport", "4790")
+    sh("ip", "-n", netns, "link", "set", "vx9", "up")
+    code, f = doctor(netns, d, "--no-kernel-probe")
+    warn = [x for x in f if x["id"] == "datapath.tunnel-unparsed"]
+    assert len(warn) == 1 and "vx9" in warn[0]["text"] and "4790" in warn[0]["text"], f
+    assert code == 3, f

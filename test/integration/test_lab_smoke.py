@@ -6,6 +6,7 @@ that traffic flows and that the link is the bottleneck, that the plugins of
 each chain did their part, and (once the agent exists) that the node mode
 switches to mixed when training and inference pods share the node."""
 
+import json
 import os
 import sys
 import time
@@ -232,3 +233,27 @@ def test_vegeta_stalled_attack_costs_the_cell_not_the_run(tmp_path, monkeypatch)
     assert time.monotonic() - t < 10, "the stalled attack was not stopped at its deadline"
     assert s["stalled_attacks"] == 1 and s["unrecorded"] == 97, s
     assert s["latency_us"]["count"] == 3 and s["timeouts"] == 97 and s["sent"] == 100 and s["errors"] == 0, s
+
+
+def test_vxlan_datapath_crosses_the_wire_encapsulated(plugin):
+    """The bench's vxlan datapath (lab.DATAPATHS): the pods' traffic to the
+    servers reaches them only through vx0 (the wire has no route to the
+    overlay), with the pods' MTU 1450, in both directions."""
+    lab = L.Lab(BUILD, tag=f"vx{cni.SESSION_TAG}"[:8], rate_mbit=RATE_MBIT, datapath="vxlan")
+    try:
+        lab.setup()
+        assert "10.98." not in L.sh("ip", "-n", lab.wire, "route").stdout
+        pod = lab.add_pod("vxp", "training")
+        assert "mtu 1450" in L.sh("ip", "-n", pod.netns, "link", "show", "eth0").stdout
+
+        def vx0(direction):
+            out = L.sh("ip", "-n", lab.node, "-s", "-j", "link", "show", "vx0").stdout
+            return json.loads(out)[0]["stats64"][direction]["bytes"]
+        for extra, direction in (((), "tx"), (("-R",), "rx")):  # upload, then download (the fabric sends)
+            before = vx0(direction)
+            p = L.sh(*O.iperf_argv(pod, L.IPERF_PORT0, "cubic", 1.0, 1, omit_s=0), *extra, timeout=30)
+            assert '"bits_per_second"' in p.stdout, p.stdout[-500:]
+            assert vx0(direction) - before > 1_000_000, direction
+    finally:
+        problems = lab.teardown()
+        assert not problems, problems

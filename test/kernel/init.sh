@@ -123,6 +123,7 @@ for t in /aiqos/test/test_*; do
 done
 run_suite chain /aiqos/kernel/chain.sh
 run_suite ecn /aiqos/kernel/ecn.sh
+run_suite overlay /aiqos/kernel/overlay.sh
 run_suite kernel_log check_dmesg
 
 echo "=== dmesg (warnings and above)"

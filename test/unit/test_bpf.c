@@ -425,6 +425,298 @@ TEST(classifier_sees_the_pod_inside_overlays)
 	cls_close(&c);
 }
 
+/* The download classifier with the pods' entries without DSCP ones, as
+ * node_down_cls_entries makes them. */
+static bool dcls_up(int *map, int *prog)
+{
+	struct error e = {0};
+
+	if (bpf_dcls_load(map, prog, &e) < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		CHECK(!"the download classifier loads");
+		return false;
+	}
+	CHECK_INT(bpf_cls_map_sync(*map, pods, 5, NULL, &e), 0);
+	return true;
+}
+
+/* ---- overlay edge cases: where the parser's decision is made ---- */
+
+/* Offsets of a tunnel packet's header boundaries (from the frame's start). */
+struct bounds {
+	uint32_t l4;    /* the outer transport header (UDP), or the inner IP for IPIP */
+	uint32_t tun;   /* the tunnel header (VXLAN/Geneve) */
+	uint32_t frame; /* the inner Ethernet frame (or inner IP for geneve-ip) */
+	uint32_t ip;    /* the inner IP header */
+	uint32_t end;   /* past the inner IP header */
+};
+
+/* A tunnel packet whose OUTER header carries the training mark (DSCP 10)
+ * and whose inner packet is the inference pod's (10.75.0.10 or
+ * fd00:75::10, unmarked): the class says what the parser decided —
+ * PRIO_INF: a tunnel, the inner header read; PRIO_DEF: a tunnel cut short
+ * inside; PRIO_TRAIN: no tunnel, the outer header decided. kind: "vxlan",
+ * "vxlan4789", "geneve" (opt_words words of options, an Ethernet frame),
+ * "geneve-ip", "ipip". */
+static struct pkt edge_pkt(const char *kind, bool outer6, bool inner6, unsigned opt_words, struct bounds *b)
+{
+	struct frame f = {0};
+	const char *node = outer6 ? "fd00:1::1" : "192.168.1.1";
+	const char *pod = inner6 ? "fd00:75::10" : "10.75.0.10";
+	bool ipip = !strcmp(kind, "ipip");
+
+	put_eth(&f, outer6 ? 0x86dd : 0x0800);
+	put_ip(&f, node, ipip ? (inner6 ? 41 : 4) : 17, 10);
+	b->l4 = b->tun = b->frame = f.at;
+	if (!ipip) {
+		bool vx = !strncmp(kind, "vxlan", 5), gip = !strcmp(kind, "geneve-ip");
+		uint16_t proto = gip ? (inner6 ? 0x86dd : 0x0800) : 0x6558;
+		uint8_t vxh[8] = {0x08, 0, 0, 0, 0, 0, 42, 0};
+		uint8_t gen[8] = {(uint8_t)opt_words, 0, (uint8_t)(proto >> 8), (uint8_t)proto, 0, 0, 42, 0};
+
+		put_udp(&f, vx ? (!strcmp(kind, "vxlan") ? 8472 : 4789) : 6081);
+		b->tun = f.at;
+		put(&f, vx ? vxh : gen, 8);
+		if (!vx) {
+			/* options: class 0x0102, type 3, length opt_words - 1, then data */
+			for (unsigned w = 0; w < opt_words; w++) {
+				uint8_t o[4] = {0xaa, 0xbb, 0xcc, 0xdd};
+
+				if (w == 0) {
+					o[0] = 0x01;
+					o[1] = 0x02;
+					o[2] = 0x03;
+					o[3] = (uint8_t)(opt_words - 1);
+				}
+				put(&f, o, 4);
+			}
+		}
+		b->frame = f.at;
+		if (!gip)
+			put_eth(&f, inner6 ? 0x86dd : 0x0800);
+	}
+	b->ip = f.at;
+	put_ip(&f, pod, 6, 0);
+	b->end = f.at;
+	pad(&f, 64);
+	return f.p;
+}
+
+static uint32_t class_of(int prog, const struct pkt *p)
+{
+	struct run r = run_ctx(prog, p, 4242, 0, 0);
+
+	CHECK_INT(r.err, 0);
+	CHECK_INT(r.retval, TC_ACT_UNSPEC);
+	return r.priority;
+}
+
+/* Cut at every header boundary of every tunnel kind, both outer and inner
+ * families: up to the end of the UDP + tunnel header the packet is no
+ * tunnel (its outer mark decides); past it, a tunnel whose inner packet is
+ * cut short (the default class: never the node's outer mark); whole, the
+ * pod's class. */
+TEST(overlay_truncated_at_each_boundary)
+{
+	static const char *const kinds[] = {"vxlan", "vxlan4789", "geneve", "geneve-ip", "ipip"};
+	struct cls c;
+
+	if (!cls_up(&c, pods, ARRAY_SIZE(pods)))
+		return;
+	for (unsigned k = 0; k < ARRAY_SIZE(kinds); k++)
+		for (int o6 = 0; o6 < 2; o6++)
+			for (int i6 = 0; i6 < 2; i6++) {
+				struct bounds b;
+				struct pkt full = edge_pkt(kinds[k], o6, i6, 2, &b);
+				bool ipip = !strcmp(kinds[k], "ipip");
+				const struct {
+					uint32_t len;
+					uint32_t want;
+				} cuts[] = {
+				        {b.l4 + 4, ipip ? PRIO_DEF : PRIO_TRAIN},  /* inside UDP / the inner IP */
+				        {b.tun, ipip ? PRIO_DEF : PRIO_TRAIN},     /* UDP alone */
+				        {b.tun + 7, ipip ? PRIO_DEF : PRIO_TRAIN}, /* inside the tunnel header */
+				        {b.frame, PRIO_DEF},                       /* the header, nothing inside */
+				        {b.frame + 13, PRIO_DEF}, /* inside the inner Ethernet header */
+				        {b.ip, PRIO_DEF},         /* the inner frame's header alone */
+				        {b.end - 1, PRIO_DEF},    /* one byte short of the inner IP */
+				        {b.end, PRIO_INF},        /* the inner IP header whole */
+				        {full.len, PRIO_INF},
+				};
+
+				for (unsigned i = 0; i < ARRAY_SIZE(cuts); i++) {
+					struct pkt p = full;
+					uint32_t got;
+
+					if (cuts[i].len < b.l4 + 1 || cuts[i].len > full.len)
+						continue;
+					p.len = cuts[i].len;
+					got = class_of(c.prog, &p);
+					if (got != cuts[i].want)
+						fprintf(stderr, "  %s outer v%d inner v%d cut at %u (of %u)\n",
+						        kinds[k], o6 ? 6 : 4, i6 ? 6 : 4, cuts[i].len, full.len);
+					CHECK_INT(got, cuts[i].want);
+				}
+			}
+	cls_close(&c);
+}
+
+/* Geneve's options are skipped by their length, 0 to 63 words (252
+ * bytes): a parser that ignored or misread the length would read option
+ * bytes as the inner frame (0xaa.. is no IP: the default class). */
+TEST(geneve_options_of_any_length)
+{
+	static const unsigned words[] = {0, 1, 2, 5, 17, 63};
+	struct cls c;
+
+	if (!cls_up(&c, pods, ARRAY_SIZE(pods)))
+		return;
+	for (unsigned w = 0; w < ARRAY_SIZE(words); w++)
+		for (int o6 = 0; o6 < 2; o6++)
+			for (int i6 = 0; i6 < 2; i6++)
+				for (int gip = 0; gip < 2; gip++) {
+					struct bounds b;
+					struct pkt p = edge_pkt(gip ? "geneve-ip" : "geneve", o6, i6, words[w], &b);
+					uint32_t got = class_of(c.prog, &p);
+
+					if (got != PRIO_INF)
+						fprintf(stderr, "  %u option words, outer v%d inner v%d %s\n", words[w],
+						        o6 ? 6 : 4, i6 ? 6 : 4, gip ? "IP" : "frame");
+					CHECK_INT(got, PRIO_INF);
+					/* the options one word shorter than the header says: the
+					 * inner frame is misplaced by 4 bytes and is no IP */
+					if (words[w]) {
+						p.b[b.tun] = (uint8_t)(words[w] - 1);
+						got = class_of(c.prog, &p);
+						if (got == PRIO_INF)
+							fprintf(stderr,
+							        "  %u option words read as %u: outer v%d inner v%d "
+							        "%s\n",
+							        words[w], words[w] - 1, o6 ? 6 : 4, i6 ? 6 : 4,
+							        gip ? "IP" : "frame");
+						CHECK(got != PRIO_INF);
+					}
+				}
+	cls_close(&c);
+}
+
+/* UDP to the tunnel ports that is no tunnel: the rule of parse.h (the
+ * kernel's receivers'), each field that decides it flipped alone; the
+ * packet's own (outer) mark then decides, never the bytes behind. */
+TEST(udp_on_tunnel_ports_that_is_no_tunnel)
+{
+	static const struct {
+		const char *kind;
+		uint32_t at; /* offset in the tunnel header */
+		uint8_t value;
+		uint32_t want;
+		const char *what;
+	} cases[] = {
+	        {"vxlan", 0, 0x08, PRIO_INF, "VXLAN as sent"},
+	        {"vxlan", 0, 0x00, PRIO_TRAIN, "VXLAN without the I flag"},
+	        {"vxlan", 0, 0x0c, PRIO_TRAIN, "VXLAN with a reserved flag"},
+	        {"vxlan", 0, 0x88, PRIO_TRAIN, "VXLAN group policy (G flag)"},
+	        {"vxlan", 1, 0x01, PRIO_TRAIN, "VXLAN reserved byte 1"},
+	        {"vxlan", 3, 0x80, PRIO_TRAIN, "VXLAN reserved byte 3"},
+	        {"vxlan", 7, 0x01, PRIO_TRAIN, "VXLAN reserved byte 7"},
+	        {"vxlan", 6, 0xff, PRIO_INF, "VXLAN another VNI"},
+	        {"vxlan4789", 0, 0x48, PRIO_TRAIN, "VXLAN 4789 with a reserved flag"},
+	        {"geneve", 0, 0x42, PRIO_TRAIN, "Geneve version 1"},
+	        {"geneve", 0, 0x82, PRIO_TRAIN, "Geneve version 2"},
+	        {"geneve", 1, 0xc0, PRIO_INF, "Geneve O and C bits"},
+	        {"geneve", 2, 0x88, PRIO_TRAIN, "Geneve protocol 0x8847 (MPLS)"},
+	        {"geneve", 3, 0x00, PRIO_TRAIN, "Geneve protocol 0x6500"},
+	        {"geneve-ip", 2, 0x81, PRIO_TRAIN, "Geneve protocol 0x8100"},
+	};
+	struct cls c;
+
+	if (!cls_up(&c, pods, ARRAY_SIZE(pods)))
+		return;
+	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++)
+		for (int o6 = 0; o6 < 2; o6++) {
+			struct bounds b;
+			struct pkt p = edge_pkt(cases[i].kind, o6, false, 2, &b);
+			uint32_t got;
+
+			p.b[b.tun + cases[i].at] = cases[i].value;
+			got = class_of(c.prog, &p);
+			if (got != cases[i].want)
+				fprintf(stderr, "  %s, outer v%d\n", cases[i].what, o6 ? 6 : 4);
+			CHECK_INT(got, cases[i].want);
+		}
+	/* another UDP port (8473) with a perfect VXLAN header: no tunnel */
+	{
+		struct bounds b;
+		struct pkt p = edge_pkt("vxlan", false, false, 0, &b);
+
+		p.b[b.l4 + 3] = 0x29; /* 8472 = 0x2118 -> 0x2129 */
+		CHECK_INT(class_of(c.prog, &p), PRIO_TRAIN);
+	}
+	/* a later IPv4 fragment of a datagram to 8472: its bytes are no header */
+	{
+		struct bounds b;
+		struct pkt p = edge_pkt("vxlan", false, false, 0, &b);
+
+		p.b[ETH_LEN + 6] = 0x00;
+		p.b[ETH_LEN + 7] = 0xb9; /* fragment offset 185 (1480 bytes) */
+		CHECK_INT(class_of(c.prog, &p), PRIO_TRAIN);
+		p.b[ETH_LEN + 6] = 0x20; /* the first fragment (MF, offset 0): a tunnel */
+		p.b[ETH_LEN + 7] = 0x00;
+		CHECK_INT(class_of(c.prog, &p), PRIO_INF);
+	}
+	/* a tunnel carrying no IP (ARP inside VXLAN, Geneve's frame): the
+	 * tunnel's, the default class, never the outer mark */
+	{
+		struct bounds b;
+		struct pkt p = edge_pkt("vxlan", false, false, 0, &b);
+
+		p.b[b.frame + 12] = 0x08;
+		p.b[b.frame + 13] = 0x06;
+		CHECK_INT(class_of(c.prog, &p), PRIO_DEF);
+		p = edge_pkt("geneve", true, false, 3, &b);
+		p.b[b.frame + 12] = 0x08;
+		p.b[b.frame + 13] = 0x06;
+		CHECK_INT(class_of(c.prog, &p), PRIO_DEF);
+	}
+	/* an IPv4 header length below 5 words: not parsed (the default class) */
+	{
+		struct bounds b;
+		struct pkt p = edge_pkt("vxlan", false, false, 0, &b);
+
+		p.b[ETH_LEN] = 0x44;
+		CHECK_INT(class_of(c.prog, &p), PRIO_DEF);
+	}
+	cls_close(&c);
+}
+
+/* The download classifier makes the same decisions by destination: the
+ * pod behind the tunnel header at every boundary, options skipped, no
+ * tunnel on a wrong header (no mark is read coming in: default). */
+TEST(download_overlay_edges)
+{
+	static const char *const kinds[] = {"vxlan", "geneve", "geneve-ip", "ipip"};
+	int map = -1, prog = -1;
+
+	if (!dcls_up(&map, &prog))
+		return;
+	for (unsigned k = 0; k < ARRAY_SIZE(kinds); k++)
+		for (int o6 = 0; o6 < 2; o6++)
+			for (int i6 = 0; i6 < 2; i6++) {
+				struct bounds b;
+				struct pkt p = edge_pkt(kinds[k], o6, i6, 7, &b);
+				uint8_t *dst;
+
+				/* the pod is the destination: swap the inner addresses */
+				dst = p.b + b.ip + (i6 ? 24 : 16);
+				memcpy(dst, p.b + b.ip + (i6 ? 8 : 12), i6 ? 16 : 4);
+				CHECK_INT(class_of(prog, &p), PRIO_INF);
+				p.len = b.end - 1;
+				CHECK_INT(class_of(prog, &p), PRIO_DEF);
+			}
+	close(prog);
+	close(map);
+}
+
 /* The download classifier: the class of the pod a packet is for, by its
  * destination, inside an overlay too; a sender's mark picks nothing (the
  * map has no DSCP entries, and none would be read); others: default. */
@@ -445,13 +737,8 @@ TEST(download_classifier_by_destination)
 	int map = -1, prog = -1;
 	struct error e = {0};
 
-	if (bpf_dcls_load(&map, &prog, &e) < 0) {
-		fprintf(stderr, "  %s\n", e.msg);
-		CHECK(!"the download classifier loads");
+	if (!dcls_up(&map, &prog))
 		return;
-	}
-	/* the pods' entries without DSCP ones, as node_down_cls_entries makes them */
-	CHECK_INT(bpf_cls_map_sync(map, pods, 5, NULL, &e), 0);
 	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
 		bool v6 = strchr(cases[i].dst, ':') != NULL;
 		struct pkt p;
