@@ -57,7 +57,23 @@ int bpf_dcls_load(int *map_fd, int *ret_prog_fd, struct error *err)
 
 int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 {
-	return bpf_prog_one_map(prog_id, &want_cls, ret_fd, "download classifier", err);
+	uint32_t map_ids[4] = {0}, n = 0;
+	int r = bpf_prog_map_ids(prog_id, map_ids, ARRAY_SIZE(map_ids), &n, "download classifier", err);
+
+	if (r < 0)
+		return r;
+	/* its map, its flows (bands.h), which a reload starts afresh, and the
+	 * compiler's constants */
+	if (n < 2 || n > ARRAY_SIZE(map_ids))
+		return error_set(err, ENOENT, "download classifier program id %u uses %u maps, not 2 or 3", prog_id, n);
+	for (unsigned i = 0; i < n; i++) {
+		struct error e = {0};
+
+		if (bpf_map_adopt(map_ids[i], &want_cls, ret_fd, "download classifier", &e) == 0)
+			return 0;
+	}
+	return error_set(err, ENOENT, "download classifier program id %u: not the maps of this version's %s", prog_id,
+	                 BPF_DCLS_NAME);
 }
 
 int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, struct error *err)
@@ -91,15 +107,17 @@ int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_edt_fd, struct
 
 	if (r < 0)
 		return r;
-	if (n != 2)
-		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 2", prog_id, n);
-	for (unsigned i = 0; i < 2; i++) {
+	/* its map, EDT's, its flows (bands.h), which a reload starts afresh,
+	 * and the compiler's constants */
+	if (n < 3 || n > ARRAY_SIZE(map_ids))
+		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 3 or 4", prog_id, n);
+	for (unsigned i = 0; i < n; i++) {
 		struct error e = {0};
 		int fd = -1;
 
 		if (cls < 0 && bpf_map_adopt(map_ids[i], &want_cls, &fd, "classifier", &e) == 0)
 			cls = fd;
-		else if (edt < 0 && bpf_map_adopt(map_ids[i], &want_edt, &fd, "EDT", err) == 0)
+		else if (edt < 0 && bpf_map_adopt(map_ids[i], &want_edt, &fd, "EDT", &e) == 0)
 			edt = fd;
 	}
 	if (cls < 0 || edt < 0)
