@@ -15,6 +15,7 @@ void pod_want_from(const struct workload *w, const struct profile *pr, struct po
 	str_copy(ret->profile, sizeof(ret->profile), pr->name);
 	ret->profile_hash = profile_content_hash(pr);
 	ret->ce_marking = pr->ce_threshold_us > 0;
+	ret->bulk = w->bulk;
 	if (w->n_warn > 0)
 		str_copy(ret->invalid, sizeof(ret->invalid), w->warn[0]);
 }
@@ -31,6 +32,7 @@ void pod_want_node_pod(const struct pod_want *want, const char *namespace_, cons
 	np->ce_marking = want->ce_marking;
 	np->gpus = gpus;
 	np->egress_bps = want->egress_bps;
+	np->bulk = want->bulk;
 }
 
 unsigned pod_ips_from_kube(const struct kube_pod *kp, struct node_ip ret[NODE_POD_IPS_MAX])

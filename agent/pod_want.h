@@ -22,6 +22,7 @@ struct pod_want {
 	uint64_t egress_bps;
 	uint64_t ingress_bps;
 	bool ce_marking;                 /* the profile sets a CE threshold (training-dctcp) */
+	bool bulk;                       /* ai.workload/bulk: "true" (node.h BANDS) */
 	char invalid[WORKLOAD_WARN_LEN]; /* first annotation warning ("" = none) */
 };
 
