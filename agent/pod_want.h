@@ -34,6 +34,14 @@ void pod_want_from(const struct workload *w, const struct profile *pr, struct po
 void pod_want_node_pod(const struct pod_want *want, const char *namespace_, const char *name, const char *uid,
                        uint32_t gpus, struct node_pod *np);
 
+/* The bands inside inference (node.h BANDS) of a plan, as the "bands"
+ * object of the agent's status (its uplink's) and of `aiqosctl plan --json`
+ * (its node's): thresholds,
+ * weight, each direction's band (its HTB rate, or training's priority) and
+ * a sentence for people ("text"). Nothing is added when the plan has none.
+ * Returns -ENOMEM or 0. */
+int node_bands_json(const struct node_plan_info *info, struct cJSON *parent);
+
 /* The pod's IPv4 and IPv6 addresses (status.podIPs) as the planner's, at
  * most NODE_POD_IPS_MAX; how many. */
 unsigned pod_ips_from_kube(const struct kube_pod *kp, struct node_ip ret[NODE_POD_IPS_MAX]);

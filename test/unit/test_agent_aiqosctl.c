@@ -227,7 +227,10 @@ TEST(ctl_plan_formats_parse)
 		CHECK(alts && strstr(alts, "dev uplink") == NULL);
 		free(alts);
 	}
-	CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(node, "plan")), 13); /* with clsact + the classifier */
+	/* with clsact + the classifier, and the inference-bulk band's class and leaf */
+	CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(node, "plan")), 15);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "bands"), "uplink")),
+	          "inference-bulk 1:11 rate 74250kbit");
 	cJSON_Delete(j);
 	run_done(&r);
 }
