@@ -165,6 +165,15 @@ static void on_signal(int sig)
 	g_stop = 1;
 }
 
+/* SIGINT and SIGTERM stop the run; a peer gone is a write error, not a signal. */
+static void signals_setup(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 static int64_t now_ns(clockid_t clk)
 {
 	struct timespec ts;
@@ -422,20 +431,31 @@ static int srv_input(struct srv_conn *c, const uint8_t *buf, size_t n)
 	return 0;
 }
 
-static int run_server(const char *listen_spec, const char *cc)
+/* A nonblocking listening socket on spec (who: for messages); -1 on error. */
+static int listen_on(const char *spec, const char *who)
 {
 	struct addrinfo *ai = NULL;
-	if (resolve(listen_spec, true, &ai) < 0)
-		return 2;
+	if (resolve(spec, true, &ai) < 0)
+		return -1;
 	int lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int one = 1;
 	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(lfd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(lfd, 1024) < 0) {
-		fprintf(stderr, "loadgen server: listen on %s: %s\n", listen_spec, strerror(errno));
+		fprintf(stderr, "loadgen %s: listen on %s: %s\n", who, spec, strerror(errno));
+		if (lfd >= 0)
+			close(lfd);
 		freeaddrinfo(ai);
-		return 2;
+		return -1;
 	}
 	freeaddrinfo(ai);
+	return lfd;
+}
+
+static int run_server(const char *listen_spec, const char *cc)
+{
+	int lfd = listen_on(listen_spec, "server");
+	if (lfd < 0)
+		return 2;
 	if (cc && cc[0] && setsockopt(lfd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) < 0) {
 		fprintf(stderr, "loadgen server: TCP_CONGESTION %s: %s\n", cc, strerror(errno));
 		return 2;
@@ -1081,18 +1101,9 @@ static bool tok_write(struct tok_conn *c, const uint8_t *ev, unsigned size, uint
 
 static int run_tokens_server(const char *listen_spec, const char *cc, unsigned event_bytes, unsigned period_ms)
 {
-	struct addrinfo *ai = NULL;
-	if (resolve(listen_spec, true, &ai) < 0)
+	int lfd = listen_on(listen_spec, "tokens-server");
+	if (lfd < 0)
 		return 2;
-	int lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int one = 1;
-	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(lfd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(lfd, 1024) < 0) {
-		fprintf(stderr, "loadgen tokens-server: listen on %s: %s\n", listen_spec, strerror(errno));
-		freeaddrinfo(ai);
-		return 2;
-	}
-	freeaddrinfo(ai);
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	struct itimerspec its = {
 	        .it_interval = {.tv_sec = period_ms / 1000, .tv_nsec = (long)(period_ms % 1000) * NSEC_PER_MSEC}};
@@ -1315,10 +1326,7 @@ static int tokens_main(int argc, char **argv)
 			return 2;
 		}
 	}
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	signals_setup();
 	if (server)
 		return run_tokens_server(listen_spec, cc, (unsigned)event_bytes, (unsigned)period_ms);
 	if (!connect_spec || duration_s <= 0 || warmup_s >= duration_s) {
@@ -1478,10 +1486,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "loadgen: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	signals_setup();
 
 	if (server)
 		return run_server(listen_spec, cl.cc);

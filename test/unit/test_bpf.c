@@ -934,6 +934,25 @@ TEST(loaders_adopt_and_tag)
 		CHECK_INT(bpf_cls_map_sync(map, &one, 1, NULL, &e), 0);
 		CHECK_INT(run1(prog2, &p).priority, 7);
 	}
+	/* the download classifier's map, found again beside its flows (bands.h) */
+	{
+		int dmap = -1, dprog = -1, dmap2 = -1;
+		struct bpf_cls_entry one = {.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = 9};
+		uint32_t v = 0;
+
+		CHECK_INT(bpf_dcls_load(&dmap, &dprog, &e), 0);
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		CHECK_INT(bpf_obj_get_info_by_fd(dprog, &info, &len), 0);
+		CHECK_INT(bpf_dcls_map_from_prog(info.id, &dmap2, &e), 0);
+		CHECK_INT(bpf_cls_map_sync(dmap, &one, 1, NULL, &e), 0);
+		CHECK_INT(bpf_map_lookup_elem(dmap2, &one.key, &v), 0);
+		CHECK_INT(v, 9);
+		close(dprog);
+		close(dmap);
+		if (dmap2 >= 0)
+			close(dmap2);
+	}
 	CHECK_INT(bpf_prog_tag_get(prog, tag1, &e), 0);
 	CHECK_INT(bpf_prog_tag_get(prog2, tag2, &e), 0);
 	CHECK_INT(bpf_prog_tag_get(gprog, tagg, &e), 0);
