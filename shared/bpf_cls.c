@@ -123,7 +123,7 @@ int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, stru
 
 int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_edt_fd, struct error *err)
 {
-	int fds[2];
+	int fds[2] = {-1, -1};
 	int r = prog_maps_adopt(prog_id, 3, (const struct bpf_map_want *const[]){&want_cls, &want_edt}, fds, 2,
 	                        "classifier", BPF_CLS_NAME, err);
 
