@@ -310,7 +310,7 @@
 /* BANDS: bulkThreshold (bytes; 0 = "off"): 4 x the matrix's 256 KiB
  * response, ~17 ms at 500 Mbit/s; bulkIdleMs; bulkWeight (the band's share
  * of the excess against training's 1) */
-#define NODE_BULK_THRESHOLD_DEFAULT (1U << 20)
+#define NODE_BULK_THRESHOLD_DEFAULT 0U /* off until enabled: see docs/concepts.md "Inside a class" */
 #define NODE_BULK_THRESHOLD_MIN     65536U
 #define NODE_BULK_THRESHOLD_MAX     (1U << 30)
 #define NODE_BULK_IDLE_MS_DEFAULT   20

@@ -208,8 +208,9 @@ TEST(ctl_plan_formats_parse)
 	CHECK(strstr(r.out, "dev uplink") == NULL);
 	run_done(&r);
 
+	/* the bands on (bulkThreshold; off by default, as the golden plans show) */
 	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--format", "json", "--uplink-rate", "1gbit",
-	    "--config", PODS "config-rate-1gbit.json");
+	    "--config", PODS "config-rate-1gbit-bands.json");
 	CHECK_INT(r.code, 0);
 	j = cJSON_Parse(r.out);
 	CHECK(j != NULL);

@@ -1461,6 +1461,7 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	m->map_fd = m->edt_fd = m->prog_fd = -1;
 	t.uplink_ifindex = ifindex;
 	node_config_defaults(&m->cfg);
+	m->cfg.bulk_threshold_bytes = 1U << 20; /* the bands on (off by default): their entries checked too */
 	m->cfg.uplink_rate_bps = rate_bps;
 	m->cfg.downlink = false;
 	/* first contact learns what is missing (prio on the CI kernel), then the plan is made again */

@@ -35,9 +35,19 @@ static void ip_parse(struct node_ip *ip, const char *s)
 
 /* The tests of the uplink tree plan without the download tree (config
  * "downlink": false); the download tree has its own tests below. */
-static void uplink_only_config(struct node_config *cfg)
+static void test_config_defaults(struct node_config *cfg)
 {
 	node_config_defaults(cfg);
+	/* The tests plan with the bands inside inference on (bulkThreshold
+	 * 1 MiB; "off" by default, NODE_BULK_THRESHOLD_DEFAULT), so that every
+	 * tree is checked with its band; node_config_bands_checked and the
+	 * aiqosctl goldens check the default. */
+	cfg->bulk_threshold_bytes = 1U << 20;
+}
+
+static void uplink_only_config(struct node_config *cfg)
+{
+	test_config_defaults(cfg);
 	cfg->downlink = false;
 }
 
@@ -1675,7 +1685,7 @@ TEST(node_plan_htb_link_overhead)
 	unsigned n = fixture_pods(MODE_MIXED, pods), classes = 0;
 	struct node_config cfg;
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	CHECK_INT(cfg.overhead_bytes, 24);
 	cfg.uplink_rate_bps = 500000000ULL;
 	for (int k = 0; k < 2; k++) {
@@ -1724,7 +1734,7 @@ TEST(node_plan_golden)
 					unsigned n_ents = 0;
 					char *more = NULL;
 
-					node_config_defaults(&cfg);
+					test_config_defaults(&cfg);
 					cfg.classify = (enum node_classify)cl;
 					CHECK_INT(node_cls_entries(pods, n, &cfg, &info, &ents, &n_ents), 0);
 					for (unsigned e = 0; e < n_ents; e++) {
@@ -1763,7 +1773,7 @@ TEST(node_plan_golden)
 					struct bpf_edt edt;
 					char *more = NULL;
 
-					node_config_defaults(&cfg);
+					test_config_defaults(&cfg);
 					node_edt_config(&cfg, &info, &edt);
 					if (asprintf(&more,
 					             "%s# edt: link %" PRIu64 " (2^-20 ns/B), inference %" PRIu64
@@ -1841,7 +1851,7 @@ TEST(node_plan_downlink_items)
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 	const struct plan_item *it;
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	cfg.downlink_rate_bps = 400000000ULL; /* downlinkRate wins over uplinkRate */
 	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
@@ -1923,7 +1933,7 @@ TEST(node_plan_downlink_dscp_classifies_by_destination)
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	cfg.classify = CLASSIFY_DSCP;
 	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
@@ -1974,7 +1984,7 @@ TEST(node_gate_hold_covers_the_tree)
 		        {"down.leaf.inference", "down.leaf.default", "down.leaf.training"},
 		        {"shaper.leaf.inference", "shaper.leaf.default", "shaper.leaf.training"}};
 
-		node_config_defaults(&cfg);
+		test_config_defaults(&cfg);
 		cfg.uplink_rate_bps = cases[i].rate_bps;
 		cfg.downlink_rate_bps = cases[i].rate_bps;
 		CHECK_INT(plan_down(&cfg, &up, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
@@ -2020,7 +2030,7 @@ TEST(node_plan_downlink_rcv_window)
 	CHECK_INT(node_down_rcv_window(485000000ULL, 500, 262144), 262144);
 	CHECK_INT(node_down_rcv_window(0, 500, NODE_DOWN_RCV_WINDOW_AUTO), 0);
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	{
 		_cleanup_plan_ struct plan np = {0};
@@ -2075,7 +2085,7 @@ TEST(node_plan_downlink_when_not)
 	struct uplink_facts foreign = VETH_IFB;
 
 	foreign.ingress_foreign = true;
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	{
 		/* "downlink": false */
@@ -2141,7 +2151,7 @@ TEST(node_plan_noqueue_uplink)
 
 	up.no_queue = true;
 	up.tx_queues = 4;
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	for (int ci = 0; ci < 2; ci++) {
 		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
@@ -2193,7 +2203,7 @@ TEST(node_plan_downlink_incremental)
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 	struct node_plan_delta d;
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	cfg.training_floor = 0.2;
 	cfg.inference_share = 0.8; /* caps the floor: the new pod does not move the class rates */
@@ -2228,7 +2238,7 @@ TEST(node_plan_downlink_golden)
 			char name[128];
 			char *text;
 
-			node_config_defaults(&cfg);
+			test_config_defaults(&cfg);
 			cfg.uplink_rate_bps = 500000000ULL;
 			cfg.classify = (enum node_classify)cl;
 			CHECK_INT(plan_down(&cfg, &VETH_IFB, true, modes[m], pods, n, NULL, &np, &info), 0);
@@ -2316,7 +2326,7 @@ TEST(node_plan_bands)
 	pods[1] = mkpod("loader", "0b9a36b4-0000-4000-8000-000000000002", CLASS_INFERENCE, "10.88.0.11", NULL);
 	pods[2] = mkpod("t0", "0b9a36b4-0000-4000-8000-000000000003", CLASS_TRAINING, "10.88.0.12", NULL);
 	pods[1].bulk = true;
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	for (int k = 0; k < 5; k++) {
 		_cleanup_plan_ struct plan np = {0};
@@ -2409,7 +2419,7 @@ TEST(node_config_bands_checked)
 	struct error e = {0};
 
 	node_config_defaults(&cfg);
-	CHECK_INT(cfg.bulk_threshold_bytes, 1048576);
+	CHECK_INT(cfg.bulk_threshold_bytes, 0); /* off by default: docs/concepts.md, "Inside a class" */
 	CHECK_INT(cfg.bulk_idle_ms, 20);
 	CHECK_INT(node_config_check(&cfg, &e), 0);
 	cfg.bulk_threshold_bytes = 1000;
