@@ -289,6 +289,52 @@ static int parse_rcv_window(const char *key, const cJSON *v, struct agent_config
 	return 0;
 }
 
+/* BANDS (node.h): bytes, or "off" */
+static int parse_bulk_threshold(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	uint32_t n = 0;
+	int r;
+
+	if (cJSON_IsString(v) && streq(v->valuestring, "off")) {
+		c->node.bulk_threshold_bytes = 0;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v))
+		return type_error(err, key, "a number of bytes or \"off\"", v);
+	r = parse_uint(key, v, NODE_BULK_THRESHOLD_MAX, &n, err);
+	if (r < 0)
+		return r;
+	if (n < NODE_BULK_THRESHOLD_MIN)
+		return error_set(err, ERANGE, "%s: %u is out of range [%u, %u]", key, n, NODE_BULK_THRESHOLD_MIN,
+		                 NODE_BULK_THRESHOLD_MAX);
+	c->node.bulk_threshold_bytes = n;
+	return 0;
+}
+
+static int parse_bulk_idle(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	uint32_t n = 0;
+	int r = parse_uint(key, v, UINT32_MAX, &n, err);
+
+	if (r < 0)
+		return r;
+	if (n < 1 || n > NODE_BULK_IDLE_MS_MAX)
+		return error_set(err, ERANGE, "%s: %u is out of range [1, %u]", key, n, NODE_BULK_IDLE_MS_MAX);
+	c->node.bulk_idle_ms = n;
+	return 0;
+}
+
+static int parse_bulk_weight(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
+{
+	if (!cJSON_IsNumber(v))
+		return type_error(err, key, "a number between 0.1 and 10", v);
+	if (!(v->valuedouble >= NODE_BULK_WEIGHT_MIN && v->valuedouble <= NODE_BULK_WEIGHT_MAX))
+		return error_set(err, ERANGE, "%s: %g is out of range [%g, %g]", key, v->valuedouble,
+		                 NODE_BULK_WEIGHT_MIN, NODE_BULK_WEIGHT_MAX);
+	c->node.bulk_weight = v->valuedouble;
+	return 0;
+}
+
 static int parse_classify(const char *key, const cJSON *v, struct agent_config *c, struct error *err)
 {
 	char q[96];
@@ -333,6 +379,9 @@ static const struct config_key {
         {"trainingRcvWindow", parse_rcv_window},
         {"inferenceShare", parse_inference_share},
         {"trainingFloor", parse_training_floor},
+        {"bulkThreshold", parse_bulk_threshold},
+        {"bulkIdleMs", parse_bulk_idle},
+        {"bulkWeight", parse_bulk_weight},
         {"mixedHoldSeconds", parse_mixed_hold},
         {"debounceMs", parse_debounce},
         {"classify", parse_classify},

@@ -1,5 +1,6 @@
 /* config.h — the agent's config file (JSON, every key optional):
  * uplink, uplinkRate, downlinkRate, downlink, inferenceShare, trainingFloor,
+ * bulkThreshold, bulkIdleMs, bulkWeight,
  * mixedHoldSeconds, debounceMs, classify,
  * driftRepairSeconds, profiles. Strict: unknown keys, wrong types and values
  * out of range are errors naming the file, key and value. An absent file

@@ -22,6 +22,7 @@ struct pod_want {
 	uint64_t egress_bps;
 	uint64_t ingress_bps;
 	bool ce_marking;                 /* the profile sets a CE threshold (training-dctcp) */
+	bool bulk;                       /* ai.workload/bulk: "true" (node.h BANDS) */
 	char invalid[WORKLOAD_WARN_LEN]; /* first annotation warning ("" = none) */
 };
 
@@ -32,6 +33,14 @@ void pod_want_from(const struct workload *w, const struct profile *pr, struct po
  * wants, its GPUs. The caller sets its addresses. */
 void pod_want_node_pod(const struct pod_want *want, const char *namespace_, const char *name, const char *uid,
                        uint32_t gpus, struct node_pod *np);
+
+/* The bands inside inference (node.h BANDS) of a plan, as the "bands"
+ * object of the agent's status (its uplink's) and of `aiqosctl plan --json`
+ * (its node's): thresholds,
+ * weight, each direction's band (its HTB rate, or training's priority) and
+ * a sentence for people ("text"). Nothing is added when the plan has none.
+ * Returns -ENOMEM or 0. */
+int node_bands_json(const struct node_plan_info *info, struct cJSON *parent);
 
 /* The pod's IPv4 and IPv6 addresses (status.podIPs) as the planner's, at
  * most NODE_POD_IPS_MAX; how many. */

@@ -240,8 +240,9 @@ struct agent_pod *pod_cache_api_upsert(struct pod_cache *c, const struct kube_po
 
 	if (!want_tuning_equal(&want, &p->want))
 		changed |= POD_CHANGED_TUNING | POD_CHANGED_NODE;
-	if (want.ce_marking != p->want.ce_marking || !ips_equal(n_ips, ips, p->n_ips, p->ips) || kp->gpus != p->gpus ||
-	    kp->host_network != p->host_network || phase_done(kp->phase) != phase_done(p->phase))
+	if (want.ce_marking != p->want.ce_marking || want.bulk != p->want.bulk ||
+	    !ips_equal(n_ips, ips, p->n_ips, p->ips) || kp->gpus != p->gpus || kp->host_network != p->host_network ||
+	    phase_done(kp->phase) != phase_done(p->phase))
 		changed |= POD_CHANGED_NODE;
 	if (want.invalid[0] && !streq(want.invalid, p->invalid_warned))
 		changed |= POD_CHANGED_INVALID;

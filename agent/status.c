@@ -186,6 +186,8 @@ static cJSON *uplink_json(const struct agent *ag)
 		cJSON_AddStringToObject(o, "weightBasis", node_weight_basis_name(info->shares.basis) ?: "");
 		cJSON_AddNumberToObject(o, "trainingFloor", info->shares.share_pm[CLASS_TRAINING] / 1000.0);
 	}
+	if (ag->have_info)
+		node_bands_json(info, o); /* node.h BANDS */
 	{
 		/* the HTB guarantees: rate (served first, by prio) and ceil (may borrow up to) */
 		cJSON *cl = cJSON_AddObjectToObject(o, "classes");
@@ -383,6 +385,14 @@ static void explain_why(const struct agent *ag, const struct agent_pod *p, cJSON
 		if (in)
 			why_add(why, "ingress limit %llu bit/s from %s=%s", (unsigned long long)p->want.ingress_bps,
 			        ANNOT_INGRESS_BW, in);
+		if (p->want.bulk && p->want.class == CLASS_INFERENCE)
+			why_add(why, "bulk by nature from %s=true: every flow in the inference-bulk band%s", ANNOT_BULK,
+			        ag->have_info && (ag->info.bulk_priority || ag->info.down.bulk_priority)
+			                ? ""
+			                : " (no band in this plan)");
+		else if (p->want.class == CLASS_INFERENCE && ag->have_info && ag->info.bulk_priority)
+			why_add(why, "bands: a flow beyond %u bytes goes to the inference-bulk band until it is quiet",
+			        ag->info.bulk_threshold_bytes);
 	}
 	if (!pod_counts_for_node(p, ag->api_listed))
 		why_add(why, "not counted for the node mode (%s)",

@@ -55,9 +55,47 @@ int bpf_dcls_load(int *map_fd, int *ret_prog_fd, struct error *err)
 	return r;
 }
 
+/* The maps of an attached program of this version (n_min..n_min + 1 maps:
+ * its own, its flows (bands.h), which a reload starts afresh, and maybe the
+ * compiler's constants): each of want[] adopted into fds[] (closed on
+ * failure). */
+static int prog_maps_adopt(uint32_t prog_id, unsigned n_min, const struct bpf_map_want *const *want, int *fds,
+                           unsigned n_want, const char *what, const char *name, struct error *err)
+{
+	uint32_t map_ids[4] = {0}, n = 0;
+	int r = bpf_prog_map_ids(prog_id, map_ids, ARRAY_SIZE(map_ids), &n, what, err);
+	unsigned found = 0;
+
+	if (r < 0)
+		return r;
+	if (n < n_min || n > n_min + 1)
+		return error_set(err, ENOENT, "%s program id %u uses %u maps, not %u or %u", what, prog_id, n, n_min,
+		                 n_min + 1);
+	for (unsigned k = 0; k < n_want; k++)
+		fds[k] = -1;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned k = 0; k < n_want; k++) {
+			struct error e = {0};
+
+			if (fds[k] < 0 && bpf_map_adopt(map_ids[i], want[k], &fds[k], what, &e) == 0) {
+				found++;
+				break;
+			}
+		}
+	if (found == n_want)
+		return 0;
+	for (unsigned k = 0; k < n_want; k++)
+		if (fds[k] >= 0) {
+			close(fds[k]);
+			fds[k] = -1;
+		}
+	return error_set(err, ENOENT, "%s program id %u: not the maps of this version's %s", what, prog_id, name);
+}
+
 int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
 {
-	return bpf_prog_one_map(prog_id, &want_cls, ret_fd, "download classifier", err);
+	return prog_maps_adopt(prog_id, 2, (const struct bpf_map_want *const[]){&want_cls}, ret_fd, 1,
+	                       "download classifier", BPF_DCLS_NAME, err);
 }
 
 int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, struct error *err)
@@ -85,28 +123,14 @@ int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, stru
 
 int bpf_cls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_edt_fd, struct error *err)
 {
-	_cleanup_close_ int cls = -1, edt = -1;
-	uint32_t map_ids[4] = {0}, n = 0;
-	int r = bpf_prog_map_ids(prog_id, map_ids, ARRAY_SIZE(map_ids), &n, "classifier", err);
+	int fds[2] = {-1, -1};
+	int r = prog_maps_adopt(prog_id, 3, (const struct bpf_map_want *const[]){&want_cls, &want_edt}, fds, 2,
+	                        "classifier", BPF_CLS_NAME, err);
 
 	if (r < 0)
 		return r;
-	if (n != 2)
-		return error_set(err, ENOENT, "classifier program id %u uses %u maps, not 2", prog_id, n);
-	for (unsigned i = 0; i < 2; i++) {
-		struct error e = {0};
-		int fd = -1;
-
-		if (cls < 0 && bpf_map_adopt(map_ids[i], &want_cls, &fd, "classifier", &e) == 0)
-			cls = fd;
-		else if (edt < 0 && bpf_map_adopt(map_ids[i], &want_edt, &fd, "EDT", err) == 0)
-			edt = fd;
-	}
-	if (cls < 0 || edt < 0)
-		return error_set(err, ENOENT, "classifier program id %u: not the maps of this version's %s", prog_id,
-		                 BPF_CLS_NAME);
-	*ret_fd = TAKE_FD(cls);
-	*ret_edt_fd = TAKE_FD(edt);
+	*ret_fd = fds[0];
+	*ret_edt_fd = fds[1];
 	return 0;
 }
 

@@ -253,6 +253,34 @@
  * force (never raises it: an unset rmemMax counts as the kernel's tcp_rmem
  * maximum, left alone when that is smaller).
  *
+ * BANDS (interactive first, bulk shares, inside a class; docs/concepts.md).
+ * In mixed mode with bulkThreshold on (cfg->bulk_threshold_bytes > 0), the
+ * classifiers (bpf_cls.h, shared/bpf/bands.h) count each inference flow's
+ * recent bytes (an LRU of BPF_FLOW_MAP_MAX flows per program; the count
+ * restarts after bulkIdleMs of silence and drains at bulkThreshold bytes
+ * per second) and give a flow beyond bulkThreshold the inference-bulk
+ * band's priority, back at half of it (after a silence, or sending slower
+ * than the drain): token events, requests and responses up to a few
+ * hundred KiB stay first, a model load or a KV-cache transfer shares. Pods
+ * annotated ai.workload/bulk: "true" are in the band from their first byte
+ * (their addresses map to it). The band, by structure:
+ *   HTB trees with the classifier (SHAPE_HTB, SHAPE_HTB_IFB, the download
+ *   tree with its classifier):
+ *     <pfx>.class.inference-bulk  htb 1:11 prio 2 (training's: they share
+ *                                 the excess by quantum), rate = training's
+ *                                 floor (taken from inference's rate: never
+ *                                 below training's floor), ceil Rp, quantum
+ *                                 = training's x bulkWeight (both raised so
+ *                                 neither is below a frame)
+ *     <pfx>.leaf.inference-bulk   11: under 1:11, training's leaf kinds
+ *                                 without a CE threshold
+ *   SHAPE_EDT and SHAPE_MQ: no object: the band is training's priority (a
+ *   demoted flow is stamped on the link clock like bulk / queued in
+ *   training's band); bulkWeight does not apply.
+ *   Other structures (no classifier): no band.
+ * The u32 fallback filters do not know flows: a packet they classify stays
+ * in its pod's class.
+ *
  * CAPACITY. A node plan has one filter per pod address: 250 dual-stack pods
  * need ~510 items, in the same heap container as a pod's plan (struct plan,
  * plan_free()). Applying is incremental (node_plan_delta: only added/changed
@@ -279,6 +307,17 @@
 #define NODE_DSCP_TRAINING_DEFAULT   10 /* AF11 */
 #define NODE_OVERHEAD_DEFAULT        24 /* Ethernet: preamble+SFD 8 + FCS 4 + inter-frame gap 12 */
 #define NODE_OVERHEAD_MAX            256
+/* BANDS: bulkThreshold (bytes; 0 = "off"): 4 x the matrix's 256 KiB
+ * response, ~17 ms at 500 Mbit/s; bulkIdleMs; bulkWeight (the band's share
+ * of the excess against training's 1) */
+#define NODE_BULK_THRESHOLD_DEFAULT 0U /* off until enabled: see docs/concepts.md "Inside a class" */
+#define NODE_BULK_THRESHOLD_MIN     65536U
+#define NODE_BULK_THRESHOLD_MAX     (1U << 30)
+#define NODE_BULK_IDLE_MS_DEFAULT   20
+#define NODE_BULK_IDLE_MS_MAX       1000
+#define NODE_BULK_WEIGHT_DEFAULT    1.0
+#define NODE_BULK_WEIGHT_MIN        0.1
+#define NODE_BULK_WEIGHT_MAX        10.0
 
 /* Policy constants (see the comment above) */
 #define NODE_SHAPE_PERCENT 99 /* egress: aiqos's HTB is the only sender into the link */
@@ -403,6 +442,7 @@ struct node_pod {
 	struct node_ip ips[NODE_POD_IPS_MAX];
 	uint32_t gpus;       /* requested GPUs (nvidia.com/gpu etc.), 0 = none */
 	uint64_t egress_bps; /* kubernetes.io/egress-bandwidth, 0 = none */
+	bool bulk;           /* ai.workload/bulk: its flows skip the interactive band (BANDS) */
 };
 
 struct node_config {
@@ -423,6 +463,10 @@ struct node_config {
 	/* the download direction's training receive window (DOWNLOAD) */
 	uint32_t down_rtt_us;         /* downlinkRttUs: base RTT of the path toward the node */
 	uint32_t training_rcv_window; /* trainingRcvWindow: bytes, _AUTO or _OFF */
+	/* BANDS */
+	uint32_t bulk_threshold_bytes; /* bulkThreshold: bytes, 0 = off */
+	uint32_t bulk_idle_ms;         /* bulkIdleMs */
+	double bulk_weight;            /* bulkWeight */
 };
 
 struct uplink_facts {
@@ -479,6 +523,8 @@ struct node_down_info {
 	bool classifier;                   /* down.classifier planned (dcls.bpf.c) */
 	uint32_t cls_priority[_CLASS_MAX]; /* with it: each class's classid on the ifb's tree (0 = none) */
 	uint64_t gate_hold_ns;             /* down.gate's hold (node_gate_config), 0 = no gate planned */
+	uint64_t bulk_rate_bps;            /* BANDS: down.class.inference-bulk's rate, 0 = no band */
+	uint32_t bulk_priority;            /* BANDS: the classifier's priority for it, 0 = no band */
 };
 
 struct node_plan_info {
@@ -499,6 +545,13 @@ struct node_plan_info {
 	bool speed_untrusted;              /* a virtual link's reported speed was not used as a rate */
 	uint64_t up_gate_bps;              /* SHAPE_HTB_IFB: uplink.gate's threshold (bpf_gate.h), else 0 */
 	uint64_t up_gate_hold_ns;          /* SHAPE_HTB_IFB: uplink.gate's hold (node_up_gate_config), else 0 */
+	/* BANDS (0 = none): the thresholds, the uplink band's HTB rate (0 = no
+	 * object: the band is training's priority) and its priority */
+	uint32_t bulk_threshold_bytes;
+	uint32_t bulk_idle_ms;
+	uint64_t bulk_rate_bps;
+	uint32_t bulk_priority;
+	double bulk_weight; /* bulkWeight (informational; the quanta carry it) */
 	struct node_down_info down;
 	unsigned n_warn;
 	char warn[NODE_WARN_MAX][NODE_WARN_LEN];

@@ -2,6 +2,7 @@
  * hysteresis, class shares, and the uplink plan (HTB / prio / root AQM tree
  * plus u32 classifiers) with stable item ids and filter handles. No I/O. */
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
 #include <stdarg.h>
@@ -15,6 +16,9 @@
 #define MINOR_INFERENCE   0x10u     /* 1:10 */
 #define MINOR_DEFAULT     0x20u     /* 1:20 (HTB default class) */
 #define MINOR_TRAINING    0x30u     /* 1:30 */
+#define MINOR_BULK        0x11u     /* 1:11 (BANDS: inference-bulk) */
+#define H_LEAF_BULK       0x110000u /* 11: */
+#define BAND_BULK_NAME    "inference-bulk"
 #define H_LEAF_INFERENCE  0x100000u /* 10: */
 #define H_LEAF_DEFAULT    0x200000u /* 20: */
 #define H_LEAF_TRAINING   0x300000u /* 30: */
@@ -79,6 +83,9 @@ void node_config_defaults(struct node_config *ret)
 	ret->overhead_bytes = NODE_OVERHEAD_DEFAULT;
 	ret->down_rtt_us = NODE_DOWN_RTT_US_DEFAULT;
 	ret->training_rcv_window = NODE_DOWN_RCV_WINDOW_AUTO;
+	ret->bulk_threshold_bytes = NODE_BULK_THRESHOLD_DEFAULT;
+	ret->bulk_idle_ms = NODE_BULK_IDLE_MS_DEFAULT;
+	ret->bulk_weight = NODE_BULK_WEIGHT_DEFAULT;
 }
 
 int node_config_check(const struct node_config *cfg, struct error *err)
@@ -108,6 +115,16 @@ int node_config_check(const struct node_config *cfg, struct error *err)
 		return error_set(err, EINVAL,
 		                 "trainingRcvWindow: %u bytes is out of range %u..%u (or \"auto\", \"off\")",
 		                 cfg->training_rcv_window, NODE_DOWN_RCV_WINDOW_MIN, NODE_DOWN_RCV_WINDOW_MAX);
+	if (cfg->bulk_threshold_bytes && (cfg->bulk_threshold_bytes < NODE_BULK_THRESHOLD_MIN ||
+	                                  cfg->bulk_threshold_bytes > NODE_BULK_THRESHOLD_MAX))
+		return error_set(err, EINVAL, "bulkThreshold: %u bytes is out of range %u..%u (or \"off\")",
+		                 cfg->bulk_threshold_bytes, NODE_BULK_THRESHOLD_MIN, NODE_BULK_THRESHOLD_MAX);
+	if (cfg->bulk_idle_ms < 1 || cfg->bulk_idle_ms > NODE_BULK_IDLE_MS_MAX)
+		return error_set(err, EINVAL, "bulkIdleMs: %u is out of range 1..%d", cfg->bulk_idle_ms,
+		                 NODE_BULK_IDLE_MS_MAX);
+	if (!(cfg->bulk_weight >= NODE_BULK_WEIGHT_MIN && cfg->bulk_weight <= NODE_BULK_WEIGHT_MAX))
+		return error_set(err, EINVAL, "bulkWeight: %g is out of range %g..%g", cfg->bulk_weight,
+		                 NODE_BULK_WEIGHT_MIN, NODE_BULK_WEIGHT_MAX);
 	if (!node_classify_name(cfg->classify))
 		return error_set(err, EINVAL, "classify: invalid value %d (src-ip, dscp)", (int)cfg->classify);
 	if (cfg->overhead_bytes > NODE_OVERHEAD_MAX)
@@ -463,10 +480,63 @@ static uint32_t class_burst_min(enum workload_class c)
 	return c == CLASS_INFERENCE ? NODE_FIFO_MIN_INFERENCE_BYTES : NODE_FIFO_MIN_BYTES;
 }
 
-static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_CLASS_MAX], uint32_t ce_us)
+/* The inference-bulk band's HTB class and leaf (node.h BANDS): training's
+ * prio, rate bulk_rate, quantum training's x weight (both at least a frame:
+ * training's raised where the band's would be below one). */
+static int band_htb_add(struct builder *b, uint64_t rp, const uint64_t class_rate[_CLASS_MAX], uint64_t bulk_rate,
+                        double weight, unsigned training)
+{
+	uint32_t qt = plan_htb_quantum_bytes(class_rate[CLASS_TRAINING], b->frame), qb;
+	char id[PLAN_ID_MAX];
+	struct plan_item *it;
+	struct tc_spec *s;
+
+	if ((double)qt * weight < b->frame)
+		qt = (uint32_t)((double)b->frame / weight + 0.5);
+	qb = (uint32_t)((double)qt * weight + 0.5);
+	if (training < b->p->n)
+		b->p->items[training].tc[0].u.htb_class.quantum_bytes = qt;
+	snprintf(id, sizeof(id), "%s.class.%s", b->pfx, BAND_BULK_NAME);
+	it = item_add(b, id, b->id_parent);
+	if (!it)
+		return -ENOMEM;
+	s = plan_alt_first(it, TC_CLASS, TC_KIND_HTB_CLASS, H_PARENT, TC_H_MAKE(H_ROOT, MINOR_BULK));
+	s->u.htb_class.rate_bps = bulk_rate;
+	s->u.htb_class.ceil_bps = rp;
+	s->u.htb_class.burst_bytes = plan_htb_burst_bytes(bulk_rate, class_burst_min(CLASS_TRAINING));
+	s->u.htb_class.cburst_bytes = plan_htb_burst_bytes(rp, class_burst_min(CLASS_TRAINING));
+	s->u.htb_class.quantum_bytes = qb;
+	s->u.htb_class.prio = class_htb_prio(CLASS_TRAINING);
+	return 0;
+}
+
+static int band_leaf_add(struct builder *b, uint64_t rp)
+{
+	char id[PLAN_ID_MAX], dep[PLAN_ID_MAX];
+	struct plan_item *it;
+
+	snprintf(dep, sizeof(dep), "%s.class.%s", b->pfx, BAND_BULK_NAME);
+	snprintf(id, sizeof(id), "%s.leaf.%s", b->pfx, BAND_BULK_NAME);
+	it = item_add(b, id, dep);
+	if (!it)
+		return -ENOMEM;
+	it->tc[0].type = TC_QDISC;
+	it->tc[0].parent = TC_H_MAKE(H_ROOT, MINOR_BULK);
+	it->tc[0].handle = H_LEAF_BULK;
+	/* the flows of inference pods: no CE threshold (not DCTCP's) */
+	alts_queue(it, CLASS_TRAINING, 0, rp, b->dev == DEV_IFB);
+	return 0;
+}
+
+/* bulk_rate: the inference-bulk band's rate (0 = no band), weight its
+ * bulkWeight. */
+static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_CLASS_MAX], uint32_t ce_us,
+                    uint64_t bulk_rate, double weight)
 {
 	struct plan_item *it;
 	struct tc_spec *s;
+	unsigned training = UINT_MAX;
+	int r;
 
 	it = item_add(b, b->id_root, NULL);
 	if (!it)
@@ -503,11 +573,14 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 		s->u.htb_class.cburst_bytes = plan_htb_burst_bytes(rp, class_burst_min(c));
 		s->u.htb_class.quantum_bytes = plan_htb_quantum_bytes(class_rate[c], b->frame);
 		s->u.htb_class.prio = class_htb_prio(c);
+		if (c == CLASS_TRAINING)
+			training = b->p->n - 1; /* an index: items move when the array grows */
 	}
+	if (bulk_rate && (r = band_htb_add(b, rp, class_rate, bulk_rate, weight, training)) < 0)
+		return r;
 	for (size_t i = 0; i < ARRAY_SIZE(class_order); i++) {
 		enum workload_class c = class_order[i];
 		char dep[PLAN_ID_MAX];
-		int r;
 
 		if (class_rate[c] == 0)
 			continue;
@@ -516,7 +589,7 @@ static int tree_htb(struct builder *b, uint64_t rp, const uint64_t class_rate[_C
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	return bulk_rate ? band_leaf_add(b, rp) : 0;
 }
 
 /* prio band (1-based minor) of a class: inference 1, default 2, training 3 */
@@ -870,6 +943,18 @@ static void htb_class_rates(uint64_t rp, const struct node_shares *sh, uint64_t 
 	}
 }
 
+/* BANDS (node.h): the inference-bulk band's rate, training's floor, taken
+ * from inference's rate; 0 (no band) without a training class. */
+static uint64_t band_rates(uint64_t rate[_CLASS_MAX])
+{
+	uint64_t bulk = rate[CLASS_TRAINING];
+
+	if (!bulk || !rate[CLASS_INFERENCE])
+		return 0;
+	rate[CLASS_INFERENCE] = rate[CLASS_INFERENCE] > bulk + 1 ? rate[CLASS_INFERENCE] - bulk : 1;
+	return bulk;
+}
+
 bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps *caps, enum node_mode mode,
                           uint64_t *ret_rate_bps)
 {
@@ -945,7 +1030,8 @@ static int tree_htb_ifb(struct builder *b, const struct uplink_facts *up, const 
 	if (r < 0)
 		return r;
 	builder_tree(b, DEV_IFB_UP, PFX_SHAPER, U32_MATCH_SRC);
-	r = tree_htb(b, info->shaped_bps, info->class_rate_bps, info->ce_threshold_us);
+	r = tree_htb(b, info->shaped_bps, info->class_rate_bps, info->ce_threshold_us, info->bulk_rate_bps,
+	             info->bulk_weight);
 	builder_tree(b, DEV_UPLINK, PFX_UPLINK, U32_MATCH_SRC);
 	return r;
 }
@@ -965,6 +1051,11 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 	d->shaped_bps = shaped_rate(d->rate_bps, NODE_DOWN_SHAPE_PERCENT);
 	d->rcv_window_bytes = node_down_rcv_window(d->shaped_bps, cfg->down_rtt_us, cfg->training_rcv_window);
 	htb_class_rates(d->shaped_bps, &info->shares, d->class_rate_bps, d->class_ceil_bps, classid);
+	/* BANDS: with the classifier, which alone knows flows */
+	if (info->mode == MODE_MIXED && cfg->bulk_threshold_bytes && plan_caps_has(b->caps, TC_KIND_BPF)) {
+		d->bulk_rate_bps = band_rates(d->class_rate_bps);
+		d->bulk_priority = d->bulk_rate_bps ? TC_H_MAKE(H_ROOT, MINOR_BULK) : 0;
+	}
 
 	builder_tree(b, DEV_UPLINK, PFX_DOWN, U32_MATCH_DST);
 	/* one clsact on the uplink: the mq layout's classifier may have planned it */
@@ -1001,7 +1092,7 @@ static int downlink_build(struct builder *b, const struct node_pod *const *sorte
 		return r;
 
 	builder_tree(b, DEV_IFB, PFX_DOWN, U32_MATCH_DST);
-	r = tree_htb(b, d->shaped_bps, d->class_rate_bps, info->ce_threshold_us);
+	r = tree_htb(b, d->shaped_bps, d->class_rate_bps, info->ce_threshold_us, d->bulk_rate_bps, info->bulk_weight);
 	if (r < 0)
 		return r;
 	/* by destination pod address whatever `classify` says: DS marks that
@@ -1183,6 +1274,17 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	}
 	/* classid[CLASS_DEFAULT] stays 0: default traffic is unclassified */
 
+	/* BANDS (node.h): where a classifier names the class */
+	info.bulk_weight = cfg->bulk_weight;
+	if (mode == MODE_MIXED && cfg->bulk_threshold_bytes && info.classifier) {
+		if (info.shape == SHAPE_HTB || info.shape == SHAPE_HTB_IFB) {
+			info.bulk_rate_bps = band_rates(info.class_rate_bps);
+			info.bulk_priority = info.bulk_rate_bps ? TC_H_MAKE(H_ROOT, MINOR_BULK) : 0;
+		} else if (info.shape == SHAPE_EDT || info.shape == SHAPE_MQ) {
+			info.bulk_priority = NODE_CLS_PRIO_TRAINING;
+		}
+	}
+
 	if (cfg->classify == CLASSIFY_SRC_IP) {
 		n_filters = filters_count(pods, n, classid);
 		if (n_filters > NODE_FILTERS_MAX)
@@ -1239,7 +1341,8 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	builder_tree(&b, DEV_UPLINK, PFX_UPLINK, U32_MATCH_SRC);
 	switch (info.shape) {
 	case SHAPE_HTB:
-		r = tree_htb(&b, info.shaped_bps, info.class_rate_bps, info.ce_threshold_us);
+		r = tree_htb(&b, info.shaped_bps, info.class_rate_bps, info.ce_threshold_us, info.bulk_rate_bps,
+		             info.bulk_weight);
 		break;
 	case SHAPE_PRIO:
 		r = tree_prio(&b, info.rate_bps ? info.rate_bps : NODE_NOMINAL_RATE_BPS, info.ce_threshold_us);
@@ -1278,6 +1381,10 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		return error_set(err, -r, "uplink %s: building the %s plan failed", ifname, node_mode_name(mode));
 	}
 	info.n_filters = n_filters;
+	if (info.bulk_priority || info.down.bulk_priority) {
+		info.bulk_threshold_bytes = cfg->bulk_threshold_bytes;
+		info.bulk_idle_ms = cfg->bulk_idle_ms;
+	}
 	/* link-layer overhead on every shaped class */
 	for (unsigned i = 0; i < np.n; i++)
 		for (unsigned a = 0; a < np.items[i].n_alt; a++)

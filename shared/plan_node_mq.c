@@ -226,12 +226,15 @@ void node_edt_config(const struct node_config *cfg, const struct node_plan_info 
 
 /* The entries of a map of pods: the default class's (when it has a
  * priority), each non-default pod address's, and with by_dscp the marks'
- * of inference and training (aiqos's own marks, on the way out only). */
+ * of inference and training (aiqos's own marks, on the way out only).
+ * bulk (BANDS, 0 = none): inference's band, its thresholds, and the
+ * addresses of pods annotated bulk in it. */
 static int cls_entries(const struct node_pod *pods, unsigned n, const uint32_t prio[_CLASS_MAX],
-                       const struct node_config *cfg, bool by_dscp, struct bpf_cls_entry **ret, unsigned *ret_n)
+                       const struct node_config *cfg, bool by_dscp, uint32_t bulk, const struct node_plan_info *info,
+                       struct bpf_cls_entry **ret, unsigned *ret_n)
 {
 	struct bpf_cls_entry *v;
-	unsigned k = 0, cap = 1;
+	unsigned k = 0, cap = 1 + 3;
 
 	if (!by_dscp)
 		for (unsigned i = 0; i < n; i++)
@@ -255,7 +258,7 @@ static int cls_entries(const struct node_pod *pods, unsigned n, const uint32_t p
 
 				e->key.kind = p->ips[a].family == AF_INET6 ? BPF_CLS_KEY_SRC6 : BPF_CLS_KEY_SRC4;
 				memcpy(e->key.addr, p->ips[a].addr, p->ips[a].family == AF_INET6 ? 16 : 4);
-				e->priority = prio[p->class];
+				e->priority = bulk && p->bulk && p->class == CLASS_INFERENCE ? bulk : prio[p->class];
 			}
 		}
 	} else {
@@ -265,6 +268,19 @@ static int cls_entries(const struct node_pod *pods, unsigned n, const uint32_t p
 		v[k].key.kind = BPF_CLS_KEY_DSCP;
 		v[k].key.addr[0] = (uint8_t)cfg->dscp_training;
 		v[k++].priority = prio[CLASS_TRAINING];
+	}
+	if (bulk) {
+		uint32_t inf = prio[CLASS_INFERENCE];
+
+		v[k].key.kind = BPF_CLS_KEY_BAND;
+		memcpy(v[k].key.addr, &inf, sizeof(inf));
+		v[k++].priority = bulk;
+		v[k].key.kind = BPF_CLS_KEY_BAND_CFG;
+		v[k].key.addr[0] = BPF_BAND_CFG_BYTES;
+		v[k++].priority = info->bulk_threshold_bytes;
+		v[k].key.kind = BPF_CLS_KEY_BAND_CFG;
+		v[k].key.addr[0] = BPF_BAND_CFG_IDLE_US;
+		v[k++].priority = info->bulk_idle_ms * 1000;
 	}
 	*ret = v;
 	*ret_n = k;
@@ -278,7 +294,8 @@ int node_cls_entries(const struct node_pod *pods, unsigned n, const struct node_
 	*ret_n = 0;
 	if (!info || !info->classifier)
 		return 0;
-	return cls_entries(pods, n, info->cls_priority, cfg, cfg->classify != CLASSIFY_SRC_IP, ret, ret_n);
+	return cls_entries(pods, n, info->cls_priority, cfg, cfg->classify != CLASSIFY_SRC_IP, info->bulk_priority,
+	                   info, ret, ret_n);
 }
 
 int node_down_cls_entries(const struct node_pod *pods, unsigned n, const struct node_plan_info *info,
@@ -288,5 +305,5 @@ int node_down_cls_entries(const struct node_pod *pods, unsigned n, const struct 
 	*ret_n = 0;
 	if (!info || !info->down.planned || !info->down.classifier)
 		return 0;
-	return cls_entries(pods, n, info->down.cls_priority, NULL, false, ret, ret_n);
+	return cls_entries(pods, n, info->down.cls_priority, NULL, false, info->down.bulk_priority, info, ret, ret_n);
 }

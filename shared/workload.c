@@ -121,6 +121,18 @@ int workload_from_annotations(const struct cJSON *annotations, struct workload *
 			str_copy(w.profile, sizeof(w.profile), v->valuestring);
 	}
 
+	v = cJSON_GetObjectItemCaseSensitive(annotations, ANNOT_BULK);
+	if (v) {
+		if (cJSON_IsString(v) && v->valuestring &&
+		    (streq(v->valuestring, "true") || streq(v->valuestring, "false")))
+			w.bulk = streq(v->valuestring, "true");
+		else
+			workload_add_warning(
+			        &w, "%s: invalid value %s (accepted: \"true\", \"false\"); ignored", ANNOT_BULK,
+			        cJSON_IsString(v) && v->valuestring ? quote_value(v->valuestring, q, sizeof(q))
+			                                            : "(not a string)");
+	}
+
 	parse_bandwidth_annotation(annotations, ANNOT_EGRESS_BW, &w.egress_bps, &w);
 	parse_bandwidth_annotation(annotations, ANNOT_INGRESS_BW, &w.ingress_bps, &w);
 	*ret = w;

@@ -1,9 +1,12 @@
 /* workload.h — workload classes and the pod annotations that select them
- * (ai.workload, ai.workload/profile, kubernetes.io/{ingress,egress}-bandwidth).
+ * (ai.workload, ai.workload/profile, ai.workload/bulk,
+ * kubernetes.io/{ingress,egress}-bandwidth).
  * Pure parsing with strict validation; bad values never fail a pod, they fall
  * back to class default and are reported as warnings. */
 #ifndef AIQOS_WORKLOAD_H
 #define AIQOS_WORKLOAD_H
+
+#include <stdbool.h>
 
 #include "error.h"
 
@@ -13,6 +16,9 @@ struct cJSON;
 #define ANNOT_PROFILE    "ai.workload/profile"
 #define ANNOT_EGRESS_BW  "kubernetes.io/egress-bandwidth"
 #define ANNOT_INGRESS_BW "kubernetes.io/ingress-bandwidth"
+/* "true": the pod's flows skip the interactive band of their class (a
+ * model loader, a KV-cache transfer pod: bulk by nature; node.h BANDS) */
+#define ANNOT_BULK "ai.workload/bulk"
 
 enum workload_class {
 	CLASS_DEFAULT,
@@ -36,6 +42,7 @@ struct workload {
 	char profile[PROFILE_NAME_MAX]; /* "" = the class's default profile */
 	uint64_t egress_bps;            /* 0 = unlimited */
 	uint64_t ingress_bps;           /* 0 = unlimited */
+	bool bulk;                      /* ai.workload/bulk: "true" */
 	unsigned n_warn;
 	char warn[WORKLOAD_WARN_MAX][WORKLOAD_WARN_LEN]; /* e.g. bad ai.workload value */
 };

@@ -16,6 +16,7 @@
 #include "ifname.h"
 #include "netns.h"
 #include "node.h"
+#include "pod_want.h"
 #include "plan.h"
 
 static const char usage_plan[] =
@@ -379,6 +380,12 @@ static int plan_print_text(const struct plan_run *r)
 		       in->shape == SHAPE_PRIO ? "strict priority: inference first, training gets what it leaves"
 		                               : "the uplink is not shaped");
 	}
+	{
+		_cleanup_json_ cJSON *b = cJSON_CreateObject();
+
+		if (b && node_bands_json(in, b) == 0 && jobj(b, "bands"))
+			printf("  bands: %s\n", jstr_or(jobj(b, "bands"), "text", "-"));
+	}
 	if (in->down.planned) {
 		char dr[32], ds[32];
 
@@ -565,6 +572,7 @@ static int plan_print_json(const struct plan_run *r, enum ctl_output out)
 	                                   in->mode == MODE_MIXED && plan_floor_given(in)
 	                                           ? in->shares.share_pm[CLASS_TRAINING] / 1000.0
 	                                           : 0);
+	ok = ok && node_bands_json(in, node) == 0; /* both directions: beside uplink and downlink */
 	if (ok) {
 		const char *warn[NODE_WARN_MAX];
 		unsigned n = 0;

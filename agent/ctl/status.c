@@ -146,6 +146,8 @@ static void print_uplink(const cJSON *up)
 	if (jnum(up, "trainingFloor", &v) && v > 0)
 		printf("  training floor %.1f%%", v * 100);
 	printf("\n");
+	if (jobj(up, "bands"))
+		printf("  bands: %s\n", jstr_or(jobj(up, "bands"), "text", "-"));
 	if (jobj(up, "classes") && jobj(up, "classes")->child) {
 		const cJSON *k;
 

@@ -22,7 +22,8 @@ static const char *const phase_names[_KUBE_POD_PHASE_MAX] = {
 };
 
 /* The annotations kept verbatim (workload.h). */
-static const char *const kept_annotations[] = {ANNOT_WORKLOAD, ANNOT_PROFILE, ANNOT_INGRESS_BW, ANNOT_EGRESS_BW};
+static const char *const kept_annotations[] = {ANNOT_WORKLOAD, ANNOT_PROFILE, ANNOT_INGRESS_BW, ANNOT_EGRESS_BW,
+                                               ANNOT_BULK};
 
 static const char *const gpu_resources[] = {"nvidia.com/gpu", "amd.com/gpu"};
 

@@ -92,6 +92,8 @@ static const char *class_of_handle(uint32_t h)
 	switch (TC_H_MIN(h) ? TC_H_MIN(h) : TC_H_MAJ(h) >> 16) {
 	case 0x10:
 		return "inference";
+	case 0x11:
+		return "inference-bulk"; /* node.h BANDS */
 	case 0x20:
 		return "default";
 	case 0x30:
@@ -180,8 +182,9 @@ static void uplink_queue_write(const struct uplink_stats_ctx *c, const struct tc
 	            object, (char *)NULL);
 }
 
-/* The root (class "all"), the HTB classes 1:10 1:20 1:30 (object "class":
- * overlimits = shaping) and their leaf queues 10: 20: 30: (object "queue"). */
+/* The root (class "all"), the HTB classes 1:10 1:11 1:20 1:30 (object
+ * "class": overlimits = shaping) and their leaf queues 10: 11: 20: 30:
+ * (object "queue"). */
 static int uplink_stats_visit(const struct tc_obj_stats *st, void *ud)
 {
 	struct uplink_stats_ctx *c = ud;
@@ -272,6 +275,13 @@ static void direction_write(struct agent *ag, struct metrics_writer *w, const ch
 			              info->shares.share_pm[k] / 1000.0, "dev", dev, "direction", direction, "class",
 			              cls, (char *)NULL);
 		}
+		/* the band inside inference (node.h BANDS): its HTB rate; its
+		 * counters are the queue families' class "inference-bulk" */
+		if (info->bulk_rate_bps)
+			metrics_write(w, "aiqos_class_guaranteed_rate_bytes_per_second",
+			              "Rate guaranteed to a class in this direction (its HTB rate; 0 = not shaped)", G,
+			              (double)info->bulk_rate_bps / 8.0, "dev", dev, "direction", direction, "class",
+			              "inference-bulk", (char *)NULL);
 	}
 	if (ifindex > 0 && ag->sk) {
 		nl_tc_stats_dump(ag->sk, ifindex, TC_QDISC, uplink_stats_visit, &c, NULL);
@@ -397,6 +407,7 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 			d.shaped_bps = ag->info.down.planned ? ag->info.down.shaped_bps : 0;
 			for (int k = 0; k < _CLASS_MAX; k++)
 				d.class_rate_bps[k] = ag->info.down.planned ? ag->info.down.class_rate_bps[k] : 0;
+			d.bulk_rate_bps = ag->info.down.planned ? ag->info.down.bulk_rate_bps : 0;
 			direction_write(ag, w, DIR_INGRESS, PLAN_IFB_NAME, ag->down.ifb_ifindex, &d);
 			metrics_write(w, "aiqos_download_training_rcv_window_bytes",
 			              "Receive window (tcp_rmem maximum) training pods get while the download tree "

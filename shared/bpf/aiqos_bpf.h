@@ -23,11 +23,37 @@ typedef uint64_t aq_u64;
 #define BPF_CLS_KEY_SRC4    4
 #define BPF_CLS_KEY_SRC6    6
 #define BPF_CLS_MAP_MAX     8192 /* entries: pod addresses (NODE_FILTERS_MAX) + 64 DSCPs + 1, with room */
+/* Bands inside a class (bands.h): entries of the same map. */
+#define BPF_CLS_KEY_BAND     2 /* addr[0..3]: a class's priority (host order) -> its bulk band's priority */
+#define BPF_CLS_KEY_BAND_CFG 3 /* addr[0]: BPF_BAND_CFG_* -> that setting */
+#define BPF_BAND_CFG_BYTES   0 /* a flow's recent bytes beyond which it is demoted */
+#define BPF_BAND_CFG_IDLE_US 1 /* silence (us) after which a flow's count restarts */
+/* flows tracked per program (an LRU: the least recently seen is forgotten,
+ * and starts again as interactive); 65536 x ~80 bytes = ~5 MiB per program */
+#define BPF_FLOW_MAP_MAX 65536
 
 struct bpf_cls_key {
 	aq_u8 kind;
 	aq_u8 pad[3];
 	aq_u8 addr[16]; /* source address (network order, v4 in the first 4 bytes) or addr[0] = DSCP */
+};
+
+/* A flow (bands.h): the packet's outer 5-tuple (an overlay's outer
+ * source port is a hash of the inner flow's); ports 0 for protocols
+ * without them. */
+struct bpf_flow_key {
+	aq_u8 family;
+	aq_u8 proto;
+	aq_u8 pad[2];
+	aq_u8 port[4]; /* source, destination (network order) */
+	aq_u8 saddr[16];
+	aq_u8 daddr[16];
+};
+
+struct bpf_flow {
+	aq_u64 last_ns; /* its last packet */
+	aq_u64 bytes;   /* recent bytes (drained, restarted after a silence) */
+	aq_u64 bulk;    /* 1 while demoted */
 };
 
 /* EDT: the map's one value. The clocks are the program's, in 2^-8 ns

@@ -1,7 +1,8 @@
 /* cls.bpf.c — the uplink's classifier (bpf_cls.h), a tc program at the
  * clsact egress hook: skb->priority from the pod's source address (inside
  * an overlay's encapsulation too: parse.h), else from the DSCP aiqos
- * marked, else the default class; and with a rate in
+ * marked, else the default class — or, for a flow of a class with a bulk
+ * band that keeps sending, the band's (bands.h); and with a rate in
  * the EDT map, each classified packet's departure time (skb->tstamp) on
  * shared clocks, for fq to release. Returns TC_ACT_UNSPEC (the next filter
  * runs), or TC_ACT_SHOT past the EDT horizon. */
@@ -10,6 +11,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "aiqos_bpf.h"
+#include "bands.h"
 #include "classify.h"
 #include "parse.h"
 
@@ -26,6 +28,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct bpf_edt);
 } aiqos_edt SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, BPF_FLOW_MAP_MAX);
+	__type(key, struct bpf_flow_key);
+	__type(value, struct bpf_flow);
+} aiqos_flows SEC(".maps");
 
 /* a is later than b, on clocks that wrap */
 static __always_inline int later(__u64 a, __u64 b)
@@ -98,14 +107,15 @@ SEC("tc")
 int aiqos_cls_edt(struct __sk_buff *skb)
 {
 	struct parsed_ip p = {};
-	__u32 *prio;
+	__u32 *prio, band;
 
 	parse_ip(skb, &p);
 	prio = classify(skb, &aiqos_cls, &p, CLASSIFY_BY_SRC);
 	if (!prio)
 		return TC_ACT_UNSPEC;
-	skb->priority = *prio;
-	return edt_stamp(skb, *prio, &p);
+	band = band_pick(skb, &aiqos_cls, &aiqos_flows, &p, *prio);
+	skb->priority = band;
+	return edt_stamp(skb, band, &p);
 }
 
 char LICENSE[] SEC("license") = "GPL";

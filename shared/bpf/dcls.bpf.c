@@ -2,7 +2,8 @@
  * uplink's clsact ingress hook, before the download gate and the redirect
  * to the ifb: skb->priority = the class, on the ifb's HTB tree, of the pod
  * a packet is for (its destination address, inside an overlay's
- * encapsulation too), else the default class. HTB on the ifb takes the
+ * encapsulation too), else the default class — or, for a flow of a class
+ * with a bulk band that keeps sending, the band's (bands.h). HTB on the ifb takes the
  * class it names (the priority survives the redirect) without walking a
  * filter under its lock; marks set by senders elsewhere are never read.
  * Returns TC_ACT_UNSPEC: the gate and the redirect still run. */
@@ -11,6 +12,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "aiqos_bpf.h"
+#include "bands.h"
 #include "classify.h"
 #include "parse.h"
 
@@ -21,6 +23,13 @@ struct {
 	__type(value, __u32);
 } aiqos_dcls SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, BPF_FLOW_MAP_MAX);
+	__type(key, struct bpf_flow_key);
+	__type(value, struct bpf_flow);
+} aiqos_dflows SEC(".maps");
+
 SEC("tc")
 int aiqos_dcls_prog(struct __sk_buff *skb)
 {
@@ -30,7 +39,7 @@ int aiqos_dcls_prog(struct __sk_buff *skb)
 	parse_ip(skb, &p);
 	prio = classify(skb, &aiqos_dcls, &p, CLASSIFY_BY_DST);
 	if (prio)
-		skb->priority = *prio;
+		skb->priority = band_pick(skb, &aiqos_dcls, &aiqos_dflows, &p, *prio);
 	return TC_ACT_UNSPEC;
 }
 

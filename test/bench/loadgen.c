@@ -165,6 +165,15 @@ static void on_signal(int sig)
 	g_stop = 1;
 }
 
+/* SIGINT and SIGTERM stop the run; a peer gone is a write error, not a signal. */
+static void signals_setup(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 static int64_t now_ns(clockid_t clk)
 {
 	struct timespec ts;
@@ -422,20 +431,31 @@ static int srv_input(struct srv_conn *c, const uint8_t *buf, size_t n)
 	return 0;
 }
 
-static int run_server(const char *listen_spec, const char *cc)
+/* A nonblocking listening socket on spec (who: for messages); -1 on error. */
+static int listen_on(const char *spec, const char *who)
 {
 	struct addrinfo *ai = NULL;
-	if (resolve(listen_spec, true, &ai) < 0)
-		return 2;
+	if (resolve(spec, true, &ai) < 0)
+		return -1;
 	int lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int one = 1;
 	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(lfd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(lfd, 1024) < 0) {
-		fprintf(stderr, "loadgen server: listen on %s: %s\n", listen_spec, strerror(errno));
+		fprintf(stderr, "loadgen %s: listen on %s: %s\n", who, spec, strerror(errno));
+		if (lfd >= 0)
+			close(lfd);
 		freeaddrinfo(ai);
-		return 2;
+		return -1;
 	}
 	freeaddrinfo(ai);
+	return lfd;
+}
+
+static int run_server(const char *listen_spec, const char *cc)
+{
+	int lfd = listen_on(listen_spec, "server");
+	if (lfd < 0)
+		return 2;
 	if (cc && cc[0] && setsockopt(lfd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) < 0) {
 		fprintf(stderr, "loadgen server: TCP_CONGESTION %s: %s\n", cc, strerror(errno));
 		return 2;
@@ -1008,6 +1028,316 @@ out:
 
 /* --------------------------------------------------------------------- main */
 
+/* ------------------------------------------------------------ token streams
+ * LLM token streams (issue 30): `loadgen tokens-server` (in the inference
+ * pod) writes one event of --event bytes to every connected stream in
+ * lock-step every --period-ms (vLLM's SSE: one ~300-byte event per token,
+ * every running stream in the same engine step); `loadgen tokens-client`
+ * opens --streams connections and measures each event's one-way delay,
+ * write -> read, on CLOCK_MONOTONIC (the lab's namespaces share it), and
+ * the events missing: a gap in a stream's sequence, or an event stamped
+ * before the end that had not arrived when the drain ended.
+ * Event: {magic "AQLT" u32, seq u64, send_ns u64} padded with 'x' to the
+ * event size, ending "\n\n". A partial write keeps its rest for the next
+ * tick (per stream, TOK_PENDING_MAX); an event that does not fit is
+ * skipped (the client sees the gap). */
+static void usage(FILE *f);
+
+#define TOK_MAGIC       0x544c5141U /* "AQLT" */
+#define TOK_HDR_BYTES   20U
+#define TOK_EVENT_MIN   32U
+#define TOK_EVENT_MAX   16384U
+#define TOK_STREAMS_MAX 4096U
+#define TOK_PENDING_MAX 65536U
+
+struct tok_conn {
+	int fd;
+	uint32_t n_pending;
+	uint8_t pending[TOK_PENDING_MAX];
+};
+
+static void tok_event(uint8_t *ev, unsigned size, uint64_t seq, int64_t send_ns)
+{
+	memset(ev, 'x', size);
+	put_u32(ev, TOK_MAGIC);
+	put_u64(ev + 4, seq);
+	put_u64(ev + 12, (uint64_t)send_ns);
+	ev[size - 2] = '\n';
+	ev[size - 1] = '\n';
+}
+
+/* Write what is pending, then this event; false when the stream is gone. */
+static bool tok_write(struct tok_conn *c, const uint8_t *ev, unsigned size, uint64_t *skipped)
+{
+	if (c->n_pending) {
+		ssize_t w = send(c->fd, c->pending, c->n_pending, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return false;
+		if (w > 0) {
+			memmove(c->pending, c->pending + w, c->n_pending - (size_t)w);
+			c->n_pending -= (uint32_t)w;
+		}
+	}
+	if (c->n_pending) {
+		if (c->n_pending + size > TOK_PENDING_MAX) {
+			(*skipped)++;
+			return true;
+		}
+		memcpy(c->pending + c->n_pending, ev, size);
+		c->n_pending += size;
+		return true;
+	}
+	ssize_t w = send(c->fd, ev, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		return false;
+	if (w < 0)
+		w = 0;
+	if ((size_t)w < size) {
+		memcpy(c->pending, ev + w, size - (size_t)w);
+		c->n_pending = size - (uint32_t)w;
+	}
+	return true;
+}
+
+static int run_tokens_server(const char *listen_spec, const char *cc, unsigned event_bytes, unsigned period_ms)
+{
+	int lfd = listen_on(listen_spec, "tokens-server");
+	if (lfd < 0)
+		return 2;
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	struct itimerspec its = {
+	        .it_interval = {.tv_sec = period_ms / 1000, .tv_nsec = (long)(period_ms % 1000) * NSEC_PER_MSEC}};
+	its.it_value = its.it_interval;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0 || ep < 0 ||
+	    epoll_mod(ep, EPOLL_CTL_ADD, lfd, EPOLLIN, 0) < 0 || epoll_mod(ep, EPOLL_CTL_ADD, tfd, EPOLLIN, 1) < 0) {
+		fprintf(stderr, "loadgen tokens-server: timer/epoll: %s\n", strerror(errno));
+		return 2;
+	}
+	printf("listening %s\n", listen_spec);
+	fflush(stdout);
+	static struct tok_conn *conns[TOK_STREAMS_MAX];
+	unsigned n = 0;
+	uint64_t seq = 0, skipped = 0;
+	uint8_t ev[TOK_EVENT_MAX];
+	struct epoll_event evs[16];
+	while (!g_stop) {
+		int k = epoll_wait(ep, evs, 16, 500);
+		if (k < 0 && errno != EINTR) {
+			fprintf(stderr, "loadgen tokens-server: epoll_wait: %s\n", strerror(errno));
+			return 2;
+		}
+		for (int i = 0; i < k; i++) {
+			if (evs[i].data.u64 == 0) {
+				int fd;
+				while ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+					struct tok_conn *c = n < TOK_STREAMS_MAX ? malloc(sizeof(*c)) : NULL;
+					if (!c || tune_socket(fd, cc) < 0) {
+						free(c);
+						close(fd);
+						continue;
+					}
+					c->fd = fd;
+					c->n_pending = 0;
+					conns[n++] = c;
+				}
+				continue;
+			}
+			uint64_t ticks;
+			if (read(tfd, &ticks, sizeof(ticks)) != sizeof(ticks))
+				continue;
+			seq++;
+			/* one engine step: every stream's event, each stamped as it is written */
+			for (unsigned j = 0; j < n;) {
+				tok_event(ev, event_bytes, seq, now_ns(CLOCK_MONOTONIC));
+				if (tok_write(conns[j], ev, event_bytes, &skipped)) {
+					j++;
+					continue;
+				}
+				close(conns[j]->fd);
+				free(conns[j]);
+				conns[j] = conns[--n];
+			}
+		}
+	}
+	fprintf(stderr, "loadgen tokens-server: %" PRIu64 " steps, %" PRIu64 " events skipped (stream backlog)\n", seq,
+	        skipped);
+	return 0;
+}
+
+struct tok_stream {
+	int fd;
+	uint32_t have;
+	uint64_t last_seq; /* 0 = none yet */
+	uint8_t buf[TOK_EVENT_MAX];
+};
+
+static int run_tokens_client(const char *connect_spec, const char *cc, unsigned streams, unsigned event_bytes,
+                             double duration_s, double warmup_s, double drain_s, const char *label,
+                             const char *out_path)
+{
+	struct addrinfo *ai = NULL;
+	struct hist h = {0};
+	if (resolve(connect_spec, false, &ai) < 0 || hist_init(&h, 0) < 0)
+		return 2;
+	struct tok_stream *st = calloc(streams, sizeof(*st));
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!st || ep < 0)
+		return 2;
+	for (unsigned i = 0; i < streams; i++) {
+		int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || tune_socket(fd, cc) < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+		    set_nonblock(fd) < 0 || epoll_mod(ep, EPOLL_CTL_ADD, fd, EPOLLIN, i) < 0) {
+			fprintf(stderr, "loadgen tokens-client: stream %u to %s: %s\n", i, connect_spec,
+			        strerror(errno));
+			return 2;
+		}
+		st[i].fd = fd;
+	}
+	freeaddrinfo(ai);
+	int64_t t0 = now_ns(CLOCK_MONOTONIC), t0_real = now_ns(CLOCK_REALTIME);
+	int64_t a = t0 + (int64_t)(warmup_s * 1e9), b = t0 + (int64_t)(duration_s * 1e9);
+	int64_t stop = b + (int64_t)(drain_s * 1e9);
+	uint64_t events = 0, missing = 0, bad = 0, closed = 0, last_in_window = 0;
+	struct epoll_event evs[64];
+	for (;;) {
+		int64_t now = now_ns(CLOCK_MONOTONIC);
+		if (now >= stop || g_stop || closed == streams)
+			break;
+		int k = epoll_wait(ep, evs, 64, (int)((stop - now) / NSEC_PER_MSEC) + 1);
+		for (int i = 0; i < k; i++) {
+			struct tok_stream *s = &st[evs[i].data.u64];
+			ssize_t r = read(s->fd, s->buf + s->have, event_bytes - s->have);
+			if (r <= 0) {
+				if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+					epoll_ctl(ep, EPOLL_CTL_DEL, s->fd, NULL);
+					closed++;
+				}
+				continue;
+			}
+			s->have += (uint32_t)r;
+			if (s->have < event_bytes)
+				continue;
+			s->have = 0;
+			now = now_ns(CLOCK_MONOTONIC);
+			if (get_u32(s->buf) != TOK_MAGIC) {
+				bad++;
+				continue;
+			}
+			uint64_t seq = get_u64(s->buf + 4);
+			int64_t sent = (int64_t)get_u64(s->buf + 12);
+			if (sent >= a && sent < b) {
+				hist_record(&h, (uint64_t)(now > sent ? now - sent : 0));
+				events++;
+				if (s->last_seq && seq > s->last_seq + 1)
+					missing += seq - s->last_seq - 1;
+				if (seq > last_in_window)
+					last_in_window = seq;
+			}
+			s->last_seq = seq;
+		}
+	}
+	/* the tail: every stream had each step up to the last one stamped in the window */
+	for (unsigned i = 0; i < streams; i++)
+		if (st[i].last_seq < last_in_window)
+			missing += last_in_window - st[i].last_seq;
+	FILE *f = out_path ? fopen(out_path, "we") : stdout;
+	if (!f) {
+		fprintf(stderr, "loadgen tokens-client: open %s: %s\n", out_path, strerror(errno));
+		return 2;
+	}
+	fprintf(f, "{\"label\": ");
+	json_string(f, label ? label : "");
+	fprintf(f,
+	        ", \"streams\": %u, \"event_bytes\": %u, \"duration_s\": %.3f, \"warmup_s\": %.3f, \"events\": %" PRIu64
+	        ", \"missing\": %" PRIu64 ", \"bad\": %" PRIu64 ", \"closed\": %" PRIu64 ", \"t0_unix_ns\": %" PRId64
+	        ",\n \"delay_us\": ",
+	        streams, event_bytes, duration_s, warmup_s, events, missing, bad, closed, t0_real);
+	json_hist_summary(f, &h);
+	fprintf(f, "}\n");
+	if (f != stdout)
+		fclose(f);
+	for (unsigned i = 0; i < streams; i++)
+		close(st[i].fd);
+	free(st);
+	hist_free(&h);
+	return missing || bad || events == 0 ? 1 : 0;
+}
+
+static int tokens_main(int argc, char **argv)
+{
+	bool server = !strcmp(argv[1], "tokens-server");
+	const char *listen_spec = "0.0.0.0:7100", *connect_spec = NULL, *cc = NULL, *label = NULL, *out = NULL;
+	unsigned long streams = 64, event_bytes = 300, period_ms = 25;
+	double duration_s = 0, warmup_s = 0.5, drain_s = 1.0;
+	static const struct option opts[] = {
+	        {"listen", required_argument, NULL, 'l'},    {"connect", required_argument, NULL, 'c'},
+	        {"streams", required_argument, NULL, 'n'},   {"event", required_argument, NULL, 'e'},
+	        {"period-ms", required_argument, NULL, 'p'}, {"duration", required_argument, NULL, 'd'},
+	        {"warmup", required_argument, NULL, 'w'},    {"drain", required_argument, NULL, 'D'},
+	        {"cc", required_argument, NULL, 'C'},        {"label", required_argument, NULL, 'L'},
+	        {"out", required_argument, NULL, 'o'},       {NULL, 0, NULL, 0},
+	};
+	int o, li = 0;
+	optind = 2;
+	while ((o = getopt_long(argc, argv, "", opts, &li)) != -1) {
+		int bad = 0;
+		switch (o) {
+		case 'l':
+			listen_spec = optarg;
+			break;
+		case 'c':
+			connect_spec = optarg;
+			break;
+		case 'n':
+			bad = parse_uint(optarg, 1, TOK_STREAMS_MAX, &streams);
+			break;
+		case 'e':
+			bad = parse_uint(optarg, TOK_EVENT_MIN, TOK_EVENT_MAX, &event_bytes);
+			break;
+		case 'p':
+			bad = parse_uint(optarg, 1, 10000, &period_ms);
+			break;
+		case 'd':
+			bad = parse_double(optarg, 0.001, DURATION_MAX_S, &duration_s);
+			break;
+		case 'w':
+			bad = parse_double(optarg, 0, DURATION_MAX_S, &warmup_s);
+			break;
+		case 'D':
+			bad = parse_double(optarg, 0, 60, &drain_s);
+			break;
+		case 'C':
+			cc = optarg;
+			bad = strlen(optarg) >= CC_NAME_MAX ? -EINVAL : 0;
+			break;
+		case 'L':
+			label = optarg;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		if (bad) {
+			fprintf(stderr, "loadgen: invalid value '%s' for --%s\n", optarg, opts[li].name);
+			return 2;
+		}
+	}
+	signals_setup();
+	if (server)
+		return run_tokens_server(listen_spec, cc, (unsigned)event_bytes, (unsigned)period_ms);
+	if (!connect_spec || duration_s <= 0 || warmup_s >= duration_s) {
+		fprintf(stderr,
+		        "loadgen tokens-client: --connect and --duration (longer than --warmup) are required\n");
+		return 2;
+	}
+	return run_tokens_client(connect_spec, cc, (unsigned)streams, (unsigned)event_bytes, duration_s, warmup_s,
+	                         drain_s, label, out);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage:\n"
@@ -1021,7 +1351,13 @@ static void usage(FILE *f)
 	           "--burst-ms of every --burst-period-ms (default 1000), lower in between (mean RPS).\n"
 	           "The client prints one JSON object (stdout or --out): counts,\n"
 	           "latency_us {p50,p90,p99,p999,max}, cdf, and per-window p50/p99 (windows by send time).\n"
-	           "Exit: 0 ok, 1 requests failed (errors > 0), 2 usage or setup error.\n");
+	           "Exit: 0 ok, 1 requests failed (errors > 0), 2 usage or setup error.\n"
+	           "  loadgen tokens-server [--listen ADDR:PORT] [--event BYTES] [--period-ms MS] [--cc NAME]\n"
+	           "  loadgen tokens-client --connect ADDR:PORT --duration S [--streams N] [--event BYTES]\n"
+	           "                 [--warmup S] [--drain S] [--cc NAME] [--label TEXT] [--out FILE]\n"
+	           "Token streams: the server writes one event to every stream in lock-step every period\n"
+	           "(default 300 bytes every 25 ms); the client reports each event's one-way delay\n"
+	           "delay_us {p50,p99,p999,max} and the events missing (exit 1 when any is).\n");
 }
 
 int main(int argc, char **argv)
@@ -1031,6 +1367,8 @@ int main(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	const char *mode = argv[1];
+	if (!strcmp(mode, "tokens-server") || !strcmp(mode, "tokens-client"))
+		return tokens_main(argc, argv);
 	bool server = !strcmp(mode, "server");
 	if (!server && strcmp(mode, "client") != 0) {
 		fprintf(stderr, "loadgen: unknown mode '%s' (server or client)\n", mode);
@@ -1148,10 +1486,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "loadgen: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	signals_setup();
 
 	if (server)
 		return run_server(listen_spec, cl.cc);

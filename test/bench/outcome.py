@@ -453,6 +453,22 @@ CLIENT_TEXT = {"loadgen": "loadgen (the project's open-loop generator, Poisson)"
                "http": "nginx + vegeta (HTTP/1.1 keepalive, constant rate)"}
 
 
+# Issue 30's loads (selected by name, not yet in the default matrix): token
+# streams from the inference pod (egress: 64 or 256 lock-step streams, one
+# ~300-byte event per stream every 25 ms; metric: each event's one-way delay
+# and the events missing) and the model load (download: the inference pod
+# pulls over 8 connections while training pulls; metric: training's goodput
+# and the pod's 8 KiB requests meanwhile).
+STREAM_LOADS = {"tokens64": "egress", "tokens256": "egress", "modelload": "download"}
+TOKENS_PORT = 7100
+TOKENS_EVENT_BYTES, TOKENS_PERIOD_MS = 300, 25
+MODEL_LOAD_CONNS = 8
+
+
+def stream_cells(ccs=L.CCS):
+    return [cell_name(d, lo, "loadgen", cc) for lo, d in STREAM_LOADS.items() for cc in ccs]
+
+
 def cell_name(direction, load, client, cc, datapath="routed"):
     """DIRECTION-LOAD-CLIENT-CC; on another datapath than the routed one
     (lab.DATAPATHS) prefixed DATAPATH/ (the routed matrix keeps its names)."""
@@ -476,6 +492,7 @@ def select_cells(patterns, ccs):
     pats = [p for p in patterns.replace(",", " ").split() if p] if patterns else []
     if not pats:
         return cells
+    cells = cells + stream_cells(ccs)  # issue 30's loads: by name only
     out = [c for c in cells if any(fnmatch.fnmatchcase(c, p) for p in pats)]
     if not out:
         raise L.LabError(f"CELLS={patterns!r} matches none of the {len(cells)} cells (e.g. {cells[0]})")
@@ -513,7 +530,16 @@ def load_spec(load, rate_mbit, w):
         return LoadSpec("burst", 8192, w.rate, 16, burst=b,
                         text=f"8 KiB responses at a mean {w.rate:.0f} req/s, on/off: {w.burst_factor:g}× the mean "
                              f"for {w.burst_ms} ms of every {w.burst_period_ms} ms")
-    raise L.LabError(f"unknown inference load {load!r} ({', '.join(LOADS)})")
+    if load.startswith("tokens") and load in STREAM_LOADS:
+        n = int(load[len("tokens"):])
+        return LoadSpec(load, TOKENS_EVENT_BYTES, n * 1000.0 / TOKENS_PERIOD_MS, n,
+                        text=f"{n} token streams in lock-step, one {TOKENS_EVENT_BYTES}-byte event per stream every "
+                             f"{TOKENS_PERIOD_MS} ms (one-way delay per event)")
+    if load == "modelload":
+        return LoadSpec("modelload", 8192, w.rate, w.conns,
+                        text=f"8 KiB responses at {w.rate:.0f} req/s while the pod pulls its model over "
+                             f"{MODEL_LOAD_CONNS} connections")
+    raise L.LabError(f"unknown inference load {load!r} ({', '.join(LOADS + tuple(STREAM_LOADS))})")
 
 
 def agent_supports(lab, key):
@@ -604,6 +630,43 @@ def _run_cell_loadgen(lab, direction, spec, cc, w, inf, out, label):
             "timeouts": d["incomplete"], "achieved_rate": d["achieved_rate"],
             "send_lag_p99_us": d["send_lag_us"]["p99"], "t0": d["t0_unix_ns"] / 1e9,
             "client_file": os.path.basename(out)}
+
+
+def _run_cell_tokens(lab, spec, cc, w, inf, out, label):
+    """Token streams (egress): the client in the fabric reads spec.conns
+    streams of the pod's tokens-server; latency = each event's one-way delay."""
+    rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
+    argv = L.nsexec(lab.fabric, *rt, lab.loadgen, "tokens-client", "--connect", f"{inf.ip}:{TOKENS_PORT}",
+                    "--streams", spec.conns, "--event", TOKENS_EVENT_BYTES, "--duration", f"{w.cell_s:.2f}",
+                    "--warmup", f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--cc", cc, "--label", label,
+                    "--out", out)
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=w.cell_s + w.timeout_s + 30)
+    if p.returncode not in (0, 1) or not os.path.exists(out):
+        raise L.LabError(f"loadgen tokens-client: exit {p.returncode}: {p.stderr.strip()[:500]}")
+    with open(out) as f:
+        d = json.load(f)
+    lat = d["delay_us"]
+    return {"p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
+            "max_us": lat["max"], "requests": lat["count"], "errors": d["bad"] + d["closed"], "timeouts": 0,
+            "missing": d["missing"], "achieved_rate": d["events"] / max(1e-9, w.cell_s - w.lg_warmup_s),
+            "send_lag_p99_us": None, "t0": d["t0_unix_ns"] / 1e9, "client_file": os.path.basename(out)}
+
+
+def _run_cell_modelload(lab, spec, cc, w, inf, out, label):
+    """The model load (download): the pod pulls over MODEL_LOAD_CONNS
+    connections (iperf3 -R from the fabric's last server) while its 8 KiB
+    requests run; the pull's goodput is recorded with the requests'."""
+    port = L.IPERF_PORT0 + L.IPERF_SERVERS - 1
+    pull = subprocess.Popen([str(a) for a in iperf_argv(inf, port, cc, w.cell_s + 0.5, MODEL_LOAD_CONNS, omit_s=0)]
+                            + ["-R"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)  # the pull under way before the requests start
+        r = _run_cell_loadgen(lab, "download", spec, cc, w, inf, out, label)
+    finally:
+        o, _ = pull.communicate(timeout=w.cell_s + 30)
+    d = _parse_iperf(o, inf.name, interrupted_ok=True)
+    r["model_load_bps"] = d["end"].get("sum_received", {}).get("bits_per_second")
+    return r
 
 
 def _run_cell_http(lab, direction, spec, cc, w, inf, out_prefix):
@@ -711,6 +774,11 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         lab.set_default_cc(lab.fabric, cc)
         _train_sysctls(lab, spec, train, inst)
         clients = {c for _, c in cells}
+        if any(lo.startswith("tokens") for lo, _ in cells):
+            servers.append(lab.spawn(f"tokens-server-{inf.name}", inf.exec(
+                "chrt", "-f", L.LOADGEN_RT_PRIO, lab.loadgen, "tokens-server", "--listen", f"{inf.ip}:{TOKENS_PORT}",
+                "--event", TOKENS_EVENT_BYTES, "--period-ms", TOKENS_PERIOD_MS, "--cc", cc)))
+            lab._wait_port(inf.netns, inf.ip, TOKENS_PORT, servers[-1])
         if direction == "egress":
             servers.append(lab.spawn(f"loadgen-server-{inf.name}", inf.exec(
                 "chrt", "-f", L.LOADGEN_RT_PRIO, lab.loadgen, "server", "--listen", f"{inf.ip}:{L.LOADGEN_PORT}",
@@ -744,7 +812,11 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             r = dict(base, cell=cell, load=load, client=client, loadavg_start=loadavg(), order=i,
                      offered_mbit=round(ls.mbit(), 1))
             c0 = _cell_counters(lab, direction)
-            if client == "loadgen":
+            if load.startswith("tokens"):
+                r.update(_run_cell_tokens(lab, ls, cc, w, inf, os.path.join(outdir, f"tokens-{tag}.json"), tag))
+            elif load == "modelload":
+                r.update(_run_cell_modelload(lab, ls, cc, w, inf, os.path.join(outdir, f"loadgen-{tag}.json"), tag))
+            elif client == "loadgen":
                 r.update(_run_cell_loadgen(lab, direction, ls, cc, w, inf, os.path.join(outdir, f"loadgen-{tag}.json"),
                                            tag))
             else:

@@ -257,3 +257,32 @@ def test_vxlan_datapath_crosses_the_wire_encapsulated(plugin):
     finally:
         problems = lab.teardown()
         assert not problems, problems
+
+
+def test_stream_cells_selected_by_name():
+    assert O.select_cells("egress-tokens*-loadgen-cubic,download-modelload-*", ("cubic", "bbr")) == [
+        "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "download-modelload-loadgen-cubic",
+        "download-modelload-loadgen-bbr"]
+    assert not [c for c in O.select_cells("", L.CCS) if "tokens" in c or "modelload" in c]
+
+
+if os.path.exists(os.path.join(REPO, "agent", "main.c")):
+
+    def test_lab_token_streams_and_model_load(lab, tmp_path):
+        """Issue 30's loads, short: 64 lock-step token streams from the
+        inference pod while training uploads (every event arrives, its
+        delay measured), and the model load (the pod pulls over 8
+        connections while training downloads, its requests measured)."""
+        w = O.Workload(**MATRIX)
+        rs = O.run_instance(lab, "aiqos", "egress", "cubic", [("tokens64", "loadgen")], w, 0, str(tmp_path))
+        r = rs[0]
+        assert r["cell"] == "egress-tokens64-loadgen-cubic", r
+        check_cell(r, w, rate=64 * 1000 / O.TOKENS_PERIOD_MS)
+        assert r["missing"] == 0, r
+        assert r["goodput_bps"] > 0.3 * RATE_MBIT * 1e6, r
+        rs = O.run_instance(lab, "fifo", "download", "cubic", [("modelload", "loadgen")], w, 0, str(tmp_path))
+        r = rs[0]
+        assert r["cell"] == "download-modelload-loadgen-cubic", r
+        check_cell(r, w)
+        assert r["model_load_bps"] > 0.1 * RATE_MBIT * 1e6, r
+        assert r["goodput_bps"] > 0.05 * RATE_MBIT * 1e6, r

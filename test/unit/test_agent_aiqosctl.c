@@ -208,8 +208,9 @@ TEST(ctl_plan_formats_parse)
 	CHECK(strstr(r.out, "dev uplink") == NULL);
 	run_done(&r);
 
+	/* the bands on (bulkThreshold; off by default, as the golden plans show) */
 	RUN(NULL, NULL, &r, "plan", "--pods", PODS "pods-mixed.json", "--format", "json", "--uplink-rate", "1gbit",
-	    "--config", PODS "config-rate-1gbit.json");
+	    "--config", PODS "config-rate-1gbit-bands.json");
 	CHECK_INT(r.code, 0);
 	j = cJSON_Parse(r.out);
 	CHECK(j != NULL);
@@ -227,7 +228,10 @@ TEST(ctl_plan_formats_parse)
 		CHECK(alts && strstr(alts, "dev uplink") == NULL);
 		free(alts);
 	}
-	CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(node, "plan")), 13); /* with clsact + the classifier */
+	/* with clsact + the classifier, and the inference-bulk band's class and leaf */
+	CHECK_INT(cJSON_GetArraySize(cJSON_GetObjectItem(node, "plan")), 15);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "bands"), "uplink")),
+	          "inference-bulk 1:11 rate 74250kbit");
 	cJSON_Delete(j);
 	run_done(&r);
 }

@@ -64,6 +64,9 @@ TEST(all_keys)
 	                           "  \"uplinkRate\": \"500mbit\",\n"
 	                           "  \"inferenceShare\": 0.25,\n"
 	                           "  \"trainingFloor\": 0.2,\n"
+	                           "  \"bulkThreshold\": 2097152,\n"
+	                           "  \"bulkIdleMs\": 50,\n"
+	                           "  \"bulkWeight\": 2.5,\n"
 	                           "  \"downlinkRate\": \"1gbit\",\n"
 	                           "  \"downlink\": false,\n"
 	                           "  \"mixedHoldSeconds\": 120,\n"
@@ -88,6 +91,9 @@ TEST(all_keys)
 	CHECK_INT(c.node.uplink_rate_bps, 500000000);
 	CHECK(c.node.inference_share == 0.25);
 	CHECK(c.node.training_floor == 0.2);
+	CHECK_INT(c.node.bulk_threshold_bytes, 2097152);
+	CHECK_INT(c.node.bulk_idle_ms, 50);
+	CHECK(c.node.bulk_weight == 2.5);
 	CHECK_INT(c.node.downlink_rate_bps, 1000000000);
 	CHECK(!c.node.downlink);
 	CHECK_INT(c.node.mixed_hold_s, 120);
@@ -263,23 +269,31 @@ TEST(invalid_values)
 	         "profiles.gold.dscp = 10: with classify \"dscp\" that is the uplink's training DSCP"},
 	        {"{\"uplinkRat\": \"1gbit\"}",
 	         "unknown key \"uplinkRat\": did you mean \"uplinkRate\"? (accepted: uplink, uplinkRate, downlinkRate, "
-	         "downlink, downlinkRttUs, trainingRcvWindow, inferenceShare, trainingFloor, "
+	         "downlink, downlinkRttUs, trainingRcvWindow, inferenceShare, trainingFloor, bulkThreshold, "
+	         "bulkIdleMs, bulkWeight, "
 	         "mixedHoldSeconds, debounceMs, classify, driftRepairSeconds, profiles, "
 	         "uplinkOverhead)"},
 	        {"{\"uplinkrate\": \"1gbit\"}",
 	         "unknown key \"uplinkrate\": did you mean \"uplinkRate\"? (accepted: uplink, uplinkRate, "
 	         "downlinkRate, downlink, downlinkRttUs, trainingRcvWindow, "
-	         "inferenceShare, trainingFloor, "
+	         "inferenceShare, trainingFloor, bulkThreshold, bulkIdleMs, bulkWeight, "
 	         "mixedHoldSeconds, debounceMs, "
 	         "classify, driftRepairSeconds, profiles, uplinkOverhead)"},
-	        {"{\"\": 1}", "unknown key \"\" (accepted: uplink, uplinkRate, downlinkRate, downlink, downlinkRttUs, "
-	                      "trainingRcvWindow, inferenceShare, "
-	                      "trainingFloor, mixedHoldSeconds, debounceMs, classify, "
-	                      "driftRepairSeconds, profiles, uplinkOverhead)"},
+	        {"{\"\": 1}",
+	         "unknown key \"\" (accepted: uplink, uplinkRate, downlinkRate, downlink, downlinkRttUs, "
+	         "trainingRcvWindow, inferenceShare, "
+	         "trainingFloor, bulkThreshold, bulkIdleMs, bulkWeight, mixedHoldSeconds, debounceMs, classify, "
+	         "driftRepairSeconds, profiles, uplinkOverhead)"},
 	        {"{\"trainingRcvWindow\": 1000}", "trainingRcvWindow: 1000 is out of range [32768, 2147483647]"},
 	        {"{\"trainingRcvWindow\": \"small\"}",
 	         "trainingRcvWindow: expected \"auto\", \"off\" or a number of bytes, got a string (\"small\")"},
 	        {"{\"downlinkRttUs\": 2000000}", "downlinkRttUs: 2e+06 is out of range [0, 1000000]"},
+	        {"{\"bulkThreshold\": 1000}", "bulkThreshold: 1000 is out of range [65536, 1073741824]"},
+	        {"{\"bulkThreshold\": \"big\"}",
+	         "bulkThreshold: expected a number of bytes or \"off\", got a string (\"big\")"},
+	        {"{\"bulkIdleMs\": 0}", "bulkIdleMs: 0 is out of range [1, 1000]"},
+	        {"{\"bulkIdleMs\": 5000}", "bulkIdleMs: 5000 is out of range [1, 1000]"},
+	        {"{\"bulkWeight\": 20}", "bulkWeight: 20 is out of range [0.1, 10]"},
 	        {"{\"trainingFloor\": 1.5}", "trainingFloor: 1.5 is out of range [0, 1]"},
 	        {"{\"trainingFloor\": -0.1}", "trainingFloor: -0.1 is out of range [0, 1]"},
 	        {"{\"trainingFloor\": \"0.2\"}",

@@ -961,6 +961,9 @@ TEST(agent_metrics_families)
 	ag->info.class_rate_bps[CLASS_TRAINING] = 339500000;
 	ag->info.shares.share_pm[CLASS_INFERENCE] = 300;
 	ag->info.shares.share_pm[CLASS_TRAINING] = 700;
+	ag->info.bulk_rate_bps = 24000000; /* BANDS */
+	ag->info.down.planned = true;
+	ag->info.down.bulk_rate_bps = 16000000;
 	ag->rcv_window = 61250;
 	agent_count_retune(ag, RETUNE_POD, RESULT_OK, 0.004);
 	agent_count_retune(ag, RETUNE_NODE, RESULT_DEGRADED, 0.2);
@@ -980,6 +983,31 @@ TEST(agent_metrics_families)
 	                     "class=\"inference\"} 18187500\n");
 	CHECK_CONTAINS(text, "aiqos_class_guaranteed_share_ratio{dev=\"up0\",direction=\"egress\",class=\"training\"} "
 	                     "0.7\n");
+	/* the inference-bulk band, both directions */
+	CHECK_CONTAINS(text, "aiqos_class_guaranteed_rate_bytes_per_second{dev=\"up0\",direction=\"egress\","
+	                     "class=\"inference-bulk\"} 3000000\n");
+	CHECK_CONTAINS(text, "aiqos_class_guaranteed_rate_bytes_per_second{dev=\"aiqos-ifb0\",direction=\"ingress\","
+	                     "class=\"inference-bulk\"} 2000000\n");
+	/* and the status: the bands beside the shares */
+	{
+		cJSON *st, *b;
+
+		ag->info.bulk_priority = 0x10011;
+		ag->info.down.bulk_priority = 0x10011;
+		ag->info.bulk_threshold_bytes = 1048576;
+		ag->info.bulk_idle_ms = 20;
+		ag->info.bulk_weight = 1;
+		st = agent_status_json(ag);
+		b = st ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "uplink"), "bands")
+		       : NULL;
+		CHECK(b != NULL);
+		CHECK_INT((int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(b, "thresholdBytes")), 1048576);
+		CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "uplink")),
+		          "inference-bulk 1:11 rate 24mbit");
+		CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "download")),
+		          "inference-bulk 1:11 rate 16mbit");
+		cJSON_Delete(st);
+	}
 	/* classes without a guarantee are not listed */
 	CHECK(strstr(text, "guaranteed_share_ratio{dev=\"up0\",direction=\"egress\",class=\"default\"}") == NULL);
 	CHECK_CONTAINS(text, "aiqos_retune_duration_seconds_bucket{scope=\"pod\",le=\"0.005\"} 1\n");

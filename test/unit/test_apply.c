@@ -1461,6 +1461,7 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	m->map_fd = m->edt_fd = m->prog_fd = -1;
 	t.uplink_ifindex = ifindex;
 	node_config_defaults(&m->cfg);
+	m->cfg.bulk_threshold_bytes = 1U << 20; /* the bands on (off by default): their entries checked too */
 	m->cfg.uplink_rate_bps = rate_bps;
 	m->cfg.downlink = false;
 	/* first contact learns what is missing (prio on the CI kernel), then the plan is made again */
@@ -1550,7 +1551,7 @@ TEST(node_mq_mixed_classifier)
 	CHECK_INT(nl_link_get(fx.host_sk, "aqtmq0", 0, &li, &e), 0);
 	mq_apply_mixed(pods, 3, &up, 0, li.ifindex, fx.ns_host, &m);
 	CHECK_INT(node_cls_entries(pods, 3, &m.cfg, &m.info, &ents, &n_ents), 0);
-	CHECK_INT(n_ents, 3); /* default + 2 pod addresses */
+	CHECK_INT(n_ents, 6); /* default + 2 pod addresses + inference's bulk band and its 2 thresholds */
 	free(ents);
 	{
 		char *q = sh_out("ip netns exec %s tc qdisc show dev aqtmq0", fx.ns_host);

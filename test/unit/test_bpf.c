@@ -775,6 +775,165 @@ TEST(download_classifier_by_destination)
 	close(map);
 }
 
+/* ---- bands inside a class (bands.h) ---- */
+
+#define BAND_BYTES   10000u
+#define BAND_IDLE_US 2000000u /* 2 s: the drain, not the silence, promotes in the first case */
+
+/* A UDP packet of len bytes (frame) from src:sport to dst:dport. */
+static struct pkt pkt_flow(const char *src, const char *dst, uint16_t sport, uint16_t dport, uint32_t len)
+{
+	struct frame f = {0};
+	uint8_t udp[8] = {(uint8_t)(sport >> 8), (uint8_t)sport, (uint8_t)(dport >> 8), (uint8_t)dport};
+
+	put_eth(&f, strchr(src, ':') ? 0x86dd : 0x0800);
+	put_ip_to(&f, src, dst, 17, 0);
+	put(&f, udp, sizeof(udp));
+	pad(&f, len - f.at);
+	return f.p;
+}
+
+/* The pods' entries, inference's band (to training's priority, as the
+ * mq/EDT layouts name it) and the thresholds. */
+static unsigned band_entries(struct bpf_cls_entry *v, unsigned n_pods, uint32_t idle_us)
+{
+	uint32_t inf = PRIO_INF;
+	unsigned k = n_pods;
+
+	memcpy(v, pods, n_pods * sizeof(*v));
+	v[k] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_BAND}, .priority = PRIO_TRAIN};
+	memcpy(v[k++].key.addr, &inf, sizeof(inf));
+	v[k++] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_BAND_CFG, .addr = {BPF_BAND_CFG_BYTES}},
+	                                .priority = BAND_BYTES};
+	v[k++] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_BAND_CFG, .addr = {BPF_BAND_CFG_IDLE_US}},
+	                                .priority = idle_us};
+	return k;
+}
+
+/* The priority n packets of len bytes of one flow get, the last one's. */
+static uint32_t flow_send(int prog, const struct pkt *p, unsigned n)
+{
+	uint32_t prio = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		prio = run_ctx(prog, p, 4242, 0, 0).priority;
+	return prio;
+}
+
+/* Upload: an inference flow stays interactive up to the threshold (10 x
+ * 1000 bytes), its next packet is demoted (the band's priority), a short
+ * flow of the same pod stays interactive meanwhile, training's flows have
+ * no band; the drain (threshold bytes per second) brings the flow to half
+ * the threshold after 1 s: promoted. With a short idle gap, a silence
+ * restarts the count. Without the band's entry nothing is demoted. */
+TEST(bands_demote_and_promote_upload)
+{
+	struct bpf_cls_entry ents[ARRAY_SIZE(pods) + 3];
+	struct pkt bulk = pkt_flow("10.75.0.10", "10.75.0.2", 40000, 80, 1000);
+	struct pkt chat = pkt_flow("10.75.0.10", "10.75.0.2", 40001, 80, 1000);
+	struct pkt train = pkt_flow("10.75.0.20", "10.75.0.2", 40000, 80, 1000);
+	struct pkt bulk6 = pkt_flow("fd00:75::10", "fd00:75::2", 40000, 80, 1000);
+	struct error e = {0};
+	struct cls c;
+
+	if (!cls_up(&c, ents, band_entries(ents, ARRAY_SIZE(pods), BAND_IDLE_US)))
+		return;
+	CHECK_INT(flow_send(c.prog, &bulk, 10), PRIO_INF); /* 10000 bytes: at the threshold */
+	CHECK_INT(flow_send(c.prog, &chat, 3), PRIO_INF);
+	CHECK_INT(flow_send(c.prog, &bulk, 1), PRIO_TRAIN); /* beyond it */
+	CHECK_INT(flow_send(c.prog, &bulk, 2), PRIO_TRAIN);
+	CHECK_INT(flow_send(c.prog, &chat, 1), PRIO_INF);
+	CHECK_INT(flow_send(c.prog, &train, 30), PRIO_TRAIN);
+	CHECK_INT(flow_send(c.prog, &bulk6, 10), PRIO_INF);
+	CHECK_INT(flow_send(c.prog, &bulk6, 1), PRIO_TRAIN);
+	/* 13000 bytes, drained by >= 10000 in 1 s: <= 3000 + 1000, under half
+	 * the threshold */
+	usleep(1000000);
+	CHECK_INT(flow_send(c.prog, &bulk, 1), PRIO_INF);
+	/* a silence of the idle gap restarts the count */
+	CHECK_INT(bpf_cls_map_sync(c.map, ents, band_entries(ents, ARRAY_SIZE(pods), 20000), NULL, &e), 0);
+	CHECK_INT(flow_send(c.prog, &chat, 11), PRIO_TRAIN);
+	usleep(30000);
+	CHECK_INT(flow_send(c.prog, &chat, 1), PRIO_INF);
+	/* the band's entry gone (the planner's bands off): nothing is demoted */
+	CHECK_INT(bpf_cls_map_sync(c.map, pods, ARRAY_SIZE(pods), NULL, &e), 0);
+	CHECK_INT(flow_send(c.prog, &chat, 20), PRIO_INF);
+	cls_close(&c);
+}
+
+/* Download: the same by the pod as the destination. */
+TEST(bands_demote_and_promote_download)
+{
+	struct bpf_cls_entry ents[ARRAY_SIZE(pods) + 3];
+	struct pkt bulk = pkt_flow("192.168.99.7", "10.75.0.10", 443, 50000, 1000);
+	struct pkt chat = pkt_flow("192.168.99.7", "10.75.0.10", 443, 50001, 1000);
+	int map = -1, prog = -1;
+	struct error e = {0};
+
+	if (bpf_dcls_load(&map, &prog, &e) < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		CHECK(!"the download classifier loads");
+		return;
+	}
+	CHECK_INT(bpf_cls_map_sync(map, ents, band_entries(ents, 5, 20000), NULL, &e), 0);
+	CHECK_INT(flow_send(prog, &bulk, 10), PRIO_INF);
+	CHECK_INT(flow_send(prog, &bulk, 1), PRIO_TRAIN);
+	CHECK_INT(flow_send(prog, &chat, 5), PRIO_INF);
+	usleep(30000);
+	CHECK_INT(flow_send(prog, &bulk, 1), PRIO_INF);
+	close(prog);
+	close(map);
+}
+
+/* The flow table is an LRU of BPF_FLOW_MAP_MAX: more flows than that keep
+ * it at its bound (the least recently seen forgotten). */
+TEST(bands_flow_table_is_bounded)
+{
+	struct bpf_cls_entry ents[ARRAY_SIZE(pods) + 3];
+	struct pkt first = pkt_flow("10.75.0.10", "10.75.0.2", 1, 1, 1000);
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info), ids[4] = {0}, n = 0;
+	int flows = -1;
+	unsigned count = 0;
+	struct error e = {0};
+	struct cls c;
+
+	if (!cls_up(&c, ents, band_entries(ents, ARRAY_SIZE(pods), BAND_IDLE_US)))
+		return;
+	memset(&info, 0, sizeof(info));
+	CHECK_INT(bpf_obj_get_info_by_fd(c.prog, &info, &len), 0);
+	CHECK_INT(bpf_prog_map_ids(info.id, ids, ARRAY_SIZE(ids), &n, "classifier", &e), 0);
+	for (unsigned i = 0; i < n && flows < 0; i++) {
+		const struct bpf_map_want want = {BPF_MAP_TYPE_LRU_HASH, sizeof(struct bpf_flow_key),
+		                                  sizeof(struct bpf_flow), BPF_FLOW_MAP_MAX};
+
+		(void)bpf_map_adopt(ids[i], &want, &flows, "flows", &e);
+	}
+	CHECK(flows >= 0);
+	if (flows < 0) {
+		cls_close(&c);
+		return;
+	}
+	CHECK_INT(flow_send(c.prog, &first, 11), PRIO_TRAIN);
+	for (uint32_t i = 0; i < BPF_FLOW_MAP_MAX + BPF_FLOW_MAP_MAX / 4; i++) {
+		struct pkt p = pkt_flow("10.75.0.10", "10.75.0.2", (uint16_t)(i >> 16) + 2, (uint16_t)i, 100);
+
+		run_ctx(c.prog, &p, 0, 0, 0);
+	}
+	{
+		struct bpf_flow_key cur = {.family = 0xff}, next;
+
+		while (bpf_map_get_next_key(flows, &cur, &next) == 0) {
+			count++;
+			cur = next;
+		}
+	}
+	CHECK(count <= BPF_FLOW_MAP_MAX);
+	CHECK(count > BPF_FLOW_MAP_MAX / 2);
+	close(flows);
+	cls_close(&c);
+}
+
 static const struct bpf_edt edt_1mbit = {.link_q20 = 8000ull << 20, /* bpf_edt_q20(1000000) */
                                          .inf_q20 = 16000ull << 20,
                                          .horizon_ns = 200000000,
@@ -1050,6 +1209,8 @@ TEST(loaders_adopt_and_tag)
 	memset(&info, 0, sizeof(info));
 	CHECK_INT(bpf_obj_get_info_by_fd(prog, &info, &len), 0);
 	CHECK_INT(bpf_cls_map_from_prog(info.id, &map2, &edt2, &e), 0);
+	if (e.msg[0])
+		fprintf(stderr, "  %s\n", e.msg);
 	CHECK(map2 >= 0 && edt2 >= 0);
 	/* a program loaded on the adopted maps shares them */
 	CHECK_INT(bpf_cls_load(&map2, &edt2, &prog2, &e), 0);
@@ -1059,6 +1220,25 @@ TEST(loaders_adopt_and_tag)
 
 		CHECK_INT(bpf_cls_map_sync(map, &one, 1, NULL, &e), 0);
 		CHECK_INT(run1(prog2, &p).priority, 7);
+	}
+	/* the download classifier's map, found again beside its flows (bands.h) */
+	{
+		int dmap = -1, dprog = -1, dmap2 = -1;
+		struct bpf_cls_entry one = {.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = 9};
+		uint32_t v = 0;
+
+		CHECK_INT(bpf_dcls_load(&dmap, &dprog, &e), 0);
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		CHECK_INT(bpf_obj_get_info_by_fd(dprog, &info, &len), 0);
+		CHECK_INT(bpf_dcls_map_from_prog(info.id, &dmap2, &e), 0);
+		CHECK_INT(bpf_cls_map_sync(dmap, &one, 1, NULL, &e), 0);
+		CHECK_INT(bpf_map_lookup_elem(dmap2, &one.key, &v), 0);
+		CHECK_INT(v, 9);
+		close(dprog);
+		close(dmap);
+		if (dmap2 >= 0)
+			close(dmap2);
 	}
 	CHECK_INT(bpf_prog_tag_get(prog, tag1, &e), 0);
 	CHECK_INT(bpf_prog_tag_get(prog2, tag2, &e), 0);

@@ -35,9 +35,19 @@ static void ip_parse(struct node_ip *ip, const char *s)
 
 /* The tests of the uplink tree plan without the download tree (config
  * "downlink": false); the download tree has its own tests below. */
-static void uplink_only_config(struct node_config *cfg)
+static void test_config_defaults(struct node_config *cfg)
 {
 	node_config_defaults(cfg);
+	/* The tests plan with the bands inside inference on (bulkThreshold
+	 * 1 MiB; "off" by default, NODE_BULK_THRESHOLD_DEFAULT), so that every
+	 * tree is checked with its band; node_config_bands_checked and the
+	 * aiqosctl goldens check the default. */
+	cfg->bulk_threshold_bytes = 1U << 20;
+}
+
+static void uplink_only_config(struct node_config *cfg)
+{
+	test_config_defaults(cfg);
 	cfg->downlink = false;
 }
 
@@ -226,6 +236,12 @@ static char *render(const struct plan *np, const struct node_plan_info *info)
 	fprintf(f, "# ceilings: %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", info->class_ceil_bps[CLASS_INFERENCE],
 	        info->class_ceil_bps[CLASS_DEFAULT], info->class_ceil_bps[CLASS_TRAINING]);
 	fprintf(f, "# ce_threshold %uus, filters %u\n", info->ce_threshold_us, info->n_filters);
+	if (info->bulk_priority || info->down.bulk_priority)
+		fprintf(f,
+		        "# bands: threshold %u B, idle %u ms; uplink inference-bulk rate %" PRIu64
+		        " priority %#x; download rate %" PRIu64 " priority %#x\n",
+		        info->bulk_threshold_bytes, info->bulk_idle_ms, info->bulk_rate_bps, info->bulk_priority,
+		        info->down.bulk_rate_bps, info->down.bulk_priority);
 	if (info->shape == SHAPE_MQ)
 		fprintf(f, "# queues %u, classifier %s\n", info->n_queues, info->classifier ? "bpf" : "none");
 	if (info->down.planned)
@@ -642,7 +658,12 @@ TEST(node_plan_htb_numbers)
 	/* 2 vs 2 pods: training floor 5 % (trainingFloor 0.05 x 1), inference the rest (old: 50 %) */
 	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 50);
 	CHECK_INT(info.shares.share_pm[CLASS_INFERENCE], 900);
-	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 445500000);
+	/* 900 per mille, less the inference-bulk band's training floor (BANDS) */
+	CHECK_INT(info.class_rate_bps[CLASS_INFERENCE], 445500000 - 24750000);
+	CHECK_INT(info.bulk_rate_bps, 24750000);
+	CHECK_INT(info.bulk_priority, 0x10011);
+	CHECK_INT(info.bulk_threshold_bytes, 1048576);
+	CHECK_INT(info.bulk_idle_ms, 20);
 	CHECK_INT(info.class_rate_bps[CLASS_DEFAULT], 24750000);
 	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 24750000);
 	for (int c = 0; c < _CLASS_MAX; c++)
@@ -672,9 +693,9 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].handle, 0x10010);
 		CHECK_INT(it->tc[0].parent, 0x10001);
 		CHECK_INT(it->tc[0].u.htb_class.prio, 0);
-		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 445500000);
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 420750000);
 		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
-		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 55687);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 52593);
 		/* a cluster of responses stays green, without the parent's tokens:
 		 * the inference leaf's floor (512 KiB), not 2 ms of the rate */
 		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 524288);
@@ -693,7 +714,20 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
 		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 131072);
 		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 131072);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3093);
 	}
+	/* BANDS: training's prio (the excess shared by quantum, bulkWeight 1:
+	 * training's), training's floor as its rate, training's leaf kinds */
+	it = find(&np, "uplink.class.inference-bulk");
+	CHECK(it && it->tc[0].handle == 0x10011 && it->tc[0].parent == 0x10001 && it->tc[0].u.htb_class.prio == 2);
+	if (it) {
+		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 24750000);
+		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3093);
+	}
+	it = find(&np, "uplink.leaf.inference-bulk");
+	CHECK(it && it->n_alt == 3 && it->tc[0].kind == TC_KIND_FQ && it->tc[0].u.fq.ce_threshold_us == 0 &&
+	      it->tc[2].handle == 0x110000 && it->tc[2].parent == 0x10011);
 	/* CI kernel: the AQM alternatives stay listed first (the applier skips
 	 * them and records the byte FIFO as degraded); the FIFO is last */
 	it = find(&np, "uplink.leaf.inference");
@@ -731,7 +765,7 @@ TEST(node_plan_inference_not_capped_by_its_share)
 	CHECK(info.class_rate_bps[CLASS_INFERENCE] > load);
 	CHECK_INT(info.shares.share_pm[CLASS_TRAINING], 58); /* trainingFloor 0.05 x (0.5 + 2/3) */
 	CHECK_INT(info.class_rate_bps[CLASS_TRAINING], 495000000ULL * 58 / 1000);
-	CHECK(info.class_rate_bps[CLASS_INFERENCE] + info.class_rate_bps[CLASS_DEFAULT] +
+	CHECK(info.class_rate_bps[CLASS_INFERENCE] + info.bulk_rate_bps + info.class_rate_bps[CLASS_DEFAULT] +
 	              info.class_rate_bps[CLASS_TRAINING] ==
 	      info.shaped_bps);
 	/* work conserving: every class may borrow the whole shaped rate */
@@ -1428,7 +1462,8 @@ TEST(node_plan_incremental)
 	free(pods);
 }
 
-/* When the weights move the shares, only class rates change. */
+/* When the weights move the shares, only class rates change (the
+ * inference-bulk band's is training's floor: BANDS). */
 TEST(node_plan_incremental_shares)
 {
 	struct node_pod pods[12];
@@ -1447,10 +1482,11 @@ TEST(node_plan_incremental_shares)
 	CHECK_INT(node_plan_delta(&p0, &p1, &d), 0);
 	CHECK_INT(d.n_added, pods[11].n_ips);
 	CHECK_INT(d.n_removed, 0);
-	CHECK_INT(d.n_changed, 2);
+	CHECK_INT(d.n_changed, 3);
 	for (unsigned i = 0; i < d.n_changed; i++) {
 		const char *id = p1.items[d.changed[i]].id;
-		CHECK(streq(id, "uplink.class.inference") || streq(id, "uplink.class.training"));
+		CHECK(streq(id, "uplink.class.inference") || streq(id, "uplink.class.training") ||
+		      streq(id, "uplink.class.inference-bulk"));
 	}
 	/* plan order: parents first */
 	for (unsigned i = 1; i < d.n_changed; i++)
@@ -1521,7 +1557,7 @@ TEST(node_plan_delta_recreate)
 		CHECK_INT(node_plan_delta(&prio, &htb, &d), 0);
 		CHECK_INT(d.n_same, 0);
 		CHECK_INT(d.n_removed, 0);
-		CHECK_INT(d.n_added, 6); /* parent + 3 classes, clsact + the classifier */
+		CHECK_INT(d.n_added, 8); /* parent + 4 classes (BANDS), the band's leaf, clsact + the classifier */
 		CHECK_INT(d.n_changed + d.n_added, htb.n);
 		node_plan_delta_free(&d);
 	}
@@ -1550,16 +1586,17 @@ TEST(node_plan_carry_and_render)
 		p0.items[i].chosen = 0;
 	}
 	CHECK_INT(node_plan(pods, n, &cfg, &NIC_10G, NULL, MODE_MIXED, &p0, &p1, NULL, NULL), 0);
-	/* the new pod moves the pod-count shares: the two class items
-	 * changed and must be re-applied, everything else carries over */
+	/* the new pod moves the pod-count shares: the three class items
+	 * (inference-bulk's rate is training's floor) changed and must be
+	 * re-applied, everything else carries over */
 	{
 		struct node_plan_delta d;
 
 		CHECK_INT(node_plan_delta(&p0, &p1, &d), 0);
-		CHECK_INT(d.n_changed, 2);
+		CHECK_INT(d.n_changed, 3);
 		CHECK_INT(d.n_removed, 0);
 		CHECK_INT(node_plan_carry_effective(&p1, &p0), (int)d.n_same);
-		CHECK_INT(d.n_same, p0.n - 2);
+		CHECK_INT(d.n_same, p0.n - 3);
 		node_plan_delta_free(&d);
 	}
 	for (unsigned i = 0; i < p1.n; i++) {
@@ -1648,7 +1685,7 @@ TEST(node_plan_htb_link_overhead)
 	unsigned n = fixture_pods(MODE_MIXED, pods), classes = 0;
 	struct node_config cfg;
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	CHECK_INT(cfg.overhead_bytes, 24);
 	cfg.uplink_rate_bps = 500000000ULL;
 	for (int k = 0; k < 2; k++) {
@@ -1663,7 +1700,7 @@ TEST(node_plan_htb_link_overhead)
 				classes++;
 			}
 	}
-	CHECK_INT(classes, 16); /* the uplink tree and the download tree, twice */
+	CHECK_INT(classes, 20); /* the uplink tree and the download tree (with the bulk band), twice */
 	cfg.overhead_bytes = NODE_OVERHEAD_MAX + 1;
 	CHECK_INT(node_config_check(&cfg, NULL), -EINVAL);
 }
@@ -1697,7 +1734,7 @@ TEST(node_plan_golden)
 					unsigned n_ents = 0;
 					char *more = NULL;
 
-					node_config_defaults(&cfg);
+					test_config_defaults(&cfg);
 					cfg.classify = (enum node_classify)cl;
 					CHECK_INT(node_cls_entries(pods, n, &cfg, &info, &ents, &n_ents), 0);
 					for (unsigned e = 0; e < n_ents; e++) {
@@ -1709,6 +1746,16 @@ TEST(node_plan_golden)
 							          key->addr, addr, sizeof(addr));
 						else if (key->kind == BPF_CLS_KEY_DSCP)
 							snprintf(addr, sizeof(addr), "dscp %u", key->addr[0]);
+						else if (key->kind == BPF_CLS_KEY_BAND)
+							snprintf(addr, sizeof(addr), "bulk band of priority %u",
+							         key->addr[0] | key->addr[1] << 8 |
+							                 (unsigned)key->addr[2] << 16 |
+							                 (unsigned)key->addr[3] << 24);
+						else if (key->kind == BPF_CLS_KEY_BAND_CFG)
+							snprintf(addr, sizeof(addr), "band %s",
+							         key->addr[0] == BPF_BAND_CFG_BYTES
+							                 ? "threshold (bytes)"
+							                 : "idle (us)");
 						else
 							snprintf(addr, sizeof(addr), "default");
 						if (asprintf(&more, "%s# classifier: %s -> priority %u\n", text, addr,
@@ -1726,7 +1773,7 @@ TEST(node_plan_golden)
 					struct bpf_edt edt;
 					char *more = NULL;
 
-					node_config_defaults(&cfg);
+					test_config_defaults(&cfg);
 					node_edt_config(&cfg, &info, &edt);
 					if (asprintf(&more,
 					             "%s# edt: link %" PRIu64 " (2^-20 ns/B), inference %" PRIu64
@@ -1804,7 +1851,7 @@ TEST(node_plan_downlink_items)
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 	const struct plan_item *it;
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	cfg.downlink_rate_bps = 400000000ULL; /* downlinkRate wins over uplinkRate */
 	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
@@ -1814,7 +1861,15 @@ TEST(node_plan_downlink_items)
 	/* the same guarantees as the uplink, at the download rate */
 	CHECK_INT(info.down.class_rate_bps[CLASS_TRAINING], 392000000ULL * 50 / 1000);
 	CHECK_INT(info.down.class_rate_bps[CLASS_DEFAULT], 392000000ULL * 50 / 1000);
-	CHECK_INT(info.down.class_rate_bps[CLASS_INFERENCE], 392000000ULL - 19600000 - 19600000);
+	/* less the inference-bulk band's (training's floor: BANDS) */
+	CHECK_INT(info.down.class_rate_bps[CLASS_INFERENCE], 392000000ULL - 3 * 19600000);
+	CHECK_INT(info.down.bulk_rate_bps, 19600000);
+	CHECK_INT(info.down.bulk_priority, 0x10011);
+	it = find(&np, "down.class.inference-bulk");
+	CHECK(it && it->dev == DEV_IFB && it->tc[0].u.htb_class.prio == 2 &&
+	      it->tc[0].u.htb_class.rate_bps == 19600000);
+	it = find(&np, "down.leaf.inference-bulk");
+	CHECK(it && it->dev == DEV_IFB && it->tc[0].kind == TC_KIND_FQ_CODEL); /* the ifb's training leaf: no fq */
 	CHECK_INT(info.down.class_ceil_bps[CLASS_TRAINING], 392000000);
 	/* the hook on the uplink's ingress: clsact (the one the egress
 	 * classifier uses too) + match-all redirect to the ifb */
@@ -1878,7 +1933,7 @@ TEST(node_plan_downlink_dscp_classifies_by_destination)
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	cfg.classify = CLASSIFY_DSCP;
 	CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
@@ -1929,7 +1984,7 @@ TEST(node_gate_hold_covers_the_tree)
 		        {"down.leaf.inference", "down.leaf.default", "down.leaf.training"},
 		        {"shaper.leaf.inference", "shaper.leaf.default", "shaper.leaf.training"}};
 
-		node_config_defaults(&cfg);
+		test_config_defaults(&cfg);
 		cfg.uplink_rate_bps = cases[i].rate_bps;
 		cfg.downlink_rate_bps = cases[i].rate_bps;
 		CHECK_INT(plan_down(&cfg, &up, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
@@ -1975,7 +2030,7 @@ TEST(node_plan_downlink_rcv_window)
 	CHECK_INT(node_down_rcv_window(485000000ULL, 500, 262144), 262144);
 	CHECK_INT(node_down_rcv_window(0, 500, NODE_DOWN_RCV_WINDOW_AUTO), 0);
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	{
 		_cleanup_plan_ struct plan np = {0};
@@ -2030,7 +2085,7 @@ TEST(node_plan_downlink_when_not)
 	struct uplink_facts foreign = VETH_IFB;
 
 	foreign.ingress_foreign = true;
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	{
 		/* "downlink": false */
@@ -2096,7 +2151,7 @@ TEST(node_plan_noqueue_uplink)
 
 	up.no_queue = true;
 	up.tx_queues = 4;
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	for (int ci = 0; ci < 2; ci++) {
 		_cleanup_plan_ struct plan np = {0};
 		struct node_plan_info info;
@@ -2148,7 +2203,7 @@ TEST(node_plan_downlink_incremental)
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 	struct node_plan_delta d;
 
-	node_config_defaults(&cfg);
+	test_config_defaults(&cfg);
 	cfg.uplink_rate_bps = 500000000ULL;
 	cfg.training_floor = 0.2;
 	cfg.inference_share = 0.8; /* caps the floor: the new pod does not move the class rates */
@@ -2183,7 +2238,7 @@ TEST(node_plan_downlink_golden)
 			char name[128];
 			char *text;
 
-			node_config_defaults(&cfg);
+			test_config_defaults(&cfg);
 			cfg.uplink_rate_bps = 500000000ULL;
 			cfg.classify = (enum node_classify)cl;
 			CHECK_INT(plan_down(&cfg, &VETH_IFB, true, modes[m], pods, n, NULL, &np, &info), 0);
@@ -2249,9 +2304,134 @@ TEST(node_plan_250_pods)
 	node_plan_delta_free(&d);
 
 	CHECK_INT(info.counts.n_pods, 250);
-	CHECK_INT(np.n, 10 + info.n_filters); /* the tree, the filters, clsact + the classifier */
+	CHECK_INT(np.n, 12 + info.n_filters); /* the tree (with the bulk band), the filters, clsact + the classifier */
 	printf("  250 pods: %u items (%u filters, %zu KiB), plan %.1f us fresh, %.1f us with prev, delta %.1f us\n",
 	       np.n, info.n_filters, np.n * sizeof(struct plan_item) / 1024, t_fresh / 1000.0, t_prev / 1000.0,
 	       t_delta / 1000.0);
 	free(pods);
+}
+
+/* ---- bands inside a class (node.h BANDS) ---- */
+
+/* The band's map entries and the bulk pods' addresses; off with
+ * bulkThreshold 0 (no objects, no entries), off outside mixed; bulkWeight
+ * scales the band's quantum against training's (both at least a frame). */
+TEST(node_plan_bands)
+{
+	struct node_pod pods[3];
+	struct node_config cfg;
+	struct plan_caps caps = caps_ci();
+
+	pods[0] = mkpod("inf", "0b9a36b4-0000-4000-8000-000000000001", CLASS_INFERENCE, "10.88.0.10", NULL);
+	pods[1] = mkpod("loader", "0b9a36b4-0000-4000-8000-000000000002", CLASS_INFERENCE, "10.88.0.11", NULL);
+	pods[2] = mkpod("t0", "0b9a36b4-0000-4000-8000-000000000003", CLASS_TRAINING, "10.88.0.12", NULL);
+	pods[1].bulk = true;
+	test_config_defaults(&cfg);
+	cfg.uplink_rate_bps = 500000000ULL;
+	for (int k = 0; k < 5; k++) {
+		_cleanup_plan_ struct plan np = {0};
+		_cleanup_free_ struct bpf_cls_entry *ents = NULL, *dents = NULL;
+		struct node_plan_info info;
+		unsigned n_ents = 0, n_dents = 0, bands = 0, loader = 0;
+		enum node_mode mode = k == 2 ? MODE_INFERENCE : MODE_MIXED;
+		const struct plan_item *t, *bk;
+
+		cfg.bulk_threshold_bytes = k == 1 ? 0 : 262144 * 2;
+		cfg.bulk_weight = k == 3 ? 2.0 : k == 4 ? 0.1 : 1.0;
+		CHECK_INT(node_plan(pods, 3, &cfg, &VETH_IFB, &caps, mode, NULL, &np, &info, NULL), 0);
+		CHECK_INT(node_cls_entries(pods, 3, &cfg, &info, &ents, &n_ents), 0);
+		CHECK_INT(node_down_cls_entries(pods, 3, &info, &dents, &n_dents), 0);
+		for (unsigned i = 0; i < n_ents; i++) {
+			if (ents[i].key.kind == BPF_CLS_KEY_BAND) {
+				uint32_t from;
+
+				memcpy(&from, ents[i].key.addr, sizeof(from));
+				CHECK_INT(from, info.cls_priority[CLASS_INFERENCE]);
+				CHECK_INT(ents[i].priority, info.bulk_priority);
+				bands++;
+			}
+			if (ents[i].key.kind == BPF_CLS_KEY_BAND_CFG)
+				CHECK_INT(ents[i].priority, ents[i].key.addr[0] == BPF_BAND_CFG_BYTES
+				                                    ? 524288
+				                                    : NODE_BULK_IDLE_MS_DEFAULT * 1000);
+			if (ents[i].key.kind == BPF_CLS_KEY_SRC4 && ents[i].key.addr[3] == 11)
+				loader = ents[i].priority;
+		}
+		for (unsigned i = 0; i < n_dents; i++)
+			bands += dents[i].key.kind == BPF_CLS_KEY_BAND;
+		t = find(&np, "uplink.class.training");
+		bk = find(&np, "uplink.class.inference-bulk");
+		if (k == 1 || k == 2) {
+			/* off: no band, no entries; the loader is an inference pod */
+			CHECK(bk == NULL && find(&np, "down.class.inference-bulk") == NULL);
+			CHECK_INT(info.bulk_priority, 0);
+			CHECK_INT(info.down.bulk_priority, 0);
+			CHECK_INT(bands, 0);
+			CHECK_INT(loader, info.cls_priority[CLASS_INFERENCE]);
+			continue;
+		}
+		CHECK_INT(bands, 2); /* the uplink's map and the download's */
+		CHECK_INT(info.bulk_priority, 0x10011);
+		CHECK_INT(info.down.bulk_priority, 0x10011);
+		CHECK_INT(loader, 0x10011); /* ai.workload/bulk: in the band from its first byte */
+		CHECK(t != NULL && bk != NULL && find(&np, "down.class.inference-bulk") != NULL);
+		if (!t || !bk)
+			continue;
+		if (k == 0)
+			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, t->tc[0].u.htb_class.quantum_bytes);
+		if (k == 3)
+			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, 2 * t->tc[0].u.htb_class.quantum_bytes);
+		if (k == 4) {
+			/* 0.1 x training's would be below a frame: training's raised */
+			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, 1514);
+			CHECK_INT(t->tc[0].u.htb_class.quantum_bytes, 15140);
+		}
+	}
+}
+
+/* The layouts without HTB classes name training's priority for the band. */
+TEST(node_plan_bands_mq_edt)
+{
+	struct node_pod pods[8];
+	unsigned n = fixture_pods(MODE_MIXED, pods);
+	struct node_config cfg;
+	struct uplink_facts mq = NIC_10G;
+	_cleanup_plan_ struct plan np = {0};
+	struct node_plan_info info;
+
+	uplink_only_config(&cfg);
+	mq.tx_queues = 4;
+	CHECK_INT(node_plan(pods, n, &cfg, &mq, NULL, MODE_MIXED, NULL, &np, &info, NULL), 0);
+	CHECK_INT(info.shape, SHAPE_MQ);
+	CHECK_INT(info.bulk_priority, NODE_CLS_PRIO_TRAINING);
+	CHECK_INT(info.bulk_rate_bps, 0);
+	CHECK(find(&np, "uplink.class.inference-bulk") == NULL);
+	cfg.uplink_rate_bps = 5000000000ULL;
+	CHECK_INT(node_plan(pods, n, &cfg, &mq, NULL, MODE_MIXED, NULL, &np, &info, NULL), 0);
+	CHECK_INT(info.shape, SHAPE_EDT);
+	CHECK_INT(info.bulk_priority, NODE_CLS_PRIO_TRAINING);
+}
+
+/* Bad band settings are refused, naming the key and the value. */
+TEST(node_config_bands_checked)
+{
+	struct node_config cfg;
+	struct error e = {0};
+
+	node_config_defaults(&cfg);
+	CHECK_INT(cfg.bulk_threshold_bytes, 0); /* off by default: docs/concepts.md, "Inside a class" */
+	CHECK_INT(cfg.bulk_idle_ms, 20);
+	CHECK_INT(node_config_check(&cfg, &e), 0);
+	cfg.bulk_threshold_bytes = 1000;
+	CHECK_INT(node_config_check(&cfg, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "bulkThreshold: 1000 bytes");
+	cfg.bulk_threshold_bytes = 0; /* off */
+	CHECK_INT(node_config_check(&cfg, &e), 0);
+	cfg.bulk_idle_ms = 0;
+	CHECK_INT(node_config_check(&cfg, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "bulkIdleMs: 0");
+	cfg.bulk_idle_ms = 20;
+	cfg.bulk_weight = 11;
+	CHECK_INT(node_config_check(&cfg, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "bulkWeight: 11");
 }

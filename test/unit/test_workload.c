@@ -487,3 +487,33 @@ TEST(runtime_bandwidth_table)
 	}
 	CHECK_INT(workload_apply_runtime_bandwidth(NULL, NULL, NULL), 0);
 }
+
+/* ai.workload/bulk: "true" or "false"; anything else is ignored with a
+ * warning naming the value. */
+TEST(annotation_bulk)
+{
+	static const struct {
+		const char *json;
+		bool bulk;
+		const char *warn;
+	} cases[] = {
+	        {"{\"ai.workload\":\"inference\",\"ai.workload/bulk\":\"true\"}", true, NULL},
+	        {"{\"ai.workload\":\"inference\",\"ai.workload/bulk\":\"false\"}", false, NULL},
+	        {"{\"ai.workload\":\"inference\"}", false, NULL},
+	        {"{\"ai.workload/bulk\":\"yes\"}", false,
+	         "ai.workload/bulk: invalid value \"yes\" (accepted: \"true\", \"false\"); ignored"},
+	        {"{\"ai.workload/bulk\":true}", false,
+	         "ai.workload/bulk: invalid value (not a string) (accepted: \"true\", \"false\"); ignored"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		_cleanup_json_ cJSON *a = t_json(cases[i].json);
+		struct workload w;
+
+		CHECK_INT(workload_from_annotations(a, &w, NULL), 0);
+		CHECK_INT(w.bulk, cases[i].bulk);
+		CHECK_INT(w.n_warn, cases[i].warn ? 1 : 0);
+		if (cases[i].warn && w.n_warn)
+			CHECK_STR(w.warn[0], cases[i].warn);
+	}
+}
