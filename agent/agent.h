@@ -64,6 +64,9 @@ struct agent_options {
 	bool once; /* one list + reconcile, then exit */
 };
 
+#define AGENT_HOOK_FOREIGN_MAX 8
+#define AGENT_HOOK_FOREIGN_LEN (TC_FORMAT_MAX + 16)
+
 struct agent_counters {
 	uint64_t retunes[2][3];                     /* [pod|node][ok|degraded|failed] */
 	struct metrics_histogram retune_seconds[2]; /* [pod|node], metrics_buckets_retune */
@@ -130,11 +133,15 @@ struct agent {
 	char up_warn[NODE_WARN_MAX][NODE_WARN_LEN];
 	unsigned up_n_warn;
 	char up_foreign[AGENT_FAILURE_MAX]; /* the uplink holds a tree aiqos leaves alone ("" = none) */
-	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
-	int up_edt_map_fd;                  /* its EDT map (bpf_cls.h), -1 = none */
-	int down_gate_map_fd;               /* the download gate's BPF map (bpf_gate.h), -1 = none */
-	int down_cls_map_fd;                /* the download classifier's (bpf_cls.h, dcls), -1 = none */
-	int up_gate_map_fd;                 /* the upload gate's (GATED HTB), -1 = none */
+	/* other tools' filters on the uplink's clsact hooks, as last read
+	 * (status, doctor): never replaced nor deleted */
+	char up_hook_foreign[AGENT_HOOK_FOREIGN_MAX][AGENT_HOOK_FOREIGN_LEN];
+	unsigned up_n_hook_foreign;
+	int up_cls_map_fd;    /* the uplink classifier's BPF map, -1 = none */
+	int up_edt_map_fd;    /* its EDT map (bpf_cls.h), -1 = none */
+	int down_gate_map_fd; /* the download gate's BPF map (bpf_gate.h), -1 = none */
+	int down_cls_map_fd;  /* the download classifier's (bpf_cls.h, dcls), -1 = none */
+	int up_gate_map_fd;   /* the upload gate's (GATED HTB), -1 = none */
 	/* this version's BPF programs (reconcile/node.c, AGENT_PROG_*): their
 	 * tags, learnt by loading each once (a program attached under our name
 	 * with another tag is another version's, and is replaced), and which

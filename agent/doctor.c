@@ -529,6 +529,39 @@ static void check_uplink(const struct doctor_options *o, struct doctor_report *r
 	}
 }
 
+/* Other tools' filters on the uplink's clsact hooks: aiqos keeps them and
+ * never replaces them; said where they sit relative to aiqos's. */
+static void check_hooks(const struct doctor_options *o, struct doctor_report *r)
+{
+	_cleanup_nl_ struct nl_sock *sk = NULL;
+	struct tc_dump_list d = {0};
+	struct uplink u;
+	unsigned n = 0;
+
+	if (nl_open(&sk, NULL) < 0 || uplink_discover(sk, o->uplink, &u, NULL) < 0 ||
+	    nl_tc_dump_alloc(sk, u.ifindex, 0, &d, NULL) < 0)
+		return;
+	for (unsigned i = 0; i < d.n; i++) {
+		const struct tc_spec *f = &d.tc[i];
+		bool egress = TC_H_MIN(f->parent) == TC_H_MIN_EGRESS;
+		char line[TC_FORMAT_MAX];
+
+		if (f->type != TC_FILTER || TC_H_MAJ(f->parent) != TC_H_MAJ(TC_H_CLSACT) || uplink_filter_ours(sk, f))
+			continue;
+		n++;
+		uplink_filter_describe(f, d.kind_name[i], line, sizeof(line));
+		add(r, DOCTOR_INFO, "uplink", "uplink.foreign-filter",
+		    "%s: another tool's filter at %s: aiqos keeps it and never replaces it; %s", u.ifname, line,
+		    egress && f->prio <= NODE_FILTER_PRIO_CLS
+		            ? "aiqos's classifier joins its slot and runs first (a verdict but TC_ACT_UNSPEC there "
+		              "would end the hook before aiqos's)"
+		            : "filters at lower prefs run before it");
+	}
+	tc_dump_list_free(&d);
+	if (n)
+		fix(r, "nothing to do when the other tool hands packets on; aiqos status lists them (foreignFilters)");
+}
+
 void doctor_run(const struct doctor_options *o, struct doctor_report *ret)
 {
 	char primary_types[CHAIN_TYPES_MAX] = "";
@@ -537,8 +570,10 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *ret)
 	check_kernel(o, ret);
 	if (o->cni_conf_dir)
 		check_cni(o, ret, primary_types, sizeof(primary_types));
-	if (o->uplink)
+	if (o->uplink) {
 		check_uplink(o, ret, primary_types);
+		check_hooks(o, ret);
+	}
 }
 
 void doctor_print_text(const struct doctor_report *r, FILE *out)

@@ -267,6 +267,13 @@ static cJSON *uplink_json(const struct agent *ag)
 		cJSON_AddStringToObject(o, "failure", ag->up_failure);
 	if (ag->up_foreign[0])
 		cJSON_AddStringToObject(o, "foreign", ag->up_foreign);
+	{
+		/* other tools' filters on the uplink's hooks: kept, never replaced */
+		cJSON *ff = cJSON_AddArrayToObject(o, "foreignFilters");
+
+		for (unsigned i = 0; ff && i < ag->up_n_hook_foreign; i++)
+			cJSON_AddItemToArray(ff, cJSON_CreateString(ag->up_hook_foreign[i]));
+	}
 	cJSON_AddStringToObject(o, "classify", node_classify_name(ag->cfg.node.classify));
 	cJSON_AddStringToObject(o, "classifyEffective",
 	                        node_classify_name(ag->classify_why[0] ? CLASSIFY_SRC_IP : ag->cfg.node.classify));

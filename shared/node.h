@@ -342,8 +342,15 @@
 #define NODE_REDIRECT_HANDLE         1 /* its u32 node id */
 
 /* The multi-queue layout (plan_node_mq.c, see "MULTI-QUEUE" above) */
-#define NODE_MQ_QUEUES_MAX      256   /* per-queue children planned for at most this many tx queues */
-#define NODE_FILTER_PRIO_CLS    1     /* the classifier's pref at the clsact egress hook */
+#define NODE_MQ_QUEUES_MAX   256 /* per-queue children planned for at most this many tx queues */
+#define NODE_FILTER_PRIO_CLS 1   /* the classifier's pref at the clsact egress hook */
+/* Its handle: aiqos's own in that slot. Pref 1 is where other tools put
+ * their egress program too (Cilium's legacy-tc cil_to_netdev: pref 1,
+ * handle 1, protocol all). A bpf filter with another handle joins their
+ * slot at the head of its list (cls_bpf_change: list_add_rcu), so the
+ * classifier (TC_ACT_UNSPEC) runs first and hands on; a filter aiqos does
+ * not own is never replaced or deleted (uplink.h, UPLINK_PROG_PREFIX). */
+#define NODE_CLS_HANDLE         0xa10u
 #define NODE_CLS_PRIO_INFERENCE 6     /* skb->priority TC_PRIO_INTERACTIVE: band 0 of pfifo_fast's priomap */
 #define NODE_CLS_PRIO_DEFAULT   0     /* TC_PRIO_BESTEFFORT: band 1 */
 #define NODE_CLS_PRIO_TRAINING  2     /* TC_PRIO_BULK: band 2 */

@@ -509,6 +509,45 @@ static void in_force_prune(struct plan *p)
 	p->n = k;
 }
 
+/* The classifier's slot (egress pref NODE_FILTER_PRIO_CLS): ours at
+ * another handle (an older version's) is stale; ours behind another tool's
+ * program in the slot (it joined later, at the head of the list) would
+ * never run when that program ends the chain: deleted, so the delta adds
+ * it again at the head. Indexes in ret; the other tools' filters on both
+ * hooks noted for status. */
+static unsigned hook_scan(struct agent *ag, const struct tc_dump_list *dump, unsigned *ret)
+{
+	const uint32_t egress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
+	bool foreign_first = false, seen_first = false;
+	unsigned n = 0;
+
+	ag->up_n_hook_foreign = 0;
+	for (unsigned i = 0; i < dump->n; i++) {
+		const struct tc_spec *o = &dump->tc[i];
+		bool ours, in_slot;
+
+		if (o->type != TC_FILTER || TC_H_MAJ(o->parent) != TC_H_MAJ(TC_H_CLSACT))
+			continue;
+		ours = uplink_filter_ours(ag->sk, o);
+		in_slot = o->parent == egress && o->prio == NODE_FILTER_PRIO_CLS;
+		if (!ours && ag->up_n_hook_foreign < AGENT_HOOK_FOREIGN_MAX)
+			uplink_filter_describe(o, dump->kind_name[i], ag->up_hook_foreign[ag->up_n_hook_foreign++],
+			                       AGENT_HOOK_FOREIGN_LEN);
+		if (!in_slot)
+			continue;
+		if (!seen_first)
+			foreign_first = !ours;
+		seen_first = true;
+		if (ours && o->kind == TC_KIND_BPF && (o->handle != NODE_CLS_HANDLE || foreign_first)) {
+			if (foreign_first)
+				log_msg(LOG_LVL_WARN, "another tool's program runs before the classifier: moved ahead",
+				        "uplink", ag->up.ifname, (char *)NULL);
+			ret[n++] = i;
+		}
+	}
+	return n;
+}
+
 /* Read the uplink: which planned items are already there (in force), and
  * delete our duplicates and orphans. Returns the number of objects deleted
  * or a negative errno. */
@@ -529,6 +568,20 @@ static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_d
 	if (r < 0)
 		return error_set(err, -r, "match the uplink: %s", strerror(-r));
 	r = downlink_delete_orphans(ag->sk, dump, orph, n_orph, ag->up.ifname, ag->up.ifindex, "uplink");
+	{
+		_cleanup_free_ unsigned *cls = calloc(dump->n ? dump->n : 1, sizeof(*cls));
+		unsigned n_cls = cls ? hook_scan(ag, dump, cls) : 0;
+
+		for (unsigned k = 0; k < n_cls; k++) {
+			struct plan_item *it = plan_find(plan, "uplink.classifier");
+
+			if (it && dump->tc[cls[k]].handle == NODE_CLS_HANDLE) {
+				it->status = ITEM_PENDING; /* deleted below: added again, first */
+				it->chosen = -1;
+			}
+		}
+		r += downlink_delete_orphans(ag->sk, dump, cls, n_cls, ag->up.ifname, ag->up.ifindex, "uplink");
+	}
 	/* an upload gate and redirect of an earlier plan (GATED HTB) */
 	if (!plan_find_const(plan, "uplink.redirect")) {
 		_cleanup_free_ unsigned *hook = calloc(dump->n ? dump->n : 1, sizeof(*hook));
@@ -635,6 +688,7 @@ static int node_idle(struct agent *ag, struct node_pass *ps)
 		agent_count_retune(ag, RETUNE_NODE, RESULT_OK, seconds_since(ps->t0));
 	}
 	node_untuned(ag, ps, &(struct node_plan_info){.mode = MODE_IDLE, .shape = SHAPE_NONE});
+	ag->up_need_observe = true; /* the first pass out of idle reads the uplink (other tools' filters) */
 	return NODE_STEP_DONE;
 }
 
@@ -891,8 +945,9 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	for (unsigned k = d.n_removed; k-- > 0;) {
 		const struct plan_item *it = &ag->in_force.items[d.removed[k]];
 
-		if (it->type == ITEM_TC && it->tc[0].kind == TC_KIND_CLSACT && ag->up.record.clsact_before)
-			continue; /* not ours: it was there before aiqos */
+		if (it->type == ITEM_TC && it->tc[0].kind == TC_KIND_CLSACT &&
+		    (ag->up.record.clsact_before || uplink_clsact_in_use(ag->sk, ag->up.ifindex)))
+			continue; /* not ours (there before aiqos), or other filters are on it */
 		error_clear(&e);
 		r = apply_remove_item(it, &t, &e);
 		if (r < 0)
