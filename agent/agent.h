@@ -137,11 +137,12 @@ struct agent {
 	 * (status, doctor): never replaced nor deleted */
 	char up_hook_foreign[AGENT_HOOK_FOREIGN_MAX][AGENT_HOOK_FOREIGN_LEN];
 	unsigned up_n_hook_foreign;
-	int up_cls_map_fd;    /* the uplink classifier's BPF map, -1 = none */
-	int up_edt_map_fd;    /* its EDT map (bpf_cls.h), -1 = none */
-	int down_gate_map_fd; /* the download gate's BPF map (bpf_gate.h), -1 = none */
-	int down_cls_map_fd;  /* the download classifier's (bpf_cls.h, dcls), -1 = none */
-	int up_gate_map_fd;   /* the upload gate's (GATED HTB), -1 = none */
+	bool up_egress_foreign_after; /* one of them at egress after our gate and redirect (uplink_facts) */
+	int up_cls_map_fd;            /* the uplink classifier's BPF map, -1 = none */
+	int up_edt_map_fd;            /* its EDT map (bpf_cls.h), -1 = none */
+	int down_gate_map_fd;         /* the download gate's BPF map (bpf_gate.h), -1 = none */
+	int down_cls_map_fd;          /* the download classifier's (bpf_cls.h, dcls), -1 = none */
+	int up_gate_map_fd;           /* the upload gate's (GATED HTB), -1 = none */
 	/* this version's BPF programs (reconcile/node.c, AGENT_PROG_*): their
 	 * tags, learnt by loading each once (a program attached under our name
 	 * with another tag is another version's, and is replaced), and which

@@ -448,6 +448,11 @@ struct uplink_facts {
 	/* the gated upload tree (GATED HTB) */
 	int ifb_up_ifindex; /* PLAN_IFB_UP_NAME's ifindex (the redirect target), 0 = not created (dry run) */
 	bool ifb_up_failed; /* the agent could not create it: HTB at the root instead */
+	/* another tool's filter at the egress hook after the gate and redirect
+	 * (pref > NODE_FILTER_PRIO_UP_REDIRECT): they would end the hook before
+	 * it ever ran (the gate's TC_ACT_OK, the redirect's STOLEN, the ifb's
+	 * packets passed by the redirect's action): HTB at the root instead */
+	bool egress_foreign_after;
 };
 
 struct node_counts {

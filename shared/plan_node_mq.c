@@ -176,7 +176,7 @@ bool node_htb_ifb_wanted(const struct node_config *cfg, const struct uplink_fact
 	return mode != MODE_IDLE && cfg->uplink_rate_bps > 0 && queues_of(up) >= 2 && !node_edt_usable(up, caps) &&
 	       plan_caps_has(caps, TC_KIND_HTB) && plan_caps_has(caps, TC_KIND_HTB_CLASS) &&
 	       plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF) &&
-	       plan_caps_has(caps, TC_KIND_U32) && !up->ingress_held && !up->ifb_up_failed;
+	       plan_caps_has(caps, TC_KIND_U32) && !up->ingress_held && !up->ifb_up_failed && !up->egress_foreign_after;
 }
 
 unsigned node_edt_items(const struct uplink_facts *up)

@@ -755,6 +755,18 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 			return NODE_STEP_DONE;
 		}
 	}
+	if (ps->need_observe) {
+		/* another tool's egress filter after the upload gate's prefs */
+		ag->up_egress_foreign_after = false;
+		for (unsigned i = 0; i < ps->dump.n; i++) {
+			const struct tc_spec *o = &ps->dump.tc[i];
+
+			if (o->type == TC_FILTER && o->parent == TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS) &&
+			    o->prio > NODE_FILTER_PRIO_UP_REDIRECT && !uplink_filter_ours(ag->sk, o))
+				ag->up_egress_foreign_after = true;
+		}
+	}
+	ag->up.facts.egress_foreign_after = ag->up_egress_foreign_after;
 	ag->up.facts.no_queue = uplink_no_queue(ag->sk, &ag->up);
 	ag->up.facts.ingress_held = uplink_ingress_held(ag->sk, ag->up.ifindex);
 	edt_fq_probe(ag, &ps->ncfg);

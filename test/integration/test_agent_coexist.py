@@ -136,3 +136,23 @@ def test_cleanup_keeps_a_clsact_with_foreign_filters(node):
     assert not ours_present(node), node.tc_summary()
     assert foreign_packets(node, hook="ingress", pref="100") is not None, node.tc_summary()
     del inf, train
+
+
+def test_gated_upload_tree_gives_way_to_a_later_foreign_egress_filter(mqnode):
+    """M2 (b): the gated upload tree's gate and redirect (prefs 27/28) end
+    the egress hook (TC_ACT_OK, STOLEN, and the ifb's packets passed by the
+    redirect's action); another tool's egress filter at a higher pref would
+    never see a packet. The agent shapes with HTB at the root instead, says
+    why, and the other filter counts every packet."""
+    node = mqnode
+    node.sh("tc", "qdisc", "add", "dev", "up0", "clsact")
+    foreign_add(node, pref="100", handle="5")
+    node.start_agent(CONFIG)
+    inf = node.add_pod(INF)
+    train = node.add_pod(TRAIN)
+    mixed_tree(node)
+    st = node.status()["uplink"]
+    assert st["shape"] == "htb", st
+    assert any("after pref 28" in w for w in st.get("warnings", [])), st.get("warnings")
+    assert "aiqos_ugate" not in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+    classified(node, inf, train, pref="100")
