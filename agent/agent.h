@@ -64,6 +64,7 @@ struct agent_options {
 	bool once; /* one list + reconcile, then exit */
 };
 
+enum { AGENT_HOOK_CLSACT, AGENT_HOOK_QDISC, AGENT_HOOK_IFB, AGENT_HOOK_KINDS };
 #define AGENT_HOOK_FOREIGN_MAX 8
 #define AGENT_HOOK_FOREIGN_LEN (TC_FORMAT_MAX + 16)
 
@@ -73,6 +74,9 @@ struct agent_counters {
 	uint64_t config_reloads[2];                 /* [ok|failed] */
 	uint64_t mode_changes;
 	uint64_t drift_repairs; /* objects re-applied or removed by drift repair */
+	/* aiqos's tc objects deleted by another process, noticed by the
+	 * rtnetlink monitor: [egress|ingress][AGENT_HOOK_*] */
+	uint64_t hook_deletions[2][AGENT_HOOK_KINDS];
 	uint64_t events_posted;
 	uint64_t chain_runs[2]; /* [ok|failed] */
 	uint64_t watch_events[_KUBE_EVENT_MAX];
@@ -137,6 +141,9 @@ struct agent {
 	 * (status, doctor): never replaced nor deleted */
 	char up_hook_foreign[AGENT_HOOK_FOREIGN_MAX][AGENT_HOOK_FOREIGN_LEN];
 	unsigned up_n_hook_foreign;
+	/* the last deletion of aiqos's objects by another process (status) */
+	char up_hook_deleted[AGENT_FAILURE_MAX];
+	int64_t up_hook_deleted_unix;
 	bool up_egress_foreign_after; /* one of them at egress after our gate and redirect (uplink_facts) */
 	int up_cls_map_fd;            /* the uplink classifier's BPF map, -1 = none */
 	int up_edt_map_fd;            /* its EDT map (bpf_cls.h), -1 = none */

@@ -274,6 +274,15 @@ static cJSON *uplink_json(const struct agent *ag)
 		for (unsigned i = 0; ff && i < ag->up_n_hook_foreign; i++)
 			cJSON_AddItemToArray(ff, cJSON_CreateString(ag->up_hook_foreign[i]));
 	}
+	if (ag->up_hook_deleted[0]) {
+		/* the last deletion of aiqos's objects by another process */
+		cJSON *hd = cJSON_AddObjectToObject(o, "hookDeleted");
+
+		if (hd) {
+			cJSON_AddStringToObject(hd, "message", ag->up_hook_deleted);
+			cJSON_AddNumberToObject(hd, "at", (double)ag->up_hook_deleted_unix);
+		}
+	}
 	cJSON_AddStringToObject(o, "classify", node_classify_name(ag->cfg.node.classify));
 	cJSON_AddStringToObject(o, "classifyEffective",
 	                        node_classify_name(ag->classify_why[0] ? CLASSIFY_SRC_IP : ag->cfg.node.classify));

@@ -3,6 +3,7 @@
  * applied (one pod -> its filters); the kernel is read at start (adoption)
  * and by drift repair; --cleanup gives the uplink back. */
 #include <cjson/cJSON.h>
+#include <linux/rtnetlink.h>
 
 #include "agent.h"
 #include "node/rcv_window.h"
@@ -1141,4 +1142,108 @@ int agent_cleanup_uplink(struct agent *ag, struct error *err)
 		r = uplink_cleanup(ag, err);
 	/* the upload shaper's ifb once nothing redirects to it */
 	return r < 0 ? r : shaper_cleanup(ag->sk, ag->state_dir, err);
+}
+
+/* ---- tc changes by others (the rtnetlink monitor) ---- */
+
+/* Is (parent, prio) of a filter, or handle of a qdisc, an uplink object in force? */
+static bool uplink_in_force(const struct agent *ag, bool filter, uint32_t parent, uint32_t handle, uint16_t prio)
+{
+	for (unsigned i = 0; i < ag->in_force.n; i++) {
+		const struct plan_item *it = &ag->in_force.items[i];
+		const struct tc_spec *s = it->n_alt ? &it->tc[0] : NULL;
+
+		if (it->type != ITEM_TC || it->dev != DEV_UPLINK || !s)
+			continue;
+		if (filter && s->type == TC_FILTER && s->parent == parent && s->prio == prio)
+			return true;
+		if (!filter && s->type == TC_QDISC && TC_H_MAJ(s->handle) == TC_H_MAJ(handle))
+			return true;
+	}
+	return false;
+}
+
+/* "comm (pid N)" of a netlink port that is a process id, else "port N" */
+static void port_owner(uint32_t pid, char *buf, size_t size)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+
+	if (!pid) {
+		snprintf(buf, size, "the kernel");
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+	}
+	if (comm[0])
+		snprintf(buf, size, "%s (pid %u)", comm, pid);
+	else
+		snprintf(buf, size, "netlink port %u (no such process now)", pid);
+}
+
+void agent_tc_event(struct agent *ag, int type, int ifindex, uint32_t parent, uint32_t handle, uint16_t prio,
+                    const char *kind, uint32_t pid)
+{
+	static const char *const hook_name[AGENT_HOOK_KINDS] = {"clsact", "qdisc", "ifb"};
+	bool filter = type == RTM_DELTFILTER || type == RTM_NEWTFILTER;
+	bool hook = TC_H_MAJ(parent) == TC_H_MAJ(TC_H_CLSACT) && filter;
+	bool ingress = false, ours = false;
+	unsigned kind_ix = AGENT_HOOK_QDISC;
+	char who[128], msg[AGENT_FAILURE_MAX], what[96];
+
+	if (ifindex <= 0)
+		return;
+	if (ifindex == ag->up.ifindex) {
+		if (type == RTM_NEWTFILTER) {
+			if (hook) {
+				ag->up_need_observe = true; /* another tool's filter: where it runs, what to list */
+				sched_kick(&ag->sched, agent_now_ms());
+			}
+			return;
+		}
+		if (type != RTM_DELTFILTER && type != RTM_DELQDISC)
+			return;
+		if (filter) {
+			ours = uplink_in_force(ag, true, parent, handle, prio);
+			ingress = hook && TC_H_MIN(parent) == TC_H_MIN_INGRESS;
+			kind_ix = hook ? AGENT_HOOK_CLSACT : AGENT_HOOK_QDISC;
+		} else {
+			ours = uplink_in_force(ag, false, parent, handle, prio);
+			kind_ix = TC_H_MAJ(handle) == TC_H_MAJ(TC_H_CLSACT) ? AGENT_HOOK_CLSACT : AGENT_HOOK_QDISC;
+		}
+	} else if (ifindex == ag->down.ifb_ifindex || ifindex == ag->shaper.ifb_ifindex) {
+		if (type != RTM_DELTFILTER && type != RTM_DELQDISC)
+			return;
+		ours = true;
+		ingress = ifindex == ag->down.ifb_ifindex;
+		kind_ix = AGENT_HOOK_IFB;
+	}
+	if (!ours)
+		return;
+	ag->ctr.hook_deletions[ingress][kind_ix]++;
+	port_owner(pid, who, sizeof(who));
+	if (filter)
+		snprintf(what, sizeof(what), "filter %s pref %u handle 0x%x (%s)", kind && kind[0] ? kind : "?", prio,
+		         handle, ingress ? "ingress" : "egress");
+	else
+		snprintf(what, sizeof(what), "qdisc %s %x:", kind && kind[0] ? kind : "?", TC_H_MAJ(handle) >> 16);
+	snprintf(msg, sizeof(msg), "aiqos's %s on %s deleted by %s: put back", what,
+	         ifindex == ag->up.ifindex ? ag->up.ifname
+	         : ingress                 ? PLAN_IFB_NAME
+	                                   : PLAN_IFB_UP_NAME,
+	         who);
+	log_msg(LOG_LVL_WARN, "tc object deleted behind our back", "object", what, "by", who, "hook",
+	        hook_name[kind_ix], (char *)NULL);
+	/* one Event per burst (another tool deleting every filter) */
+	if (agent_now_unix() - ag->up_hook_deleted_unix >= 10)
+		uplink_event(ag, "UplinkHookDeleted", msg);
+	str_copy(ag->up_hook_deleted, sizeof(ag->up_hook_deleted), msg);
+	ag->up_hook_deleted_unix = agent_now_unix();
+	ag->up_need_observe = true;
+	sched_kick(&ag->sched, agent_now_ms());
 }

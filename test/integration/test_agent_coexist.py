@@ -85,11 +85,16 @@ def test_foreign_filter_at_pref1_survives_start_drift_and_give_back(node):
     assert any("pref 1 " in f for f in s["uplink"].get("foreignFilters", [])), (s["uplink"].get("foreignFilters"), node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout)
 
     # drift: our classifier deleted behind the agent's back comes back; theirs stays
+    t0 = time.monotonic()
     node.sh("tc", "filter", "del", "dev", "up0", "egress", "pref", "1", "handle", "0xa10", "bpf")
-    assert not ours_present(node)
-    node.stop_agent()
-    node.start_agent(CONFIG)  # a restart reads the kernel: the classifier is put back
-    wait_until(lambda: ours_present(node), 10, "the classifier back")
+    wait_until(lambda: ours_present(node), 5, "the classifier back (the rtnetlink monitor; drift repair is 300 s)")
+    assert time.monotonic() - t0 < 5
+    m = node.metrics()
+    assert 'aiqos_hook_deletions_total{direction="egress",hook="clsact"} 1' in m, \
+        [x for x in m.splitlines() if "hook_deletions" in x]
+    hd = node.status()["uplink"].get("hookDeleted", {})
+    assert "pref 1 handle 0xa10" in hd.get("message", "") and "deleted by " in hd["message"], hd
+    assert wait_until(lambda: node.events("UplinkHookDeleted"), 5, "the UplinkHookDeleted Event")
     assert foreign_packets(node) is not None
     classified(node, inf, train)
 
