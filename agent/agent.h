@@ -145,11 +145,22 @@ struct agent {
 	char up_hook_deleted[AGENT_FAILURE_MAX];
 	int64_t up_hook_deleted_unix;
 	bool up_egress_foreign_after; /* one of them at egress after our gate and redirect (uplink_facts) */
-	int up_cls_map_fd;            /* the uplink classifier's BPF map, -1 = none */
-	int up_edt_map_fd;            /* its EDT map (bpf_cls.h), -1 = none */
-	int down_gate_map_fd;         /* the download gate's BPF map (bpf_gate.h), -1 = none */
-	int down_cls_map_fd;          /* the download classifier's (bpf_cls.h, dcls), -1 = none */
-	int up_gate_map_fd;           /* the upload gate's (GATED HTB), -1 = none */
+	/* the classifier as a tcx link (node/tcx.h): the kernel has tcx on the
+	 * uplink (probed per uplink; AIQOS_TCX=0 keeps clsact), our link */
+	bool up_tcx;
+	int up_tcx_probed_ifindex;
+	int tcx_cls_link_fd; /* -1 = none */
+	uint32_t tcx_cls_prog_id;
+	/* other programs on the uplink's tcx hooks ("ingress NAME (id N)"): they
+	 * run before every clsact filter (status, doctor) */
+	char up_tcx_foreign[AGENT_HOOK_FOREIGN_MAX][64];
+	unsigned up_n_tcx_foreign;
+	uint64_t tcx_cls_drift; /* re-attached: detached behind our back, or another program put first */
+	int up_cls_map_fd;      /* the uplink classifier's BPF map, -1 = none */
+	int up_edt_map_fd;      /* its EDT map (bpf_cls.h), -1 = none */
+	int down_gate_map_fd;   /* the download gate's BPF map (bpf_gate.h), -1 = none */
+	int down_cls_map_fd;    /* the download classifier's (bpf_cls.h, dcls), -1 = none */
+	int up_gate_map_fd;     /* the upload gate's (GATED HTB), -1 = none */
 	/* this version's BPF programs (reconcile/node.c, AGENT_PROG_*): their
 	 * tags, learnt by loading each once (a program attached under our name
 	 * with another tag is another version's, and is replaced), and which

@@ -13,6 +13,7 @@
 #include "failpoint.h"
 #include "attach.h"
 #include "node/kind_probe.h"
+#include "node/tcx.h"
 #include "node/trust.h"
 #include "nl.h"
 #include "reconcile/delta.h"
@@ -112,6 +113,7 @@ static int uplink_give_back(struct agent *ag, struct error *err)
 	log_msg(LOG_LVL_INFO, "uplink restored", "uplink", ag->up.ifname, "qdisc", ag->up.record.rendered,
 	        (char *)NULL);
 	plan_free(&ag->in_force);
+	tcx_cls_release(ag, true);
 	classifier_forget(ag);
 	gate_forget(ag);
 	ag->up.have_record = false;
@@ -539,7 +541,7 @@ static unsigned hook_scan(struct agent *ag, const struct tc_dump_list *dump, uns
 		if (!seen_first)
 			foreign_first = !ours;
 		seen_first = true;
-		if (ours && o->kind == TC_KIND_BPF && (o->handle != NODE_CLS_HANDLE || foreign_first)) {
+		if (ours && o->kind == TC_KIND_BPF && (o->handle != NODE_CLS_HANDLE || foreign_first || ag->up_tcx)) {
 			if (foreign_first)
 				log_msg(LOG_LVL_WARN, "another tool's program runs before the classifier: moved ahead",
 				        "uplink", ag->up.ifname, (char *)NULL);
@@ -718,6 +720,50 @@ static void edt_fq_probe(struct agent *ag, const struct node_config *cfg)
 	}
 }
 
+/* On a kernel with tcx the classifier is a tcx link (node/tcx.h), not the
+ * plan's clsact filter: the item goes, and the clsact with it when nothing
+ * else of the plan sits on it. */
+static void tcx_plan(struct agent *ag, struct plan *np)
+{
+	const char *env = getenv("AIQOS_TCX");
+	bool hook_used = false;
+	unsigned k = 0;
+
+	if (ag->up_tcx_probed_ifindex != ag->up.ifindex) {
+		ag->up_tcx = !(env && streq(env, "0")) && tcx_available(ag->up.ifindex);
+		ag->up_tcx_probed_ifindex = ag->up.ifindex;
+		log_msg(LOG_LVL_INFO,
+		        ag->up_tcx ? "the kernel has tcx: the classifier is a tcx link" : "no tcx: clsact", "uplink",
+		        ag->up.ifname, (char *)NULL);
+	}
+	ag->up_n_tcx_foreign = 0;
+	for (int h = 0; ag->up_tcx && h < 2; h++) {
+		struct bpf_tcx_prog p[AGENT_HOOK_FOREIGN_MAX];
+		unsigned n = 0;
+
+		if (bpf_tcx_query(ag->up.ifindex, h, p, ARRAY_SIZE(p), &n, NULL) < 0)
+			continue;
+		for (unsigned i = 0; i < n && i < ARRAY_SIZE(p) && ag->up_n_tcx_foreign < AGENT_HOOK_FOREIGN_MAX; i++)
+			if (p[i].id != ag->tcx_cls_prog_id)
+				snprintf(ag->up_tcx_foreign[ag->up_n_tcx_foreign++], sizeof(ag->up_tcx_foreign[0]),
+				         "%s %s (id %u)", h ? "egress" : "ingress", p[i].name[0] ? p[i].name : "?",
+				         p[i].id);
+	}
+	if (!ag->up_tcx || !plan_find_const(np, "uplink.classifier"))
+		return;
+	for (unsigned i = 0; i < np->n; i++)
+		hook_used |=
+		        streq(np->items[i].depends, "uplink.clsact") && !streq(np->items[i].id, "uplink.classifier");
+	for (unsigned i = 0; i < np->n; i++) {
+		if (streq(np->items[i].id, "uplink.classifier") ||
+		    (!hook_used && streq(np->items[i].id, "uplink.clsact"))) {
+			continue;
+		}
+		np->items[k++] = np->items[i];
+	}
+	np->n = k;
+}
+
 /* The download direction's ifb, the kernel read when due, the plan. */
 static int node_plan_build(struct agent *ag, struct node_pass *ps)
 {
@@ -788,6 +834,7 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 		return NODE_STEP_DONE;
 	}
 	warnings_update(ag, &ps->info);
+	tcx_plan(ag, &ps->np);
 	prog_tags_fill(ag, &ps->np);
 
 	if (ps->info.shape == SHAPE_NONE && !ps->info.down.planned) {
@@ -1019,7 +1066,17 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 				ps->np.items[k].tc[a].u.bpf.prog_fd = -1;
 	{
 		struct error ec = {0};
-		int q = classifier_sync(ag, ps->pods, ps->n_pods, &ps->ncfg, &ps->info, &ec);
+		int q = 0;
+
+		if (ag->up_tcx) {
+			q = tcx_cls_sync(ag, ps->info.classifier, &ec);
+			if (q < 0)
+				log_msg(LOG_LVL_WARN, "uplink classifier not attached (tcx)", "uplink", ag->up.ifname,
+				        "error", ec.msg, (char *)NULL);
+			ps->changed_kernel |= q > 0;
+			error_clear(&ec);
+		}
+		q = classifier_sync(ag, ps->pods, ps->n_pods, &ps->ncfg, &ps->info, &ec);
 
 		if (q < 0)
 			log_msg(LOG_LVL_WARN, "uplink classifier not synced", "uplink", ag->up.ifname, "error", ec.msg,
@@ -1130,6 +1187,9 @@ static int uplink_cleanup(struct agent *ag, struct error *err)
 	r = uplink_restore(ag->sk, li.ifindex, &rec, NULL, err);
 	if (r < 0)
 		return r;
+	/* the classifier's pinned tcx link, if any */
+	str_copy(ag->up.ifname, sizeof(ag->up.ifname), rec.ifname);
+	tcx_cls_release(ag, true);
 	log_msg(LOG_LVL_INFO, "uplink restored", "uplink", rec.ifname, "qdisc", rec.rendered, (char *)NULL);
 	return uplink_record_remove(path, err);
 }

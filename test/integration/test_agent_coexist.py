@@ -4,8 +4,9 @@ egress pref 1 handle 1 (where Cilium's legacy-tc cil_to_netdev sits: a
 verdict that ends the hook) survives the agent's start, drift repair and
 give-back, and still counts every packet while aiqos's classifier, joined
 to its slot at the head, puts each pod in its class. Outcome checked: the
-classes' and the foreign filter's packet counters. Root, network
-namespaces."""
+classes' and the foreign filter's packet counters. These run the clsact
+path (AIQOS_TCX=0: Debian 12's kernel has no tcx); test_agent_coexist_tcx.py
+the tcx path next to the Cilium stand-in. Root, network namespaces."""
 import re
 import time
 
@@ -16,6 +17,7 @@ INF = {"ai.workload": "inference"}
 TRAIN = {"ai.workload": "training"}
 CONFIG = {"uplinkRate": "500mbit", "downlink": False, "debounceMs": 50, "mixedHoldSeconds": 1,
           "driftRepairSeconds": 300}
+CLSACT = {"AIQOS_TCX": "0"}
 # classic BPF "return -1" with a counting action (a mirror to a spare veth:
 # the CI kernel has mirred and no gact): matches every packet and ends the
 # classification there, as Cilium's program does (TC_ACT_OK)
@@ -75,7 +77,7 @@ def classified(node, inf, train, pref="1"):
 def test_foreign_filter_at_pref1_survives_start_drift_and_give_back(node):
     node.sh("tc", "qdisc", "add", "dev", "up0", "clsact")
     foreign_add(node)
-    node.start_agent(CONFIG)
+    node.start_agent(CONFIG, env=CLSACT)
     inf = node.add_pod(INF)
     train = node.add_pod(TRAIN)
     mixed_tree(node)
@@ -114,7 +116,7 @@ def test_foreign_filter_joining_later_is_run_after_ours(node):
     """Another tool that adds its program to pref 1 after aiqos lands at the
     head of the slot's list: the next read moves aiqos's classifier ahead
     again (deleted and added: the head), never touching the other."""
-    node.start_agent(dict(CONFIG, driftRepairSeconds=1))
+    node.start_agent(dict(CONFIG, driftRepairSeconds=1), env=CLSACT)
     inf = node.add_pod(INF)
     train = node.add_pod(TRAIN)
     mixed_tree(node)
@@ -131,7 +133,7 @@ def test_foreign_filter_joining_later_is_run_after_ours(node):
 def test_cleanup_keeps_a_clsact_with_foreign_filters(node):
     """M2 (a): the clsact aiqos made gets another tool's ingress filter
     later; --cleanup deletes aiqos's filters only, and the clsact stays."""
-    node.start_agent(CONFIG)
+    node.start_agent(CONFIG, env=CLSACT)
     inf = node.add_pod(INF)
     train = node.add_pod(TRAIN)
     mixed_tree(node)
@@ -152,7 +154,7 @@ def test_gated_upload_tree_gives_way_to_a_later_foreign_egress_filter(mqnode):
     node = mqnode
     node.sh("tc", "qdisc", "add", "dev", "up0", "clsact")
     foreign_add(node, pref="100", handle="5")
-    node.start_agent(CONFIG)
+    node.start_agent(CONFIG, env=CLSACT)
     inf = node.add_pod(INF)
     train = node.add_pod(TRAIN)
     mixed_tree(node)

@@ -1,0 +1,111 @@
+"""test_agent_coexist_tcx.py — aiqos next to an eBPF CNI with tcx (issue 29):
+the Cilium stand-in (standin.py: tcx programs at the tail of both hooks of
+the routed lab uplink returning TC_ACT_OK, counting packets, and Cilium's
+one-shot deletion of every legacy tc filter on the device). On a kernel
+with tcx the agent attaches its egress classifier as a tcx link first on
+the hook (TCX_NEXT: the stand-in still sees every packet); the download
+tree's redirect stays on clsact behind the stand-in, whose TC_ACT_OK ends
+the hook first: the agent lists the stand-in's programs (status
+tcxForeign). Outcome checked: class and stand-in packet counters. Root,
+network namespaces, a kernel with tcx (>= 6.6; skipped without)."""
+import time
+
+import pytest
+
+import agentlab
+import standin
+from agentlab import class_packets, wait_until
+
+INF = {"ai.workload": "inference"}
+TRAIN = {"ai.workload": "training"}
+CONFIG = {"uplinkRate": "500mbit", "downlink": True, "downlinkRate": "400mbit", "debounceMs": 50,
+          "mixedHoldSeconds": 1, "driftRepairSeconds": 300}
+
+
+@pytest.fixture
+def cni(node):
+    try:
+        s = standin.attach(node.node.name, "up0")
+    except RuntimeError as e:
+        if "Invalid argument" in str(e):
+            pytest.skip(f"no tcx in this kernel: {e}")
+        raise
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def ingress_hooked(node):
+    out = node.sh("tc", "filter", "show", "dev", "up0", "ingress").stdout
+    return "aiqos_dcls" in out and "aiqos_gate" in out and "aiqos-ifb0" in out
+
+
+def test_tcx_classifier_first_next_to_the_standin(node, cni):
+    node.start_agent(CONFIG)
+    inf = node.add_pod(INF)
+    train = node.add_pod(TRAIN)
+
+    def ready():
+        s = node.status(check=False)
+        r = node.root()
+        t = node.tcx()
+        return (s and s["mode"] == "mixed" and r and r["kind"] == "htb" and t["egress"][:1] == ["aiqos_cls_edt"]
+                and t["egress"][-1:] == ["cil_to_netdev"] and ingress_hooked(node)
+                and {"1:10", "1:20", "1:30"} <= set(class_packets(node)))
+    try:
+        wait_until(ready, 10, "mixed, the classifier first on tcx egress, the download hooks")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{node.tcx()}\n{node.tc_summary()}\n{node.agent_log_tail()}") from None
+    up = node.status()["uplink"]
+    assert up["classifierHook"] == "tcx", up
+    assert any(f.startswith("ingress cil_from_netdev") for f in up["tcxForeign"]), up["tcxForeign"]
+    assert any(f.startswith("egress cil_to_netdev") for f in up["tcxForeign"]), up["tcxForeign"]
+    assert "aiqos_cls" not in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
+
+    # upload: each pod's packets in its class, and the stand-in sees every one
+    time.sleep(0.3)
+    for pod, cls, other in ((inf, "1:10", "1:30"), (train, "1:30", "1:10")):
+        before, cb = class_packets(node), cni.counts()
+        agentlab.send_udp(pod.ns, f"{node.uplink_net}.1", n=100)
+        after = wait_until(lambda: (lambda c: c if c[cls] - before[cls] >= 100 else None)(class_packets(node)), 5,
+                           f"{pod.name}'s 100 packets in {cls}")
+        assert after[other] - before[other] < 5, (pod.name, before, after)
+        assert cni.counts()["egress"] - cb["egress"] >= 100, (cb, cni.counts())
+
+    # Cilium's loader deletes every legacy filter once: aiqos's ingress
+    # hooks are back within 5 s (the rtnetlink monitor), counted; the tcx
+    # classifier and the stand-in's programs are untouched
+    t0 = time.monotonic()
+    assert cni.flush_legacy() >= 3
+    wait_until(lambda: ingress_hooked(node), 5, "aiqos's ingress filters back")
+    assert time.monotonic() - t0 < 5
+    m = node.metrics()
+    assert 'aiqos_hook_deletions_total{direction="ingress",hook="clsact"} ' in m
+    n = [x for x in m.splitlines() if x.startswith('aiqos_hook_deletions_total{direction="ingress",hook="clsact"}')]
+    assert n and float(n[0].split()[-1]) >= 3, n
+    assert node.tcx()["egress"][:1] == ["aiqos_cls_edt"] and cni.attached()
+
+    # cleanup: aiqos's link and filters go, the stand-in's programs stay and count
+    node.stop_agent()
+    node.cleanup_uplink()
+    t = node.tcx()
+    assert "aiqos_cls_edt" not in t["egress"] and cni.attached(), t
+    assert "aiqos" not in node.sh("tc", "filter", "show", "dev", "up0", "ingress").stdout
+    cb = cni.counts()
+    agentlab.send_udp(inf.ns, f"{node.uplink_net}.1", n=50)
+    wait_until(lambda: cni.counts()["egress"] - cb["egress"] >= 50, 5, "the stand-in still counting")
+
+
+def test_tcx_classifier_detached_behind_our_back_comes_back_first(node, cni):
+    """Someone detaches aiqos's tcx link (or puts a program before it): the
+    next pass attaches it first again (here the drift repair, every 1 s)."""
+    node.start_agent(dict(CONFIG, downlink=False, driftRepairSeconds=1))
+    node.add_pod(INF)
+    node.add_pod(TRAIN)
+    wait_until(lambda: node.tcx()["egress"][:1] == ["aiqos_cls_edt"], 10, "the classifier on tcx")
+    node.stop_agent()  # no pin here (the lab's netns exec has no bpffs): the link goes with the agent
+    assert "aiqos_cls_edt" not in node.tcx()["egress"]
+    node.start_agent(dict(CONFIG, downlink=False, driftRepairSeconds=1))
+    wait_until(lambda: node.tcx()["egress"][:1] == ["aiqos_cls_edt"], 10, "the classifier first again")
+    assert node.tcx()["egress"][-1:] == ["cil_to_netdev"]
