@@ -12,6 +12,7 @@
 #include "json.h"
 #include "agent.h"
 #include "apply.h"
+#include "bpf_load.h"
 #include "install/chain.h"
 #include "doctor.h"
 #include "nl.h"
@@ -560,6 +561,35 @@ static void check_hooks(const struct doctor_options *o, struct doctor_report *r)
 	tc_dump_list_free(&d);
 	if (n)
 		fix(r, "nothing to do when the other tool hands packets on; aiqos status lists them (foreignFilters)");
+	/* tcx (kernel >= 6.6): programs there run before every clsact filter */
+	for (int h = 0; h < 2; h++) {
+		struct bpf_tcx_prog p[16];
+		unsigned np = 0;
+
+		if (bpf_tcx_query(u.ifindex, h, p, ARRAY_SIZE(p), &np, NULL) < 0)
+			break; /* no tcx: nothing runs ahead of clsact */
+		for (unsigned i = 0; i < np && i < ARRAY_SIZE(p); i++) {
+			if (!strncmp(p[i].name, UPLINK_PROG_PREFIX, strlen(UPLINK_PROG_PREFIX)))
+				continue;
+			add(r, DOCTOR_WARN, "uplink", "uplink.tcx-foreign",
+			    "%s %s: another tool's tcx program %s (id %u) runs before every clsact filter; if it ends "
+			    "the hook (any verdict but TCX_NEXT: Cilium's cil_%s_netdev returns TC_ACT_OK) %s",
+			    u.ifname, h ? "egress" : "ingress", p[i].name[0] ? p[i].name : "?", p[i].id,
+			    h ? "to" : "from",
+			    h ? "aiqos's upload gate and redirect (gated HTB) never see a packet; its classifier runs "
+			        "first "
+			        "as a tcx link and hands on"
+			      : "aiqos's download redirect to its ifb never sees a packet: the download tree shapes "
+			        "nothing");
+			fix(r, "%s",
+			    h ? "nothing for the classifier; the gated upload tree is not used next to it (HTB at the "
+			        "root)"
+			      : "an ifb redirect ahead of the CNI would hide packets from it (the ifb re-injects past "
+			        "every "
+			        "ingress hook), so aiqos does not go first there: turn the download tree off "
+			        "(\"downlink\": false) on these nodes, or shape downloads with the CNI's own limiter");
+		}
+	}
 }
 
 void doctor_run(const struct doctor_options *o, struct doctor_report *ret)

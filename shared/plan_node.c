@@ -1123,8 +1123,9 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 		f.egress_foreign_after = false;
 		if (node_htb_ifb_wanted(cfg, &f, caps, mode))
 			info_warn(&info,
-			          "%s: another tool's filter at the egress hook after pref %d: the gated upload tree's "
-			          "gate and redirect would end the hook before it, so HTB shapes at the root instead",
+			          "%s: another tool's program at the egress hook (a tcx program, or a clsact filter "
+			          "after pref %d): the gated upload tree's gate and redirect would end the hook before "
+			          "it or never run, so HTB shapes at the root instead",
 			          ifname, NODE_FILTER_PRIO_UP_REDIRECT);
 	}
 	/* nothing the kernel has for a classless root: the original stays */

@@ -146,8 +146,11 @@ int tcx_cls_sync(struct agent *ag, bool want, struct error *err)
 	if (r < 0)
 		return r;
 	{
-		LIBBPF_OPTS(bpf_link_create_opts, o, .flags = BPF_F_BEFORE);
+		struct bpf_link_create_opts o;
 
+		memset(&o, 0, sizeof(o));
+		o.sz = sizeof(o);
+		o.flags = BPF_F_BEFORE; /* first on the hook */
 		r = bpf_link_create(prog_fd, ag->up.ifindex, BPF_LOAD_TCX_EGRESS, &o);
 	}
 	if (r < 0) {

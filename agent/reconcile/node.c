@@ -720,14 +720,11 @@ static void edt_fq_probe(struct agent *ag, const struct node_config *cfg)
 	}
 }
 
-/* On a kernel with tcx the classifier is a tcx link (node/tcx.h), not the
- * plan's clsact filter: the item goes, and the clsact with it when nothing
- * else of the plan sits on it. */
-static void tcx_plan(struct agent *ag, struct plan *np)
+/* Does the uplink's kernel have tcx, and which other programs sit on its
+ * tcx hooks (status, and the facts the plan is made with)? */
+static void tcx_probe(struct agent *ag)
 {
 	const char *env = getenv("AIQOS_TCX");
-	bool hook_used = false;
-	unsigned k = 0;
 
 	if (ag->up_tcx_probed_ifindex != ag->up.ifindex) {
 		ag->up_tcx = !(env && streq(env, "0")) && tcx_available(ag->up.ifindex);
@@ -744,11 +741,21 @@ static void tcx_plan(struct agent *ag, struct plan *np)
 		if (bpf_tcx_query(ag->up.ifindex, h, p, ARRAY_SIZE(p), &n, NULL) < 0)
 			continue;
 		for (unsigned i = 0; i < n && i < ARRAY_SIZE(p) && ag->up_n_tcx_foreign < AGENT_HOOK_FOREIGN_MAX; i++)
-			if (p[i].id != ag->tcx_cls_prog_id)
+			if (strncmp(p[i].name, UPLINK_PROG_PREFIX, strlen(UPLINK_PROG_PREFIX)) != 0)
 				snprintf(ag->up_tcx_foreign[ag->up_n_tcx_foreign++], sizeof(ag->up_tcx_foreign[0]),
 				         "%s %s (id %u)", h ? "egress" : "ingress", p[i].name[0] ? p[i].name : "?",
 				         p[i].id);
 	}
+}
+
+/* On a kernel with tcx the classifier is a tcx link (node/tcx.h), not the
+ * plan's clsact filter: the item goes, and the clsact with it when nothing
+ * else of the plan sits on it. */
+static void tcx_plan(struct agent *ag, struct plan *np)
+{
+	bool hook_used = false;
+	unsigned k = 0;
+
 	if (!ag->up_tcx || !plan_find_const(np, "uplink.classifier"))
 		return;
 	for (unsigned i = 0; i < np->n; i++)
@@ -813,7 +820,11 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 				ag->up_egress_foreign_after = true;
 		}
 	}
+	tcx_probe(ag);
+	/* another tool's tcx egress program runs before our gate and redirect too */
 	ag->up.facts.egress_foreign_after = ag->up_egress_foreign_after;
+	for (unsigned i = 0; i < ag->up_n_tcx_foreign; i++)
+		ag->up.facts.egress_foreign_after |= !strncmp(ag->up_tcx_foreign[i], "egress ", 7);
 	ag->up.facts.no_queue = uplink_no_queue(ag->sk, &ag->up);
 	ag->up.facts.ingress_held = uplink_ingress_held(ag->sk, ag->up.ifindex);
 	edt_fq_probe(ag, &ps->ncfg);

@@ -160,6 +160,6 @@ def test_gated_upload_tree_gives_way_to_a_later_foreign_egress_filter(mqnode):
     mixed_tree(node)
     st = node.status()["uplink"]
     assert st["shape"] == "htb", st
-    assert any("after pref 28" in w for w in st.get("warnings", [])), st.get("warnings")
+    assert any("clsact filter after pref 28" in w for w in st.get("warnings", [])), st.get("warnings")
     assert "aiqos_ugate" not in node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
     classified(node, inf, train, pref="100")

@@ -109,3 +109,62 @@ def test_tcx_classifier_detached_behind_our_back_comes_back_first(node, cni):
     node.start_agent(dict(CONFIG, downlink=False, driftRepairSeconds=1))
     wait_until(lambda: node.tcx()["egress"][:1] == ["aiqos_cls_edt"], 10, "the classifier first again")
     assert node.tcx()["egress"][-1:] == ["cil_to_netdev"]
+
+
+def test_gated_upload_tree_not_used_behind_a_tcx_program(mqnode):
+    """A multi-queue uplink with a rate plans the gated upload tree (gate and
+    redirect on clsact egress); behind the stand-in's tcx egress program
+    (TC_ACT_OK) they would never run: HTB at the root instead, said why."""
+    node = mqnode
+    try:
+        s = standin.attach(node.node.name, "up0")
+    except RuntimeError as e:
+        pytest.skip(f"no tcx in this kernel: {e}")
+    try:
+        node.start_agent(dict(CONFIG, downlink=False))
+        inf = node.add_pod(INF)
+        node.add_pod(TRAIN)
+        wait_until(lambda: (node.root() or {}).get("kind") == "htb" and node.tcx()["egress"][:1] == ["aiqos_cls_edt"],
+                   10, "HTB at the root, the classifier first on tcx")
+        st = node.status()["uplink"]
+        assert st["shape"] == "htb", st
+        assert any("a tcx program" in w for w in st.get("warnings", [])), st.get("warnings")
+        cb = s.counts()
+        agentlab.send_udp(inf.ns, f"{node.uplink_net}.1", n=100)
+        wait_until(lambda: s.counts()["egress"] - cb["egress"] >= 100, 5, "the stand-in sees the pod's packets")
+    finally:
+        node.stop_agent()
+        s.close()
+
+
+def test_pinned_tcx_link_is_adopted_on_restart_and_removed_by_cleanup(node, cni, tmp_path):
+    """With a bpffs to pin in ($AIQOS_BPFFS) the link outlives the agent: a
+    restart adopts the same program (same id: never detached), --cleanup
+    detaches it and removes the pin."""
+    fs = tmp_path / "bpffs"
+    fs.mkdir()
+    agentlab.cni.sh("mount", "-t", "bpf", "bpf", str(fs))
+    env = {"AIQOS_BPFFS": str(fs)}
+    try:
+        node.start_agent(dict(CONFIG, downlink=False), env=env)
+        node.add_pod(INF)
+        node.add_pod(TRAIN)
+        wait_until(lambda: node.tcx()["egress"][:1] == ["aiqos_cls_edt"], 10, "the classifier on tcx")
+        pin = fs / "aiqos" / "cls-egress-up0"
+        assert pin.exists()
+        node.stop_agent()
+        assert node.tcx()["egress"][:1] == ["aiqos_cls_edt"]  # pinned: still there
+        node.start_agent(dict(CONFIG, downlink=False), env=env)
+        time.sleep(1.5)
+        assert "attached as a tcx link" not in node.agent_log_tail().split("=== start")[-1], node.agent_log_tail()
+        assert node.tcx()["egress"][:1] == ["aiqos_cls_edt"]
+        node.stop_agent()
+        r = agentlab.cni.sh("ip", "netns", "exec", node.node.name, "env", f"AIQOS_BPFFS={fs}",
+                            agentlab.os.path.join(agentlab.cni_build(), "bin", "aiqos-agent"), "--cleanup",
+                            "--state-dir", node.state_dir, check=False)
+        assert r.returncode == 0, r.stderr
+        assert "aiqos_cls_edt" not in node.tcx()["egress"], node.tcx()
+        assert not pin.exists()
+        assert cni.attached()
+    finally:
+        agentlab.cni.sh("umount", str(fs), check=False)
