@@ -500,7 +500,7 @@ static void check_uplink(const struct doctor_options *o, struct doctor_report *r
 		    "Cilium: keep its bandwidth manager off (kubectl -n kube-system exec ds/cilium -- cilium-dbg "
 		    "status "
 		    "| grep BandwidthManager: Disabled); "
-		    "aiqos's u32 filters run alongside Cilium's BPF programs on %s",
+		    "aiqos's classifier runs first on %s's egress hook and hands on to Cilium's programs",
 		    u.ifname);
 	if (root.handle == 0) {
 		add(r, DOCTOR_OK, "uplink", "uplink.root-default", "%s (%s%s): root qdisc %s, the kernel's default",
