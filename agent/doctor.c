@@ -561,6 +561,35 @@ static void check_hooks(const struct doctor_options *o, struct doctor_report *r)
 	tc_dump_list_free(&d);
 	if (n)
 		fix(r, "nothing to do when the other tool hands packets on; aiqos status lists them (foreignFilters)");
+	/* Calico's eBPF dataplane (its tc programs are cali_*): it hands
+	 * stack-bound packets on, but redirects established flows to local pods
+	 * with bpf_redirect_peer, past aiqos's download redirect and the pods'
+	 * host-side veths */
+	{
+		bool calico = false;
+		struct bpf_tcx_prog p[16];
+		unsigned np = 0;
+
+		for (unsigned i = 0; i < d.n; i++)
+			calico |= d.tc[i].type == TC_FILTER && d.tc[i].kind == TC_KIND_BPF &&
+			          !strncmp(d.tc[i].u.bpf.name, "cali", 4);
+		if (bpf_tcx_query(u.ifindex, false, p, ARRAY_SIZE(p), &np, NULL) == 0)
+			for (unsigned i = 0; i < np && i < ARRAY_SIZE(p); i++)
+				calico |= !strncmp(p[i].name, "cali", 4);
+		if (calico) {
+			add(r, DOCTOR_WARN, "uplink", "uplink.calico-redirect-peer",
+			    "%s: Calico's eBPF dataplane: it redirects established flows toward local pods straight "
+			    "into "
+			    "them (bpf_redirect_peer, BPFRedirectToPeer Enabled by default), past aiqos's download "
+			    "redirect "
+			    "and the pods' host-side veths: those packets are not shaped on the download tree",
+			    u.ifname);
+			fix(r, "kubectl patch felixconfiguration default --type merge -p "
+			       "'{\"spec\":{\"bpfRedirectToPeer\":\"Disabled\"}}' keeps them off that shortcut; then "
+			       "check "
+			       "that the download tree's classes count (tc -s class show dev aiqos-ifb0)");
+		}
+	}
 	/* tcx (kernel >= 6.6): programs there run before every clsact filter */
 	for (int h = 0; h < 2; h++) {
 		struct bpf_tcx_prog p[16];

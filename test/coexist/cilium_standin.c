@@ -2,11 +2,13 @@
  * eBPF CNI on a native device (Cilium with tcx, the default on kernels >=
  * 6.6), for the coexistence tests and benchmarks (issue 29).
  *
- *   cilium-standin attach DEV PINDIR   tcx programs at the tail of DEV's
+ *   cilium-standin attach DEV PINDIR [calico]   tcx programs at the tail of DEV's
  *       ingress and egress hooks (cilium_standin.bpf.c: TC_ACT_OK, counting
  *       every packet), their links and counter map pinned in PINDIR (a bpffs
- *       directory): they outlive the tool
- *   cilium-standin count PINDIR        "ingress N" and "egress N"
+ *       directory): they outlive the tool; "calico": Calico's eBPF
+ *       dataplane's stand-in instead (cali_tc_*: TC_ACT_UNSPEC, hands on)
+ *   cilium-standin count PINDIR        "ingress N" and "egress N" (the
+ *       calico set: "calico-ingress N", "calico-egress N")
  *   cilium-standin detach PINDIR       unpin (the links go with the pins)
  *   cilium-standin query DEV           the programs on DEV's tcx hooks, in
  *       the order they run: "ingress NAME" / "egress NAME" lines
@@ -38,7 +40,7 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: cilium-standin attach DEV PINDIR | count PINDIR | detach PINDIR | query DEV | "
+	fprintf(stderr, "usage: cilium-standin attach DEV PINDIR [calico] | count PINDIR | detach PINDIR | query DEV | "
 	                "flush-legacy DEV\n");
 	return 2;
 }
@@ -50,7 +52,7 @@ static int pin_path(char *buf, size_t size, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-static int attach(const char *dev, const char *dir)
+static int attach(const char *dev, const char *dir, bool calico)
 {
 	static const char *const names[2] = {"ingress", "egress"};
 	struct cilium_standin_bpf *skel;
@@ -68,7 +70,8 @@ static int attach(const char *dev, const char *dir)
 		return 1;
 	}
 	for (int k = 0; k < 2 && !r; k++) {
-		const struct bpf_program *p = k ? skel->progs.cil_to_netdev : skel->progs.cil_from_netdev;
+		const struct bpf_program *p = calico ? (k ? skel->progs.cali_tc_egress : skel->progs.cali_tc_ingress)
+		                                     : (k ? skel->progs.cil_to_netdev : skel->progs.cil_from_netdev);
 		int fd = bpf_link_create(bpf_program__fd(p), (int)ifindex, k ? BPF_TCX_EGRESS : BPF_TCX_INGRESS, NULL);
 
 		if (fd < 0) {
@@ -100,7 +103,9 @@ static int count(const char *dir)
 		fprintf(stderr, "cilium-standin: %s/counts: %s\n", dir, strerror(errno));
 		return 1;
 	}
-	for (__u32 k = 0; k < 2; k++) {
+	static const char *const names[4] = {"ingress", "egress", "calico-ingress", "calico-egress"};
+
+	for (__u32 k = 0; k < 4; k++) {
 		__u64 v = 0;
 
 		if (bpf_map_lookup_elem(fd, &k, &v) < 0) {
@@ -108,7 +113,7 @@ static int count(const char *dir)
 			close(fd);
 			return 1;
 		}
-		printf("%s %llu\n", k ? "egress" : "ingress", (unsigned long long)v);
+		printf("%s %llu\n", names[k], (unsigned long long)v);
 	}
 	close(fd);
 	return 0;
@@ -184,7 +189,9 @@ static int flush_legacy(const char *dev)
 int main(int argc, char **argv)
 {
 	if (argc == 4 && streq(argv[1], "attach"))
-		return attach(argv[2], argv[3]);
+		return attach(argv[2], argv[3], false);
+	if (argc == 5 && streq(argv[1], "attach") && streq(argv[4], "calico"))
+		return attach(argv[2], argv[3], true);
 	if (argc == 3 && streq(argv[1], "count"))
 		return count(argv[2]);
 	if (argc == 3 && streq(argv[1], "detach"))

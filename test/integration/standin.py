@@ -1,7 +1,8 @@
 """standin.py — the Cilium stand-in (test/coexist/cilium_standin.c, built by
 `make standin` into $AIQOS_BUILD/test/cilium-standin) for tests and
 benchmarks: tcx programs at the tail of both hooks of a device returning
-TC_ACT_OK and counting packets, and Cilium's one-shot deletion of every
+TC_ACT_OK and counting packets (or, calico=True, programs named like
+Calico's eBPF dataplane's that hand on), and Cilium's one-shot deletion of every
 legacy tc filter on the device (removeTCFilters). Root; a kernel with tcx
 (>= 6.6)."""
 import os
@@ -15,12 +16,12 @@ TOOL = os.path.join(BUILD, "test", "cilium-standin")
 class Standin:
     """The stand-in's programs on dev in netns ns, pinned in a bpffs of its own."""
 
-    def __init__(self, ns, dev):
-        self.ns, self.dev = ns, dev
+    def __init__(self, ns, dev, calico=False):
+        self.ns, self.dev, self.calico = ns, dev, calico
         self.pins = tempfile.mkdtemp(prefix="aiqos-standin-")
         subprocess.run(["mount", "-t", "bpf", "bpf", self.pins], check=True)
         try:
-            self._run("attach", dev, self.pins)
+            self._run("attach", dev, self.pins, *(["calico"] if calico else []))
         except Exception:
             self.close()
             raise
@@ -34,7 +35,9 @@ class Standin:
 
     def counts(self):
         """{"ingress": packets, "egress": packets} the programs saw."""
-        return {k: int(v) for k, v in (line.split() for line in self._run("count", self.pins).splitlines())}
+        c = {k: int(v) for k, v in (line.split() for line in self._run("count", self.pins).splitlines())}
+        return {"ingress": c["calico-ingress"], "egress": c["calico-egress"]} if self.calico else \
+            {"ingress": c["ingress"], "egress": c["egress"]}
 
     def flush_legacy(self):
         """Delete every legacy tc filter on the device, both hooks, once; how many."""
@@ -42,7 +45,9 @@ class Standin:
 
     def attached(self):
         """Both programs still attached, each last on its tcx hook."""
-        return self.tcx()["ingress"][-1:] == ["cil_from_netdev"] and self.tcx()["egress"][-1:] == ["cil_to_netdev"]
+        names = ("cali_tc_ingress", "cali_tc_egress") if self.calico else ("cil_from_netdev", "cil_to_netdev")
+        t = self.tcx()
+        return t["ingress"][-1:] == [names[0]] and t["egress"][-1:] == [names[1]]
 
     def tcx(self):
         """{"ingress": [program names in run order], "egress": [...]} of the device's tcx hooks."""
@@ -58,6 +63,7 @@ class Standin:
         os.rmdir(self.pins)
 
 
-def attach(ns, dev):
-    """The stand-in on dev in netns ns (close() removes it)."""
-    return Standin(ns, dev)
+def attach(ns, dev, calico=False):
+    """The stand-in on dev in netns ns (close() removes it); calico: Calico's
+    eBPF dataplane's stand-in instead (cali_tc_*, handing on: TCX_NEXT)."""
+    return Standin(ns, dev, calico)

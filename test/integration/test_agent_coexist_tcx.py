@@ -168,3 +168,62 @@ def test_pinned_tcx_link_is_adopted_on_restart_and_removed_by_cleanup(node, cni,
         assert cni.attached()
     finally:
         agentlab.cni.sh("umount", str(fs), check=False)
+
+
+def test_next_to_a_handing_on_cni_both_directions_are_classified(node):
+    """A CNI whose tcx programs hand on (TCX_NEXT; Calico's eBPF dataplane
+    does for stack-bound packets; its stand-in here): the classifier runs
+    first on egress, the download hooks behind the CNI's ingress program
+    still see every packet: each pod's packets land in its class in both
+    directions, and the CNI's programs count them all. Doctor names Calico's
+    peer redirect and the Felix setting that keeps packets off it."""
+    try:
+        cal = standin.attach(node.node.name, "up0", calico=True)
+    except RuntimeError as e:
+        pytest.skip(f"no tcx in this kernel: {e}")
+    try:
+        node.start_agent(CONFIG)
+        inf = node.add_pod(INF)
+        train = node.add_pod(TRAIN)
+        ifb = "aiqos-ifb0"
+
+        def ready():
+            s = node.status(check=False)
+            return (s and s["mode"] == "mixed" and node.tcx()["egress"][:1] == ["aiqos_cls_edt"]
+                    and ingress_hooked(node) and {"1:10", "1:20", "1:30"} <= set(class_packets(node))
+                    and {"1:10", "1:30"} <= set(class_packets(node, ifb)))
+        try:
+            wait_until(ready, 10, "mixed, the classifier on tcx, the download tree")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{node.tcx()}\n{node.tc_summary()}\n{node.agent_log_tail()}") from None
+        assert any(f.startswith("ingress cali_tc_ingress") for f in node.status()["uplink"]["tcxForeign"])
+        time.sleep(0.3)
+        # upload
+        for pod, cls, other in ((inf, "1:10", "1:30"), (train, "1:30", "1:10")):
+            before, cb = class_packets(node), cal.counts()
+            agentlab.send_udp(pod.ns, f"{node.uplink_net}.1", n=100)
+            after = wait_until(lambda: (lambda c: c if c[cls] - before[cls] >= 100 else None)(
+                class_packets(node)), 5, f"{pod.name}'s 100 packets in {cls}")
+            assert after[other] - before[other] < 5, (pod.name, before, after)
+            assert cal.counts()["egress"] - cb["egress"] >= 100
+        # download: the fabric reaches the pods through the node; a burst
+        # opens the gate, what follows takes the ifb's tree
+        node.sh("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+        for pod in (inf, train):
+            agentlab.cni.sh("ip", "-n", node.fabric.name, "route", "replace", f"{pod.ip()}/32", "via",
+                            f"{node.uplink_net}.2")
+        before, cb = class_packets(node, ifb), cal.counts()
+        agentlab.send_udp(node.fabric.name, inf.ip(), n=200, burst_to=train.ip(), burst=300)
+        after = wait_until(lambda: (lambda c: c if c["1:10"] - before["1:10"] >= 150 else None)(
+            class_packets(node, ifb)), 5, "the inference pod's download packets in 1:10 on the ifb")
+        assert after["1:30"] - before["1:30"] >= 50, (before, after)
+        assert cal.counts()["ingress"] - cb["ingress"] >= 500, (cb, cal.counts())
+        # doctor: Calico's peer redirect, and the setting
+        p = agentlab.cni.sh("ip", "netns", "exec", node.node.name,
+                            agentlab.os.path.join(agentlab.cni_build(), "bin", "aiqosctl"), "doctor", "--json",
+                            "--uplink", "up0", "--no-kernel-probe", check=False)
+        found = [f for f in agentlab.json.loads(p.stdout)["findings"] if f["id"] == "uplink.calico-redirect-peer"]
+        assert found and "bpfRedirectToPeer" in found[0]["fix"], p.stdout
+    finally:
+        node.stop_agent()
+        cal.close()
