@@ -68,13 +68,14 @@ PLUGIN     := $(BUILD)/bin/aiqos
 AGENT_BIN  := $(BUILD)/bin/aiqos-agent
 CTL        := $(BUILD)/bin/aiqosctl
 LOADGEN    := $(BUILD)/bench/loadgen
+STANDIN    := $(BUILD)/test/cilium-standin
 UNIT_BINS  := $(patsubst test/unit/%.c,$(BUILD)/test/%,$(UNIT_SRC))
 # agent objects linked into unit tests (everything but the programs' main files)
 AGENT_LIB_OBJ := $(call obj,$(filter-out agent/main.c $(CTL_SRC),$(AGENT_SRC)) cni/conf.c)
 
 .SECONDARY:
-.PHONY: all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab bench-linerate
-all: $(PLUGIN) $(AGENT_BIN) $(CTL) $(LOADGEN)
+.PHONY: standin all deps test test-unit test-integration test-kernel lint fmt fmt-check clean bench-cni bench demo bench-lab bench-linerate
+all: $(PLUGIN) $(AGENT_BIN) $(CTL) $(LOADGEN) $(STANDIN)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -242,6 +243,19 @@ bench-agent: all
 # The lab: open-loop load generator, `make demo` (README's first
 # command), `make bench` (every benchmark, regenerates docs/benchmarks.md),
 # `make bench-lab` (only the network outcome arms). Root; see hack/lab.sh.
+# The Cilium stand-in (test/coexist/cilium_standin.c): tcx programs at the
+# tail of a device's hooks returning TC_ACT_OK, and a one-shot deletion of
+# its legacy tc filters; for the coexistence tests and the bench (root).
+$(BUILD)/bpf/cilium_standin.bpf.o: test/coexist/cilium_standin.bpf.c
+	@mkdir -p $(dir $@)
+	$(BPF_CLANG) $(BPF_CFLAGS) -c $< -o $@
+$(BUILD)/obj/test/coexist/cilium_standin.o: CFLAGS += -isystem $(BUILD)/gen
+$(BUILD)/obj/test/coexist/cilium_standin.o: $(BUILD)/gen/cilium_standin.skel.h
+$(STANDIN): $(BUILD)/obj/test/coexist/cilium_standin.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PLUGIN_LIBS) $(BPF_LIBS)
+standin: $(STANDIN)
+
 $(LOADGEN): $(BUILD)/obj/test/bench/loadgen.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lm

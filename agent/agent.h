@@ -65,12 +65,19 @@ struct agent_options {
 	bool once; /* one list + reconcile, then exit */
 };
 
+enum { AGENT_HOOK_CLSACT, AGENT_HOOK_QDISC, AGENT_HOOK_IFB, AGENT_HOOK_KINDS };
+#define AGENT_HOOK_FOREIGN_MAX 8
+#define AGENT_HOOK_FOREIGN_LEN (TC_FORMAT_MAX + 16)
+
 struct agent_counters {
 	uint64_t retunes[2][3];                     /* [pod|node][ok|degraded|failed] */
 	struct metrics_histogram retune_seconds[2]; /* [pod|node], metrics_buckets_retune */
 	uint64_t config_reloads[2];                 /* [ok|failed] */
 	uint64_t mode_changes;
 	uint64_t drift_repairs; /* objects re-applied or removed by drift repair */
+	/* aiqos's tc objects deleted by another process, noticed by the
+	 * rtnetlink monitor: [egress|ingress][AGENT_HOOK_*] */
+	uint64_t hook_deletions[2][AGENT_HOOK_KINDS];
 	uint64_t events_posted;
 	uint64_t chain_runs[2]; /* [ok|failed] */
 	uint64_t watch_events[_KUBE_EVENT_MAX];
@@ -132,11 +139,30 @@ struct agent {
 	char up_warn[NODE_WARN_MAX][NODE_WARN_LEN];
 	unsigned up_n_warn;
 	char up_foreign[AGENT_FAILURE_MAX]; /* the uplink holds a tree aiqos leaves alone ("" = none) */
-	int up_cls_map_fd;                  /* the uplink classifier's BPF map, -1 = none */
-	int up_edt_map_fd;                  /* its EDT map (bpf_cls.h), -1 = none */
-	int down_gate_map_fd;               /* the download gate's BPF map (bpf_gate.h), -1 = none */
-	int down_cls_map_fd;                /* the download classifier's (bpf_cls.h, dcls), -1 = none */
-	int up_gate_map_fd;                 /* the upload gate's (GATED HTB), -1 = none */
+	/* other tools' filters on the uplink's clsact hooks, as last read
+	 * (status, doctor): never replaced nor deleted */
+	char up_hook_foreign[AGENT_HOOK_FOREIGN_MAX][AGENT_HOOK_FOREIGN_LEN];
+	unsigned up_n_hook_foreign;
+	/* the last deletion of aiqos's objects by another process (status) */
+	char up_hook_deleted[AGENT_FAILURE_MAX];
+	int64_t up_hook_deleted_unix;
+	bool up_egress_foreign_after; /* one of them at egress after our gate and redirect (uplink_facts) */
+	/* the classifier as a tcx link (node/tcx.h): the kernel has tcx on the
+	 * uplink (probed per uplink; AIQOS_TCX=0 keeps clsact), our link */
+	bool up_tcx;
+	int up_tcx_probed_ifindex;
+	int tcx_cls_link_fd; /* -1 = none */
+	uint32_t tcx_cls_prog_id;
+	/* other programs on the uplink's tcx hooks ("ingress NAME (id N)"): they
+	 * run before every clsact filter (status, doctor) */
+	char up_tcx_foreign[AGENT_HOOK_FOREIGN_MAX][64];
+	unsigned up_n_tcx_foreign;
+	uint64_t tcx_cls_drift; /* re-attached: detached behind our back, or another program put first */
+	int up_cls_map_fd;      /* the uplink classifier's BPF map, -1 = none */
+	int up_edt_map_fd;      /* its EDT map (bpf_cls.h), -1 = none */
+	int down_gate_map_fd;   /* the download gate's BPF map (bpf_gate.h), -1 = none */
+	int down_cls_map_fd;    /* the download classifier's (bpf_cls.h, dcls), -1 = none */
+	int up_gate_map_fd;     /* the upload gate's (GATED HTB), -1 = none */
 	/* this version's BPF programs (reconcile/node.c, AGENT_PROG_*): their
 	 * tags, learnt by loading each once (a program attached under our name
 	 * with another tag is another version's, and is replaced), and which

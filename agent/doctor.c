@@ -12,6 +12,7 @@
 #include "json.h"
 #include "agent.h"
 #include "apply.h"
+#include "bpf_load.h"
 #include "install/chain.h"
 #include "doctor.h"
 #include "nl.h"
@@ -499,7 +500,7 @@ static void check_uplink(const struct doctor_options *o, struct doctor_report *r
 		    "Cilium: keep its bandwidth manager off (kubectl -n kube-system exec ds/cilium -- cilium-dbg "
 		    "status "
 		    "| grep BandwidthManager: Disabled); "
-		    "aiqos's u32 filters run alongside Cilium's BPF programs on %s",
+		    "aiqos's classifier runs first on %s's egress hook and hands on to Cilium's programs",
 		    u.ifname);
 	if (root.handle == 0) {
 		add(r, DOCTOR_OK, "uplink", "uplink.root-default", "%s (%s%s): root qdisc %s, the kernel's default",
@@ -609,6 +610,97 @@ static void check_datapath_at_uplink(const struct doctor_options *o, struct doct
 	check_datapath(o, r, sk, &u);
 }
 
+/* Other tools' filters on the uplink's clsact hooks: aiqos keeps them and
+ * never replaces them; said where they sit relative to aiqos's. */
+static void check_hooks(const struct doctor_options *o, struct doctor_report *r)
+{
+	_cleanup_nl_ struct nl_sock *sk = NULL;
+	struct tc_dump_list d = {0};
+	struct uplink u;
+	unsigned n = 0;
+
+	if (nl_open(&sk, NULL) < 0 || uplink_discover(sk, o->uplink, &u, NULL) < 0 ||
+	    nl_tc_dump_alloc(sk, u.ifindex, 0, &d, NULL) < 0)
+		return;
+	for (unsigned i = 0; i < d.n; i++) {
+		const struct tc_spec *f = &d.tc[i];
+		bool egress = TC_H_MIN(f->parent) == TC_H_MIN_EGRESS;
+		char line[TC_FORMAT_MAX];
+
+		if (f->type != TC_FILTER || TC_H_MAJ(f->parent) != TC_H_MAJ(TC_H_CLSACT) || uplink_filter_ours(sk, f))
+			continue;
+		n++;
+		uplink_filter_describe(f, d.kind_name[i], line, sizeof(line));
+		add(r, DOCTOR_INFO, "uplink", "uplink.foreign-filter",
+		    "%s: another tool's filter at %s: aiqos keeps it and never replaces it; %s", u.ifname, line,
+		    egress && f->prio <= NODE_FILTER_PRIO_CLS
+		            ? "aiqos's classifier joins its slot and runs first (a verdict but TC_ACT_UNSPEC there "
+		              "would end the hook before aiqos's)"
+		            : "filters at lower prefs run before it");
+	}
+	tc_dump_list_free(&d);
+	if (n)
+		fix(r, "nothing to do when the other tool hands packets on; aiqos status lists them (foreignFilters)");
+	/* Calico's eBPF dataplane (its tc programs are cali_*): it hands
+	 * stack-bound packets on, but redirects established flows to local pods
+	 * with bpf_redirect_peer, past aiqos's download redirect and the pods'
+	 * host-side veths */
+	{
+		bool calico = false;
+		struct bpf_tcx_prog p[16];
+		unsigned np = 0;
+
+		for (unsigned i = 0; i < d.n; i++)
+			calico |= d.tc[i].type == TC_FILTER && d.tc[i].kind == TC_KIND_BPF &&
+			          !strncmp(d.tc[i].u.bpf.name, "cali", 4);
+		if (bpf_tcx_query(u.ifindex, false, p, ARRAY_SIZE(p), &np, NULL) == 0)
+			for (unsigned i = 0; i < np && i < ARRAY_SIZE(p); i++)
+				calico |= !strncmp(p[i].name, "cali", 4);
+		if (calico) {
+			add(r, DOCTOR_WARN, "uplink", "uplink.calico-redirect-peer",
+			    "%s: Calico's eBPF dataplane: it redirects established flows toward local pods straight "
+			    "into "
+			    "them (bpf_redirect_peer, BPFRedirectToPeer Enabled by default), past aiqos's download "
+			    "redirect "
+			    "and the pods' host-side veths: those packets are not shaped on the download tree",
+			    u.ifname);
+			fix(r, "kubectl patch felixconfiguration default --type merge -p "
+			       "'{\"spec\":{\"bpfRedirectToPeer\":\"Disabled\"}}' keeps them off that shortcut; then "
+			       "check "
+			       "that the download tree's classes count (tc -s class show dev aiqos-ifb0)");
+		}
+	}
+	/* tcx (kernel >= 6.6): programs there run before every clsact filter */
+	for (int h = 0; h < 2; h++) {
+		struct bpf_tcx_prog p[16];
+		unsigned np = 0;
+
+		if (bpf_tcx_query(u.ifindex, h, p, ARRAY_SIZE(p), &np, NULL) < 0)
+			break; /* no tcx: nothing runs ahead of clsact */
+		for (unsigned i = 0; i < np && i < ARRAY_SIZE(p); i++) {
+			if (!strncmp(p[i].name, UPLINK_PROG_PREFIX, strlen(UPLINK_PROG_PREFIX)))
+				continue;
+			add(r, DOCTOR_WARN, "uplink", "uplink.tcx-foreign",
+			    "%s %s: another tool's tcx program %s (id %u) runs before every clsact filter; if it ends "
+			    "the hook (any verdict but TCX_NEXT: Cilium's cil_%s_netdev returns TC_ACT_OK) %s",
+			    u.ifname, h ? "egress" : "ingress", p[i].name[0] ? p[i].name : "?", p[i].id,
+			    h ? "to" : "from",
+			    h ? "aiqos's upload gate and redirect (gated HTB) never see a packet; its classifier runs "
+			        "first "
+			        "as a tcx link and hands on"
+			      : "aiqos's download redirect to its ifb never sees a packet: the download tree shapes "
+			        "nothing");
+			fix(r, "%s",
+			    h ? "nothing for the classifier; the gated upload tree is not used next to it (HTB at the "
+			        "root)"
+			      : "an ifb redirect ahead of the CNI would hide packets from it (the ifb re-injects past "
+			        "every "
+			        "ingress hook), so aiqos does not go first there: turn the download tree off "
+			        "(\"downlink\": false) on these nodes, or shape downloads with the CNI's own limiter");
+		}
+	}
+}
+
 void doctor_run(const struct doctor_options *o, struct doctor_report *ret)
 {
 	char primary_types[CHAIN_TYPES_MAX] = "";
@@ -620,6 +712,9 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *ret)
 	if (o->uplink) {
 		check_uplink(o, ret, primary_types);
 		check_datapath_at_uplink(o, ret);
+}
+
+		check_hooks(o, ret);
 	}
 }
 

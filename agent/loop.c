@@ -504,6 +504,22 @@ static int rtnl_msg(struct nl_msg *msg, void *ud)
 			relevant = true;
 		break;
 	}
+	case RTM_NEWTFILTER:
+	case RTM_DELTFILTER:
+	case RTM_DELQDISC: {
+		const struct tcmsg *t = nlmsg_data(h);
+		struct nlattr *tb[TCA_MAX + 1];
+		char kind[16] = "";
+
+		/* our own changes come from our socket's port */
+		if (!nlmsg_valid_hdr(h, sizeof(*t)) || (ag->sk && h->nlmsg_pid == nl_socket_get_local_port(ag->sk)))
+			break;
+		if (nlmsg_parse(h, sizeof(*t), tb, TCA_MAX, NULL) == 0 && tb[TCA_KIND])
+			nla_strlcpy(kind, tb[TCA_KIND], sizeof(kind));
+		agent_tc_event(ag, h->nlmsg_type, t->tcm_ifindex, t->tcm_parent, t->tcm_handle,
+		               (uint16_t)(TC_H_MAJ(t->tcm_info) >> 16), kind, h->nlmsg_pid);
+		break;
+	}
 	default:
 		break;
 	}
@@ -549,7 +565,8 @@ static int rtnl_monitor_open(struct agent *ag, struct error *err)
 	nl_socket_modify_cb(lp->mon, NL_CB_VALID, NL_CB_CUSTOM, rtnl_msg, ag);
 	r = nl_connect(lp->mon, NETLINK_ROUTE);
 	if (r >= 0)
-		r = nl_socket_add_memberships(lp->mon, RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, 0);
+		r = nl_socket_add_memberships(lp->mon, RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, RTNLGRP_TC,
+		                              0);
 	if (r >= 0)
 		r = nl_socket_set_nonblocking(lp->mon);
 	if (r >= 0)

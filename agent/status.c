@@ -269,6 +269,34 @@ static cJSON *uplink_json(const struct agent *ag)
 		cJSON_AddStringToObject(o, "failure", ag->up_failure);
 	if (ag->up_foreign[0])
 		cJSON_AddStringToObject(o, "foreign", ag->up_foreign);
+	{
+		/* other tools' filters on the uplink's hooks: kept, never replaced */
+		cJSON *ff = cJSON_AddArrayToObject(o, "foreignFilters");
+
+		for (unsigned i = 0; ff && i < ag->up_n_hook_foreign; i++)
+			cJSON_AddItemToArray(ff, cJSON_CreateString(ag->up_hook_foreign[i]));
+	}
+	/* where the classifier runs: a tcx link first on the egress hook, or a clsact filter */
+	cJSON_AddStringToObject(o, "classifierHook", ag->up_tcx ? "tcx" : "clsact");
+	{
+		/* other programs on the tcx hooks: they run before every clsact
+		 * filter, and one that ends the hook (any verdict but TCX_NEXT;
+		 * Cilium's TC_ACT_OK) keeps the download redirect to the ifb and the
+		 * upload gate from ever seeing a packet */
+		cJSON *tf = cJSON_AddArrayToObject(o, "tcxForeign");
+
+		for (unsigned i = 0; tf && i < ag->up_n_tcx_foreign; i++)
+			cJSON_AddItemToArray(tf, cJSON_CreateString(ag->up_tcx_foreign[i]));
+	}
+	if (ag->up_hook_deleted[0]) {
+		/* the last deletion of aiqos's objects by another process */
+		cJSON *hd = cJSON_AddObjectToObject(o, "hookDeleted");
+
+		if (hd) {
+			cJSON_AddStringToObject(hd, "message", ag->up_hook_deleted);
+			cJSON_AddNumberToObject(hd, "at", (double)ag->up_hook_deleted_unix);
+		}
+	}
 	cJSON_AddStringToObject(o, "classify", node_classify_name(ag->cfg.node.classify));
 	cJSON_AddStringToObject(o, "classifyEffective",
 	                        node_classify_name(ag->classify_why[0] ? CLASSIFY_SRC_IP : ag->cfg.node.classify));

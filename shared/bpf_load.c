@@ -151,6 +151,30 @@ int bpf_prog_tag_get(int prog_fd, uint8_t *ret_tag, struct error *err)
 	return 0;
 }
 
+int bpf_tcx_query(int ifindex, bool egress, struct bpf_tcx_prog *ret, unsigned max, unsigned *ret_n, struct error *err)
+{
+	uint32_t ids[64], cnt = ARRAY_SIZE(ids), flags = 0;
+
+	if (bpf_prog_query(ifindex, egress ? BPF_LOAD_TCX_EGRESS : BPF_LOAD_TCX_INGRESS, 0, &flags, ids, &cnt) < 0)
+		return error_set(err, errno, "tcx %s of ifindex %d: %s", egress ? "egress" : "ingress", ifindex,
+		                 strerror(errno));
+	*ret_n = cnt;
+	for (uint32_t i = 0; i < cnt && i < max && i < ARRAY_SIZE(ids); i++) {
+		struct bpf_prog_info info;
+		uint32_t len = sizeof(info);
+		int fd = bpf_prog_get_fd_by_id(ids[i]);
+
+		ret[i].id = ids[i];
+		ret[i].name[0] = '\0';
+		memset(&info, 0, sizeof(info));
+		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+			str_copy(ret[i].name, sizeof(ret[i].name), info.name);
+		if (fd >= 0)
+			close(fd);
+	}
+	return 0;
+}
+
 int bpf_array0_read(int map_fd, void *value, const char *what, struct error *err)
 {
 	uint32_t key = 0;

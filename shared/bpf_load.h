@@ -73,6 +73,18 @@ int bpf_prog_one_map(uint32_t prog_id, const struct bpf_map_want *want, int *ret
                      struct error *err);
 /* A loaded program's tag (ret_tag: BPF_TAG_LEN bytes). */
 int bpf_prog_tag_get(int prog_fd, uint8_t *ret_tag, struct error *err);
+/* tcx (kernel >= 6.6): a device's hooks as bpf_mprog lists of programs
+ * that run before the legacy clsact filters. Debian 12's UAPI headers and
+ * libbpf 1.1 predate it: the attach types by number. */
+#define BPF_LOAD_TCX_INGRESS 46 /* BPF_TCX_INGRESS */
+#define BPF_LOAD_TCX_EGRESS  47 /* BPF_TCX_EGRESS */
+struct bpf_tcx_prog {
+	uint32_t id;
+	char name[16]; /* BPF_OBJ_NAME_LEN */
+};
+/* The programs on a device's tcx hook, in the order they run (at most max;
+ * ret_n: how many there are). -EINVAL: the kernel has no tcx. */
+int bpf_tcx_query(int ifindex, bool egress, struct bpf_tcx_prog *ret, unsigned max, unsigned *ret_n, struct error *err);
 /* Element 0 of an array map: read, written. */
 int bpf_array0_read(int map_fd, void *value, const char *what, struct error *err);
 int bpf_array0_write(int map_fd, const void *value, const char *what, struct error *err);

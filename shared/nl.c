@@ -706,6 +706,32 @@ static int tc_send(struct nl_sock *sk, int type, int flags, int ifindex, const s
 	return 0;
 }
 
+/* A bpf filter in the slot (parent, pref, protocol, handle) that aiqos did
+ * not make: its name in ret_name. */
+static int bpf_slot_foreign(struct nl_sock *sk, int ifindex, const struct tc_spec *s, char *ret_name, size_t size)
+{
+	struct tc_dump_list d = {0};
+	int r = nl_tc_dump_alloc(sk, ifindex, 0, &d, NULL);
+
+	if (r < 0)
+		return r == -ENODEV ? 0 : r;
+	r = 0;
+	for (unsigned i = 0; i < d.n && !r; i++) {
+		const struct tc_spec *o = &d.tc[i];
+
+		bool bpf = o->kind == TC_KIND_BPF;
+
+		if (o->type == TC_FILTER && o->parent == s->parent && o->prio == s->prio && o->handle == s->handle &&
+		    (!bpf || strncmp(o->u.bpf.name, TC_BPF_OURS_PREFIX, strlen(TC_BPF_OURS_PREFIX)) != 0)) {
+			snprintf(ret_name, size, "%s%s%s", d.kind_name[i], bpf && o->u.bpf.name[0] ? " " : "",
+			         bpf ? o->u.bpf.name : "");
+			r = 1;
+		}
+	}
+	tc_dump_list_free(&d);
+	return r;
+}
+
 int nl_tc_replace(struct nl_sock *sk, int ifindex, const struct tc_spec *s, struct error *err)
 {
 	struct tc_what what = {.verb = "replace", .s = s, .ifindex = ifindex};
@@ -721,6 +747,17 @@ int nl_tc_replace(struct nl_sock *sk, int ifindex, const struct tc_spec *s, stru
 	if (s->type == TC_FILTER) {
 		if (!handle)
 			flags = NLM_F_CREATE | NLM_F_EXCL;
+		if (s->kind == TC_KIND_BPF && handle) {
+			char other[TC_BPF_NAME_MAX + 16];
+
+			r = bpf_slot_foreign(sk, ifindex, s, other, sizeof(other));
+			if (r < 0)
+				return error_set(err, -r, "%s: read the slot: %s", tc_what_str(&what), strerror(-r));
+			if (r > 0)
+				return error_set(err, EEXIST,
+				                 "%s: the slot holds another tool's filter (%s): not replaced",
+				                 tc_what_str(&what), other);
+		}
 		if (s->kind == TC_KIND_U32 && handle) {
 			struct u32_find f;
 

@@ -381,8 +381,15 @@
 #define NODE_REDIRECT_HANDLE         1 /* its u32 node id */
 
 /* The multi-queue layout (plan_node_mq.c, see "MULTI-QUEUE" above) */
-#define NODE_MQ_QUEUES_MAX      256   /* per-queue children planned for at most this many tx queues */
-#define NODE_FILTER_PRIO_CLS    1     /* the classifier's pref at the clsact egress hook */
+#define NODE_MQ_QUEUES_MAX   256 /* per-queue children planned for at most this many tx queues */
+#define NODE_FILTER_PRIO_CLS 1   /* the classifier's pref at the clsact egress hook */
+/* Its handle: aiqos's own in that slot. Pref 1 is where other tools put
+ * their egress program too (Cilium's legacy-tc cil_to_netdev: pref 1,
+ * handle 1, protocol all). A bpf filter with another handle joins their
+ * slot at the head of its list (cls_bpf_change: list_add_rcu), so the
+ * classifier (TC_ACT_UNSPEC) runs first and hands on; a filter aiqos does
+ * not own is never replaced or deleted (uplink.h, UPLINK_PROG_PREFIX). */
+#define NODE_CLS_HANDLE         0xa10u
 #define NODE_CLS_PRIO_INFERENCE 6     /* skb->priority TC_PRIO_INTERACTIVE: band 0 of pfifo_fast's priomap */
 #define NODE_CLS_PRIO_DEFAULT   0     /* TC_PRIO_BESTEFFORT: band 1 */
 #define NODE_CLS_PRIO_TRAINING  2     /* TC_PRIO_BULK: band 2 */
@@ -485,6 +492,11 @@ struct uplink_facts {
 	/* the gated upload tree (GATED HTB) */
 	int ifb_up_ifindex; /* PLAN_IFB_UP_NAME's ifindex (the redirect target), 0 = not created (dry run) */
 	bool ifb_up_failed; /* the agent could not create it: HTB at the root instead */
+	/* another tool's filter at the egress hook after the gate and redirect
+	 * (pref > NODE_FILTER_PRIO_UP_REDIRECT): they would end the hook before
+	 * it ever ran (the gate's TC_ACT_OK, the redirect's STOLEN, the ifb's
+	 * packets passed by the redirect's action): HTB at the root instead */
+	bool egress_foreign_after;
 };
 
 struct node_counts {

@@ -1208,6 +1208,17 @@ int node_plan(const struct node_pod *pods, unsigned n, const struct node_config 
 	else
 		info.shape = SHAPE_ROOT_AQM;
 
+	if (info.shape != SHAPE_HTB_IFB && up->egress_foreign_after) {
+		struct uplink_facts f = *up;
+
+		f.egress_foreign_after = false;
+		if (node_htb_ifb_wanted(cfg, &f, caps, mode))
+			info_warn(&info,
+			          "%s: another tool's program at the egress hook (a tcx program, or a clsact filter "
+			          "after pref %d): the gated upload tree's gate and redirect would end the hook before "
+			          "it or never run, so HTB shapes at the root instead",
+			          ifname, NODE_FILTER_PRIO_UP_REDIRECT);
+	}
 	/* nothing the kernel has for a classless root: the original stays */
 	if (info.shape == SHAPE_ROOT_AQM && !plan_caps_has(caps, TC_KIND_FQ_CODEL) &&
 	    (mode_class(mode) != CLASS_TRAINING || !plan_caps_has(caps, TC_KIND_FQ))) {

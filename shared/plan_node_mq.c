@@ -13,7 +13,6 @@
 #define MQ_CHILD_MAJOR 0x100u  /* queue i: <0x100 + i>: */
 #define MQ_LEAF_MAJOR  0x1000u /* queue i band b: <0x1000 + 4i + b>: */
 #define MQ_BANDS       3u
-#define CLS_HANDLE     1u
 
 static const uint8_t pfifo_fast_priomap[TC_PRIO_MAX + 1] = {1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
 
@@ -129,7 +128,7 @@ int node_classifier_add(struct builder *b)
 	it = item_add(b, "uplink.classifier", "uplink.clsact");
 	if (!it)
 		return -ENOMEM;
-	s = plan_alt_first(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), CLS_HANDLE);
+	s = plan_alt_first(it, TC_FILTER, TC_KIND_BPF, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS), NODE_CLS_HANDLE);
 	s->prio = NODE_FILTER_PRIO_CLS;
 	s->protocol = ETH_P_ALL;
 	str_copy(s->u.bpf.name, sizeof(s->u.bpf.name), BPF_CLS_NAME);
@@ -177,7 +176,7 @@ bool node_htb_ifb_wanted(const struct node_config *cfg, const struct uplink_fact
 	return mode != MODE_IDLE && cfg->uplink_rate_bps > 0 && queues_of(up) >= 2 && !node_edt_usable(up, caps) &&
 	       plan_caps_has(caps, TC_KIND_HTB) && plan_caps_has(caps, TC_KIND_HTB_CLASS) &&
 	       plan_caps_has(caps, TC_KIND_CLSACT) && plan_caps_has(caps, TC_KIND_BPF) &&
-	       plan_caps_has(caps, TC_KIND_U32) && !up->ingress_held && !up->ifb_up_failed;
+	       plan_caps_has(caps, TC_KIND_U32) && !up->ingress_held && !up->ifb_up_failed && !up->egress_foreign_after;
 }
 
 unsigned node_edt_items(const struct uplink_facts *up)

@@ -353,6 +353,15 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 	}
 	metrics_write(w, "aiqos_drift_repairs_total", "Kernel objects re-applied or removed by drift repair", C,
 	              (double)ag->ctr.drift_repairs, (char *)NULL);
+	for (int d = 0; d < 2; d++)
+		for (int k = 0; k < AGENT_HOOK_KINDS; k++) {
+			static const char *const hook[AGENT_HOOK_KINDS] = {"clsact", "qdisc", "ifb"};
+
+			metrics_write(w, "aiqos_hook_deletions_total",
+			              "aiqos's tc objects deleted by another process (noticed at once, put back)", C,
+			              (double)ag->ctr.hook_deletions[d][k], "direction", d ? "ingress" : "egress",
+			              "hook", hook[k], (char *)NULL);
+		}
 	metrics_write(w, "aiqos_events_posted_total", "Kubernetes Events the agent posted", C,
 	              (double)ag->ctr.events_posted, (char *)NULL);
 	for (int r = 0; r < 2; r++) {

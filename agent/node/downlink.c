@@ -101,21 +101,18 @@ static int hook_present(struct nl_sock *sk, int ifindex, bool clsact_ours, bool 
 	return 0;
 }
 
-static int hook_delete(struct nl_sock *sk, const char *uplink, struct error *err)
+/* Our filters at the ingress hook (node.h DOWNLOAD: down.classifier,
+ * down.gate, down.redirect); the clsact with them when nothing else is on
+ * it (the egress classifier, another tool's filters keep it). */
+static int hook_release(struct nl_sock *sk, const char *uplink, struct error *err)
 {
-	struct tc_spec s = {
-	        .type = TC_QDISC, .kind = TC_KIND_CLSACT, .parent = TC_H_CLSACT, .handle = TC_H_MAKE(TC_H_CLSACT, 0)};
 	struct link_info li;
 	int r;
 
 	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
 		return 0; /* the device is gone, and its hook with it */
-	r = nl_tc_delete(sk, li.ifindex, &s, err);
-	if (r == -ENOENT || r == -EINVAL) {
-		error_clear(err);
-		return 0; /* not there (or an ingress qdisc of another kind: not ours) */
-	}
-	return r;
+	r = uplink_hooks_release(sk, li.ifindex, UPLINK_HOOK_INGRESS, false, err);
+	return r == -ENODEV ? 0 : r;
 }
 
 /* ---- the agent's side ---- */
@@ -130,72 +127,9 @@ static void plan_drop_down(struct plan *p)
 	p->n = k;
 }
 
-/* Does a filter sit at the clsact's egress hook (the uplink's classifier)?
- * Read from the kernel: after a restart nothing is in force yet. */
-static int hook_egress_used(struct nl_sock *sk, const char *uplink, bool *ret, struct error *err)
-{
-	struct tc_dump_list d = {0};
-	struct link_info li;
-	int r;
-
-	*ret = false;
-	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
-		return 0;
-	r = nl_tc_dump_alloc(sk, li.ifindex, 0, &d, err);
-	if (r < 0)
-		return r;
-	for (unsigned i = 0; i < d.n; i++)
-		if (d.tc[i].type == TC_FILTER && d.tc[i].parent == TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS))
-			*ret = true;
-	tc_dump_list_free(&d);
-	return 0;
-}
-
-/* The classifier, the gate and the redirect alone (node.h DOWNLOAD:
- * down.classifier, down.gate, down.redirect), where the egress classifier
- * keeps the clsact. */
-static int redirect_delete(struct nl_sock *sk, const char *uplink, struct error *err)
-{
-	const uint32_t ingress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS);
-	const struct tc_spec s[3] = {{.type = TC_FILTER,
-	                              .kind = TC_KIND_BPF,
-	                              .parent = ingress,
-	                              .prio = NODE_FILTER_PRIO_DOWN_CLS,
-	                              .protocol = ETH_P_ALL,
-	                              .handle = 1},
-	                             {.type = TC_FILTER,
-	                              .kind = TC_KIND_BPF,
-	                              .parent = ingress,
-	                              .prio = NODE_FILTER_PRIO_GATE,
-	                              .protocol = ETH_P_ALL,
-	                              .handle = 1},
-	                             {.type = TC_FILTER,
-	                              .kind = TC_KIND_U32,
-	                              .parent = ingress,
-	                              .prio = NODE_FILTER_PRIO_REDIRECT,
-	                              .protocol = ETH_P_ALL,
-	                              .handle = NODE_REDIRECT_HANDLE}};
-	struct link_info li;
-
-	if (!uplink[0] || nl_link_get(sk, uplink, 0, &li, NULL) < 0)
-		return 0;
-	for (unsigned i = 0; i < ARRAY_SIZE(s); i++) {
-		int r = nl_tc_delete(sk, li.ifindex, &s[i], err);
-
-		if (r < 0 && r != -ENOENT && r != -EINVAL)
-			return r;
-		error_clear(err);
-	}
-	return 0;
-}
-
 int downlink_give_back(struct agent *ag, struct error *err)
 {
 	struct downlink *d = &ag->down;
-	/* the hook shared with the egress classifier stays (the uplink's plan
-	 * owns it): in force now, or the classifier found on it (a restart that
-	 * turns the download off in the same move has nothing in force yet) */
-	bool shared = plan_find_const(&ag->in_force, "uplink.clsact") != NULL;
 	char uplink[IFNAME_LEN] = "";
 	int r, q;
 
@@ -204,9 +138,8 @@ int downlink_give_back(struct agent *ag, struct error *err)
 		str_copy(uplink, sizeof(uplink), d->uplink);
 	else if (record_load(ag->state_dir, uplink, NULL) < 0)
 		return 0; /* nothing of ours */
-	r = shared ? 0 : hook_egress_used(ag->sk, uplink, &shared, err);
-	if (r >= 0)
-		r = shared ? redirect_delete(ag->sk, uplink, err) : hook_delete(ag->sk, uplink, err);
+	/* the hook shared with the egress classifier (or another tool) stays */
+	r = hook_release(ag->sk, uplink, err);
 	q = ifb_delete(ag->sk, PLAN_IFB_NAME, r < 0 ? NULL : err);
 	if (r < 0 || q < 0)
 		return r < 0 ? r : q;
@@ -284,7 +217,7 @@ int downlink_cleanup(struct nl_sock *sk, const char *state_dir, struct error *er
 		return 0;
 	if (r < 0)
 		return r;
-	r = hook_delete(sk, uplink, err);
+	r = hook_release(sk, uplink, err);
 	if (r < 0)
 		return r;
 	r = ifb_delete(sk, PLAN_IFB_NAME, err);

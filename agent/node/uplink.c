@@ -574,70 +574,111 @@ unsigned uplink_gate_objects(struct nl_sock *sk, const struct tc_dump_list *dump
 	return n;
 }
 
-/* Our filters at the clsact egress hook (the classifier; the upload gate
- * and redirect, GATED HTB), and the clsact itself when none was there
- * before aiqos. Absent objects are fine. */
-static int classifier_remove(struct nl_sock *sk, int ifindex, bool keep_clsact, struct error *err)
+bool uplink_filter_ours(struct nl_sock *sk, const struct tc_spec *o)
 {
-	const uint32_t egress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
-	const struct tc_spec f[3] = {
-	        {.type = TC_FILTER,
-	         .kind = TC_KIND_BPF,
-	         .parent = egress,
-	         .handle = 1,
-	         .prio = NODE_FILTER_PRIO_CLS,
-	         .protocol = ETH_P_ALL},
-	        {.type = TC_FILTER,
-	         .kind = TC_KIND_BPF,
-	         .parent = egress,
-	         .handle = 1,
-	         .prio = NODE_FILTER_PRIO_UP_GATE,
-	         .protocol = ETH_P_ALL},
-	        {.type = TC_FILTER,
-	         .kind = TC_KIND_U32,
-	         .parent = egress,
-	         .handle = NODE_REDIRECT_HANDLE,
-	         .prio = NODE_FILTER_PRIO_UP_REDIRECT,
-	         .protocol = ETH_P_ALL},
-	};
-	struct tc_spec c = {.type = TC_QDISC, .kind = TC_KIND_CLSACT, .parent = TC_H_CLSACT, .handle = TC_H_CLSACT};
-	_cleanup_free_ unsigned *up = NULL;
+	bool egress = TC_H_MIN(o->parent) == TC_H_MIN_EGRESS;
+	struct link_info li;
+
+	if (o->type != TC_FILTER || !parent_is_hook(o->parent))
+		return false;
+	if (o->kind == TC_KIND_BPF)
+		return strncmp(o->u.bpf.name, UPLINK_PROG_PREFIX, strlen(UPLINK_PROG_PREFIX)) == 0;
+	if (o->kind != TC_KIND_U32 || o->u.u32.redirect_ifindex <= 0 ||
+	    o->prio != (egress ? NODE_FILTER_PRIO_UP_REDIRECT : NODE_FILTER_PRIO_REDIRECT))
+		return false;
+	/* the match-all redirect to one of our ifbs (or to a device gone since) */
+	if (nl_link_get(sk, NULL, o->u.u32.redirect_ifindex, &li, NULL) < 0)
+		return true;
+	return streq(li.ifname, PLAN_IFB_NAME) || streq(li.ifname, PLAN_IFB_UP_NAME);
+}
+
+void uplink_filter_describe(const struct tc_spec *o, const char *kind, char *buf, size_t size)
+{
+	bool bpf = o->kind == TC_KIND_BPF;
+
+	snprintf(buf, size, "%s pref %u handle 0x%x %s%s%s%s",
+	         TC_H_MIN(o->parent) == TC_H_MIN_EGRESS ? "egress" : "ingress", o->prio, o->handle,
+	         kind && kind[0] ? kind : "?", bpf && o->u.bpf.name[0] ? " " : "", bpf ? o->u.bpf.name : "",
+	         bpf && (o->u.bpf.flags & TCA_BPF_FLAG_ACT_DIRECT) ? " direct-action" : "");
+}
+
+unsigned uplink_hook_filters(struct nl_sock *sk, const struct tc_dump_list *d, unsigned hooks, bool *ret_clsact)
+{
+	unsigned foreign = 0;
+
+	if (ret_clsact)
+		*ret_clsact = false;
+	for (unsigned i = 0; i < d->n; i++) {
+		const struct tc_spec *o = &d->tc[i];
+
+		if (ret_clsact && o->type == TC_QDISC && o->parent == TC_H_CLSACT && o->kind == TC_KIND_CLSACT)
+			*ret_clsact = true;
+		if (o->type == TC_FILTER && parent_is_hook(o->parent) &&
+		    (hooks & (TC_H_MIN(o->parent) == TC_H_MIN_EGRESS ? UPLINK_HOOK_EGRESS : UPLINK_HOOK_INGRESS)) &&
+		    !uplink_filter_ours(sk, o))
+			foreign++;
+	}
+	return foreign;
+}
+
+int uplink_hooks_release(struct nl_sock *sk, int ifindex, unsigned hooks, bool keep_clsact, struct error *err)
+{
 	struct tc_dump_list d = {0};
-	bool ours[3] = {false}, clsact = false;
+	bool clsact = false;
+	unsigned left = 0;
 	int r;
 
 	r = nl_tc_dump_alloc(sk, ifindex, 0, &d, err);
 	if (r < 0)
 		return r;
-	up = calloc(d.n ? d.n : 1, sizeof(*up));
-	for (unsigned i = 0, n = up ? uplink_gate_objects(sk, &d, up) : 0; i < n; i++)
-		ours[d.tc[up[i]].prio == NODE_FILTER_PRIO_UP_GATE ? 1 : 2] = true;
 	for (unsigned i = 0; i < d.n; i++) {
 		const struct tc_spec *o = &d.tc[i];
+		unsigned hook;
 
-		if (o->type == TC_FILTER && o->kind == TC_KIND_BPF && o->parent == egress &&
-		    o->prio == NODE_FILTER_PRIO_CLS &&
-		    (streq(o->u.bpf.name, BPF_CLS_NAME) || streq(o->u.bpf.name, BPF_CLS_NAME_OLD)))
-			ours[0] = true;
 		if (o->type == TC_QDISC && o->parent == TC_H_CLSACT && o->kind == TC_KIND_CLSACT)
 			clsact = true;
-	}
-	tc_dump_list_free(&d);
-	for (unsigned k = 3; k-- > 0;) {
-		if (!ours[k])
+		if (o->type != TC_FILTER || !parent_is_hook(o->parent))
 			continue;
-		r = nl_tc_delete(sk, ifindex, &f[k], err);
-		if (r < 0 && r != -ENOENT && r != -EINVAL)
+		hook = TC_H_MIN(o->parent) == TC_H_MIN_EGRESS ? UPLINK_HOOK_EGRESS : UPLINK_HOOK_INGRESS;
+		if (!(hooks & hook) || !uplink_filter_ours(sk, o)) {
+			left++; /* another tool's, or ours on the hook not given back */
+			continue;
+		}
+		r = nl_tc_delete(sk, ifindex, o, err);
+		if (r < 0 && r != -ENOENT && r != -EINVAL) {
+			tc_dump_list_free(&d);
 			return r;
+		}
 		error_clear(err);
 	}
-	if (clsact && !keep_clsact) {
+	tc_dump_list_free(&d);
+	/* the clsact goes only when aiqos made it and nothing is left on it */
+	if (clsact && !keep_clsact && !left) {
+		const struct tc_spec c = {
+		        .type = TC_QDISC, .kind = TC_KIND_CLSACT, .parent = TC_H_CLSACT, .handle = TC_H_CLSACT};
+
 		r = nl_tc_delete(sk, ifindex, &c, err);
 		if (r < 0 && r != -ENOENT && r != -EINVAL)
 			return r;
 		error_clear(err);
+	} else if (clsact && !keep_clsact) {
+		log_msg(LOG_LVL_INFO, "clsact kept: it holds other filters", "ifindex", LOG_FMT("%d", ifindex),
+		        "filters", LOG_FMT("%u", left), (char *)NULL);
 	}
 	return 0;
+}
+
+bool uplink_clsact_in_use(struct nl_sock *sk, int ifindex)
+{
+	struct tc_dump_list d = {0};
+	bool used = false;
+
+	if (nl_tc_dump_alloc(sk, ifindex, 0, &d, NULL) < 0)
+		return true; /* unknown: keep it */
+	for (unsigned i = 0; i < d.n; i++)
+		used |= d.tc[i].type == TC_FILTER && parent_is_hook(d.tc[i].parent);
+	tc_dump_list_free(&d);
+	return used;
 }
 
 int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *rec, const struct tc_spec *ours_root,
@@ -649,7 +690,10 @@ int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *
 
 	if (!cur || !want)
 		return error_set(err, ENOMEM, "out of memory");
-	r = classifier_remove(sk, ifindex, rec->clsact_before, err);
+	/* our filters at the egress hook (the classifier; the upload gate and
+	 * redirect, GATED HTB); the clsact when aiqos made it and nothing else
+	 * is on it. Other tools' filters stay. */
+	r = uplink_hooks_release(sk, ifindex, UPLINK_HOOK_EGRESS, rec->clsact_before, err);
 	if (r < 0)
 		return r;
 	r = nl_qdisc_root_get(sk, ifindex, cur, err);

@@ -12,6 +12,7 @@
 
 struct cJSON;
 struct nl_sock;
+struct tc_dump_list;
 
 /* The uplink's root qdisc before aiqos, recorded in <stateDir>/uplink.json
  * before the first change and restored on idle and --cleanup. */
@@ -100,6 +101,24 @@ int uplink_record_capture(struct nl_sock *sk, int ifindex, const char *ifname, s
  * redirect to PLAN_IFB_UP_NAME (or to no device), at the clsact egress hook
  * (GATED HTB): ours, deleted when not planned. Returns how many were
  * written to ret (room for dump->n). */
+/* The filters aiqos makes at the uplink's clsact hooks: BPF programs named
+ * UPLINK_PROG_PREFIX..., the match-all u32 redirects to aiqos's ifbs (prefs
+ * NODE_FILTER_PRIO_UP_REDIRECT / NODE_FILTER_PRIO_REDIRECT). Anything else on
+ * a hook is another tool's: never replaced nor deleted. */
+#define UPLINK_PROG_PREFIX  TC_BPF_OURS_PREFIX
+#define UPLINK_HOOK_INGRESS 1u
+#define UPLINK_HOOK_EGRESS  2u
+bool uplink_filter_ours(struct nl_sock *sk, const struct tc_spec *o);
+/* "egress pref 1 handle 0x1 bpf cil_to_netdev direct-action" */
+void uplink_filter_describe(const struct tc_spec *o, const char *kind, char *buf, size_t size);
+/* How many filters at the hooks (UPLINK_HOOK_*) of a dump are not ours;
+ * ret_clsact (optional): a clsact is there. */
+unsigned uplink_hook_filters(struct nl_sock *sk, const struct tc_dump_list *d, unsigned hooks, bool *ret_clsact);
+/* Delete our filters at the hooks; then the clsact, unless keep_clsact or
+ * a filter (another tool's, or ours at a hook not released) is left on it. */
+int uplink_hooks_release(struct nl_sock *sk, int ifindex, unsigned hooks, bool keep_clsact, struct error *err);
+/* Any filter on the clsact (unreadable: true, it is kept). */
+bool uplink_clsact_in_use(struct nl_sock *sk, int ifindex);
 unsigned uplink_gate_objects(struct nl_sock *sk, const struct tc_dump_list *dump, unsigned *ret);
 int uplink_restore(struct nl_sock *sk, int ifindex, const struct uplink_record *r, const struct tc_spec *ours_root,
                    struct error *err);

@@ -3,6 +3,7 @@
  * applied (one pod -> its filters); the kernel is read at start (adoption)
  * and by drift repair; --cleanup gives the uplink back. */
 #include <cjson/cJSON.h>
+#include <linux/rtnetlink.h>
 
 #include "agent.h"
 #include "node/rcv_window.h"
@@ -12,6 +13,7 @@
 #include "failpoint.h"
 #include "attach.h"
 #include "node/kind_probe.h"
+#include "node/tcx.h"
 #include "node/trust.h"
 #include "nl.h"
 #include "reconcile/delta.h"
@@ -111,6 +113,7 @@ static int uplink_give_back(struct agent *ag, struct error *err)
 	log_msg(LOG_LVL_INFO, "uplink restored", "uplink", ag->up.ifname, "qdisc", ag->up.record.rendered,
 	        (char *)NULL);
 	plan_free(&ag->in_force);
+	tcx_cls_release(ag, true);
 	classifier_forget(ag);
 	gate_forget(ag);
 	ag->up.have_record = false;
@@ -510,6 +513,45 @@ static void in_force_prune(struct plan *p)
 	p->n = k;
 }
 
+/* The classifier's slot (egress pref NODE_FILTER_PRIO_CLS): ours at
+ * another handle (an older version's) is stale; ours behind another tool's
+ * program in the slot (it joined later, at the head of the list) would
+ * never run when that program ends the chain: deleted, so the delta adds
+ * it again at the head. Indexes in ret; the other tools' filters on both
+ * hooks noted for status. */
+static unsigned hook_scan(struct agent *ag, const struct tc_dump_list *dump, unsigned *ret)
+{
+	const uint32_t egress = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS);
+	bool foreign_first = false, seen_first = false;
+	unsigned n = 0;
+
+	ag->up_n_hook_foreign = 0;
+	for (unsigned i = 0; i < dump->n; i++) {
+		const struct tc_spec *o = &dump->tc[i];
+		bool ours, in_slot;
+
+		if (o->type != TC_FILTER || TC_H_MAJ(o->parent) != TC_H_MAJ(TC_H_CLSACT))
+			continue;
+		ours = uplink_filter_ours(ag->sk, o);
+		in_slot = o->parent == egress && o->prio == NODE_FILTER_PRIO_CLS;
+		if (!ours && ag->up_n_hook_foreign < AGENT_HOOK_FOREIGN_MAX)
+			uplink_filter_describe(o, dump->kind_name[i], ag->up_hook_foreign[ag->up_n_hook_foreign++],
+			                       AGENT_HOOK_FOREIGN_LEN);
+		if (!in_slot)
+			continue;
+		if (!seen_first)
+			foreign_first = !ours;
+		seen_first = true;
+		if (ours && o->kind == TC_KIND_BPF && (o->handle != NODE_CLS_HANDLE || foreign_first || ag->up_tcx)) {
+			if (foreign_first)
+				log_msg(LOG_LVL_WARN, "another tool's program runs before the classifier: moved ahead",
+				        "uplink", ag->up.ifname, (char *)NULL);
+			ret[n++] = i;
+		}
+	}
+	return n;
+}
+
 /* Read the uplink: which planned items are already there (in force), and
  * delete our duplicates and orphans. Returns the number of objects deleted
  * or a negative errno. */
@@ -530,6 +572,20 @@ static int uplink_observe(struct agent *ag, struct plan *plan, const struct tc_d
 	if (r < 0)
 		return error_set(err, -r, "match the uplink: %s", strerror(-r));
 	r = downlink_delete_orphans(ag->sk, dump, orph, n_orph, ag->up.ifname, ag->up.ifindex, "uplink");
+	{
+		_cleanup_free_ unsigned *cls = calloc(dump->n ? dump->n : 1, sizeof(*cls));
+		unsigned n_cls = cls ? hook_scan(ag, dump, cls) : 0;
+
+		for (unsigned k = 0; k < n_cls; k++) {
+			struct plan_item *it = plan_find(plan, "uplink.classifier");
+
+			if (it && dump->tc[cls[k]].handle == NODE_CLS_HANDLE) {
+				it->status = ITEM_PENDING; /* deleted below: added again, first */
+				it->chosen = -1;
+			}
+		}
+		r += downlink_delete_orphans(ag->sk, dump, cls, n_cls, ag->up.ifname, ag->up.ifindex, "uplink");
+	}
 	/* an upload gate and redirect of an earlier plan (GATED HTB) */
 	if (!plan_find_const(plan, "uplink.redirect")) {
 		_cleanup_free_ unsigned *hook = calloc(dump->n ? dump->n : 1, sizeof(*hook));
@@ -636,6 +692,7 @@ static int node_idle(struct agent *ag, struct node_pass *ps)
 		agent_count_retune(ag, RETUNE_NODE, RESULT_OK, seconds_since(ps->t0));
 	}
 	node_untuned(ag, ps, &(struct node_plan_info){.mode = MODE_IDLE, .shape = SHAPE_NONE});
+	ag->up_need_observe = true; /* the first pass out of idle reads the uplink (other tools' filters) */
 	return NODE_STEP_DONE;
 }
 
@@ -662,6 +719,57 @@ static void edt_fq_probe(struct agent *ag, const struct node_config *cfg)
 		log_msg(LOG_LVL_WARN, "fq not probed: it is tried on the uplink", "uplink", ag->up.ifname, "error",
 		        e.msg, (char *)NULL);
 	}
+}
+
+/* Does the uplink's kernel have tcx, and which other programs sit on its
+ * tcx hooks (status, and the facts the plan is made with)? */
+static void tcx_probe(struct agent *ag)
+{
+	const char *env = getenv("AIQOS_TCX");
+
+	if (ag->up_tcx_probed_ifindex != ag->up.ifindex) {
+		ag->up_tcx = !(env && streq(env, "0")) && tcx_available(ag->up.ifindex);
+		ag->up_tcx_probed_ifindex = ag->up.ifindex;
+		log_msg(LOG_LVL_INFO,
+		        ag->up_tcx ? "the kernel has tcx: the classifier is a tcx link" : "no tcx: clsact", "uplink",
+		        ag->up.ifname, (char *)NULL);
+	}
+	ag->up_n_tcx_foreign = 0;
+	for (int h = 0; ag->up_tcx && h < 2; h++) {
+		struct bpf_tcx_prog p[AGENT_HOOK_FOREIGN_MAX];
+		unsigned n = 0;
+
+		if (bpf_tcx_query(ag->up.ifindex, h, p, ARRAY_SIZE(p), &n, NULL) < 0)
+			continue;
+		for (unsigned i = 0; i < n && i < ARRAY_SIZE(p) && ag->up_n_tcx_foreign < AGENT_HOOK_FOREIGN_MAX; i++)
+			if (strncmp(p[i].name, UPLINK_PROG_PREFIX, strlen(UPLINK_PROG_PREFIX)) != 0)
+				snprintf(ag->up_tcx_foreign[ag->up_n_tcx_foreign++], sizeof(ag->up_tcx_foreign[0]),
+				         "%s %s (id %u)", h ? "egress" : "ingress", p[i].name[0] ? p[i].name : "?",
+				         p[i].id);
+	}
+}
+
+/* On a kernel with tcx the classifier is a tcx link (node/tcx.h), not the
+ * plan's clsact filter: the item goes, and the clsact with it when nothing
+ * else of the plan sits on it. */
+static void tcx_plan(struct agent *ag, struct plan *np)
+{
+	bool hook_used = false;
+	unsigned k = 0;
+
+	if (!ag->up_tcx || !plan_find_const(np, "uplink.classifier"))
+		return;
+	for (unsigned i = 0; i < np->n; i++)
+		hook_used |=
+		        streq(np->items[i].depends, "uplink.clsact") && !streq(np->items[i].id, "uplink.classifier");
+	for (unsigned i = 0; i < np->n; i++) {
+		if (streq(np->items[i].id, "uplink.classifier") ||
+		    (!hook_used && streq(np->items[i].id, "uplink.clsact"))) {
+			continue;
+		}
+		np->items[k++] = np->items[i];
+	}
+	np->n = k;
 }
 
 /* The download direction's ifb, the kernel read when due, the plan. */
@@ -703,6 +811,22 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 			return NODE_STEP_DONE;
 		}
 	}
+	if (ps->need_observe) {
+		/* another tool's egress filter after the upload gate's prefs */
+		ag->up_egress_foreign_after = false;
+		for (unsigned i = 0; i < ps->dump.n; i++) {
+			const struct tc_spec *o = &ps->dump.tc[i];
+
+			if (o->type == TC_FILTER && o->parent == TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS) &&
+			    o->prio > NODE_FILTER_PRIO_UP_REDIRECT && !uplink_filter_ours(ag->sk, o))
+				ag->up_egress_foreign_after = true;
+		}
+	}
+	tcx_probe(ag);
+	/* another tool's tcx egress program runs before our gate and redirect too */
+	ag->up.facts.egress_foreign_after = ag->up_egress_foreign_after;
+	for (unsigned i = 0; i < ag->up_n_tcx_foreign; i++)
+		ag->up.facts.egress_foreign_after |= !strncmp(ag->up_tcx_foreign[i], "egress ", 7);
 	ag->up.facts.no_queue = uplink_no_queue(ag->sk, &ag->up);
 	ag->up.facts.ingress_held = uplink_ingress_held(ag->sk, ag->up.ifindex);
 	edt_fq_probe(ag, &ps->ncfg);
@@ -723,6 +847,7 @@ static int node_plan_build(struct agent *ag, struct node_pass *ps)
 		return NODE_STEP_DONE;
 	}
 	warnings_update(ag, &ps->info);
+	tcx_plan(ag, &ps->np);
 	prog_tags_fill(ag, &ps->np);
 
 	if (ps->info.shape == SHAPE_NONE && !ps->info.down.planned) {
@@ -893,8 +1018,9 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 	for (unsigned k = d.n_removed; k-- > 0;) {
 		const struct plan_item *it = &ag->in_force.items[d.removed[k]];
 
-		if (it->type == ITEM_TC && it->tc[0].kind == TC_KIND_CLSACT && ag->up.record.clsact_before)
-			continue; /* not ours: it was there before aiqos */
+		if (it->type == ITEM_TC && it->tc[0].kind == TC_KIND_CLSACT &&
+		    (ag->up.record.clsact_before || uplink_clsact_in_use(ag->sk, ag->up.ifindex)))
+			continue; /* not ours (there before aiqos), or other filters are on it */
 		error_clear(&e);
 		r = apply_remove_item(it, &t, &e);
 		if (r < 0)
@@ -953,7 +1079,17 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 				ps->np.items[k].tc[a].u.bpf.prog_fd = -1;
 	{
 		struct error ec = {0};
-		int q = classifier_sync(ag, ps->pods, ps->n_pods, &ps->ncfg, &ps->info, &ec);
+		int q = 0;
+
+		if (ag->up_tcx) {
+			q = tcx_cls_sync(ag, ps->info.classifier, &ec);
+			if (q < 0)
+				log_msg(LOG_LVL_WARN, "uplink classifier not attached (tcx)", "uplink", ag->up.ifname,
+				        "error", ec.msg, (char *)NULL);
+			ps->changed_kernel |= q > 0;
+			error_clear(&ec);
+		}
+		q = classifier_sync(ag, ps->pods, ps->n_pods, &ps->ncfg, &ps->info, &ec);
 
 		if (q < 0)
 			log_msg(LOG_LVL_WARN, "uplink classifier not synced", "uplink", ag->up.ifname, "error", ec.msg,
@@ -1064,6 +1200,9 @@ static int uplink_cleanup(struct agent *ag, struct error *err)
 	r = uplink_restore(ag->sk, li.ifindex, &rec, NULL, err);
 	if (r < 0)
 		return r;
+	/* the classifier's pinned tcx link, if any */
+	str_copy(ag->up.ifname, sizeof(ag->up.ifname), rec.ifname);
+	tcx_cls_release(ag, true);
 	log_msg(LOG_LVL_INFO, "uplink restored", "uplink", rec.ifname, "qdisc", rec.rendered, (char *)NULL);
 	return uplink_record_remove(path, err);
 }
@@ -1076,4 +1215,108 @@ int agent_cleanup_uplink(struct agent *ag, struct error *err)
 		r = uplink_cleanup(ag, err);
 	/* the upload shaper's ifb once nothing redirects to it */
 	return r < 0 ? r : shaper_cleanup(ag->sk, ag->state_dir, err);
+}
+
+/* ---- tc changes by others (the rtnetlink monitor) ---- */
+
+/* Is (parent, prio) of a filter, or handle of a qdisc, an uplink object in force? */
+static bool uplink_in_force(const struct agent *ag, bool filter, uint32_t parent, uint32_t handle, uint16_t prio)
+{
+	for (unsigned i = 0; i < ag->in_force.n; i++) {
+		const struct plan_item *it = &ag->in_force.items[i];
+		const struct tc_spec *s = it->n_alt ? &it->tc[0] : NULL;
+
+		if (it->type != ITEM_TC || it->dev != DEV_UPLINK || !s)
+			continue;
+		if (filter && s->type == TC_FILTER && s->parent == parent && s->prio == prio)
+			return true;
+		if (!filter && s->type == TC_QDISC && TC_H_MAJ(s->handle) == TC_H_MAJ(handle))
+			return true;
+	}
+	return false;
+}
+
+/* "comm (pid N)" of a netlink port that is a process id, else "port N" */
+static void port_owner(uint32_t pid, char *buf, size_t size)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+
+	if (!pid) {
+		snprintf(buf, size, "the kernel");
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "re");
+	if (f) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+	}
+	if (comm[0])
+		snprintf(buf, size, "%s (pid %u)", comm, pid);
+	else
+		snprintf(buf, size, "netlink port %u (no such process now)", pid);
+}
+
+void agent_tc_event(struct agent *ag, int type, int ifindex, uint32_t parent, uint32_t handle, uint16_t prio,
+                    const char *kind, uint32_t pid)
+{
+	static const char *const hook_name[AGENT_HOOK_KINDS] = {"clsact", "qdisc", "ifb"};
+	bool filter = type == RTM_DELTFILTER || type == RTM_NEWTFILTER;
+	bool hook = TC_H_MAJ(parent) == TC_H_MAJ(TC_H_CLSACT) && filter;
+	bool ingress = false, ours = false;
+	unsigned kind_ix = AGENT_HOOK_QDISC;
+	char who[128], msg[AGENT_FAILURE_MAX], what[96];
+
+	if (ifindex <= 0)
+		return;
+	if (ifindex == ag->up.ifindex) {
+		if (type == RTM_NEWTFILTER) {
+			if (hook) {
+				ag->up_need_observe = true; /* another tool's filter: where it runs, what to list */
+				sched_kick(&ag->sched, agent_now_ms());
+			}
+			return;
+		}
+		if (type != RTM_DELTFILTER && type != RTM_DELQDISC)
+			return;
+		if (filter) {
+			ours = uplink_in_force(ag, true, parent, handle, prio);
+			ingress = hook && TC_H_MIN(parent) == TC_H_MIN_INGRESS;
+			kind_ix = hook ? AGENT_HOOK_CLSACT : AGENT_HOOK_QDISC;
+		} else {
+			ours = uplink_in_force(ag, false, parent, handle, prio);
+			kind_ix = TC_H_MAJ(handle) == TC_H_MAJ(TC_H_CLSACT) ? AGENT_HOOK_CLSACT : AGENT_HOOK_QDISC;
+		}
+	} else if (ifindex == ag->down.ifb_ifindex || ifindex == ag->shaper.ifb_ifindex) {
+		if (type != RTM_DELTFILTER && type != RTM_DELQDISC)
+			return;
+		ours = true;
+		ingress = ifindex == ag->down.ifb_ifindex;
+		kind_ix = AGENT_HOOK_IFB;
+	}
+	if (!ours)
+		return;
+	ag->ctr.hook_deletions[ingress][kind_ix]++;
+	port_owner(pid, who, sizeof(who));
+	if (filter)
+		snprintf(what, sizeof(what), "filter %s pref %u handle 0x%x (%s)", kind && kind[0] ? kind : "?", prio,
+		         handle, ingress ? "ingress" : "egress");
+	else
+		snprintf(what, sizeof(what), "qdisc %s %x:", kind && kind[0] ? kind : "?", TC_H_MAJ(handle) >> 16);
+	snprintf(msg, sizeof(msg), "aiqos's %s on %s deleted by %s: put back", what,
+	         ifindex == ag->up.ifindex ? ag->up.ifname
+	         : ingress                 ? PLAN_IFB_NAME
+	                                   : PLAN_IFB_UP_NAME,
+	         who);
+	log_msg(LOG_LVL_WARN, "tc object deleted behind our back", "object", what, "by", who, "hook",
+	        hook_name[kind_ix], (char *)NULL);
+	/* one Event per burst (another tool deleting every filter) */
+	if (agent_now_unix() - ag->up_hook_deleted_unix >= 10)
+		uplink_event(ag, "UplinkHookDeleted", msg);
+	str_copy(ag->up_hook_deleted, sizeof(ag->up_hook_deleted), msg);
+	ag->up_hook_deleted_unix = agent_now_unix();
+	ag->up_need_observe = true;
+	sched_kick(&ag->sched, agent_now_ms());
 }

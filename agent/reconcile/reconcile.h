@@ -32,6 +32,14 @@ void agent_repair_pods(struct agent *ag);
 int agent_attach_load(struct agent *ag, const char *container_id, const char *ifname, struct error *err);
 /* Re-read the whole state dir. */
 void agent_attach_rescan(struct agent *ag);
+/* The rtnetlink monitor saw a tc message (RTM_NEW/DEL QDISC/TFILTER) of
+ * another socket than the agent's own (pid: the sender's netlink port, 0 =
+ * the kernel). On the uplink or aiqos's ifbs: one of aiqos's objects
+ * deleted is counted (metrics), logged and posted as an Event naming the
+ * process where its port is a pid, said in status, and repaired by a pass
+ * that reads the kernel; another tool's filter added makes that pass too. */
+void agent_tc_event(struct agent *ag, int type, int ifindex, uint32_t parent, uint32_t handle, uint16_t prio,
+                    const char *kind, uint32_t pid);
 /* --cleanup: restore the uplink's recorded qdisc. 0, or negative errno. */
 int agent_cleanup_uplink(struct agent *ag, struct error *err);
 /* Post a Kubernetes Event on a pod (no-op without an API client) and log it

@@ -126,7 +126,10 @@ struct tc_u32 {
  * desired where the loader knows it: a program of another version under
  * the same name then does not match, and is replaced. */
 #define TC_BPF_NAME_MAX 32
-#define TC_BPF_TAG_LEN  8
+/* aiqos's BPF filters' names begin so; nl_tc_replace never replaces a bpf
+ * filter whose name does not (another tool's program) */
+#define TC_BPF_OURS_PREFIX "aiqos_"
+#define TC_BPF_TAG_LEN     8
 struct tc_bpf {
 	char name[TC_BPF_NAME_MAX];
 	uint32_t flags; /* TCA_BPF_FLAG_ACT_DIRECT */

@@ -402,6 +402,23 @@ class NodeLab:
                         "flowid": opts.get("flowid"), "match": opts.get("match")})
         return out
 
+    def classifier_hooked(self, dev="up0"):
+        """aiqos's egress classifier on dev: a clsact filter, or (kernels with
+        tcx) a tcx link on the egress hook (cilium-standin query lists them)."""
+        if "aiqos_cls" in self.sh("tc", "filter", "show", "dev", dev, "egress").stdout:
+            return True
+        p = self.sh(os.path.join(cni_build(), "test", "cilium-standin"), "query", dev, check=False)
+        return "egress aiqos_cls_edt" in p.stdout.splitlines()
+
+    def tcx(self, dev="up0"):
+        """{"ingress": [...], "egress": [...]}: the programs on dev's tcx hooks, in run order."""
+        out = {"ingress": [], "egress": []}
+        p = self.sh(os.path.join(cni_build(), "test", "cilium-standin"), "query", dev, check=False)
+        for line in p.stdout.splitlines():
+            hook, _, name = line.partition(" ")
+            out[hook].append(name)
+        return out
+
     def tc_summary(self, dev="up0"):
         return cni.tc_summary(self.node.name, dev)
 

@@ -38,7 +38,7 @@ def test_agent_under_the_units_sandbox_loads_its_programs(mqnode):
     def classified():
         s = node.status(check=False)
         r = node.root()
-        return (s and s["mode"] == "mixed" and r and r["kind"] == "mq" and "aiqos_cls_edt" in egress(node)
+        return (s and s["mode"] == "mixed" and r and r["kind"] == "mq" and node.classifier_hooked()
                 and not s["uplink"].get("failure"))
     try:
         wait_until(classified, 10, "mixed, mq kept, the classifier attached")

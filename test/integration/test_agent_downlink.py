@@ -16,6 +16,8 @@ import re
 import signal
 import time
 
+import pytest
+
 import agentlab
 import cni
 from agentlab import class_packets, wait_until
@@ -24,6 +26,14 @@ INF = {"ai.workload": "inference"}
 TRAIN = {"ai.workload": "training"}
 IFB = "aiqos-ifb0"
 CONFIG = {"uplinkRate": "500mbit", "downlinkRate": "400mbit", "debounceMs": 50, "mixedHoldSeconds": 0}
+
+
+@pytest.fixture(autouse=True)
+def _clsact(monkeypatch):
+    """These tests are about the clsact the egress classifier shares (the
+    path of kernels without tcx): the agent keeps it there (AIQOS_TCX=0)."""
+    monkeypatch.setenv("AIQOS_TCX", "0")
+
 
 
 def links(node):

@@ -29,6 +29,14 @@ def tc_text(node, what):
     return node.sh("tc", what, "show", "dev", "up0").stdout
 
 
+@pytest.fixture(autouse=True)
+def _clsact(monkeypatch):
+    """These tests are about the clsact the egress classifier shares (the
+    path of kernels without tcx): the agent keeps it there (AIQOS_TCX=0)."""
+    monkeypatch.setenv("AIQOS_TCX", "0")
+
+
+
 def egress_filters(node):
     return node.sh("tc", "filter", "show", "dev", "up0", "egress").stdout
 

@@ -38,7 +38,7 @@ def tree_ready(node):
     r = node.root(IFB)
     f = egress_filters(node)
     return (r and r["kind"] == "htb" and set(class_packets(node, IFB)) >= {"1:1", "1:10", "1:20", "1:30"}
-            and "aiqos_cls" in f and "aiqos_ugate" in f and f"Redirect to device {IFB}" in f)
+            and node.classifier_hooked() and "aiqos_ugate" in f and f"Redirect to device {IFB}" in f)
 
 
 def wait(node, pred, what, timeout_s=8):

@@ -859,6 +859,34 @@ TEST(format_is_tc_syntax)
 	}
 }
 
+/* A bpf filter aiqos did not make (its name does not begin aiqos_) is
+ * never replaced: the slot it holds is refused with a clear error and it
+ * stays (review H2). */
+TEST(bpf_foreign_slot_not_replaced)
+{
+	char dev[32], out[OUT_MAX];
+	int ifx = dev_new(dev, sizeof(dev), 1);
+	struct tc_spec c = q(TC_KIND_CLSACT, TC_H_CLSACT, 0);
+	struct tc_spec f = {.type = TC_FILTER,
+	                    .kind = TC_KIND_BPF,
+	                    .parent = EGRESS,
+	                    .handle = 1,
+	                    .prio = 27,
+	                    .protocol = ETH_P_ALL,
+	                    .u.bpf = {.name = "aiqos_ugate", .flags = TCA_BPF_FLAG_ACT_DIRECT, .prog_fd = -1}};
+	struct error e = {0};
+
+	CHECK_INT(replace(ifx, &c), 0);
+	CHECK_INT(t_sh("tc filter add dev %s egress pref 27 handle 1 protocol all bpf bytecode '1,6 0 0 0' "
+	               "classid 1:1",
+	               dev),
+	          0);
+	CHECK_INT(nl_tc_replace(sk, ifx, &f, &e), -EEXIST);
+	CHECK(strstr(e.msg, "another tool's filter") != NULL);
+	CHECK_INT(sh_out(out, sizeof(out), "tc filter show dev %s egress", dev), 0);
+	CHECK(strstr(out, "bytecode") != NULL);
+}
+
 TEST(dump_unknown_kinds)
 {
 	char dev[32];
