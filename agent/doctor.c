@@ -712,8 +712,6 @@ void doctor_run(const struct doctor_options *o, struct doctor_report *ret)
 	if (o->uplink) {
 		check_uplink(o, ret, primary_types);
 		check_datapath_at_uplink(o, ret);
-}
-
 		check_hooks(o, ret);
 	}
 }
