@@ -26,7 +26,7 @@ inference load, default 4.5, the first 0.5 not counted; the demo: 8), BENCH_CCS 
 BENCH_ARMS (default all), BENCH_CELLS or CELLS (fnmatch patterns over cell
 names DIRECTION-LOAD-CLIENT-CC, e.g. "download-*-http-*,egress-large-*";
 default all 24), BENCH_RATE_MBIT (default 500), BENCH_DATAPATHS (the pod
-network's datapaths, lab.DATAPATHS: "routed vxlan"; default "routed"; the
+network's datapaths, lab.DATAPATHS: "routed vxlan cilium"; default "routed"; the
 cells of every other datapath are named DATAPATH/CELL). Every number in the outputs
 comes from the run."""
 

@@ -23,8 +23,11 @@ The pod network has a datapath (DATAPATHS, `Lab(datapath=...)`): `routed`
 built as Flannel builds it: the pods ptp with MTU 1450, `vx0` VNI 42 on UDP
 8472 over the uplink, the servers behind the fabric's `vx1` at an overlay
 address, so every pod packet crosses the uplink and the bottleneck
-encapsulated). A datapath is one class with setup/after_agent hooks: a third
-(e.g. a CNI's stand-in) is one more entry.
+encapsulated) or `cilium` (routed, with a stand-in for Cilium's tcx programs
+on the uplink, test/coexist/cilium_standin.c, which deletes every legacy tc
+filter there once the agent is up, as Cilium's loader does; its programs'
+packet counts go into each cell's counters). A datapath is one class with
+setup/after_agent/counters/teardown hooks.
 
 Everything made here carries the prefix aqt-lab-<tag>- and is removed by
 Lab.teardown() (also on signals); `lab.py down --tag T` removes what a killed
@@ -389,6 +392,13 @@ class Routed:
     def after_agent(self, lab):
         """Once the aiqos agent reports its mode (the aiqos arms only)."""
 
+    def counters(self, lab):
+        """Packet counters of the datapath's own parts, read around each cell."""
+        return {}
+
+    def teardown(self, lab):
+        """Before the lab's namespaces go."""
+
 
 VXLAN_NODE_MAC, VXLAN_FAB_MAC = "0e:00:00:00:00:01", "0e:00:00:00:01:01"
 VXLAN_SERVER_IP = "10.98.1.2"
@@ -424,7 +434,36 @@ class Vxlan(Routed):
            VXLAN_SERVER_IP)
 
 
-DATAPATHS = {d.name: d for d in (Routed, Vxlan)}
+class Cilium(Routed):
+    """The routed node next to an eBPF CNI with tcx (Cilium's default on
+    kernels >= 6.6): a stand-in for Cilium's programs on the uplink
+    (test/coexist/cilium_standin.c: tcx programs at the tail of both hooks
+    returning TC_ACT_OK, counting what they see) and, once aiqos's agent is
+    up, Cilium's loader's one-shot deletion of every legacy tc filter on the
+    device (removeTCFilters). Needs a kernel with tcx."""
+    name = "cilium"
+    text = ("cilium: the routed node with a stand-in for Cilium's tcx programs on the uplink (both hooks, at "
+            "the tail, TC_ACT_OK, counting) and, after the agent started, Cilium's deletion of every legacy tc "
+            "filter on the uplink")
+
+    def setup(self, lab):
+        import standin  # noqa: PLC0415  (test/integration, on the path as cni is)
+        self.standin = standin.Standin(lab.node, UPLINK)
+
+    def after_agent(self, lab):
+        lab.note(f"cilium stand-in: deleted {self.standin.flush_legacy()} legacy tc filters on {UPLINK}")
+
+    def counters(self, lab):
+        c = self.standin.counts()
+        return {"standin_ingress_packets": c["ingress"], "standin_egress_packets": c["egress"]}
+
+    def teardown(self, lab):
+        if getattr(self, "standin", None) is not None:
+            self.standin.close()
+            self.standin = None
+
+
+DATAPATHS = {d.name: d for d in (Routed, Vxlan, Cilium)}
 
 
 class Lab:
@@ -669,6 +708,10 @@ class Lab:
                 self.agent.stop()
             except Exception as e:  # noqa: BLE001 - cleanup goes on
                 problems.append(f"agent stop: {e}")
+        try:
+            self.dp.teardown(self)
+        except Exception as e:  # noqa: BLE001 - cleanup goes on
+            problems.append(f"datapath {self.dp.name} teardown: {e}")
         for pod in list(reversed(self.pods)):
             try:
                 self.del_pod(pod)

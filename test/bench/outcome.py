@@ -596,8 +596,11 @@ def _drops(lab, ns, devs):
 
 def _cell_counters(lab, direction):
     node_devs = _node_queue_devs(lab)
+    up = json.loads(L.sh("ip", "-n", lab.node, "-s", "-j", "link", "show", L.UPLINK).stdout)[0]["stats64"]
     return {"bottleneck_drops": _drops(lab, lab.wire, [lab.bottleneck_dev(direction)]),
-            "node_drops": _drops(lab, lab.node, node_devs)}
+            "node_drops": _drops(lab, lab.node, node_devs),
+            "uplink_rx_packets": up["rx"]["packets"], "uplink_tx_packets": up["tx"]["packets"],
+            **lab.dp.counters(lab)}
 
 
 def _goodput_window(series, a, b):
