@@ -610,6 +610,16 @@ def _goodput_window(series, a, b):
     return sum(v) / len(v) if v else None
 
 
+def _loadgen_json(argv, w, out, what):
+    """Run a loadgen client for one cell; its JSON result (exit 1: some
+    requests failed, still a result)."""
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=w.cell_s + w.timeout_s + 30)
+    if p.returncode not in (0, 1) or not os.path.exists(out):
+        raise L.LabError(f"{what}: exit {p.returncode}: {p.stderr.strip()[:500]}")
+    with open(out) as f:
+        return json.load(f)
+
+
 def _run_cell_loadgen(lab, direction, spec, cc, w, inf, out, label):
     rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
     if direction == "egress":
@@ -622,11 +632,7 @@ def _run_cell_loadgen(lab, direction, spec, cc, w, inf, out, label):
                     "--out", out)
     if spec.burst:
         argv += ["--burst-factor", spec.burst[0], "--burst-ms", spec.burst[1], "--burst-period-ms", spec.burst[2]]
-    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=w.cell_s + w.timeout_s + 30)
-    if p.returncode not in (0, 1) or not os.path.exists(out):
-        raise L.LabError(f"loadgen client in {ns}: exit {p.returncode}: {p.stderr.strip()[:500]}")
-    with open(out) as f:
-        d = json.load(f)
+    d = _loadgen_json(argv, w, out, f"loadgen client in {ns}")
     lat = d["latency_us"]
     return {"p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
             "max_us": lat["max"], "requests": lat["count"], "errors": d["errors"] + d.get("conn_failures", 0),
@@ -643,11 +649,7 @@ def _run_cell_tokens(lab, spec, cc, w, inf, out, label):
                     "--streams", spec.conns, "--event", TOKENS_EVENT_BYTES, "--duration", f"{w.cell_s:.2f}",
                     "--warmup", f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--cc", cc, "--label", label,
                     "--out", out)
-    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=w.cell_s + w.timeout_s + 30)
-    if p.returncode not in (0, 1) or not os.path.exists(out):
-        raise L.LabError(f"loadgen tokens-client: exit {p.returncode}: {p.stderr.strip()[:500]}")
-    with open(out) as f:
-        d = json.load(f)
+    d = _loadgen_json(argv, w, out, "loadgen tokens-client")
     lat = d["delay_us"]
     return {"p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
             "max_us": lat["max"], "requests": lat["count"], "errors": d["bad"] + d["closed"], "timeouts": 0,
