@@ -275,7 +275,15 @@ class LineLab:
             raise RuntimeError(f"uplink root {root}, want {kind}: {self.uplink_tc()}")
 
     def uplink_tc(self):
-        return sh(*nsexec(self.node, "tc", "qdisc", "show", "dev", "up0")).stdout
+        """up0's qdiscs, and the programs on its tcx hooks where the kernel
+        has tcx (aiqos's classifier is a tcx link there, not a clsact filter;
+        listed by the Cilium stand-in's query, `make standin`)."""
+        out = sh(*nsexec(self.node, "tc", "qdisc", "show", "dev", "up0")).stdout
+        tool = os.path.join(os.path.dirname(self.bin_dir), "test", "cilium-standin")
+        if os.access(tool, os.X_OK):
+            q = sh(*nsexec(self.node, tool, "query", "up0"), check=False).stdout
+            out += "".join(f"tcx {line}\n" for line in q.splitlines())
+        return out
 
     def run_traffic(self, seconds, down=False):
         """Training goodput (bit/s, receiver side) and CPU seconds; down:
