@@ -1442,8 +1442,11 @@ static void mq_setup_free(struct mq_setup *m)
 	m->prog_fd = m->map_fd = m->edt_fd = -1;
 }
 
+/* bands: the bands inside inference on (bulkThreshold 1 MiB; off by
+ * default), for the tests that check their map entries; off where a test's
+ * inference traffic is bulk enough to be demoted */
 static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct uplink_facts *up, uint64_t rate_bps,
-                           int ifindex, const char *ns, struct mq_setup *m)
+                           bool bands, int ifindex, const char *ns, struct mq_setup *m)
 {
 	struct bpf_cls_entry *ents = NULL;
 	struct apply_target t = target();
@@ -1461,7 +1464,8 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	m->map_fd = m->edt_fd = m->prog_fd = -1;
 	t.uplink_ifindex = ifindex;
 	node_config_defaults(&m->cfg);
-	m->cfg.bulk_threshold_bytes = 1U << 20; /* the bands on (off by default): their entries checked too */
+	if (bands)
+		m->cfg.bulk_threshold_bytes = 1U << 20;
 	m->cfg.uplink_rate_bps = rate_bps;
 	m->cfg.downlink = false;
 	/* first contact learns what is missing (prio on the CI kernel), then the plan is made again */
@@ -1549,7 +1553,7 @@ TEST(node_mq_mixed_classifier)
 		return;
 	CHECK_INT(cls_link_up("aqtmq0", "aqtmq1", "10.77.0", 4), 0);
 	CHECK_INT(nl_link_get(fx.host_sk, "aqtmq0", 0, &li, &e), 0);
-	mq_apply_mixed(pods, 3, &up, 0, li.ifindex, fx.ns_host, &m);
+	mq_apply_mixed(pods, 3, &up, 0, true, li.ifindex, fx.ns_host, &m);
 	CHECK_INT(node_cls_entries(pods, 3, &m.cfg, &m.info, &ents, &n_ents), 0);
 	CHECK_INT(n_ents, 6); /* default + 2 pod addresses + inference's bulk band and its 2 thresholds */
 	free(ents);
@@ -1631,7 +1635,7 @@ TEST(node_htb_classifier_picks_the_class)
 		return;
 	CHECK_INT(cls_link_up("aqthc0", "aqthc1", "10.76.0", 1), 0);
 	CHECK_INT(nl_link_get(fx.host_sk, "aqthc0", 0, &li, &e), 0);
-	mq_apply_mixed(pods, 3, &up, 500000000ULL, li.ifindex, fx.ns_host, &m);
+	mq_apply_mixed(pods, 3, &up, 500000000ULL, false, li.ifindex, fx.ns_host, &m);
 	CHECK_INT(m.info.cls_priority[CLASS_INFERENCE], 0x10010);
 	CHECK_INT(m.info.cls_priority[CLASS_DEFAULT], 0x10020);
 	CHECK_INT(m.info.cls_priority[CLASS_TRAINING], 0x10030);
@@ -1713,7 +1717,7 @@ TEST(node_edt_layout)
 		return;
 	CHECK_INT(cls_link_up("aqted0", "aqted1", "10.74.0", 4), 0);
 	CHECK_INT(nl_link_get(fx.host_sk, "aqted0", 0, &li, &e), 0);
-	mq_apply_mixed(pods, 2, &up, 1000000ULL, li.ifindex, fx.ns_host, &m);
+	mq_apply_mixed(pods, 2, &up, 1000000ULL, false, li.ifindex, fx.ns_host, &m);
 	if (m.info.shape != SHAPE_EDT) {
 		CHECK(!plan_caps_has(&m.caps, TC_KIND_FQ));
 		CHECK(!expect_full_kernel());
@@ -1936,7 +1940,7 @@ TEST(node_mq_mixed_backlog)
 	free(q);
 	base = mq_order_run(nic);
 
-	mq_apply_mixed(pods, 2, &up, 0, li.ifindex, fx.ns_host, &m);
+	mq_apply_mixed(pods, 2, &up, 0, false, li.ifindex, fx.ns_host, &m);
 	q = sh_out("ip netns exec %s tc qdisc show dev %s", fx.ns_host, nic);
 	fprintf(stderr, "  aiqos layout:\n%s\n", q);
 	CHECK(strstr(q, "qdisc mq 1: root") != NULL);
