@@ -16,6 +16,7 @@
 #include "node.h"
 #include "node/datapath.h"
 #include "node/downlink.h"
+#include "node/reach.h"
 #include "node/shaper.h"
 #include "node/uplink.h"
 #include "pods.h"
@@ -162,7 +163,9 @@ struct agent {
 	int up_edt_map_fd;      /* its EDT map (bpf_cls.h), -1 = none */
 	int down_gate_map_fd;   /* the download gate's BPF map (bpf_gate.h), -1 = none */
 	int down_cls_map_fd;    /* the download classifier's (bpf_cls.h, dcls), -1 = none */
-	int up_gate_map_fd;     /* the upload gate's (GATED HTB), -1 = none */
+	int down_seen_map_fd;   /* its count of the packets it saw (node/reach.h), -1 = none */
+	struct down_reach down_reach;
+	int up_gate_map_fd; /* the upload gate's (GATED HTB), -1 = none */
 	/* this version's BPF programs (reconcile/node.c, AGENT_PROG_*): their
 	 * tags, learnt by loading each once (a program attached under our name
 	 * with another tag is another version's, and is replaced), and which

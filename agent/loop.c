@@ -47,6 +47,7 @@ struct loop_priv {
 	int64_t config_due_ms; /* settle: reload at this time, -1 none */
 	int64_t cni_due_ms;    /* settle: re-chain at this time, -1 none */
 	bool rescan_due;       /* the state dir overflowed: rescan it */
+	int64_t reach_due_ms;  /* sample whether downloads reach the tree (node/reach.h), -1 none */
 	struct kube_client_config kcfg;
 };
 
@@ -197,6 +198,11 @@ static void loop_rearm(struct agent *ag)
 	t = sched_earliest(t, lp->cni_due_ms);
 	if (lp->rescan_due)
 		t = sched_earliest(t, agent_now_ms());
+	if (ag->down_seen_map_fd < 0)
+		lp->reach_due_ms = -1;
+	else if (lp->reach_due_ms < 0)
+		lp->reach_due_ms = agent_now_ms() + DOWN_REACH_INTERVAL_MS;
+	t = sched_earliest(t, lp->reach_due_ms);
 	if (t < 0) {
 		sd_event_source_set_enabled(lp->timer, SD_EVENT_OFF);
 		return;
@@ -230,6 +236,10 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *ud)
 		lp->rescan_due = false;
 		agent_attach_rescan(ag);
 		sched_kick(&ag->sched, now);
+	}
+	if (lp->reach_due_ms >= 0 && lp->reach_due_ms <= now) {
+		lp->reach_due_ms = now + DOWN_REACH_INTERVAL_MS;
+		agent_down_reach_tick(ag, now);
 	}
 	due = sched_take_due(&ag->sched, now);
 	if (due) {
@@ -778,6 +788,7 @@ int agent_run(struct agent *ag)
 	if (!lp)
 		return -ENOMEM;
 	lp->config_due_ms = -1;
+	lp->reach_due_ms = -1;
 	lp->cni_due_ms = -1;
 	ag->loop_priv = lp;
 	ag->event_hook = hook_event;

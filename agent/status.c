@@ -234,7 +234,17 @@ static cJSON *uplink_json(const struct agent *ag)
 		const struct node_down_info *d = &info->down;
 
 		if (dl) {
-			cJSON_AddBoolToObject(dl, "shaped", ag->have_info && d->planned);
+			/* planned, and the received packets reach it (node/reach.h) */
+			cJSON_AddBoolToObject(dl, "shaped",
+			                      ag->have_info && d->planned &&
+			                              !(ag->down_reach.known && ag->down_reach.bypassed));
+			if (ag->down_reach.known) {
+				cJSON *re = cJSON_AddObjectToObject(dl, "reach");
+
+				cJSON_AddNumberToObject(re, "reachedPackets", (double)ag->down_reach.last_seen);
+				cJSON_AddNumberToObject(re, "receivedPackets", (double)ag->down_reach.last_rx);
+				cJSON_AddBoolToObject(re, "bypassed", ag->down_reach.bypassed);
+			}
 			cJSON_AddStringToObject(dl, "ifb", ag->down.ifb_ifindex ? PLAN_IFB_NAME : "");
 			cJSON_AddNumberToObject(dl, "rateBps", (double)(ag->have_info ? d->rate_bps : 0));
 			cJSON_AddNumberToObject(dl, "shapedBps",

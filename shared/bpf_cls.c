@@ -17,6 +17,7 @@
 static const struct bpf_map_want want_cls = {BPF_MAP_TYPE_HASH, sizeof(struct bpf_cls_key), sizeof(uint32_t),
                                              BPF_CLS_MAP_MAX};
 static const struct bpf_map_want want_edt = {BPF_MAP_TYPE_ARRAY, sizeof(uint32_t), sizeof(struct bpf_edt), 1};
+static const struct bpf_map_want want_seen = {BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(uint32_t), sizeof(uint64_t), 1};
 
 int bpf_cls_load(int *cls_fd, int *edt_fd, int *ret_prog_fd, struct error *err)
 {
@@ -37,7 +38,7 @@ int bpf_cls_load(int *cls_fd, int *edt_fd, int *ret_prog_fd, struct error *err)
 	return r;
 }
 
-int bpf_dcls_load(int *map_fd, int *ret_prog_fd, struct error *err)
+int bpf_dcls_load(int *map_fd, int *seen_fd, int *ret_prog_fd, struct error *err)
 {
 	_cleanup_free_ char *log = calloc(1, BPF_LOG_MAX);
 	struct bpf_object_open_opts o = {.sz = sizeof(o), .kernel_log_buf = log, .kernel_log_size = BPF_LOG_MAX};
@@ -49,8 +50,9 @@ int bpf_dcls_load(int *map_fd, int *ret_prog_fd, struct error *err)
 	skel = dcls_bpf__open_opts(&o);
 	if (!skel)
 		return bpf_load_error(err, -errno, "download classifier", NULL);
-	r = bpf_skel_load(skel->skeleton, skel->progs.aiqos_dcls_prog, &skel->maps.aiqos_dcls, &map_fd, 1, ret_prog_fd,
-	                  "download classifier", log, err);
+	r = bpf_skel_load(skel->skeleton, skel->progs.aiqos_dcls_prog,
+	                  (struct bpf_map *const[]){skel->maps.aiqos_dcls, skel->maps.aiqos_dseen},
+	                  (int *const[]){map_fd, seen_fd}, 2, ret_prog_fd, "download classifier", log, err);
 	dcls_bpf__destroy(skel);
 	return r;
 }
@@ -92,10 +94,36 @@ static int prog_maps_adopt(uint32_t prog_id, unsigned n_min, const struct bpf_ma
 	return error_set(err, ENOENT, "%s program id %u: not the maps of this version's %s", what, prog_id, name);
 }
 
-int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err)
+int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_seen_fd, struct error *err)
 {
-	return prog_maps_adopt(prog_id, 2, (const struct bpf_map_want *const[]){&want_cls}, ret_fd, 1,
-	                       "download classifier", BPF_DCLS_NAME, err);
+	int fds[2] = {-1, -1};
+	int r = prog_maps_adopt(prog_id, 3, (const struct bpf_map_want *const[]){&want_cls, &want_seen}, fds, 2,
+	                        "download classifier", BPF_DCLS_NAME, err);
+
+	if (r < 0)
+		return r;
+	*ret_fd = fds[0];
+	*ret_seen_fd = fds[1];
+	return 0;
+}
+
+int bpf_dcls_seen(int seen_fd, uint64_t *ret, struct error *err)
+{
+	int n = libbpf_num_possible_cpus();
+	_cleanup_free_ uint64_t *v = NULL;
+	uint32_t zero = 0;
+
+	if (n <= 0)
+		return error_set(err, -n, "download classifier count: CPUs: %s", strerror(-n));
+	v = calloc((size_t)n, sizeof(*v));
+	if (!v)
+		return error_set(err, ENOMEM, "out of memory");
+	if (bpf_map_lookup_elem(seen_fd, &zero, v) < 0)
+		return error_set(err, errno, "download classifier count: %s", strerror(errno));
+	*ret = 0;
+	for (int i = 0; i < n; i++)
+		*ret += v[i];
+	return 0;
 }
 
 int bpf_edt_sync(int edt_fd, const struct bpf_edt *want, bool *ret_changed, struct error *err)

@@ -68,9 +68,12 @@ int bpf_cls_load(int *cls_fd, int *edt_fd, int *ret_prog_fd, struct error *err);
 /* The download classifier (shared/bpf/dcls.bpf.c, node.h DOWNLOAD): the
  * same map layout, keyed by the pods' addresses (as destinations), valued
  * with the classes of the ifb's tree; loaded on *map_fd when >= 0, else on
- * a new map returned there. Its map is synced with bpf_cls_map_sync. */
-int bpf_dcls_load(int *map_fd, int *ret_prog_fd, struct error *err);
-int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, struct error *err);
+ * a new map returned there. Its map is synced with bpf_cls_map_sync. Its
+ * second map, *seen_fd (the same rule), counts the packets it saw
+ * (bpf_dcls_seen: the sum over the CPUs). */
+int bpf_dcls_load(int *map_fd, int *seen_fd, int *ret_prog_fd, struct error *err);
+int bpf_dcls_map_from_prog(uint32_t prog_id, int *ret_fd, int *ret_seen_fd, struct error *err);
+int bpf_dcls_seen(int seen_fd, uint64_t *ret, struct error *err);
 /* The maps of an attached program (by its id, from the filter dump);
  * ENOENT when they are not this version's (BPF_CLS_NAME_OLD's one map,
  * another layout). */

@@ -339,11 +339,18 @@ static int link_on_msg(const struct nlmsghdr *hdr, void *arg)
 	}
 	if (tb[IFLA_LINKINFO] && tc_nla_parse_nested(li, IFLA_INFO_MAX, tb[IFLA_LINKINFO]) == 0 && li[IFLA_INFO_KIND])
 		nla_strlcpy(l->kind, li[IFLA_INFO_KIND], sizeof(l->kind));
+	if (tb[IFLA_STATS64] && nla_len(tb[IFLA_STATS64]) >= (int)sizeof(struct rtnl_link_stats64)) {
+		struct rtnl_link_stats64 st;
+
+		memcpy(&st, nla_data(tb[IFLA_STATS64]), sizeof(st));
+		l->rx_packets = st.rx_packets;
+	}
 	ctx->found = true;
 	return 0;
 }
 
-int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link_info *ret, struct error *err)
+static int link_get(struct nl_sock *sk, const char *ifname, int ifindex, bool stats, struct link_info *ret,
+                    struct error *err)
 {
 	_cleanup_nlmsg_ struct nl_msg *msg = NULL;
 	struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
@@ -366,7 +373,7 @@ int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link
 	if (!msg)
 		return error_set(err, ENOMEM, "%s: allocate message", what);
 	if (nlmsg_append(msg, &ifi, sizeof(ifi), NLMSG_ALIGNTO) < 0 ||
-	    nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0 ||
+	    (!stats && nla_put_u32(msg, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS) < 0) ||
 	    (ifname && nla_put_string(msg, IFLA_IFNAME, ifname) < 0))
 		return error_set(err, EMSGSIZE, "%s: build message", what);
 	r = nl_transact(sk, msg, link_on_msg, &ctx, &req);
@@ -376,6 +383,16 @@ int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link
 		return error_set(err, ENODEV, "%s: no reply", what);
 	*ret = ctx.info;
 	return 0;
+}
+
+int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link_info *ret, struct error *err)
+{
+	return link_get(sk, ifname, ifindex, false, ret, err);
+}
+
+int nl_link_get_stats(struct nl_sock *sk, int ifindex, struct link_info *ret, struct error *err)
+{
+	return link_get(sk, NULL, ifindex, true, ret, err);
 }
 
 /* --- tc messages --- */

@@ -39,10 +39,13 @@ struct link_info {
 	uint32_t mtu;
 	uint32_t tx_queues;
 	uint32_t speed_mbps; /* 0 unknown (filled only by link_speed via ethtool ioctl, not here) */
+	uint64_t rx_packets; /* nl_link_get_stats only */
 };
 
 /* By name (ifname != NULL) or by index. -ENODEV when absent. */
 int nl_link_get(struct nl_sock *sk, const char *ifname, int ifindex, struct link_info *ret, struct error *err);
+/* The same with the device's counters (rx_packets). */
+int nl_link_get_stats(struct nl_sock *sk, int ifindex, struct link_info *ret, struct error *err);
 
 /* NLM_F_CREATE|NLM_F_REPLACE for qdiscs/classes ("replace"), NLM_F_CREATE|NLM_F_EXCL
  * for filters when excl is true. Errors keep the kernel's errno (-EOPNOTSUPP,

@@ -362,6 +362,16 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 			              (double)ag->ctr.hook_deletions[d][k], "direction", d ? "ingress" : "egress",
 			              "hook", hook[k], (char *)NULL);
 		}
+	if (ag->down_reach.known) {
+		metrics_write(w, "aiqos_download_reached_packets",
+		              "Of the packets the uplink received in the last interval, those that reached aiqos's "
+		              "download classifier (fewer than half: another tool's program ends the hook first)",
+		              G, (double)ag->down_reach.last_seen, (char *)NULL);
+		metrics_write(w, "aiqos_download_received_packets", "The packets the uplink received in that interval",
+		              G, (double)ag->down_reach.last_rx, (char *)NULL);
+		metrics_write(w, "aiqos_download_bypassed", "1 while downloads bypass the download tree", G,
+		              ag->down_reach.bypassed ? 1.0 : 0.0, (char *)NULL);
+	}
 	metrics_write(w, "aiqos_events_posted_total", "Kubernetes Events the agent posted", C,
 	              (double)ag->ctr.events_posted, (char *)NULL);
 	for (int r = 0; r < 2; r++) {

@@ -92,6 +92,7 @@ void gate_forget(struct agent *ag)
 	map_fd_close(&ag->down_gate_map_fd);
 	map_fd_close(&ag->up_gate_map_fd);
 	map_fd_close(&ag->down_cls_map_fd);
+	map_fd_close(&ag->down_seen_map_fd);
 }
 
 /* Put the recorded original root back and forget the record. */
@@ -225,6 +226,67 @@ static void uplink_event(struct agent *ag, const char *reason, const char *msg)
 	}
 }
 
+/* The other tools' programs on the ingress hook (tcx, then clsact
+ * filters), ", "-separated; the setting that lets packets reach aiqos's
+ * hook for the CNIs known to end it. */
+static void ingress_foreign_describe(const struct agent *ag, char *who, size_t who_size, const char **fix)
+{
+	size_t n = 0;
+	bool cilium = false, calico = false;
+
+	who[0] = '\0';
+	for (unsigned i = 0; i < ag->up_n_tcx_foreign + ag->up_n_hook_foreign; i++) {
+		const char *f = i < ag->up_n_tcx_foreign ? ag->up_tcx_foreign[i]
+		                                         : ag->up_hook_foreign[i - ag->up_n_tcx_foreign];
+
+		if (i < ag->up_n_tcx_foreign ? strncmp(f, "ingress ", 8) != 0 : strstr(f, "ingress") == NULL)
+			continue;
+		cilium |= strstr(f, "cil_") != NULL;
+		calico |= strstr(f, "cali") != NULL;
+		if (n + 3 < who_size) {
+			int k = snprintf(who + n, who_size - n, "%s%s%s", n ? ", " : "",
+			                 i < ag->up_n_tcx_foreign ? "tcx " : "", f);
+			n += k > 0 ? (size_t)k : 0;
+			if (n >= who_size)
+				n = who_size - 1;
+		}
+	}
+	if (!who[0])
+		str_copy(who, who_size, "no other program is listed on the hook (a redirect elsewhere?)");
+	*fix = calico   ? "Calico eBPF: felixconfiguration bpfRedirectToPeer: Disabled keeps established flows on the "
+	                  "stack's path"
+	       : cilium ? "Cilium's cil_from_netdev ends the hook (TC_ACT_OK) in both tcx and legacy tc modes: an ifb "
+	                  "redirect ahead of it would hide packets from Cilium, so aiqos does not go first; turn the "
+	                  "download tree off on these nodes (\"downlink\": false) or shape downloads with Cilium's "
+	                  "own limiter"
+	                : "let packets reach the ingress hook's later filters (TCX_NEXT / TC_ACT_UNSPEC), or turn "
+	                  "the download tree off (\"downlink\": false)";
+}
+
+void agent_down_reach_tick(struct agent *ag, int64_t now_ms)
+{
+	char what[160], who[512], msg[1024];
+	const char *fix;
+	int t = down_reach_sample(ag, now_ms);
+
+	if (t == 0)
+		return;
+	down_reach_describe(&ag->down_reach, what, sizeof(what));
+	if (t < 0) {
+		log_msg(LOG_LVL_INFO, "downloads reach the download tree again", "uplink", ag->up.ifname, "reach", what,
+		        (char *)NULL);
+		return;
+	}
+	ingress_foreign_describe(ag, who, sizeof(who), &fix);
+	snprintf(msg, sizeof(msg),
+	         "downloads on %s are not shaped: %s (the download classifier, first of aiqos's filters at the "
+	         "ingress hook); before it: %s. %s",
+	         ag->up.ifname, what, who, fix);
+	log_msg(LOG_LVL_WARN, "downloads bypass the download tree", "uplink", ag->up.ifname, "reach", what, "before",
+	        who, (char *)NULL);
+	uplink_event(ag, "DownloadBypassed", msg);
+}
+
 static void warnings_update(struct agent *ag, const struct node_plan_info *info)
 {
 	bool same = info->n_warn == ag->up_n_warn;
@@ -278,7 +340,7 @@ static int prog_load(struct agent *ag, unsigned prog, const char *name, int *ret
 	if (prog == AGENT_PROG_CLS)
 		return bpf_cls_load(&ag->up_cls_map_fd, &ag->up_edt_map_fd, ret_fd, err);
 	if (prog == AGENT_PROG_DOWN_CLS)
-		return bpf_dcls_load(&ag->down_cls_map_fd, ret_fd, err);
+		return bpf_dcls_load(&ag->down_cls_map_fd, &ag->down_seen_map_fd, ret_fd, err);
 	return bpf_gate_load(gate_map_fd(ag, prog), name, ret_fd, err);
 }
 
@@ -315,14 +377,14 @@ static int classifier_prepare(struct agent *ag, struct plan *np, const unsigned 
  * plan needs the program), programs match by name alone. */
 static void prog_tags_learn(struct agent *ag)
 {
-	_cleanup_close_ int cls = -1, edt = -1, gate = -1, dcls = -1, pc = -1, pg = -1, pd = -1;
+	_cleanup_close_ int cls = -1, edt = -1, gate = -1, dcls = -1, dseen = -1, pc = -1, pg = -1, pd = -1;
 	uint8_t tag[3][TC_BPF_TAG_LEN];
 	struct error e = {0};
 
 	if (ag->prog_tag_known)
 		return;
 	if (bpf_cls_load(&cls, &edt, &pc, &e) < 0 || bpf_gate_load(&gate, BPF_GATE_NAME, &pg, &e) < 0 ||
-	    bpf_dcls_load(&dcls, &pd, &e) < 0 || bpf_prog_tag_get(pc, tag[0], &e) < 0 ||
+	    bpf_dcls_load(&dcls, &dseen, &pd, &e) < 0 || bpf_prog_tag_get(pc, tag[0], &e) < 0 ||
 	    bpf_prog_tag_get(pg, tag[1], &e) < 0 || bpf_prog_tag_get(pd, tag[2], &e) < 0) {
 		log_msg(LOG_LVL_DEBUG, "BPF program tags unknown", "error", e.msg, (char *)NULL);
 		return;
@@ -384,7 +446,8 @@ static void classifier_adopt(struct agent *ag, const struct tc_dump_list *dump)
 		} else if (prog == AGENT_PROG_DOWN_CLS) {
 			if (ag->down_cls_map_fd >= 0)
 				continue;
-			r = bpf_dcls_map_from_prog(o->u.bpf.prog_id, &ag->down_cls_map_fd, &e);
+			map_fd_close(&ag->down_seen_map_fd);
+			r = bpf_dcls_map_from_prog(o->u.bpf.prog_id, &ag->down_cls_map_fd, &ag->down_seen_map_fd, &e);
 		} else {
 			if (*gate_map_fd(ag, prog) >= 0)
 				continue;
@@ -485,6 +548,7 @@ static int down_classifier_sync(struct agent *ag, const struct node_pod *pods, u
 
 	if (!info->down.planned || !info->down.classifier) {
 		map_fd_close(&ag->down_cls_map_fd);
+		map_fd_close(&ag->down_seen_map_fd);
 		return 0;
 	}
 	if (ag->down_cls_map_fd < 0)

@@ -24,6 +24,11 @@ void agent_done(struct agent *ag);
  * kernel state differs from their record). Re-arms the retry deadline.
  * Never fails: problems are logged, counted, surfaced and retried. */
 void agent_pass(struct agent *ag, int64_t now_ms, unsigned due);
+/* Whether the uplink's received packets reach the download classifier
+ * (node/reach.h), every DOWN_REACH_INTERVAL_MS while it is attached: the
+ * turn to "bypassed" is logged and posted as an Event (DownloadBypassed)
+ * naming the programs on the hook before it, and back. */
+void agent_down_reach_tick(struct agent *ag, int64_t now_ms);
 /* Drift repair of the pods' attachments: re-apply those whose kernel state
  * differs from their record. */
 void agent_repair_pods(struct agent *ag);

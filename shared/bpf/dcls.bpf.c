@@ -6,7 +6,10 @@
  * with a bulk band that keeps sending, the band's (bands.h). HTB on the ifb takes the
  * class it names (the priority survives the redirect) without walking a
  * filter under its lock; marks set by senders elsewhere are never read.
- * Returns TC_ACT_UNSPEC: the gate and the redirect still run. */
+ * Returns TC_ACT_UNSPEC: the gate and the redirect still run. Every packet
+ * that reaches the hook is counted (aiqos_dseen): the agent compares the
+ * count with the uplink's received packets to tell whether another tool's
+ * program ends the hook before it (agent/node/reach.c). */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
@@ -30,12 +33,22 @@ struct {
 	__type(value, struct bpf_flow);
 } aiqos_dflows SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} aiqos_dseen SEC(".maps");
+
 SEC("tc")
 int aiqos_dcls_prog(struct __sk_buff *skb)
 {
 	struct parsed_ip p = {};
-	__u32 *prio;
+	__u32 *prio, zero = 0;
+	__u64 *seen = bpf_map_lookup_elem(&aiqos_dseen, &zero);
 
+	if (seen)
+		*seen += 1; /* this CPU's own slot */
 	parse_ip(skb, &p);
 	prio = classify(skb, &aiqos_dcls, &p, CLASSIFY_BY_DST);
 	if (prio)

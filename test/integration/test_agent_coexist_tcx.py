@@ -97,6 +97,48 @@ def test_tcx_classifier_first_next_to_the_standin(node, cni):
     wait_until(lambda: cni.counts()["egress"] - cb["egress"] >= 50, 5, "the stand-in still counting")
 
 
+def route_fabric_to(node, *pods):
+    """The fabric reaches the pods through the node, as a switch would."""
+    node.sh("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+    for pod in pods:
+        agentlab.cni.sh("ip", "-n", node.fabric.name, "route", "replace", f"{pod.ip()}/32", "via",
+                        f"{node.uplink_net}.2")
+
+
+def reach(node):
+    """status' downlink.reach once measured, else None."""
+    s = node.status(check=False)
+    return ((s or {}).get("uplink") or {}).get("downlink", {}).get("reach")
+
+
+def test_download_behind_a_hook_ending_cni_reported_not_shaped(node, cni):
+    """The stand-in's ingress program ends the hook (TC_ACT_OK): the
+    download tree is in place but no received packet reaches it. The agent
+    measures it (the download classifier's count against the uplink's
+    received packets), reports the download as not shaped (status, an
+    Event naming the stand-in's program and what to do, /metrics) rather
+    than as shaped; the stand-in still sees every packet."""
+    node.start_agent(CONFIG)
+    inf = node.add_pod(INF)
+    train = node.add_pod(TRAIN)
+    wait_until(lambda: ingress_hooked(node) and (node.status(check=False) or {}).get("mode") == "mixed", 10,
+               "mixed, the download hooks")
+    route_fabric_to(node, inf, train)
+    cb = cni.counts()
+    for _ in range(4):
+        agentlab.send_udp(node.fabric.name, inf.ip(), n=1000)
+        time.sleep(0.5)
+    r = wait_until(lambda: (lambda x: x if x and x["bypassed"] else None)(reach(node)), 6,
+                   "the download reported bypassed")
+    assert r["receivedPackets"] >= 1000 and r["reachedPackets"] * 2 < r["receivedPackets"], r
+    assert node.status()["uplink"]["downlink"]["shaped"] is False
+    ev = wait_until(lambda: node.events("DownloadBypassed"), 5, "the DownloadBypassed Event")
+    assert "cil_from_netdev" in ev[0]["message"] and "downlink" in ev[0]["message"], ev[0]["message"]
+    m = node.metrics()
+    assert "aiqos_download_bypassed 1" in m, [x for x in m.splitlines() if "download_" in x]
+    assert cni.counts()["ingress"] - cb["ingress"] >= 4000, (cb, cni.counts())
+
+
 def test_tcx_classifier_detached_behind_our_back_comes_back_first(node, cni):
     """Someone detaches aiqos's tcx link (or puts a program before it): the
     next pass attaches it first again (here the drift repair, every 1 s)."""
@@ -208,16 +250,21 @@ def test_next_to_a_handing_on_cni_both_directions_are_classified(node):
             assert cal.counts()["egress"] - cb["egress"] >= 100
         # download: the fabric reaches the pods through the node; a burst
         # opens the gate, what follows takes the ifb's tree
-        node.sh("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-        for pod in (inf, train):
-            agentlab.cni.sh("ip", "-n", node.fabric.name, "route", "replace", f"{pod.ip()}/32", "via",
-                            f"{node.uplink_net}.2")
+        route_fabric_to(node, inf, train)
         before, cb = class_packets(node, ifb), cal.counts()
         agentlab.send_udp(node.fabric.name, inf.ip(), n=200, burst_to=train.ip(), burst=300)
         after = wait_until(lambda: (lambda c: c if c["1:10"] - before["1:10"] >= 150 else None)(
             class_packets(node, ifb)), 5, "the inference pod's download packets in 1:10 on the ifb")
         assert after["1:30"] - before["1:30"] >= 50, (before, after)
         assert cal.counts()["ingress"] - cb["ingress"] >= 500, (cb, cal.counts())
+        # the received packets reach the download tree: reported shaped
+        for _ in range(3):
+            agentlab.send_udp(node.fabric.name, inf.ip(), n=1000)
+            time.sleep(0.5)
+        r = wait_until(lambda: reach(node), 6, "the download's reach measured")
+        assert not r["bypassed"] and r["reachedPackets"] * 2 >= r["receivedPackets"], r
+        assert node.status()["uplink"]["downlink"]["shaped"] is True
+        assert not node.events("DownloadBypassed")
         # doctor: Calico's peer redirect, and the setting
         p = agentlab.cni.sh("ip", "netns", "exec", node.node.name,
                             agentlab.os.path.join(agentlab.cni_build(), "bin", "aiqosctl"), "doctor", "--json",

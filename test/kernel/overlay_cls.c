@@ -22,7 +22,7 @@ int main(int argc, char **argv)
 	        {.key = {.kind = BPF_CLS_KEY_SRC4}, .priority = CLASSID(0x10)},
 	        {.key = {.kind = BPF_CLS_KEY_SRC4}, .priority = CLASSID(0x30)},
 	};
-	int map = -1, edt = -1, prog = -1, dmap = -1, dprog = -1;
+	int map = -1, edt = -1, prog = -1, dmap = -1, dseen = -1, dprog = -1;
 	struct error e = {0};
 	char path[512];
 
@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (bpf_cls_load(&map, &edt, &prog, &e) < 0 || bpf_cls_map_sync(map, ents, 3, NULL, &e) < 0 ||
-	    bpf_dcls_load(&dmap, &dprog, &e) < 0 || bpf_cls_map_sync(dmap, ents, 3, NULL, &e) < 0) {
+	    bpf_dcls_load(&dmap, &dseen, &dprog, &e) < 0 || bpf_cls_map_sync(dmap, ents, 3, NULL, &e) < 0) {
 		fprintf(stderr, "overlay_cls: %s\n", e.msg);
 		return 1;
 	}

@@ -430,8 +430,9 @@ TEST(classifier_sees_the_pod_inside_overlays)
 static bool dcls_up(int *map, int *prog)
 {
 	struct error e = {0};
+	_cleanup_close_ int seen = -1;
 
-	if (bpf_dcls_load(map, prog, &e) < 0) {
+	if (bpf_dcls_load(map, &seen, prog, &e) < 0) {
 		fprintf(stderr, "  %s\n", e.msg);
 		CHECK(!"the download classifier loads");
 		return false;
@@ -868,9 +869,10 @@ TEST(bands_demote_and_promote_download)
 	struct pkt bulk = pkt_flow("192.168.99.7", "10.75.0.10", 443, 50000, 1000);
 	struct pkt chat = pkt_flow("192.168.99.7", "10.75.0.10", 443, 50001, 1000);
 	int map = -1, prog = -1;
+	_cleanup_close_ int seen = -1;
 	struct error e = {0};
 
-	if (bpf_dcls_load(&map, &prog, &e) < 0) {
+	if (bpf_dcls_load(&map, &seen, &prog, &e) < 0) {
 		fprintf(stderr, "  %s\n", e.msg);
 		CHECK(!"the download classifier loads");
 		return;
@@ -1221,24 +1223,36 @@ TEST(loaders_adopt_and_tag)
 		CHECK_INT(bpf_cls_map_sync(map, &one, 1, NULL, &e), 0);
 		CHECK_INT(run1(prog2, &p).priority, 7);
 	}
-	/* the download classifier's map, found again beside its flows (bands.h) */
+	/* the download classifier's maps, found again beside its flows
+	 * (bands.h): the classes, and the count of the packets it saw */
 	{
-		int dmap = -1, dprog = -1, dmap2 = -1;
+		int dmap = -1, dseen = -1, dprog = -1, dmap2 = -1, dseen2 = -1;
 		struct bpf_cls_entry one = {.key = {.kind = BPF_CLS_KEY_DEFAULT}, .priority = 9};
+		struct pkt q = pkt_flow("192.168.99.7", "10.75.0.10", 443, 50000, 100);
+		uint64_t seen = 0;
 		uint32_t v = 0;
 
-		CHECK_INT(bpf_dcls_load(&dmap, &dprog, &e), 0);
+		CHECK_INT(bpf_dcls_load(&dmap, &dseen, &dprog, &e), 0);
 		memset(&info, 0, sizeof(info));
 		len = sizeof(info);
 		CHECK_INT(bpf_obj_get_info_by_fd(dprog, &info, &len), 0);
-		CHECK_INT(bpf_dcls_map_from_prog(info.id, &dmap2, &e), 0);
+		CHECK_INT(bpf_dcls_map_from_prog(info.id, &dmap2, &dseen2, &e), 0);
 		CHECK_INT(bpf_cls_map_sync(dmap, &one, 1, NULL, &e), 0);
 		CHECK_INT(bpf_map_lookup_elem(dmap2, &one.key, &v), 0);
 		CHECK_INT(v, 9);
+		CHECK_INT(bpf_dcls_seen(dseen2, &seen, &e), 0);
+		CHECK_INT((int)seen, 0);
+		CHECK_INT(run1(dprog, &q).priority, 9);
+		CHECK_INT(run1(dprog, &q).priority, 9);
+		CHECK_INT(bpf_dcls_seen(dseen2, &seen, &e), 0);
+		CHECK_INT((int)seen, 2);
 		close(dprog);
 		close(dmap);
+		close(dseen);
 		if (dmap2 >= 0)
 			close(dmap2);
+		if (dseen2 >= 0)
+			close(dseen2);
 	}
 	CHECK_INT(bpf_prog_tag_get(prog, tag1, &e), 0);
 	CHECK_INT(bpf_prog_tag_get(prog2, tag2, &e), 0);
