@@ -251,7 +251,12 @@
  * per socket; "trainingRcvWindow": "off" or a byte count overrides it. The
  * agent lowers the training profiles' rmemMax to it once the tree is in
  * force (never raises it: an unset rmemMax counts as the kernel's tcp_rmem
- * maximum, left alone when that is smaller).
+ * maximum, left alone when that is smaller). With the bands on in the
+ * download direction (below) inference pods get the same bound: their bulk
+ * (a model load over many connections) shares with training on the ifb,
+ * and unbounded it would fill the upstream queue as training would
+ * (node_down_rcv_bounded). The bound is at least a BDP at the shaped rate:
+ * an interactive flow is not slowed by it.
  *
  * BANDS (interactive first, bulk shares, inside a class; docs/concepts.md).
  * In mixed mode with bulkThreshold on (cfg->bulk_threshold_bytes > 0), the
@@ -633,6 +638,9 @@ int node_down_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
  * nothing is shaped, configured bytes as given, else (_AUTO) shaped_bps / 8
  * x (rtt_us + NODE_DOWN_QUEUE_BUDGET_US), at least NODE_DOWN_RCV_WINDOW_MIN. */
 uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t configured);
+/* Whether a class's pods get info->down.rcv_window_bytes (DOWNLOAD):
+ * training, and inference while the download bands are on. */
+bool node_down_rcv_bounded(const struct node_plan_info *info, enum workload_class c);
 
 /* Does the node shape its download direction in this mode (config on, a
  * rate known, the kinds it needs not known missing)? ret_rate_bps (may be

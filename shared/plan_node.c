@@ -967,6 +967,12 @@ bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps 
 	       plan_caps_has(caps, TC_KIND_U32);
 }
 
+bool node_down_rcv_bounded(const struct node_plan_info *info, enum workload_class c)
+{
+	return info->down.planned && info->down.rcv_window_bytes &&
+	       (c == CLASS_TRAINING || (c == CLASS_INFERENCE && info->down.bulk_priority));
+}
+
 uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t configured)
 {
 	uint64_t w;

@@ -207,20 +207,25 @@ static int plan_compute(struct plan_run *r)
 		if (q < 0)
 			return fail("node plan: %s", err.msg);
 	}
-	/* the download tree bounds training pods' receive window (as the
-	 * agent's effective profiles do, node/rcv_window.h): plan them again */
-	if (r->info.down.planned && profile_set_bound_rmem(&r->cfg.profiles, CLASS_TRAINING,
-	                                                   r->info.down.rcv_window_bytes, sysctl_tcp_rmem_max()) > 0)
-		for (size_t i = 0; i < r->n_res; i++) {
-			struct pod_result *pr = &r->res[i];
+	/* the download tree bounds training pods' receive window, and inference
+	 * pods' with the bands (as the agent's effective profiles do,
+	 * node/rcv_window.h): plan them again */
+	bool bounded[_CLASS_MAX] = {false}, any = false;
 
-			if (pr->profile->class != CLASS_TRAINING)
-				continue;
-			q = plan_pod(&pr->w, pr->profile, &pr->ifs, &r->caps, &pr->plan);
-			if (q < 0)
-				return fail("pod %s/%s: cannot plan: %s", pr->pod->namespace_, pr->pod->name,
-				            strerror(-q));
-		}
+	for (int c = 0; c < _CLASS_MAX; c++)
+		if (node_down_rcv_bounded(&r->info, (enum workload_class)c))
+			any |= bounded[c] =
+			        profile_set_bound_rmem(&r->cfg.profiles, (enum workload_class)c,
+			                               r->info.down.rcv_window_bytes, sysctl_tcp_rmem_max()) > 0;
+	for (size_t i = 0; any && i < r->n_res; i++) {
+		struct pod_result *pr = &r->res[i];
+
+		if (!bounded[pr->profile->class])
+			continue;
+		q = plan_pod(&pr->w, pr->profile, &pr->ifs, &r->caps, &pr->plan);
+		if (q < 0)
+			return fail("pod %s/%s: cannot plan: %s", pr->pod->namespace_, pr->pod->name, strerror(-q));
+	}
 	return EXIT_OK;
 }
 

@@ -34,7 +34,9 @@ bool agent_profiles_refresh(struct agent *ag, bool rewant)
 	bool changed;
 
 	/* a bound over the kernel's maximum lowers nothing it did not set */
-	profile_set_bound_rmem(&eff, CLASS_TRAINING, w, kmax);
+	for (int c = 0; w && c < _CLASS_MAX; c++)
+		if (node_down_rcv_bounded(&ag->info, (enum workload_class)c))
+			profile_set_bound_rmem(&eff, (enum workload_class)c, w, kmax);
 	if (kmax && w > kmax)
 		w = kmax;
 	changed = !profile_sets_equal(&eff, &ag->profiles);
@@ -44,8 +46,9 @@ bool agent_profiles_refresh(struct agent *ag, bool rewant)
 
 		snprintf(v, sizeof(v), "%" PRIu32, w);
 		log_msg(LOG_LVL_INFO,
-		        w ? "download tree: training pods' receive window bounded"
-		          : "training pods' receive window unbounded",
+		        w ? "download tree: the receive window of training pods (and inference pods with the bands) "
+		            "bounded"
+		          : "pods' receive window unbounded",
 		        "rmemMax", v, (char *)NULL);
 		ag->rcv_window = w;
 	}

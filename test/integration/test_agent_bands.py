@@ -147,3 +147,23 @@ def test_bulk_pod_in_the_band_from_its_first_byte(node):
     assert after["1:10"] - before["1:10"] < 3, (before, after)
     why = node.aiqosctl("explain", f"aqt/{loader.name}").stdout
     assert "ai.workload/bulk=true" in why, why
+
+
+def test_bands_bound_the_inference_receive_window_too(node):
+    """With the download bands on, an inference pod's bulk (a model load
+    over many connections) shares with training on the ifb: unbounded, its
+    senders would fill the link's upstream queue as training's would, so
+    inference pods get the training pods' receive window bound (node.h
+    DOWNLOAD, 392e6 / 8 x 1 ms = 49000 bytes); without the bands they keep
+    their own (test_agent_downlink)."""
+    node.start_agent(CONFIG)
+    inf = node.add_pod(INF)
+    train = node.add_pod(TRAIN)
+    up_tree(node)
+
+    def rmem(pod):
+        return agentlab.cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem").split()[2]
+    wait_until(lambda: rmem(train) == "49000" and rmem(inf) == "49000", 10, "both pods' tcp_rmem bounded")
+    node.write_config({k: v for k, v in CONFIG.items() if k != "bulkThreshold"})
+    wait_until(lambda: rmem(inf) != "49000" and rmem(train) == "49000", 10,
+               "the inference pod's window back without the bands")
