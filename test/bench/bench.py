@@ -642,9 +642,11 @@ def write_docs(path, docs_dir, ctx):
         "- **idle**: the inference pod alone (the cell's unloaded baseline).",
         "- **default deep FIFO**: ptp + host-local only; the queue builds in the bottleneck FIFO.",
         f"- **reference bandwidth plugin**: ptp + `bandwidth` on the training pods with containerd's runtimeConfig "
-        f"(egressRate, or ingressRate in download cells, {ctx['bw_per_pod_mbit']:.0f} Mbit/s each = "
+        f"(egressRate, or ingressRate in download cells, {ctx['bw_per_pod_mbit']:.0f} Mbit/s each"
+        + (f" at {M.rate_text(ctx['rate_mbit'])}, scaled with the rate" if len(rates) > 1 else "") + " = "
         f"{100 * ctx['bw_share']:.0f} % of the link in total, burst 2^32−1 bits): its 25 ms TBF.",
         f"- **aiqos**: ptp + `aiqos` + `aiqos-agent` (fake API server), config `uplinkRate: {ctx['rate_mbit']}mbit`"
+        + (" (the cell's rate)" if len(rates) > 1 else "")
         + (f", and `downlinkRate: {ctx['rate_mbit']}mbit` in download cells" if ctx.get("agent_download") else
            "; this agent has no download tree (no `downlinkRate`): download cells run with the egress tree only")
         + "; the agent must report mode `mixed` before traffic starts. The node's uplink is a veth with one tx "
@@ -762,8 +764,10 @@ def write_docs(path, docs_dir, ctx):
               "`DIRECTION-LOAD-CLIENT-CC`; also `BENCH_CELLS`). `make demo` is the short version (deep FIFO vs "
               "aiqos, both directions); `hack/lab.sh up` sets up the lab and keeps it for exploring by hand until "
               "Ctrl-C; `test/bench/bench.py render BUILD/bench/<run>` regenerates this page (and README's table) "
-              "from a saved run. Environment: `BENCH_REPS`, `BENCH_SECONDS`, `BENCH_CCS`, `BENCH_ARMS`, "
-              "`BENCH_CELLS`, `BENCH_RATE_MBIT`.", "",
+              "from a saved run (`test/bench/bench.py render-docs` from `docs/bench/results.json`, its plots kept); "
+              "`test/bench/streams.py` runs only the token-stream and model-load cells. Environment: `BENCH_REPS`, "
+              "`BENCH_SECONDS`, `BENCH_CCS`, `BENCH_ARMS`, `BENCH_CELLS`, `BENCH_RATES` (default `500 10000`: the "
+              "second rate for the small, burst and token-stream loads), `BENCH_DATAPATHS`.", "",
               "Raw results (per-arm loadgen/iperf3 JSON, tc dumps): `BUILD/bench/<run>/`; the summary is "
               f"`{os.path.relpath(os.path.join(docs_dir, 'results.json'), REPO)}`.", ""]
     with open(path, "w") as f:
@@ -804,6 +808,24 @@ def cell_reps(results):
     return {c: len(v) for c, v in out.items()}
 
 
+def schedule(cells, arms, first, last):
+    """The instances of repetitions first..last-1: per repetition, per
+    (direction, cc) group of the cells, every arm in turn, the arms' order
+    and the cells' order rotated by the repetition (interleaved).
+    [(rep, direction, cc, arm, [(load, client)])]."""
+    groups = {}
+    for c in cells:
+        d, load, client, cc = O.split_cell(c)
+        groups.setdefault((d, cc), []).append((load, client))
+    out = []
+    for rep in range(first, last):
+        for (d, cc), gcells in groups.items():
+            order = arms[rep % len(arms):] + arms[:rep % len(arms)]
+            cs = gcells[rep % len(gcells):] + gcells[:rep % len(gcells)]
+            out += [(rep, d, cc, arm, cs) for arm in order]
+    return out
+
+
 def run_matrix_on(build, outdir, reps, w, arms, cells, log, datapath, rate_mbit=L.DEFAULT_RATE_MBIT):
     """The P4 matrix on one datapath at one rate (the bottleneck FIFO sized
     in time, lab.fifo_bytes_for): per repetition, per (direction, cc)
@@ -828,38 +850,31 @@ def run_matrix_on(build, outdir, reps, w, arms, cells, log, datapath, rate_mbit=
             raise L.LabError("the HTTP cells need nginx (hack/install-deps.sh) and vegeta (hack/build-vegeta.sh): "
                              f"nginx {lab.nginx or 'missing'}, vegeta {lab.vegeta or 'missing'}")
 
-        def groups_of(cs):
-            groups = {}
-            for c in cs:
-                d, load, client, cc = O.split_cell(c)
-                groups.setdefault((d, cc), []).append((load, client))
-            return groups
-
-        def run_reps(groups, first, last, what):
-            n_inst = len(groups) * len(runnable) * (last - first)
-            k = 0
-            for rep in range(first, last):
-                for (d, cc), gcells in groups.items():
-                    order = runnable[rep % len(runnable):] + runnable[:rep % len(runnable)]
-                    cs = gcells[rep % len(gcells):] + gcells[:rep % len(gcells)]
-                    for arm in order:
-                        k += 1
-                        t = time.monotonic()
-                        log(f"P4 {datapath} {M.rate_text(rate_mbit)} {what} rep {rep + 1}/{last} [{k}/{n_inst}] {arm} "
-                            f"{d} {cc}: {len(cs)} cells")
-                        results.extend(O.run_instance(lab, arm, d, cc, cs, w, rep, outdir, log=log))
-                        log(f"    ({time.monotonic() - t:.0f} s)")
-        run_reps(groups_of(cells), 0, reps, "matrix")
+        def run_reps(cs, first, last, what):
+            plan = schedule(cs, runnable, first, last)
+            for k, (rep, d, cc, arm, gcells) in enumerate(plan):
+                t = time.monotonic()
+                log(f"P4 {datapath} {M.rate_text(rate_mbit)} {what} rep {rep + 1}/{last} [{k + 1}/{len(plan)}] {arm} "
+                    f"{d} {cc}: {len(gcells)} cells")
+                results.extend(O.run_instance(lab, arm, d, cc, gcells, w, rep, outdir, log=log))
+                log(f"    ({time.monotonic() - t:.0f} s)")
+        run_reps(cells, 0, reps, "matrix")
         split = M.disagreeing(results)
         if split and reps < M.DISAGREE_REPS:
             log(f"P4: repetitions disagree in {len(split)} cells ({', '.join(split)}): "
                 f"{M.DISAGREE_REPS - reps} more each")
-            run_reps(groups_of(split), reps, M.DISAGREE_REPS, "disagreeing cells")
+            run_reps(split, reps, M.DISAGREE_REPS, "disagreeing cells")
         return lab, results, skipped, runnable
     except BaseException:
         for p in lab.teardown():
             log(f"teardown: {p}")
         raise
+
+
+def plot_label(s):
+    """A cell's label on the matrix plots (its rate when not the default)."""
+    at = f" {M.rate_text(s['rate_mbit'])}" if "@" in s["cell"] else ""
+    return f"{s['load']} {s['client']} {s['cc']}{at}"
 
 
 def plot_matrix(path, summ, direction, arms, title):
@@ -877,11 +892,11 @@ def plot_matrix(path, summ, direction, arms, title):
                 a = s["arms"].get(arm)
                 v = [x for x in (a["p99_us"] if a else []) if x is not None]
                 if v:
-                    label = f"{s['load']} {s['client']} {s['cc']}"
+                    label = plot_label(s)
                     f.write(f"{i + (j - (len(arms) - 1) / 2) * width:.3f} {statistics.median(v) / 1000:.4f} "
                             f"{min(v) / 1000:.4f} {max(v) / 1000:.4f} \"{label}\"\n")
         plots.append(f"'{dat}' using 1:2:3:4 with yerrorbars pt 7 ps 1.2 lw 1.5 title '{O.ARMS[arm]['title']}'")
-    xt = ", ".join(f"\"{s['load']} {s['client']} {s['cc']}\" {i}" for i, s in enumerate(cells))
+    xt = ", ".join(f"\"{plot_label(s)}\" {i}" for i, s in enumerate(cells))
     script = (f"set terminal pngcairo size 1200,560 font 'sans,10'\nset output '{path}'\nset title '{title}'\n"
               "set logscale y\nset format y '%g'\nset ylabel 'inference p99 (ms, log; median, min–max)'\n"
               f"set grid ytics\nset xrange [-0.6:{len(cells) - 0.4}]\nset xtics ({xt}) rotate by -30\n"
@@ -902,8 +917,10 @@ def matrix_plots(outdir, results, summ, arms, rate_mbit):
     for d in O.DIRECTIONS:
         png = os.path.join(outdir, f"p4-matrix-{d}.png")
         if any(s["direction"] == d for s in summ.values()):
+            rates = sorted({s["rate_mbit"] or rate_mbit for s in summ.values() if s["direction"] == d})
             plots[f"matrix-{d}"] = (png, plot_matrix(png, summ, d, arms, f"inference p99 per cell, {d}, "
-                                                                         f"{rate_mbit} Mbit/s bottleneck"))
+                                                                         f"{' / '.join(M.rate_text(r) for r in rates)} "
+                                                                         "bottleneck"))
     for cell in CDF_CELLS:
         if cell not in summ:
             continue

@@ -221,3 +221,31 @@ def test_disagreeing_repetitions_are_found():
     assert M.rep_verdicts(r)[cell] == {0: "met", 1: "missed", 2: "met"}
     assert M.disagreeing(r) == [cell]
     assert M.summarize(r)[cell]["reps"] == 3 and M.DISAGREE_REPS >= 5
+
+
+def test_disagreeing_cells_get_more_repetitions():
+    # bench.run_matrix_on: after the run's repetitions, the cells met in one
+    # and missed in another are scheduled again, every arm interleaved,
+    # until they have DISAGREE_REPS; the run records each cell's count
+    import bench as B  # noqa: PLC0415
+    arms = ["idle", "fifo", "aiqos"]
+    split_cell, steady = "egress-small-loadgen-cubic@10000", "egress-small-loadgen-bbr@10000"
+    r = synthetic(split_cell, {"idle": [1.0] * 3, "fifo": [100.0] * 3, "aiqos": [1.0, 3.0, 1.0]},
+                  {"fifo": [400e6] * 3, "aiqos": [400e6] * 3})
+    r += synthetic(steady, {"idle": [1.0] * 3, "fifo": [100.0] * 3, "aiqos": [1.0] * 3},
+                   {"fifo": [400e6] * 3, "aiqos": [400e6] * 3})
+    split = M.disagreeing(r)
+    assert split == [split_cell]
+    plan = B.schedule(split, arms, 3, M.DISAGREE_REPS)
+    assert plan == [(3, "egress", "cubic", "idle", [("small", "loadgen")]),
+                    (3, "egress", "cubic", "fifo", [("small", "loadgen")]),
+                    (3, "egress", "cubic", "aiqos", [("small", "loadgen")]),
+                    (4, "egress", "cubic", "fifo", [("small", "loadgen")]),
+                    (4, "egress", "cubic", "aiqos", [("small", "loadgen")]),
+                    (4, "egress", "cubic", "idle", [("small", "loadgen")])]
+    # what those instances return (run_instance's cell names), then the counts
+    r += [dict(x, rep=rep) for rep in (3, 4) for x in r if x["cell"] == split_cell and x["rep"] == 0]
+    assert B.cell_reps(r) == {split_cell: 5, steady: 3}
+    summ = M.summarize(r)
+    assert (summ[split_cell]["reps"], summ[steady]["reps"]) == (5, 3)
+    assert "| 5 | met |" in M.matrix_table(summ)
