@@ -11,6 +11,10 @@
                              tables on stdout and BUILD/bench/lab-<time>/
   bench.py render RUNDIR     tables, plots (and for a `bench` run the docs)
                              again from RUNDIR/results.json, without measuring
+  bench.py render-docs       docs/benchmarks.md and README's results block
+                             again from docs/bench/results.json (the
+                             published run; its plots kept), e.g. after a
+                             change of the report's rule or tables
   bench.py ab RUNDIR         two builds side by side from a bench-lab run with
                              the aiqos_base arm: BENCH_BASE_BUILD=<other build>
                              BENCH_ARMS="idle fifo aiqos aiqos_base" (per cell
@@ -25,10 +29,16 @@ Environment: BENCH_REPS (default 3), BENCH_SECONDS (seconds of each cell's
 inference load, default 4.5, the first 0.5 not counted; the demo: 8), BENCH_CCS (default "cubic bbr"),
 BENCH_ARMS (default all), BENCH_CELLS or CELLS (fnmatch patterns over cell
 names DIRECTION-LOAD-CLIENT-CC, e.g. "download-*-http-*,egress-large-*";
-default all 24), BENCH_RATE_MBIT (default 500), BENCH_DATAPATHS (the pod
-network's datapaths, lab.DATAPATHS: "routed vxlan cilium"; default "routed"; the
-cells of every other datapath are named DATAPATH/CELL). Every number in the outputs
-comes from the run."""
+default all 30: 24 request/response cells and issue 30's token-stream and
+model-load cells), BENCH_RATES (bottleneck rates in Mbit/s, default "500
+10000": every cell at the first, the small, burst and token-stream loads at
+each further one on the routed datapath, named CELL@RATE; the FIFO sized in
+time, 24 ms: 1.5 MB at 500 Mbit/s, 30 MB at 10 Gbit/s; BENCH_RATE_MBIT, the
+older single rate, when BENCH_RATES is unset; the demo: BENCH_RATE_MBIT),
+BENCH_DATAPATHS (the pod network's datapaths, lab.DATAPATHS: "routed vxlan
+cilium"; default "routed"; the cells of every other datapath are named
+DATAPATH/CELL, run at the first rate). Every number in the outputs comes from
+the run."""
 
 import argparse
 import contextlib
@@ -53,6 +63,7 @@ import outcome as O  # noqa: E402
 
 REPO = L.REPO
 ALL_ARMS = ["idle", "fifo", "bandwidth", "aiqos", "fq_codel"]
+DEFAULT_RATES = f"{L.DEFAULT_RATE_MBIT} 10000"  # BENCH_RATES: the matrix's rate, then 10 Gbit/s (issue 30 §3)
 
 
 def log(msg=""):
@@ -593,12 +604,19 @@ def write_docs(path, docs_dir, ctx):
     # P4
     w = ctx["workload"]
     loads = ctx["loads"]
+    rates = ctx.get("rates") or [ctx["rate_mbit"]]
+    fifo_ms = ctx["fifo_bytes"] * 8 / (ctx["rate_mbit"] * 1e3)
+    if len(rates) > 1:
+        fifo_text = (f"a deep byte FIFO on each port sized in time, {fifo_ms:.0f} ms at the rate: "
+                     + ", ".join(f"{L.fifo_bytes_for(r) / 1e6:.1f} MB at {M.rate_text(r)}" for r in rates))
+    else:
+        fifo_text = f"a deep {ctx['fifo_bytes'] / 1e6:.1f} MB byte FIFO on each port ({fifo_ms:.0f} ms at the rate)"
     lines += [
         "## P4 — the point: inference latency while training fills the link, across a workload matrix",
         "",
         "The lab (`test/bench/lab.py`): network namespaces on this machine. A *node* namespace is the pods' host; "
-        f"its uplink crosses a *wire* namespace that is the bottleneck link in both directions ({ctx['rate_mbit']} "
-        f"Mbit/s HTB with a deep {ctx['fifo_bytes'] / 1e6:.1f} MB byte FIFO on each port, what a NIC or switch "
+        f"its uplink crosses a *wire* namespace that is the bottleneck link in both directions "
+        f"({' or '.join(M.rate_text(r) for r in rates)} HTB with {fifo_text}, what a NIC or switch "
         "port queue does by default; GSO on) to a *fabric* namespace with the servers and clients (iperf3, "
         "`loadgen`, nginx, vegeta). Pods are namespaces attached through the real CNI chain (reference `ptp` + "
         "`host-local`, then `bandwidth` or `aiqos`), executed in the node namespace.",
@@ -607,7 +625,7 @@ def write_docs(path, docs_dir, ctx):
         "",
         *[f"- **{d}** — {O.DIRECTION_TEXT[d].split(': ', 1)[1]}; the bottleneck queue is the wire's port "
           f"{'toward the node' if d == 'download' else 'toward the fabric'}." for d in O.DIRECTIONS],
-        *[f"- inference load **{lo}**: {loads[lo]}." for lo in O.LOADS],
+        *[f"- inference load **{lo}**: {loads[lo]}." for lo in O.LOADS + tuple(O.STREAM_LOADS) if lo in loads],
         *[f"- client **{c}**: {O.CLIENT_TEXT[c]}." for c in O.CLIENTS],
         "- congestion control **cubic** or **bbr**, set explicitly in every namespace (pods' and the fabric's "
         "default, iperf3 `-C`, loadgen `--cc`); the host's `tcp_allowed_congestion_control` gets the missing one "
@@ -624,9 +642,11 @@ def write_docs(path, docs_dir, ctx):
         "- **idle**: the inference pod alone (the cell's unloaded baseline).",
         "- **default deep FIFO**: ptp + host-local only; the queue builds in the bottleneck FIFO.",
         f"- **reference bandwidth plugin**: ptp + `bandwidth` on the training pods with containerd's runtimeConfig "
-        f"(egressRate, or ingressRate in download cells, {ctx['bw_per_pod_mbit']:.0f} Mbit/s each = "
+        f"(egressRate, or ingressRate in download cells, {ctx['bw_per_pod_mbit']:.0f} Mbit/s each"
+        + (f" at {M.rate_text(ctx['rate_mbit'])}, scaled with the rate" if len(rates) > 1 else "") + " = "
         f"{100 * ctx['bw_share']:.0f} % of the link in total, burst 2^32−1 bits): its 25 ms TBF.",
         f"- **aiqos**: ptp + `aiqos` + `aiqos-agent` (fake API server), config `uplinkRate: {ctx['rate_mbit']}mbit`"
+        + (" (the cell's rate)" if len(rates) > 1 else "")
         + (f", and `downlinkRate: {ctx['rate_mbit']}mbit` in download cells" if ctx.get("agent_download") else
            "; this agent has no download tree (no `downlinkRate`): download cells run with the egress tree only")
         + "; the agent must report mode `mixed` before traffic starts. The node's uplink is a veth with one tx "
@@ -635,10 +655,15 @@ def write_docs(path, docs_dir, ctx):
         "root.",
         "",
         f"{ctx['reps']} repetitions; per repetition and (direction, cc) every arm runs in turn, the order rotated "
-        "by the repetition (arms interleaved), the cells' order too. Medians; ratios are computed per repetition "
-        "(same cell, same repetition), then their median. Acceptance per cell (DESIGN §6 P4): aiqos p99 ≥ 10× "
-        "lower than the deep FIFO's and ≤ 2× the idle p99 (≤ 3× for large responses), no request errors or "
-        "timeouts in the aiqos arm, training goodput ≥ 95 % of the FIFO arm's. The load generators and nginx run "
+        "by the repetition (arms interleaved), the cells' order too; a cell whose repetitions disagree (met in one, "
+        f"missed in another) gets repetitions added the same way until it has {M.DISAGREE_REPS} (the tables' *reps* "
+        "column). Medians; ratios are computed per repetition (same cell, same repetition), then their median. "
+        f"Acceptance per cell (DESIGN §6 P4, issue 30 §4), for the aiqos arm: {M.rule_text()}. "
+        + (f"At {' and '.join(M.rate_text(r) for r in rates[1:])} the small, burst and token-stream loads run "
+           "again on the routed datapath (cells named `CELL@RATE`); whether this machine holds a cell's rate is "
+           "measured, not assumed: the deep-FIFO arm's training goodput plus the inference load offered must reach "
+           f"{100 * M.HELD_SHARE:.0f} % of the rate and its bottleneck must queue. " if len(rates) > 1 else "")
+        + "The load generators and nginx run "
         "at real-time priority (SCHED_FIFO); the machine is shared: the load average per arm and loadgen's own "
         "send lag are in the detail table.",
         "",
@@ -647,8 +672,19 @@ def write_docs(path, docs_dir, ctx):
         lines += [f"- **{O.ARMS[arm]['title']}: not run** — {why}."]
     if ctx["skipped"]:
         lines += [""]
-    lines += [f"### The matrix: {ctx['met']} of {ctx['n_cells']} cells meet the acceptance", "", ctx["matrix_table"],
-              ""]
+    nh = f" ({ctx['not_held']} more not held at this machine's rate)" if ctx.get("not_held") else ""
+    lines += [f"### The matrix: {ctx['met']} of {ctx['n_cells']} cells meet the acceptance{nh}", "",
+              "The request/response cells (the token-stream and model-load cells are in the next table):", "",
+              ctx["matrix_table"], ""]
+    if ctx.get("stream_table"):
+        lines += ["### Token streams and the model load (issue 30)", "",
+                  "Token streams (egress): the client in the fabric reads the pod's lock-step streams; latency is "
+                  "each event's one-way delay write → read (p99, p99.9, max: medians over the repetitions), an event "
+                  "*missing* is one the stream's sequence skipped or that never arrived; upload kept is training's "
+                  "goodput against the FIFO arm's. The model load (download): the inference pod pulls over "
+                  f"{O.MODEL_LOAD_CONNS} connections while training downloads and its 8 KiB requests run; training's "
+                  "download against the FIFO arm's, the pull's own goodput, the requests' p99.", "",
+                  ctx["stream_table"], ""]
     if ctx["failures"]:
         lines += ["Cells that miss it, and why (from the medians above):", "", *ctx["failures"], ""]
     lines += ["The table README.md shows (same run):", "", ctx["readme_block"], ""]
@@ -728,8 +764,10 @@ def write_docs(path, docs_dir, ctx):
               "`DIRECTION-LOAD-CLIENT-CC`; also `BENCH_CELLS`). `make demo` is the short version (deep FIFO vs "
               "aiqos, both directions); `hack/lab.sh up` sets up the lab and keeps it for exploring by hand until "
               "Ctrl-C; `test/bench/bench.py render BUILD/bench/<run>` regenerates this page (and README's table) "
-              "from a saved run. Environment: `BENCH_REPS`, `BENCH_SECONDS`, `BENCH_CCS`, `BENCH_ARMS`, "
-              "`BENCH_CELLS`, `BENCH_RATE_MBIT`.", "",
+              "from a saved run (`test/bench/bench.py render-docs` from `docs/bench/results.json`, its plots kept); "
+              "`test/bench/streams.py` runs only the token-stream and model-load cells. Environment: `BENCH_REPS`, "
+              "`BENCH_SECONDS`, `BENCH_CCS`, `BENCH_ARMS`, `BENCH_CELLS`, `BENCH_RATES` (default `500 10000`: the "
+              "second rate for the small, burst and token-stream loads), `BENCH_DATAPATHS`.", "",
               "Raw results (per-arm loadgen/iperf3 JSON, tc dumps): `BUILD/bench/<run>/`; the summary is "
               f"`{os.path.relpath(os.path.join(docs_dir, 'results.json'), REPO)}`.", ""]
     with open(path, "w") as f:
@@ -737,28 +775,65 @@ def write_docs(path, docs_dir, ctx):
 
 
 def run_matrix(build, outdir, reps, w, ccs, arms, cells, log=log, datapaths=("routed",)):
-    """The P4 matrix on each datapath (a lab of its own, one after the
-    other; the routed one last, its lab returned up for what follows).
+    """The P4 matrix on each datapath and at each rate of the cells (their
+    @RATE, outcome.cell_rate): a lab of its own each, one after the other;
+    the other datapaths at the first rate only, the routed one at the first
+    rate last, its lab returned up for what follows.
     Returns (lab, results, skipped, runnable arms)."""
-    order = sorted(datapaths, key=lambda d: d == "routed")
+    rates = []
+    for c in cells:
+        if O.cell_rate(c) not in rates:
+            rates.append(O.cell_rate(c))
+    plan = [(dp, rate) for dp in datapaths for rate in (rates if dp == "routed" else rates[:1])]
+    plan.sort(key=lambda p: (p[0] == "routed", p == ("routed", rates[0])))
     results, skipped, runnable = [], {}, []
-    for i, dp in enumerate(order):
-        log(f"P4: datapath {dp}")
-        lab, res, sk, run = run_matrix_on(build, outdir, reps, w, arms, cells, log, dp)
+    for i, (dp, rate) in enumerate(plan):
+        cs = [O.cell_base(c) for c in cells if O.cell_rate(c) == rate]
+        log(f"P4: datapath {dp}, {M.rate_text(rate)}: {len(cs)} cells")
+        lab, res, sk, run = run_matrix_on(build, outdir, reps, w, arms, cs, log, dp, rate)
         results += res
         skipped.update(sk)
         runnable = run if not runnable else [a for a in runnable if a in run]
-        if i + 1 < len(order):
+        if i + 1 < len(plan):
             for p in lab.teardown():
                 log(f"teardown: {p}")
     return lab, results, skipped, runnable
 
 
-def run_matrix_on(build, outdir, reps, w, arms, cells, log, datapath):
-    """The P4 matrix on one datapath: per repetition, per (direction, cc)
+def cell_reps(results):
+    """{cell: repetitions it got} (more than the run's where they disagreed)."""
+    out = {}
+    for r in results:
+        out.setdefault(r["cell"], set()).add(r["rep"])
+    return {c: len(v) for c, v in out.items()}
+
+
+def schedule(cells, arms, first, last):
+    """The instances of repetitions first..last-1: per repetition, per
+    (direction, cc) group of the cells, every arm in turn, the arms' order
+    and the cells' order rotated by the repetition (interleaved).
+    [(rep, direction, cc, arm, [(load, client)])]."""
+    groups = {}
+    for c in cells:
+        d, load, client, cc = O.split_cell(c)
+        groups.setdefault((d, cc), []).append((load, client))
+    out = []
+    for rep in range(first, last):
+        for (d, cc), gcells in groups.items():
+            order = arms[rep % len(arms):] + arms[:rep % len(arms)]
+            cs = gcells[rep % len(gcells):] + gcells[:rep % len(gcells)]
+            out += [(rep, d, cc, arm, cs) for arm in order]
+    return out
+
+
+def run_matrix_on(build, outdir, reps, w, arms, cells, log, datapath, rate_mbit=L.DEFAULT_RATE_MBIT):
+    """The P4 matrix on one datapath at one rate (the bottleneck FIFO sized
+    in time, lab.fifo_bytes_for): per repetition, per (direction, cc)
     group, every arm as one instance (rotated by the repetition: arms
-    interleaved), its cells in an order rotated by the repetition too."""
-    lab = L.Lab(build, rate_mbit=int(os.environ.get("BENCH_RATE_MBIT", L.DEFAULT_RATE_MBIT)), datapath=datapath)
+    interleaved), its cells in an order rotated by the repetition too. Then
+    the cells whose repetitions disagree (met in one, missed in another) get
+    repetitions added the same way until they have matrix_report.DISAGREE_REPS."""
+    lab = L.Lab(build, rate_mbit=rate_mbit, fifo_bytes=L.fifo_bytes_for(rate_mbit), datapath=datapath)
     results, skipped = [], {}
     try:
         lab.setup()
@@ -774,27 +849,32 @@ def run_matrix_on(build, outdir, reps, w, arms, cells, log, datapath):
         if need_http and (lab.vegeta is None or lab.nginx is None):
             raise L.LabError("the HTTP cells need nginx (hack/install-deps.sh) and vegeta (hack/build-vegeta.sh): "
                              f"nginx {lab.nginx or 'missing'}, vegeta {lab.vegeta or 'missing'}")
-        groups = {}
-        for c in cells:
-            d, load, client, cc = O.split_cell(c)
-            groups.setdefault((d, cc), []).append((load, client))
-        n_inst = len(groups) * len(runnable)
-        k = 0
-        for rep in range(reps):
-            for (d, cc), gcells in groups.items():
-                order = runnable[rep % len(runnable):] + runnable[:rep % len(runnable)]
-                cs = gcells[rep % len(gcells):] + gcells[:rep % len(gcells)]
-                for arm in order:
-                    k += 1
-                    t = time.monotonic()
-                    log(f"P4 {datapath} rep {rep + 1}/{reps} [{k}/{n_inst * reps}] {arm} {d} {cc}: {len(cs)} cells")
-                    results += O.run_instance(lab, arm, d, cc, cs, w, rep, outdir, log=log)
-                    log(f"    ({time.monotonic() - t:.0f} s)")
+
+        def run_reps(cs, first, last, what):
+            plan = schedule(cs, runnable, first, last)
+            for k, (rep, d, cc, arm, gcells) in enumerate(plan):
+                t = time.monotonic()
+                log(f"P4 {datapath} {M.rate_text(rate_mbit)} {what} rep {rep + 1}/{last} [{k + 1}/{len(plan)}] {arm} "
+                    f"{d} {cc}: {len(gcells)} cells")
+                results.extend(O.run_instance(lab, arm, d, cc, gcells, w, rep, outdir, log=log))
+                log(f"    ({time.monotonic() - t:.0f} s)")
+        run_reps(cells, 0, reps, "matrix")
+        split = M.disagreeing(results)
+        if split and reps < M.DISAGREE_REPS:
+            log(f"P4: repetitions disagree in {len(split)} cells ({', '.join(split)}): "
+                f"{M.DISAGREE_REPS - reps} more each")
+            run_reps(split, reps, M.DISAGREE_REPS, "disagreeing cells")
         return lab, results, skipped, runnable
     except BaseException:
         for p in lab.teardown():
             log(f"teardown: {p}")
         raise
+
+
+def plot_label(s):
+    """A cell's label on the matrix plots (its rate when not the default)."""
+    at = f" {M.rate_text(s['rate_mbit'])}" if "@" in s["cell"] else ""
+    return f"{s['load']} {s['client']} {s['cc']}{at}"
 
 
 def plot_matrix(path, summ, direction, arms, title):
@@ -812,11 +892,11 @@ def plot_matrix(path, summ, direction, arms, title):
                 a = s["arms"].get(arm)
                 v = [x for x in (a["p99_us"] if a else []) if x is not None]
                 if v:
-                    label = f"{s['load']} {s['client']} {s['cc']}"
+                    label = plot_label(s)
                     f.write(f"{i + (j - (len(arms) - 1) / 2) * width:.3f} {statistics.median(v) / 1000:.4f} "
                             f"{min(v) / 1000:.4f} {max(v) / 1000:.4f} \"{label}\"\n")
         plots.append(f"'{dat}' using 1:2:3:4 with yerrorbars pt 7 ps 1.2 lw 1.5 title '{O.ARMS[arm]['title']}'")
-    xt = ", ".join(f"\"{s['load']} {s['client']} {s['cc']}\" {i}" for i, s in enumerate(cells))
+    xt = ", ".join(f"\"{plot_label(s)}\" {i}" for i, s in enumerate(cells))
     script = (f"set terminal pngcairo size 1200,560 font 'sans,10'\nset output '{path}'\nset title '{title}'\n"
               "set logscale y\nset format y '%g'\nset ylabel 'inference p99 (ms, log; median, min–max)'\n"
               f"set grid ytics\nset xrange [-0.6:{len(cells) - 0.4}]\nset xtics ({xt}) rotate by -30\n"
@@ -837,8 +917,10 @@ def matrix_plots(outdir, results, summ, arms, rate_mbit):
     for d in O.DIRECTIONS:
         png = os.path.join(outdir, f"p4-matrix-{d}.png")
         if any(s["direction"] == d for s in summ.values()):
+            rates = sorted({s["rate_mbit"] or rate_mbit for s in summ.values() if s["direction"] == d})
             plots[f"matrix-{d}"] = (png, plot_matrix(png, summ, d, arms, f"inference p99 per cell, {d}, "
-                                                                         f"{rate_mbit} Mbit/s bottleneck"))
+                                                                         f"{' / '.join(M.rate_text(r) for r in rates)} "
+                                                                         "bottleneck"))
     for cell in CDF_CELLS:
         if cell not in summ:
             continue
@@ -872,7 +954,8 @@ def bench(build, full, reps, skip_p1=False):
             "BENCH_CCS empty")
         return 2
     cells_env = os.environ.get("BENCH_CELLS") or os.environ.get("CELLS") or ""
-    cells = O.select_cells(cells_env, ccs)
+    rates = O.parse_rates(os.environ.get("BENCH_RATES") or os.environ.get("BENCH_RATE_MBIT") or DEFAULT_RATES)
+    cells = O.select_cells(cells_env, ccs, rates)
     datapaths = os.environ.get("BENCH_DATAPATHS", "routed").split()
     if not datapaths or any(d not in L.DATAPATHS for d in datapaths):
         log(f"BENCH_DATAPATHS: {' '.join(datapaths) or '(empty)'}: want some of {' '.join(L.DATAPATHS)}")
@@ -894,9 +977,12 @@ def bench(build, full, reps, skip_p1=False):
     linerate = run_linerate(build, outdir) if full else {"skipped": "bench-lab"}
     env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in
                    ("BENCH_REPS", "BENCH_SECONDS", "BENCH_CCS", "BENCH_ARMS", "BENCH_CELLS", "CELLS",
-                    "BENCH_RATE_MBIT", "BENCH_DATAPATHS") if k in os.environ)
+                    "BENCH_RATES", "BENCH_RATE_MBIT", "BENCH_DATAPATHS") if k in os.environ)
+    run_rates = sorted({O.cell_rate(c) for c in cells})
     run = {"matrix": True, "machine": mach, "workload": vars(w), "loads": {
-               lo: O.load_spec(lo, lab.rate_mbit, w).text for lo in O.LOADS}, "results": results, "cells": cells,
+               lo: O.load_spec(lo, lab.rate_mbit, w).text for lo in O.LOADS + tuple(O.STREAM_LOADS)},
+           "results": results, "cells": cells, "rates": run_rates,
+           "fifo_bytes_per_rate": {str(r): L.fifo_bytes_for(r) for r in run_rates}, "cell_reps": cell_reps(results),
            "dynamic": dyn, "skipped": skipped, "p1": p1, "agent_bench": agent_bench, "linerate": linerate, "ccs": ccs,
            "arms": [a for a in arms if a in runnable], "reps": reps, "rate_mbit": lab.rate_mbit,
            "fifo_bytes": lab.fifo_bytes, "full": full, "vegeta": lab.vegeta, "matrix_seconds": matrix_s,
@@ -912,49 +998,73 @@ def bench(build, full, reps, skip_p1=False):
     return 0
 
 
-def render(outdir, run, publish_docs=True):
+def published_plots(docs_dir):
+    """The plots docs/bench/ holds, keyed as render() keys them."""
+    plots, dyn = {}, None
+    for f in sorted(os.listdir(docs_dir)):
+        path = os.path.join(docs_dir, f)
+        if f == "retune-timeline.png":
+            dyn = (path, None)
+        elif f.startswith("p4-") and f.endswith(".png"):
+            plots[f[len("p4-"):-len(".png")]] = (path, None)
+    return plots, dyn
+
+
+def render(outdir, run, publish_docs=True, replot=True):
     """Tables and plots from a run's results.json; for `make bench` also
     docs/benchmarks.md, docs/bench/*.png, docs/bench/results.json and the
-    results block of README.md."""
+    results block of README.md. replot=False (`bench.py render-docs`): the
+    docs again from docs/bench/results.json, its published plots kept."""
     summ = M.summarize(run["results"])
     titles = {a: O.ARMS[a]["title"] for a in O.ARMS}
     mt = M.matrix_table(summ)
+    st = M.stream_table(summ)
     dt = M.detail_table(summ, titles)
     met, n = M.counts(summ)
     log("\n" + mt + "\n")
-    log(f"{met} of {n} cells meet the acceptance")
+    if st:
+        log(st + "\n")
+    log(f"{met} of {n} cells meet the acceptance" + (f"; {M.not_held(summ)} not held" if M.not_held(summ) else ""))
     for line in M.failures(summ):
         log(line)
     if not publish_docs:
         return summ
-    plots = matrix_plots(outdir, run["results"], summ, run["arms"], run["rate_mbit"])
-    plots_dyn = None
-    if run["dynamic"]:
-        png = os.path.join(outdir, "retune-timeline.png")
-        plots_dyn = (png, plot_timeline(png, run["dynamic"], "inference p99 while training runs; the inference pod "
-                                                             "arrives"))
+    docs_dir = os.path.join(REPO, "docs", "bench")
+    if replot:
+        plots = matrix_plots(outdir, run["results"], summ, run["arms"], run["rate_mbit"])
+        plots_dyn = None
+        if run["dynamic"]:
+            png = os.path.join(outdir, "retune-timeline.png")
+            plots_dyn = (png, plot_timeline(png, run["dynamic"], "inference p99 while training runs; the inference "
+                                                                 "pod arrives"))
     if not run["full"]:
         return summ
-    docs_dir = os.path.join(REPO, "docs", "bench")
-    os.makedirs(docs_dir, exist_ok=True)
-    for old in os.listdir(docs_dir):
-        if old.endswith(".png"):
-            os.unlink(os.path.join(docs_dir, old))
+    if replot:
+        os.makedirs(docs_dir, exist_ok=True)
+        for old in os.listdir(docs_dir):
+            if old.endswith(".png"):
+                os.unlink(os.path.join(docs_dir, old))
 
-    def publish(item):
-        png, err = item
-        if err is None and os.path.exists(png):
-            dst = os.path.join(docs_dir, os.path.basename(png))
-            shutil.copyfile(png, dst)
-            return dst, None
-        return png, err
-    plots = {k: publish(v) for k, v in plots.items()}
-    if plots_dyn:
-        plots_dyn = publish(plots_dyn)
-    with open(os.path.join(docs_dir, "results.json"), "w") as f:
-        json.dump(run, f, indent=1)
+        def publish(item):
+            png, err = item
+            if err is None and os.path.exists(png):
+                dst = os.path.join(docs_dir, os.path.basename(png))
+                shutil.copyfile(png, dst)
+                return dst, None
+            return png, err
+        plots = {k: publish(v) for k, v in plots.items()}
+        if plots_dyn:
+            plots_dyn = publish(plots_dyn)
+        with open(os.path.join(docs_dir, "results.json"), "w") as f:
+            json.dump(run, f, indent=1)
+    else:
+        plots, plots_dyn = published_plots(docs_dir)
+        if run["dynamic"] and plots_dyn is None:
+            plots_dyn = (os.path.join(docs_dir, "retune-timeline.png"), "not in docs/bench/ (render-docs keeps "
+                                                                         "the published plots)")
     ctx = dict(run)
-    ctx.update({"matrix_table": mt, "detail_table": dt, "failures": M.failures(summ), "met": met, "n_cells": n,
+    ctx.update({"matrix_table": mt, "stream_table": st, "detail_table": dt, "failures": M.failures(summ),
+                "met": met, "n_cells": n, "not_held": M.not_held(summ),
                 "readme_block": M.readme_block(run, summ), "plots": plots, "plots_dyn": plots_dyn,
                 "bw_share": run["workload"]["bw_share"],
                 "bw_per_pod_mbit": run["rate_mbit"] * run["workload"]["bw_share"] / run["workload"]["n_train"]})
@@ -975,7 +1085,7 @@ def render(outdir, run, publish_docs=True):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab", "render", "ab"])
+    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab", "render", "render-docs", "ab"])
     ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build"),
                     help="the build directory (render, ab: a run directory BUILD/bench/lab-*)")
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
@@ -985,6 +1095,11 @@ def main(argv):
     if a.cmd == "render":
         with open(os.path.join(build, "results.json")) as f:
             render(build, json.load(f))
+        return 0
+    if a.cmd == "render-docs":  # docs/benchmarks.md and README's block again from docs/bench/results.json
+        docs_dir = os.path.join(REPO, "docs", "bench")
+        with open(os.path.join(docs_dir, "results.json")) as f:
+            render(docs_dir, json.load(f), replot=False)
         return 0
     if a.cmd == "ab":  # a run with the aiqos_base arm (BENCH_BASE_BUILD): the two builds side by side
         with open(os.path.join(build, "results.json")) as f:

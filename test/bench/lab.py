@@ -84,6 +84,13 @@ DEFAULT_RATE_MBIT = 500
 DEFAULT_FIFO_BYTES = 1_500_000  # ~1000 MTU packets, in bytes (GSO super-packets fill packet FIFOs)
 
 
+def fifo_bytes_for(rate_mbit):
+    """The bottleneck FIFO sized in time: as long to drain at rate_mbit as
+    DEFAULT_FIFO_BYTES at DEFAULT_RATE_MBIT (1.5 MB at 500 Mbit/s = 24 ms,
+    30 MB at 10 Gbit/s)."""
+    return int(round(DEFAULT_FIFO_BYTES * rate_mbit / DEFAULT_RATE_MBIT))
+
+
 class LabError(RuntimeError):
     pass
 

@@ -453,26 +453,32 @@ CLIENT_TEXT = {"loadgen": "loadgen (the project's open-loop generator, Poisson)"
                "http": "nginx + vegeta (HTTP/1.1 keepalive, constant rate)"}
 
 
-# Issue 30's loads (selected by name, not yet in the default matrix): token
-# streams from the inference pod (egress: 64 or 256 lock-step streams, one
-# ~300-byte event per stream every 25 ms; metric: each event's one-way delay
-# and the events missing) and the model load (download: the inference pod
-# pulls over 8 connections while training pulls; metric: training's goodput
-# and the pod's 8 KiB requests meanwhile).
+# Issue 30's loads: token streams from the inference pod (egress: 64 or 256
+# lock-step streams, one ~300-byte event per stream every 25 ms; metric: each
+# event's one-way delay and the events missing) and the model load
+# (download: the inference pod pulls over 8 connections while training
+# pulls; metric: training's goodput and the pod's 8 KiB requests meanwhile).
+# In the matrix by default, loadgen client only.
 STREAM_LOADS = {"tokens64": "egress", "tokens256": "egress", "modelload": "download"}
 TOKENS_PORT = 7100
 TOKENS_EVENT_BYTES, TOKENS_PERIOD_MS = 300, 25
 MODEL_LOAD_CONNS = 8
+# the loads also measured at every further rate of BENCH_RATES (issue 30 §3:
+# not the large responses, not the model load), on the routed datapath
+RATE_LOADS = ("small", "burst", "tokens64", "tokens256")
 
 
 def stream_cells(ccs=L.CCS):
     return [cell_name(d, lo, "loadgen", cc) for lo, d in STREAM_LOADS.items() for cc in ccs]
 
 
-def cell_name(direction, load, client, cc, datapath="routed"):
+def cell_name(direction, load, client, cc, datapath="routed", rate_mbit=L.DEFAULT_RATE_MBIT):
     """DIRECTION-LOAD-CLIENT-CC; on another datapath than the routed one
-    (lab.DATAPATHS) prefixed DATAPATH/ (the routed matrix keeps its names)."""
+    (lab.DATAPATHS) prefixed DATAPATH/ (the routed matrix keeps its names);
+    at another rate than lab.DEFAULT_RATE_MBIT suffixed @RATE (Mbit/s)."""
     base = f"{direction}-{load}-{client}-{cc}"
+    if rate_mbit != L.DEFAULT_RATE_MBIT:
+        base += f"@{rate_mbit}"
     return base if datapath == "routed" else f"{datapath}/{base}"
 
 
@@ -480,27 +486,73 @@ def cell_datapath(cell):
     return cell.split("/", 1)[0] if "/" in cell else "routed"
 
 
-def all_cells(ccs=L.CCS):
-    return [cell_name(d, lo, c, cc) for d in DIRECTIONS for lo in LOADS for c in CLIENTS for cc in ccs]
+def cell_rate(cell):
+    """The bottleneck rate (Mbit/s) a cell's name says: its @RATE, else
+    lab.DEFAULT_RATE_MBIT."""
+    _, sep, r = cell.partition("@")
+    if not sep:
+        return L.DEFAULT_RATE_MBIT
+    try:
+        return int(r)
+    except ValueError:
+        raise L.LabError(f"cell {cell!r}: rate {r!r} after '@' is not a number of Mbit/s") from None
 
 
-def select_cells(patterns, ccs):
+def cell_base(cell):
+    """The cell's name without its @RATE."""
+    return cell.partition("@")[0]
+
+
+def all_cells(ccs=L.CCS, rates=(L.DEFAULT_RATE_MBIT,)):
+    """Every cell of the matrix: the request loads and issue 30's stream
+    loads at the first rate; at each further rate the RATE_LOADS."""
+    base = [cell_name(d, lo, c, cc) for d in DIRECTIONS for lo in LOADS for c in CLIENTS for cc in ccs]
+    base += stream_cells(ccs)
+    out = []
+    for i, rate in enumerate(rates):
+        for c in base:
+            d, lo, cl, cc = split_cell(c)
+            if i == 0 or lo in RATE_LOADS:
+                out.append(cell_name(d, lo, cl, cc, rate_mbit=rate))
+    return out
+
+
+def parse_rates(text):
+    """BENCH_RATES ("500 10000": Mbit/s, space or comma separated) -> [int]."""
+    out = []
+    for x in text.replace(",", " ").split():
+        try:
+            v = int(x)
+        except ValueError:
+            v = 0
+        if v <= 0:
+            raise L.LabError(f"BENCH_RATES: {x!r} is not a positive number of Mbit/s (e.g. BENCH_RATES='500 10000')")
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise L.LabError("BENCH_RATES is empty: want one or more rates in Mbit/s (e.g. '500 10000')")
+    return out
+
+
+def select_cells(patterns, ccs, rates=(L.DEFAULT_RATE_MBIT,)):
     """Cells matching any of the comma/space separated fnmatch patterns
-    (e.g. "download-*-http-*,egress-small-loadgen-cubic"); all when empty."""
+    (e.g. "download-*-http-*,egress-small-loadgen-cubic"); all when empty.
+    A pattern matches a cell's whole name or its name without @RATE (the
+    rates are BENCH_RATES': "egress-small-*" selects the cell at every rate,
+    "*@10000" only those at 10 Gbit/s)."""
     import fnmatch  # noqa: PLC0415
-    cells = all_cells(ccs)
+    cells = all_cells(ccs, rates)
     pats = [p for p in patterns.replace(",", " ").split() if p] if patterns else []
     if not pats:
         return cells
-    cells = cells + stream_cells(ccs)  # issue 30's loads: by name only
-    out = [c for c in cells if any(fnmatch.fnmatchcase(c, p) for p in pats)]
+    out = [c for c in cells if any(fnmatch.fnmatchcase(c, p) or fnmatch.fnmatchcase(cell_base(c), p) for p in pats)]
     if not out:
         raise L.LabError(f"CELLS={patterns!r} matches none of the {len(cells)} cells (e.g. {cells[0]})")
     return out
 
 
 def split_cell(cell):
-    d, lo, c, cc = cell.split("/", 1)[-1].split("-")
+    d, lo, c, cc = cell_base(cell.split("/", 1)[-1]).split("-")
     return d, lo, c, cc
 
 
@@ -744,7 +796,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
     pods, train, procs, results, servers = [], [], [], [], []
     agent = sampler = None
     base = {"arm": arm, "direction": direction, "cc": cc, "rep": rep, "title": spec["title"],
-            "datapath": lab.dp.name}
+            "datapath": lab.dp.name, "rate_mbit": lab.rate_mbit, "fifo_bytes": lab.fifo_bytes}
     inst = {}
     lab.use_build(os.environ.get(spec["bins_env"]) if spec.get("bins_env") else None)
     try:
@@ -812,7 +864,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             time.sleep(w.warm_s)
         for i, (load, client) in enumerate(cells):
             ls = load_spec(load, lab.rate_mbit, w)
-            cell = cell_name(direction, load, client, cc, lab.dp.name)
+            cell = cell_name(direction, load, client, cc, lab.dp.name, lab.rate_mbit)
             tag = f"{itag}-{load}-{client}"
             r = dict(base, cell=cell, load=load, client=client, loadavg_start=loadavg(), order=i,
                      offered_mbit=round(ls.mbit(), 1))

@@ -23,6 +23,7 @@ import lab as L  # noqa: E402
 import outcome as O  # noqa: E402
 
 RATE_MBIT = 200  # lower than the bench: quick to saturate, far from the CPU limit
+AT = f"@{RATE_MBIT}"  # a cell's name at another rate than the bench's default (outcome.cell_name)
 SHORT = {"duration_s": 3.0, "warm_s": 1.0, "tail_s": 0.5, "lg_warmup_s": 0.5, "rate": 500.0, "n_train": 1,
          "flows": 2, "mixed_hold_s": 1}
 
@@ -117,7 +118,8 @@ def check_cell(r, w, rate=None):
 
 def test_matrix_cell_selection():
     cells = O.select_cells("", L.CCS)
-    assert len(cells) == 24 and len(set(cells)) == 24
+    # 24 request cells and issue 30's 6 stream cells (tokens64, tokens256, modelload x 2 ccs)
+    assert len(cells) == 30 and len(set(cells)) == 30
     assert O.select_cells("download-*-http-*", L.CCS) == [
         "download-small-http-cubic", "download-small-http-bbr", "download-large-http-cubic",
         "download-large-http-bbr", "download-burst-http-cubic", "download-burst-http-bbr"]
@@ -127,10 +129,35 @@ def test_matrix_cell_selection():
         O.select_cells("upload-*", L.CCS)
 
 
+def test_matrix_cells_at_a_second_rate():
+    # BENCH_RATES="500 10000": every cell at 500 Mbit/s; at 10 Gbit/s the
+    # small, burst and token-stream loads (not large, not the model load)
+    cells = O.select_cells("", ("cubic",), rates=(500, 10000))
+    at10g = [c for c in cells if c.endswith("@10000")]
+    assert at10g == ["egress-small-loadgen-cubic@10000", "egress-small-http-cubic@10000",
+                     "egress-burst-loadgen-cubic@10000", "egress-burst-http-cubic@10000",
+                     "download-small-loadgen-cubic@10000", "download-small-http-cubic@10000",
+                     "download-burst-loadgen-cubic@10000", "download-burst-http-cubic@10000",
+                     "egress-tokens64-loadgen-cubic@10000", "egress-tokens256-loadgen-cubic@10000"]
+    assert len(cells) == 15 + len(at10g)
+    # a pattern selects the cell at every rate, or with @RATE at one
+    assert O.select_cells("egress-small-loadgen-cubic", ("cubic",), rates=(500, 10000)) == [
+        "egress-small-loadgen-cubic", "egress-small-loadgen-cubic@10000"]
+    assert O.select_cells("*@10000", ("cubic",), rates=(500, 10000)) == at10g
+    assert O.split_cell("egress-tokens64-loadgen-bbr@10000") == ("egress", "tokens64", "loadgen", "bbr")
+    assert (O.cell_rate("egress-small-loadgen-cubic@10000"), O.cell_rate("vxlan/egress-small-loadgen-cubic")) == \
+        (10000, L.DEFAULT_RATE_MBIT)
+    assert O.parse_rates("500, 10000 500") == [500, 10000]
+    for bad in ("", "500 10g", "0"):
+        with pytest.raises(L.LabError, match="BENCH_RATES"):
+            O.parse_rates(bad)
+    assert L.fifo_bytes_for(500) == L.DEFAULT_FIFO_BYTES and L.fifo_bytes_for(10000) == 30_000_000
+
+
 def test_lab_matrix_download_direction(lab, tmp_path):
     w = O.Workload(**MATRIX)
     rs = O.run_instance(lab, "fifo", "download", "cubic", [("small", "loadgen")], w, 0, str(tmp_path))
-    assert [r["cell"] for r in rs] == ["download-small-loadgen-cubic"]
+    assert [r["cell"] for r in rs] == ["download-small-loadgen-cubic" + AT]
     r = rs[0]
     check_cell(r, w)
     # training downloads (iperf3 -R: the fabric sends, with the cell's cc)
@@ -147,7 +174,7 @@ def test_lab_matrix_http_client_both_directions(http_tools, lab, tmp_path):
     for d in O.DIRECTIONS:
         rs = O.run_instance(lab, "fifo", d, "bbr", [("small", "http")], w, 0, str(tmp_path))
         r = rs[0]
-        assert r["cell"] == f"{d}-small-http-bbr", r
+        assert r["cell"] == f"{d}-small-http-bbr{AT}", r
         assert r["pod_cc_end"] == ["bbr"], r
         check_cell(r, w)
         assert r["send_lag_p99_us"] is None and r["client_file"].startswith("http-"), r
@@ -263,7 +290,9 @@ def test_stream_cells_selected_by_name():
     assert O.select_cells("egress-tokens*-loadgen-cubic,download-modelload-*", ("cubic", "bbr")) == [
         "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "download-modelload-loadgen-cubic",
         "download-modelload-loadgen-bbr"]
-    assert not [c for c in O.select_cells("", L.CCS) if "tokens" in c or "modelload" in c]
+    # in the matrix by default (issue 30 §2)
+    assert [c for c in O.select_cells("", ("cubic",)) if "tokens" in c or "modelload" in c] == [
+        "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "download-modelload-loadgen-cubic"]
 
 
 if os.path.exists(os.path.join(REPO, "agent", "main.c")):
@@ -276,13 +305,13 @@ if os.path.exists(os.path.join(REPO, "agent", "main.c")):
         w = O.Workload(**MATRIX)
         rs = O.run_instance(lab, "aiqos", "egress", "cubic", [("tokens64", "loadgen")], w, 0, str(tmp_path))
         r = rs[0]
-        assert r["cell"] == "egress-tokens64-loadgen-cubic", r
+        assert r["cell"] == "egress-tokens64-loadgen-cubic" + AT, r
         check_cell(r, w, rate=64 * 1000 / O.TOKENS_PERIOD_MS)
         assert r["missing"] == 0, r
         assert r["goodput_bps"] > 0.3 * RATE_MBIT * 1e6, r
         rs = O.run_instance(lab, "fifo", "download", "cubic", [("modelload", "loadgen")], w, 0, str(tmp_path))
         r = rs[0]
-        assert r["cell"] == "download-modelload-loadgen-cubic", r
+        assert r["cell"] == "download-modelload-loadgen-cubic" + AT, r
         check_cell(r, w)
         assert r["model_load_bps"] > 0.1 * RATE_MBIT * 1e6, r
         assert r["goodput_bps"] > 0.05 * RATE_MBIT * 1e6, r
