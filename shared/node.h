@@ -264,8 +264,9 @@
  * recent bytes (an LRU of BPF_FLOW_MAP_MAX flows per program; the count
  * restarts after bulkIdleMs of silence and drains at bulkThreshold bytes
  * per second) and give a flow beyond bulkThreshold the inference-bulk
- * band's priority, back at half of it (after a silence, or sending slower
- * than the drain): token events, requests and responses up to a few
+ * band's priority until it has been quiet for BPF_BAND_PROMOTE_IDLE_MS (a
+ * demoted flow that slowed down, or stalls on a loss, stays: it would come
+ * back and starve the band): token events, requests and responses up to a few
  * hundred KiB stay first, a model load or a KV-cache transfer shares. Pods
  * annotated ai.workload/bulk: "true" are in the band from their first byte
  * (their addresses map to it). The band, by structure:

@@ -28,6 +28,7 @@ typedef uint64_t aq_u64;
 #define BPF_CLS_KEY_BAND_CFG 3 /* addr[0]: BPF_BAND_CFG_* -> that setting */
 #define BPF_BAND_CFG_BYTES   0 /* a flow's recent bytes beyond which it is demoted */
 #define BPF_BAND_CFG_IDLE_US 1 /* silence (us) after which a flow's count restarts */
+#define BPF_BAND_PROMOTE_IDLE_MS 1000 /* silence after which a demoted flow is interactive again */
 /* flows tracked per program (an LRU: the least recently seen is forgotten,
  * and starts again as interactive); 65536 x ~80 bytes = ~5 MiB per program */
 #define BPF_FLOW_MAP_MAX 65536

@@ -3,13 +3,20 @@
  * {BPF_CLS_KEY_BAND, the class's priority} -> the band's priority in the
  * classifier's map) counts its flow's recent bytes in an LRU hash of flows
  * (BPF_FLOW_MAP_MAX, keyed by the outer 5-tuple):
- *   silence >= idle (BPF_BAND_CFG_IDLE_US): the count restarts at 0
+ *   silence >= idle (BPF_BAND_CFG_IDLE_US): the count restarts at 0; a
+ *        demoted flow is promoted back after BPF_BAND_PROMOTE_IDLE_MS of
+ *        silence (longer than TCP's minimum retransmission timeout: a
+ *        transfer starved in the band, or stalled by a loss, is not quiet)
  *   else the count drains at threshold bytes per second of the time since
  *        the flow's last packet (a sparse flow — token events, a request
  *        now and then — never accumulates)
  *   count += the packet's bytes
- *   count > threshold (BPF_BAND_CFG_BYTES): the flow is demoted to the band;
- *   count <= threshold / 2 (or restarted): promoted back.
+ *   count > threshold (BPF_BAND_CFG_BYTES): the flow is demoted to the band,
+ *        where it stays while it keeps sending. (Promoting a demoted flow
+ *        whose count drained would not hold: the band shares, so a demoted
+ *        flow slows, drains, comes back to the head and starves the band's
+ *        other flows until it is demoted again — a model load over many
+ *        connections kept most of them at the head that way.)
  * The counts of a flow's packets on two CPUs at once may race: approximate
  * counts, never a wrong class. A flow the LRU forgot starts interactive. */
 #ifndef AIQOS_BPF_BANDS_H
@@ -68,6 +75,8 @@ static __always_inline __u32 band_pick(struct __sk_buff *skb, void *map, void *f
 	elapsed = now - f->last_ns;
 	if (elapsed >= (__u64)*idle_us * 1000) {
 		f->bytes = 0;
+		if (elapsed >= (__u64)BPF_BAND_PROMOTE_IDLE_MS * 1000000)
+			f->bulk = 0;
 	} else {
 		/* elapsed < idle (at most NODE_BULK_IDLE_MS_MAX) x threshold < 2^32: no overflow */
 		drain = elapsed * *thr / 1000000000ull;
@@ -77,8 +86,6 @@ static __always_inline __u32 band_pick(struct __sk_buff *skb, void *map, void *f
 	f->last_ns = now;
 	if (f->bytes > *thr)
 		f->bulk = 1;
-	else if (f->bytes <= *thr / 2)
-		f->bulk = 0;
 	return f->bulk ? *bulk : prio;
 }
 

@@ -3,7 +3,7 @@ class (issue 30; node.h BANDS): on a lab node in mixed mode with both
 directions shaped, an inference pod's long transfer (one flow, a few MB)
 lands in the inference-bulk band's class 1:11 once past bulkThreshold, its
 short requests (another flow, meanwhile) stay in the inference class 1:10,
-the long flow is promoted back after a silence, and a pod annotated
+the long flow is promoted back after a silence of 1 s, and a pod annotated
 ai.workload/bulk is in the band from its first byte. Outcome checked by the
 tc class counters of the uplink's tree (upload) and the ifb's (download).
 Root, network namespaces, the CI kernel."""
@@ -101,8 +101,9 @@ def test_long_flow_demoted_short_flow_first_upload(node):
         class_packets(node)), 5, "the long flow in 1:11")
     time.sleep(0.2)
     check_split(delta(before, class_packets(node)), "upload")
-    # quiet longer than bulkIdleMs: promoted, its next packets interactive
-    time.sleep(0.1)
+    # quiet for BPF_BAND_PROMOTE_IDLE_MS (1 s; bulkIdleMs restarts the
+    # count only): promoted, its next packets interactive
+    time.sleep(1.1)
     before = class_packets(node)
     send_from(inf.ns, fab_ip, port, 20)
     after = wait_until(lambda: (lambda c: c if c["1:10"] - before["1:10"] >= 20 else None)(class_packets(node)), 5,

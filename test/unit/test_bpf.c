@@ -779,7 +779,7 @@ TEST(download_classifier_by_destination)
 /* ---- bands inside a class (bands.h) ---- */
 
 #define BAND_BYTES   10000u
-#define BAND_IDLE_US 2000000u /* 2 s: the drain, not the silence, promotes in the first case */
+#define BAND_IDLE_US 2000000u /* 2 s: longer than the first case's pause */
 
 /* A UDP packet of len bytes (frame) from src:sport to dst:dport. */
 static struct pkt pkt_flow(const char *src, const char *dst, uint16_t sport, uint16_t dport, uint32_t len)
@@ -824,9 +824,10 @@ static uint32_t flow_send(int prog, const struct pkt *p, unsigned n)
 /* Upload: an inference flow stays interactive up to the threshold (10 x
  * 1000 bytes), its next packet is demoted (the band's priority), a short
  * flow of the same pod stays interactive meanwhile, training's flows have
- * no band; the drain (threshold bytes per second) brings the flow to half
- * the threshold after 1 s: promoted. With a short idle gap, a silence
- * restarts the count. Without the band's entry nothing is demoted. */
+ * no band; a demoted flow stays demoted while it sends, a sparse one's
+ * count drains (threshold bytes per second). With a short idle gap, a
+ * silence restarts the count and promotes. Without the band's entry
+ * nothing is demoted. */
 TEST(bands_demote_and_promote_upload)
 {
 	struct bpf_cls_entry ents[ARRAY_SIZE(pods) + 3];
@@ -834,6 +835,7 @@ TEST(bands_demote_and_promote_upload)
 	struct pkt chat = pkt_flow("10.75.0.10", "10.75.0.2", 40001, 80, 1000);
 	struct pkt train = pkt_flow("10.75.0.20", "10.75.0.2", 40000, 80, 1000);
 	struct pkt bulk6 = pkt_flow("fd00:75::10", "fd00:75::2", 40000, 80, 1000);
+	struct pkt fresh = pkt_flow("10.75.0.10", "10.75.0.2", 40002, 80, 1000);
 	struct error e = {0};
 	struct cls c;
 
@@ -847,14 +849,22 @@ TEST(bands_demote_and_promote_upload)
 	CHECK_INT(flow_send(c.prog, &train, 30), PRIO_TRAIN);
 	CHECK_INT(flow_send(c.prog, &bulk6, 10), PRIO_INF);
 	CHECK_INT(flow_send(c.prog, &bulk6, 1), PRIO_TRAIN);
-	/* 13000 bytes, drained by >= 10000 in 1 s: <= 3000 + 1000, under half
-	 * the threshold */
+	/* a second later (less than the idle gap): the demoted flow stays in
+	 * the band while it keeps sending; the sparse one's 4000 bytes drained
+	 * (9000 more would pass the threshold without the drain) */
 	usleep(1000000);
-	CHECK_INT(flow_send(c.prog, &bulk, 1), PRIO_INF);
-	/* a silence of the idle gap restarts the count */
+	CHECK_INT(flow_send(c.prog, &bulk, 1), PRIO_TRAIN);
+	CHECK_INT(flow_send(c.prog, &chat, 9), PRIO_INF);
+	/* a silence of the idle gap restarts a flow's count (without it the
+	 * second 9000 bytes would pass the threshold); a demoted flow stays
+	 * demoted until BPF_BAND_PROMOTE_IDLE_MS of silence */
 	CHECK_INT(bpf_cls_map_sync(c.map, ents, band_entries(ents, ARRAY_SIZE(pods), 20000), NULL, &e), 0);
+	CHECK_INT(flow_send(c.prog, &fresh, 9), PRIO_INF);
 	CHECK_INT(flow_send(c.prog, &chat, 11), PRIO_TRAIN);
 	usleep(30000);
+	CHECK_INT(flow_send(c.prog, &fresh, 9), PRIO_INF);
+	CHECK_INT(flow_send(c.prog, &chat, 1), PRIO_TRAIN);
+	usleep(BPF_BAND_PROMOTE_IDLE_MS * 1000 + 50000);
 	CHECK_INT(flow_send(c.prog, &chat, 1), PRIO_INF);
 	/* the band's entry gone (the planner's bands off): nothing is demoted */
 	CHECK_INT(bpf_cls_map_sync(c.map, pods, ARRAY_SIZE(pods), NULL, &e), 0);
@@ -882,6 +892,8 @@ TEST(bands_demote_and_promote_download)
 	CHECK_INT(flow_send(prog, &bulk, 1), PRIO_TRAIN);
 	CHECK_INT(flow_send(prog, &chat, 5), PRIO_INF);
 	usleep(30000);
+	CHECK_INT(flow_send(prog, &bulk, 1), PRIO_TRAIN);
+	usleep(BPF_BAND_PROMOTE_IDLE_MS * 1000 + 50000);
 	CHECK_INT(flow_send(prog, &bulk, 1), PRIO_INF);
 	close(prog);
 	close(map);
