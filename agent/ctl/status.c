@@ -183,6 +183,16 @@ static void print_uplink(const cJSON *up)
 		       jstr_or(dl, "ifb", "-"), r1, r2);
 		if (jnum(dl, "trainingRcvWindowBytes", &win) && win > 0)
 			printf("  training receive window (tcp_rmem max): %.0f bytes\n", win);
+	} else if (jobj(jobj(up, "downlink"), "reach")) {
+		/* planned, but the received packets do not reach it (node/reach.h) */
+		const cJSON *re = jobj(jobj(up, "downlink"), "reach");
+		double seen = 0, rx = 0;
+
+		jnum(re, "reachedPackets", &seen);
+		jnum(re, "receivedPackets", &rx);
+		printf("download: NOT SHAPED: %.0f of the %.0f packets %s received reached aiqos's download classifier "
+		       "(another program ends the ingress hook first; aiqos doctor, and the DownloadBypassed Event)\n",
+		       seen, rx, jstr_or(up, "ifname", "-"));
 	}
 	if (verbose) {
 		print_effective_degraded(up, "  ");

@@ -132,6 +132,7 @@ def test_download_behind_a_hook_ending_cni_reported_not_shaped(node, cni):
                    "the download reported bypassed")
     assert r["receivedPackets"] >= 1000 and r["reachedPackets"] * 2 < r["receivedPackets"], r
     assert node.status()["uplink"]["downlink"]["shaped"] is False
+    assert "download: NOT SHAPED" in node.aiqosctl("status").stdout
     ev = wait_until(lambda: node.events("DownloadBypassed"), 5, "the DownloadBypassed Event")
     assert "cil_from_netdev" in ev[0]["message"] and "downlink" in ev[0]["message"], ev[0]["message"]
     m = node.metrics()
