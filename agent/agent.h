@@ -68,6 +68,7 @@ struct agent_options {
 
 enum { AGENT_HOOK_CLSACT, AGENT_HOOK_QDISC, AGENT_HOOK_IFB, AGENT_HOOK_KINDS };
 #define AGENT_HOOK_FOREIGN_MAX 8
+#define AGENT_PODSIDE_MAX      1024 /* pods' interfaces whose clsact the agent made (podside.h) */
 #define AGENT_HOOK_FOREIGN_LEN (TC_FORMAT_MAX + 16)
 
 struct agent_counters {
@@ -165,6 +166,15 @@ struct agent {
 	int down_cls_map_fd;    /* the download classifier's (bpf_cls.h, dcls), -1 = none */
 	int down_seen_map_fd;   /* its count of the packets it saw (node/reach.h), -1 = none */
 	struct down_reach down_reach;
+	/* the download tree fed at the pods' interfaces (node/podside.h) */
+	bool podside_on;
+	bool podside_swept;      /* an earlier run's hooks looked for */
+	unsigned podside_hooked; /* interfaces with the hooks */
+	int podside_prog_fd;     /* the classifier there, -1 = none */
+	int podside_seen_fd;     /* its count, -1 = none */
+	uint32_t podside_prog_id;
+	int podside_made[AGENT_PODSIDE_MAX]; /* interfaces whose clsact we made */
+	unsigned podside_n_made;
 	int up_gate_map_fd; /* the upload gate's (GATED HTB), -1 = none */
 	/* this version's BPF programs (reconcile/node.c, AGENT_PROG_*): their
 	 * tags, learnt by loading each once (a program attached under our name

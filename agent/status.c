@@ -235,9 +235,15 @@ static cJSON *uplink_json(const struct agent *ag)
 
 		if (dl) {
 			/* planned, and the received packets reach it (node/reach.h) */
-			cJSON_AddBoolToObject(dl, "shaped",
-			                      ag->have_info && d->planned &&
-			                              !(ag->down_reach.known && ag->down_reach.bypassed));
+			cJSON_AddBoolToObject(
+			        dl, "shaped",
+			        ag->have_info && d->planned &&
+			                (!(ag->down_reach.known && ag->down_reach.bypassed) || ag->podside_on));
+			/* where the tree is fed: the uplink's ingress hook, or the pods'
+			 * interfaces when packets do not reach that hook (podside.h) */
+			cJSON_AddStringToObject(dl, "fedAt", ag->podside_on ? "pods" : "uplink");
+			if (ag->podside_on)
+				cJSON_AddNumberToObject(dl, "podInterfaces", ag->podside_hooked);
 			if (ag->down_reach.known) {
 				cJSON *re = cJSON_AddObjectToObject(dl, "reach");
 

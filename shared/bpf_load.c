@@ -53,23 +53,21 @@ int bpf_skel_load(struct bpf_object_skeleton *skel, struct bpf_program *prog, st
                   int *const *fds, unsigned n, int *ret_prog_fd, const char *what, const char *log, struct error *err)
 {
 	int kept[BPF_SKEL_MAPS_MAX] = {-1, -1, -1, -1}, fd = -1;
-	bool reuse = true;
 	int r = 0;
 
 	if (n > BPF_SKEL_MAPS_MAX)
 		return error_set(err, E2BIG, "load the %s: %u maps", what, n);
-	for (unsigned i = 0; i < n; i++)
-		reuse &= *fds[i] >= 0;
-	for (unsigned i = 0; reuse && i < n && r == 0; i++)
-		r = bpf_map__reuse_fd(maps[i], *fds[i]);
+	for (unsigned i = 0; i < n && r == 0; i++)
+		if (*fds[i] >= 0)
+			r = bpf_map__reuse_fd(maps[i], *fds[i]);
 	if (r == 0)
 		r = bpf_object__load_skeleton(skel);
 	if (r < 0)
 		return bpf_load_error(err, r, what, log);
 	/* the skeleton's fds close with it: keep copies */
 	fd = bpf_fd_keep(bpf_program__fd(prog));
-	for (unsigned i = 0; !reuse && fd >= 0 && i < n; i++)
-		if ((kept[i] = bpf_fd_keep(bpf_map__fd(maps[i]))) < 0)
+	for (unsigned i = 0; fd >= 0 && i < n; i++)
+		if (*fds[i] < 0 && (kept[i] = bpf_fd_keep(bpf_map__fd(maps[i]))) < 0)
 			r = -errno;
 	if (fd < 0 || r < 0) {
 		r = fd < 0 ? -errno : r;
@@ -80,8 +78,9 @@ int bpf_skel_load(struct bpf_object_skeleton *skel, struct bpf_program *prog, st
 			close(fd);
 		return error_set(err, -r, "load the %s: keep its fds: %s", what, strerror(-r));
 	}
-	for (unsigned i = 0; !reuse && i < n; i++)
-		*fds[i] = kept[i];
+	for (unsigned i = 0; i < n; i++)
+		if (*fds[i] < 0)
+			*fds[i] = kept[i];
 	*ret_prog_fd = fd;
 	return 0;
 }

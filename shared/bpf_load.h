@@ -48,7 +48,7 @@ struct bpf_program;
 struct bpf_map;
 
 /* What every loader does between opening its skeleton and destroying it:
- * maps[0..n) on the fds *fds[i] when all are >= 0 (reused), the skeleton
+ * each of maps[0..n) on the fd *fds[i] when it is >= 0 (reused), the skeleton
  * loaded (log: the buffer the skeleton was opened with, for the
  * verifier's words), and copies of the program's fd (ret_prog_fd) and of
  * new maps' fds (into *fds[i]) kept past the skeleton. what names the

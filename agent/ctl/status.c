@@ -183,6 +183,11 @@ static void print_uplink(const cJSON *up)
 		       jstr_or(dl, "ifb", "-"), r1, r2);
 		if (jnum(dl, "trainingRcvWindowBytes", &win) && win > 0)
 			printf("  training receive window (tcp_rmem max): %.0f bytes\n", win);
+		if (streq(jstr_or(dl, "fedAt", "uplink"), "pods"))
+			printf("  fed at the pods' interfaces (%.0f): received packets do not reach the uplink's "
+			       "ingress "
+			       "hook (the DownloadBypassed Event says why)\n",
+			       jnum(dl, "podInterfaces", &win) ? win : 0);
 	} else if (jobj(jobj(up, "downlink"), "reach")) {
 		/* planned, but the received packets do not reach it (node/reach.h) */
 		const cJSON *re = jobj(jobj(up, "downlink"), "reach");

@@ -369,8 +369,10 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 		              G, (double)ag->down_reach.last_seen, (char *)NULL);
 		metrics_write(w, "aiqos_download_received_packets", "The packets the uplink received in that interval",
 		              G, (double)ag->down_reach.last_rx, (char *)NULL);
-		metrics_write(w, "aiqos_download_bypassed", "1 while downloads bypass the download tree", G,
-		              ag->down_reach.bypassed ? 1.0 : 0.0, (char *)NULL);
+		metrics_write(w, "aiqos_download_bypassed",
+		              "1 while the packets the uplink receives do not reach its ingress hook's download "
+		              "classifier (the download tree is then fed at the pods' interfaces)",
+		              G, ag->down_reach.bypassed ? 1.0 : 0.0, (char *)NULL);
 	}
 	metrics_write(w, "aiqos_events_posted_total", "Kubernetes Events the agent posted", C,
 	              (double)ag->ctr.events_posted, (char *)NULL);

@@ -15,6 +15,7 @@
 #include "agent.h"
 #include "node/downlink.h"
 #include "node/ifb.h"
+#include "node/podside.h"
 #include "nl.h"
 
 #define RECORD_MAX_BYTES 4096
@@ -138,7 +139,9 @@ int downlink_give_back(struct agent *ag, struct error *err)
 		str_copy(uplink, sizeof(uplink), d->uplink);
 	else if (record_load(ag->state_dir, uplink, NULL) < 0)
 		return 0; /* nothing of ours */
-	/* the hook shared with the egress classifier (or another tool) stays */
+	/* the pods' redirects to the ifb first (podside.h); the hook shared
+	 * with the egress classifier (or another tool) stays */
+	(void)podside_sync(ag, 0, NULL);
 	r = hook_release(ag->sk, uplink, err);
 	q = ifb_delete(ag->sk, PLAN_IFB_NAME, r < 0 ? NULL : err);
 	if (r < 0 || q < 0)

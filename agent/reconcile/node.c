@@ -13,6 +13,7 @@
 #include "failpoint.h"
 #include "attach.h"
 #include "node/kind_probe.h"
+#include "node/podside.h"
 #include "node/tcx.h"
 #include "node/trust.h"
 #include "nl.h"
@@ -93,6 +94,8 @@ void gate_forget(struct agent *ag)
 	map_fd_close(&ag->up_gate_map_fd);
 	map_fd_close(&ag->down_cls_map_fd);
 	map_fd_close(&ag->down_seen_map_fd);
+	map_fd_close(&ag->podside_prog_fd);
+	map_fd_close(&ag->podside_seen_fd);
 }
 
 /* Put the recorded original root back and forget the record. */
@@ -253,14 +256,14 @@ static void ingress_foreign_describe(const struct agent *ag, char *who, size_t w
 	}
 	if (!who[0])
 		str_copy(who, who_size, "no other program is listed on the hook (a redirect elsewhere?)");
-	*fix = calico   ? "Calico eBPF: felixconfiguration bpfRedirectToPeer: Disabled keeps established flows on the "
-	                  "stack's path"
-	       : cilium ? "Cilium's cil_from_netdev ends the hook (TC_ACT_OK) in both tcx and legacy tc modes: an ifb "
-	                  "redirect ahead of it would hide packets from Cilium, so aiqos does not go first; turn the "
-	                  "download tree off on these nodes (\"downlink\": false) or shape downloads with Cilium's "
-	                  "own limiter"
-	                : "let packets reach the ingress hook's later filters (TCX_NEXT / TC_ACT_UNSPEC), or turn "
-	                  "the download tree off (\"downlink\": false)";
+	*fix = calico   ? "Calico's eBPF dataplane redirects established flows straight into the pods "
+	                  "(bpf_redirect_peer), past those hooks too: felixconfiguration bpfRedirectToPeer: Disabled "
+	                  "keeps them on the stack's path"
+	       : cilium ? "Cilium's cil_from_netdev ends the hook (TC_ACT_OK; an ifb redirect ahead of it would hide "
+	                  "packets from Cilium, so aiqos does not go first there); with BPF host routing or netkit "
+	                  "Cilium puts packets straight into the pods, past those hooks too: "
+	                  "bpf.hostLegacyRouting=true (Helm) and veth devices keep them on the stack's path"
+	                : "a CNI that redirects straight into pods (bpf_redirect_peer) skips those hooks too";
 }
 
 void agent_down_reach_tick(struct agent *ag, int64_t now_ms)
@@ -271,6 +274,7 @@ void agent_down_reach_tick(struct agent *ag, int64_t now_ms)
 
 	if (t == 0)
 		return;
+	sched_kick(&ag->sched, now_ms); /* a pass feeds the tree at the pods' interfaces, or stops */
 	down_reach_describe(&ag->down_reach, what, sizeof(what));
 	if (t < 0) {
 		log_msg(LOG_LVL_INFO, "downloads reach the download tree again", "uplink", ag->up.ifname, "reach", what,
@@ -279,11 +283,11 @@ void agent_down_reach_tick(struct agent *ag, int64_t now_ms)
 	}
 	ingress_foreign_describe(ag, who, sizeof(who), &fix);
 	snprintf(msg, sizeof(msg),
-	         "downloads on %s are not shaped: %s (the download classifier, first of aiqos's filters at the "
-	         "ingress hook); before it: %s. %s",
+	         "downloads on %s do not reach aiqos's filters at its ingress hook: %s; before them: %s. The "
+	         "download tree is fed at the egress hooks of the pods' host-side interfaces instead. %s",
 	         ag->up.ifname, what, who, fix);
-	log_msg(LOG_LVL_WARN, "downloads bypass the download tree", "uplink", ag->up.ifname, "reach", what, "before",
-	        who, (char *)NULL);
+	log_msg(LOG_LVL_WARN, "downloads do not reach the uplink's ingress hook", "uplink", ag->up.ifname, "reach",
+	        what, "before", who, (char *)NULL);
 	uplink_event(ag, "DownloadBypassed", msg);
 }
 
@@ -556,6 +560,16 @@ static int down_classifier_sync(struct agent *ag, const struct node_pod *pods, u
 	r = node_down_cls_entries(pods, n, info, &ents, &n_ents);
 	if (r < 0)
 		return error_set(err, -r, "download classifier entries: %s", strerror(-r));
+	if (ag->down.ifb_ifindex > 0) {
+		/* what the ifb sends back through a pod's hook passes (podside.h) */
+		struct bpf_cls_entry *more = realloc(ents, (n_ents + 1) * sizeof(*ents));
+
+		if (!more)
+			return error_set(err, ENOMEM, "out of memory");
+		ents = more;
+		ents[n_ents++] = (struct bpf_cls_entry){.key = {.kind = BPF_CLS_KEY_PASS},
+		                                        .priority = (uint32_t)ag->down.ifb_ifindex};
+	}
 	r = bpf_cls_map_sync(ag->down_cls_map_fd, ents, n_ents, &changed, err);
 	if (r < 0)
 		return r;
@@ -1166,6 +1180,17 @@ static int node_apply_delta(struct agent *ag, struct node_pass *ps)
 			        ec.msg, (char *)NULL);
 		ps->changed_kernel |= q > 0;
 		error_clear(&ec);
+		/* downloads that never reach the uplink's hook: fed at the pods' (podside.h) */
+		q = podside_sync(ag,
+		                 !ps->info.down.planned || !ps->info.down.classifier ? 0
+		                 : !ag->down_reach.known                             ? -1
+		                                                                     : ag->down_reach.bypassed,
+		                 &ec);
+		if (q < 0)
+			log_msg(LOG_LVL_WARN, "download tree not fed at the pods' interfaces", "uplink", ag->up.ifname,
+			        "error", ec.msg, (char *)NULL);
+		ps->changed_kernel |= q > 0;
+		error_clear(&ec);
 		q = gate_sync(ag, &ps->info, &ec);
 		if (q < 0)
 			log_msg(LOG_LVL_WARN, "gate not configured", "uplink", ag->up.ifname, "error", ec.msg,
@@ -1273,7 +1298,10 @@ static int uplink_cleanup(struct agent *ag, struct error *err)
 
 int agent_cleanup_uplink(struct agent *ag, struct error *err)
 {
-	int r = downlink_cleanup(ag->sk, ag->state_dir, err);
+	int r;
+
+	podside_release_all(ag); /* nothing redirects to the ifb once it goes */
+	r = downlink_cleanup(ag->sk, ag->state_dir, err);
 
 	if (r >= 0)
 		r = uplink_cleanup(ag, err);

@@ -128,6 +128,8 @@ void agent_init(struct agent *ag)
 	ag->down_gate_map_fd = -1;
 	ag->down_cls_map_fd = -1;
 	ag->down_seen_map_fd = -1;
+	ag->podside_prog_fd = -1;
+	ag->podside_seen_fd = -1;
 	ag->up_gate_map_fd = -1;
 	ag->tcx_cls_link_fd = -1;
 	sched_init(&ag->sched, ag->cfg.node.debounce_ms, ag->cfg.drift_repair_s, agent_now_ms());

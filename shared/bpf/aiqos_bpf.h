@@ -20,6 +20,7 @@ typedef uint64_t aq_u64;
 /* ---- the classifier (cls.bpf.c) ---- */
 #define BPF_CLS_KEY_DEFAULT 0
 #define BPF_CLS_KEY_DSCP    1
+#define BPF_CLS_KEY_PASS    5 /* the download classifier: packets the ifb (this ifindex) sent back pass */
 #define BPF_CLS_KEY_SRC4    4
 #define BPF_CLS_KEY_SRC6    6
 #define BPF_CLS_MAP_MAX     8192 /* entries: pod addresses (NODE_FILTERS_MAX) + 64 DSCPs + 1, with room */

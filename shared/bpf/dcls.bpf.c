@@ -9,7 +9,11 @@
  * Returns TC_ACT_UNSPEC: the gate and the redirect still run. Every packet
  * that reaches the hook is counted (aiqos_dseen): the agent compares the
  * count with the uplink's received packets to tell whether another tool's
- * program ends the hook before it (agent/node/reach.c). */
+ * program ends the hook before it (agent/node/reach.c). Where another
+ * tool's program ends the uplink's ingress hook, the same program (on the
+ * same classes, with a count of its own) runs at the egress hook of each
+ * pod's host-side interface, before the redirect there
+ * (agent/node/podside.h). */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
@@ -44,9 +48,16 @@ SEC("tc")
 int aiqos_dcls_prog(struct __sk_buff *skb)
 {
 	struct parsed_ip p = {};
-	__u32 *prio, zero = 0;
-	__u64 *seen = bpf_map_lookup_elem(&aiqos_dseen, &zero);
+	struct bpf_cls_key pass = {.kind = BPF_CLS_KEY_PASS};
+	__u32 *prio, *pass_ifindex, zero = 0;
+	__u64 *seen;
 
+	/* at a pod's interface (agent/node/podside.h) the ifb sends each
+	 * packet back through this hook: classified and counted once */
+	pass_ifindex = bpf_map_lookup_elem(&aiqos_dcls, &pass);
+	if (pass_ifindex && *pass_ifindex && skb->ingress_ifindex == *pass_ifindex)
+		return TC_ACT_UNSPEC;
+	seen = bpf_map_lookup_elem(&aiqos_dseen, &zero);
 	if (seen)
 		*seen += 1; /* this CPU's own slot */
 	parse_ip(skb, &p);

@@ -58,6 +58,9 @@ class Standin:
         return out
 
     def close(self):
+        """Detach the programs (idempotent)."""
+        if not os.path.isdir(self.pins):
+            return
         subprocess.run(["ip", "netns", "exec", self.ns, TOOL, "detach", self.pins], capture_output=True, timeout=30)
         subprocess.run(["umount", self.pins], capture_output=True, timeout=30)
         os.rmdir(self.pins)

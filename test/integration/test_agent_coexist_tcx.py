@@ -8,6 +8,8 @@ tree's redirect stays on clsact behind the stand-in, whose TC_ACT_OK ends
 the hook first: the agent lists the stand-in's programs (status
 tcxForeign). Outcome checked: class and stand-in packet counters. Root,
 network namespaces, a kernel with tcx (>= 6.6; skipped without)."""
+import socket
+import threading
 import time
 
 import pytest
@@ -111,16 +113,56 @@ def reach(node):
     return ((s or {}).get("uplink") or {}).get("downlink", {}).get("reach")
 
 
-def test_download_behind_a_hook_ending_cni_reported_not_shaped(node, cni):
-    """The stand-in's ingress program ends the hook (TC_ACT_OK): the
-    download tree is in place but no received packet reaches it. The agent
+def tcp_delivers(src_ns, pod, n=262144):
+    """n bytes over TCP from netns src_ns to the pod: every byte arrives (the
+    data through the tree, the ACKs back)."""
+    srv = agentlab.in_netns_call(pod.ns, lambda: socket.create_server(("0.0.0.0", 0)))
+    port, got = srv.getsockname()[1], {}
+
+    def serve():
+        srv.settimeout(10)
+        c, _ = srv.accept()
+        total = 0
+        with c:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                total += len(b)
+        got["n"] = total
+    t = threading.Thread(target=serve)
+    t.start()
+    try:
+        c = agentlab.in_netns_call(src_ns, lambda: socket.create_connection((pod.ip(), port), timeout=10))
+        with c:
+            c.sendall(b"x" * n)
+    finally:
+        t.join(15)
+        srv.close()
+    return got.get("n") == n
+
+
+def pod_hooks(node, pod):
+    """aiqos's download hooks on a pod's host-side interface (egress)."""
+    out = node.sh("tc", "filter", "show", "dev", pod.host_veth(), "egress").stdout
+    return "aiqos_dcls" in out and "aiqos-ifb0" in out
+
+
+def test_download_behind_a_hook_ending_cni_fed_at_the_pods(node, cni):
+    """The stand-in's ingress program ends the uplink's hook (TC_ACT_OK):
+    no received packet reaches aiqos's download filters there. The agent
     measures it (the download classifier's count against the uplink's
-    received packets), reports the download as not shaped (status, an
-    Event naming the stand-in's program and what to do, /metrics) rather
-    than as shaped; the stand-in still sees every packet."""
+    received packets), says so (a DownloadBypassed Event naming the
+    stand-in's program, status, /metrics) and feeds the download tree at the
+    pods' host-side interfaces instead (the classifier and a redirect to the
+    ifb at their egress hooks): each pod's download lands in its class, the
+    pods still get every packet, the stand-in still sees every one. When
+    the stand-in goes, the tree is fed at the uplink again and the pods'
+    hooks go."""
     node.start_agent(CONFIG)
     inf = node.add_pod(INF)
     train = node.add_pod(TRAIN)
+    ifb = "aiqos-ifb0"
     wait_until(lambda: ingress_hooked(node) and (node.status(check=False) or {}).get("mode") == "mixed", 10,
                "mixed, the download hooks")
     route_fabric_to(node, inf, train)
@@ -129,15 +171,34 @@ def test_download_behind_a_hook_ending_cni_reported_not_shaped(node, cni):
         agentlab.send_udp(node.fabric.name, inf.ip(), n=1000)
         time.sleep(0.5)
     r = wait_until(lambda: (lambda x: x if x and x["bypassed"] else None)(reach(node)), 6,
-                   "the download reported bypassed")
+                   "the uplink's hook reported bypassed")
     assert r["receivedPackets"] >= 1000 and r["reachedPackets"] * 2 < r["receivedPackets"], r
-    assert node.status()["uplink"]["downlink"]["shaped"] is False
-    assert "download: NOT SHAPED" in node.aiqosctl("status").stdout
+    wait_until(lambda: pod_hooks(node, inf) and pod_hooks(node, train), 5, "the pods' download hooks")
+    dl = node.status()["uplink"]["downlink"]
+    assert dl["fedAt"] == "pods" and dl["podInterfaces"] == 2 and dl["shaped"] is True, dl
+    assert "fed at the pods' interfaces (2)" in node.aiqosctl("status").stdout
     ev = wait_until(lambda: node.events("DownloadBypassed"), 5, "the DownloadBypassed Event")
-    assert "cil_from_netdev" in ev[0]["message"] and "downlink" in ev[0]["message"], ev[0]["message"]
-    m = node.metrics()
-    assert "aiqos_download_bypassed 1" in m, [x for x in m.splitlines() if "download_" in x]
-    assert cni.counts()["ingress"] - cb["ingress"] >= 4000, (cb, cni.counts())
+    assert "cil_from_netdev" in ev[0]["message"] and "pods' host-side interfaces" in ev[0]["message"], \
+        ev[0]["message"]
+    assert "aiqos_download_bypassed 1" in node.metrics()
+    # each pod's download in its class on the ifb; delivered (TCP through the tree)
+    for pod, cls, other in ((inf, "1:10", "1:30"), (train, "1:30", "1:10")):
+        before = class_packets(node, ifb)
+        agentlab.send_udp(node.fabric.name, pod.ip(), n=200)
+        after = wait_until(lambda: (lambda c: c if c.get(cls, 0) - before.get(cls, 0) >= 200 else None)(
+            class_packets(node, ifb)), 5, f"{pod.name}'s download in {cls} on the ifb")
+        assert after.get(other, 0) - before.get(other, 0) < 5, (pod.name, before, after)
+        assert tcp_delivers(node.fabric.name, pod)
+    assert cni.counts()["ingress"] - cb["ingress"] >= 4400, (cb, cni.counts())
+    # the stand-in gone: received packets reach the uplink's hook again
+    cni.close()
+    for _ in range(4):
+        agentlab.send_udp(node.fabric.name, inf.ip(), n=1000)
+        time.sleep(0.5)
+    wait_until(lambda: (node.status()["uplink"]["downlink"].get("fedAt") == "uplink"
+                        and not pod_hooks(node, inf) and not pod_hooks(node, train)), 8,
+               "the tree fed at the uplink again, the pods' hooks gone")
+    assert tcp_delivers(node.fabric.name, inf)
 
 
 def test_tcx_classifier_detached_behind_our_back_comes_back_first(node, cni):
