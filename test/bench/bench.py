@@ -37,7 +37,8 @@ time, 24 ms: 1.5 MB at 500 Mbit/s, 30 MB at 10 Gbit/s; BENCH_RATE_MBIT, the
 older single rate, when BENCH_RATES is unset; the demo: BENCH_RATE_MBIT),
 BENCH_DATAPATHS (the pod network's datapaths, lab.DATAPATHS: "routed vxlan
 cilium"; default "routed"; the cells of every other datapath are named
-DATAPATH/CELL, run at the first rate). Every number in the outputs comes from
+DATAPATH/CELL, run at the first rate: those matching BENCH_DATAPATH_CELLS,
+default "*-small-http-cubic *-burst-http-cubic"). Every number in the outputs comes from
 the run."""
 
 import argparse
@@ -63,6 +64,9 @@ import outcome as O  # noqa: E402
 
 REPO = L.REPO
 ALL_ARMS = ["idle", "fifo", "bandwidth", "aiqos", "fq_codel"]
+# the cells the other datapaths than the routed one run (issue 29: small and
+# burst x http x cubic, both directions); BENCH_DATAPATH_CELLS overrides
+DATAPATH_CELLS = "*-small-http-cubic *-burst-http-cubic"
 DEFAULT_RATES = f"{L.DEFAULT_RATE_MBIT} 10000"  # BENCH_RATES: the matrix's rate, then 10 Gbit/s (issue 30 §3)
 
 
@@ -787,8 +791,12 @@ def run_matrix(build, outdir, reps, w, ccs, arms, cells, log=log, datapaths=("ro
     plan = [(dp, rate) for dp in datapaths for rate in (rates if dp == "routed" else rates[:1])]
     plan.sort(key=lambda p: (p[0] == "routed", p == ("routed", rates[0])))
     results, skipped, runnable = [], {}, []
+    import fnmatch  # noqa: PLC0415
+    dp_pats = os.environ.get("BENCH_DATAPATH_CELLS", DATAPATH_CELLS).replace(",", " ").split()
     for i, (dp, rate) in enumerate(plan):
         cs = [O.cell_base(c) for c in cells if O.cell_rate(c) == rate]
+        if dp != "routed":  # issue 29's cells on the other datapaths (BENCH_DATAPATH_CELLS)
+            cs = [c for c in cs if any(fnmatch.fnmatchcase(c, p) for p in dp_pats)]
         log(f"P4: datapath {dp}, {M.rate_text(rate)}: {len(cs)} cells")
         lab, res, sk, run = run_matrix_on(build, outdir, reps, w, arms, cs, log, dp, rate)
         results += res
