@@ -235,10 +235,10 @@ static cJSON *uplink_json(const struct agent *ag)
 
 		if (dl) {
 			/* planned, and the received packets reach it (node/reach.h) */
-			cJSON_AddBoolToObject(
-			        dl, "shaped",
-			        ag->have_info && d->planned &&
-			                (!(ag->down_reach.known && ag->down_reach.bypassed) || ag->podside_on));
+			cJSON_AddBoolToObject(dl, "shaped",
+			                      ag->have_info && d->planned &&
+			                              (!(ag->down_reach.known && ag->down_reach.bypassed) ||
+			                               (ag->podside_on && !ag->down_reach.pods_bypassed)));
 			/* where the tree is fed: the uplink's ingress hook, or the pods'
 			 * interfaces when packets do not reach that hook (podside.h) */
 			cJSON_AddStringToObject(dl, "fedAt", ag->podside_on ? "pods" : "uplink");
@@ -250,6 +250,10 @@ static cJSON *uplink_json(const struct agent *ag)
 				cJSON_AddNumberToObject(re, "reachedPackets", (double)ag->down_reach.last_seen);
 				cJSON_AddNumberToObject(re, "receivedPackets", (double)ag->down_reach.last_rx);
 				cJSON_AddBoolToObject(re, "bypassed", ag->down_reach.bypassed);
+				if (ag->podside_on) {
+					cJSON_AddNumberToObject(re, "podPackets", (double)ag->down_reach.last_pods);
+					cJSON_AddBoolToObject(re, "podsBypassed", ag->down_reach.pods_bypassed);
+				}
 			}
 			cJSON_AddStringToObject(dl, "ifb", ag->down.ifb_ifindex ? PLAN_IFB_NAME : "");
 			cJSON_AddNumberToObject(dl, "rateBps", (double)(ag->have_info ? d->rate_bps : 0));

@@ -19,6 +19,11 @@ struct agent;
 #define DOWN_REACH_INTERVAL_MS  1000
 #define DOWN_REACH_MIN_PACKETS  1000
 #define DOWN_REACH_BYPASSED_PCT 50 /* fewer of the received packets reached it: bypassed */
+/* fed at the pods' interfaces (podside.h), fewer of the received packets
+ * reached the classifier there: a CNI puts them straight into the pods
+ * (bpf_redirect_peer: Cilium's BPF host routing, netkit, Calico's eBPF
+ * peer redirect). Low: the node's own traffic counts in what it received. */
+#define DOWN_REACH_PODS_PCT 10
 
 struct down_reach {
 	int64_t at_ms;      /* the interval's start (0 = no sample) */
@@ -27,6 +32,9 @@ struct down_reach {
 	uint64_t last_seen; /* that interval: packets the classifier saw */
 	uint64_t last_rx;   /* packets the uplink received */
 	bool bypassed;      /* under DOWN_REACH_BYPASSED_PCT of them reached it */
+	uint64_t pods_seen; /* the pods' classifier's count at the interval's start */
+	uint64_t last_pods; /* that interval: packets it saw */
+	bool pods_bypassed; /* fed at the pods, under DOWN_REACH_PODS_PCT reached them */
 };
 
 /* Sample (ag->down_seen_map_fd, the uplink's rx counter) at now_ms; no

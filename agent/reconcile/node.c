@@ -270,8 +270,22 @@ void agent_down_reach_tick(struct agent *ag, int64_t now_ms)
 {
 	char what[160], who[512], msg[1024];
 	const char *fix;
+	bool pods_was = ag->down_reach.pods_bypassed;
 	int t = down_reach_sample(ag, now_ms);
 
+	if (ag->down_reach.pods_bypassed && !pods_was) {
+		/* fed at the pods too, and still not reached: redirected into them */
+		down_reach_describe(&ag->down_reach, what, sizeof(what));
+		ingress_foreign_describe(ag, who, sizeof(who), &fix);
+		snprintf(msg, sizeof(msg),
+		         "downloads on %s are not shaped: %s; they reach neither the uplink's ingress hook nor the "
+		         "pods' "
+		         "host-side interfaces (a CNI redirects them straight into the pods). %s",
+		         ag->up.ifname, what, fix);
+		log_msg(LOG_LVL_WARN, "downloads are not shaped: redirected straight into the pods", "uplink",
+		        ag->up.ifname, "reach", what, (char *)NULL);
+		uplink_event(ag, "DownloadNotShaped", msg);
+	}
 	if (t == 0)
 		return;
 	sched_kick(&ag->sched, now_ms); /* a pass feeds the tree at the pods' interfaces, or stops */

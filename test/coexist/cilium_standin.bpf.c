@@ -7,7 +7,10 @@
  * The "calico" set instead stands in for Calico's eBPF dataplane (tcx by
  * default): programs named like its tc programs (cali_*) that hand on
  * (TC_ACT_UNSPEC = TCX_NEXT) as Calico does for stack-bound packets;
- * counts[2] ingress, [3] egress. */
+ * counts[2] ingress, [3] egress. With entries in standin_peer (an IPv4
+ * destination -> the ifindex of a pod's host-side veth), cil_from_netdev
+ * puts those packets straight into the pod as Cilium's BPF host routing
+ * does (bpf_redirect_peer: past the host's stack and the veth's hooks). */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
@@ -28,10 +31,24 @@ static __always_inline int count(__u32 k, int verdict)
 	return verdict;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);   /* IPv4 destination, network order */
+	__type(value, __u32); /* host-side veth ifindex */
+} standin_peer SEC(".maps");
+
 SEC("tc")
 int cil_from_netdev(struct __sk_buff *skb)
 {
-	return count(0, TC_ACT_OK);
+	__u16 proto = 0;
+	__u32 dst = 0, *ifindex;
+
+	count(0, TC_ACT_OK);
+	if (bpf_skb_load_bytes(skb, 12, &proto, 2) == 0 && proto == __builtin_bswap16(0x0800) &&
+	    bpf_skb_load_bytes(skb, 14 + 16, &dst, 4) == 0 && (ifindex = bpf_map_lookup_elem(&standin_peer, &dst)))
+		return bpf_redirect_peer(*ifindex, 0);
+	return TC_ACT_OK;
 }
 
 SEC("tc")

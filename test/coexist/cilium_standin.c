@@ -9,6 +9,9 @@
  *       dataplane's stand-in instead (cali_tc_*: TC_ACT_UNSPEC, hands on)
  *   cilium-standin count PINDIR        "ingress N" and "egress N" (the
  *       calico set: "calico-ingress N", "calico-egress N")
+ *   cilium-standin peer PINDIR IPV4 DEV   packets for IPV4 go straight into
+ *       the pod behind the host-side veth DEV (bpf_redirect_peer), as with
+ *       Cilium's BPF host routing
  *   cilium-standin detach PINDIR       unpin (the links go with the pins)
  *   cilium-standin query DEV           the programs on DEV's tcx hooks, in
  *       the order they run: "ingress NAME" / "egress NAME" lines
@@ -19,6 +22,7 @@
  * libbpf 1.1 has no tcx helpers: bpf_link_create with BPF_TCX_INGRESS /
  * BPF_TCX_EGRESS (46 / 47, defined here where the UAPI headers lack them)
  * and no BPF_F_BEFORE/AFTER appends at the tail, as Cilium attaches. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <linux/pkt_sched.h>
 #include <net/if.h>
@@ -40,8 +44,8 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: cilium-standin attach DEV PINDIR [calico] | count PINDIR | detach PINDIR | query DEV | "
-	                "flush-legacy DEV\n");
+	fprintf(stderr, "usage: cilium-standin attach DEV PINDIR [calico] | count PINDIR | peer PINDIR IPV4 DEV | "
+	                "detach PINDIR | query DEV | flush-legacy DEV\n");
 	return 2;
 }
 
@@ -90,6 +94,11 @@ static int attach(const char *dev, const char *dir, bool calico)
 		fprintf(stderr, "cilium-standin: pin %s/counts: %s\n", dir, strerror(errno));
 		r = 1;
 	}
+	if (!r && (pin_path(path, sizeof(path), dir, "peer") < 0 ||
+	           bpf_obj_pin(bpf_map__fd(skel->maps.standin_peer), path) < 0)) {
+		fprintf(stderr, "cilium-standin: pin %s/peer: %s\n", dir, strerror(errno));
+		r = 1;
+	}
 	cilium_standin_bpf__destroy(skel);
 	return r;
 }
@@ -119,13 +128,36 @@ static int count(const char *dir)
 	return 0;
 }
 
+static int peer(const char *dir, const char *ip, const char *dev)
+{
+	char path[4096];
+	__u32 dst, ifindex = if_nametoindex(dev);
+	int fd;
+
+	if (inet_pton(AF_INET, ip, &dst) != 1 || !ifindex) {
+		fprintf(stderr, "cilium-standin: peer %s %s: not an IPv4 address and a device\n", ip, dev);
+		return 1;
+	}
+	if (pin_path(path, sizeof(path), dir, "peer") < 0 || (fd = bpf_obj_get(path)) < 0) {
+		fprintf(stderr, "cilium-standin: %s/peer: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	if (bpf_map_update_elem(fd, &dst, &ifindex, BPF_ANY) < 0) {
+		fprintf(stderr, "cilium-standin: peer %s: %s\n", ip, strerror(errno));
+		close(fd);
+		return 1;
+	}
+	close(fd);
+	return 0;
+}
+
 static int detach(const char *dir)
 {
-	static const char *const names[3] = {"ingress", "egress", "counts"};
+	static const char *const names[4] = {"ingress", "egress", "counts", "peer"};
 	char path[4096];
 	int r = 0;
 
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		if (pin_path(path, sizeof(path), dir, names[k]) < 0 || (unlink(path) < 0 && errno != ENOENT)) {
 			fprintf(stderr, "cilium-standin: unpin %s/%s: %s\n", dir, names[k], strerror(errno));
 			r = 1;
@@ -194,6 +226,8 @@ int main(int argc, char **argv)
 		return attach(argv[2], argv[3], true);
 	if (argc == 3 && streq(argv[1], "count"))
 		return count(argv[2]);
+	if (argc == 5 && streq(argv[1], "peer"))
+		return peer(argv[2], argv[3], argv[4]);
 	if (argc == 3 && streq(argv[1], "detach"))
 		return detach(argv[2]);
 	if (argc == 3 && streq(argv[1], "query"))

@@ -39,6 +39,11 @@ class Standin:
         return {"ingress": c["calico-ingress"], "egress": c["calico-egress"]} if self.calico else \
             {"ingress": c["ingress"], "egress": c["egress"]}
 
+    def peer(self, ip, dev):
+        """Packets for ip go straight into the pod behind host-side veth dev
+        (bpf_redirect_peer, as Cilium's BPF host routing does)."""
+        self._run("peer", self.pins, ip, dev)
+
     def flush_legacy(self):
         """Delete every legacy tc filter on the device, both hooks, once; how many."""
         return int(self._run("flush-legacy", self.dev).strip())

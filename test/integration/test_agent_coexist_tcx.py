@@ -190,6 +190,20 @@ def test_download_behind_a_hook_ending_cni_fed_at_the_pods(node, cni):
         assert after.get(other, 0) - before.get(other, 0) < 5, (pod.name, before, after)
         assert tcp_delivers(node.fabric.name, pod)
     assert cni.counts()["ingress"] - cb["ingress"] >= 4400, (cb, cni.counts())
+    # BPF host routing: the stand-in puts the pods' packets straight into
+    # them (bpf_redirect_peer), past the pods' hooks too: not shaped, said so
+    for pod in (inf, train):
+        cni.peer(pod.ip(), pod.host_veth())
+    for _ in range(4):
+        agentlab.send_udp(node.fabric.name, train.ip(), n=1000)
+        time.sleep(0.5)
+    r = wait_until(lambda: (lambda x: x if x and x.get("podsBypassed") else None)(reach(node)), 6,
+                   "the pods' hooks reported bypassed")
+    assert r["podPackets"] * 10 < r["receivedPackets"], r
+    assert node.status()["uplink"]["downlink"]["shaped"] is False
+    ev = wait_until(lambda: node.events("DownloadNotShaped"), 5, "the DownloadNotShaped Event")
+    assert "hostLegacyRouting" in ev[0]["message"], ev[0]["message"]
+    assert tcp_delivers(node.fabric.name, train)
     # the stand-in gone: received packets reach the uplink's hook again
     cni.close()
     for _ in range(4):
