@@ -688,15 +688,16 @@ static void check_hooks(const struct doctor_options *o, struct doctor_report *r)
 			    h ? "aiqos's upload gate and redirect (gated HTB) never see a packet; its classifier runs "
 			        "first "
 			        "as a tcx link and hands on"
-			      : "aiqos's download redirect to its ifb never sees a packet: the download tree shapes "
-			        "nothing");
+			      : "aiqos's download filters at the uplink never see a packet: the agent measures it and "
+			        "feeds the download tree at the pods' host-side interfaces instead");
 			fix(r, "%s",
 			    h ? "nothing for the classifier; the gated upload tree is not used next to it (HTB at the "
 			        "root)"
-			      : "an ifb redirect ahead of the CNI would hide packets from it (the ifb re-injects past "
-			        "every "
-			        "ingress hook), so aiqos does not go first there: turn the download tree off "
-			        "(\"downlink\": false) on these nodes, or shape downloads with the CNI's own limiter");
+			      : "nothing while the CNI hands packets to the stack (aiqos status: downlink fedAt "
+			        "\"pods\"); "
+			        "where it puts them straight into the pods (Cilium's BPF host routing or netkit: "
+			        "bpf.hostLegacyRouting=true and veth devices restore the path) the agent reports the "
+			        "download not shaped (DownloadNotShaped)");
 		}
 	}
 }
