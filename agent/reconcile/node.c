@@ -1401,6 +1401,12 @@ void agent_tc_event(struct agent *ag, int type, int ifindex, uint32_t parent, ui
 		ours = true;
 		ingress = ifindex == ag->down.ifb_ifindex;
 		kind_ix = AGENT_HOOK_IFB;
+	} else if (ag->podside_on && type == RTM_DELTFILTER && hook && TC_H_MIN(parent) == TC_H_MIN_EGRESS &&
+	           (prio == NODE_FILTER_PRIO_DOWN_CLS || prio == NODE_FILTER_PRIO_UP_REDIRECT)) {
+		/* a pod's download hook (podside.h): the download direction's */
+		ours = true;
+		ingress = true;
+		kind_ix = AGENT_HOOK_CLSACT;
 	}
 	if (!ours)
 		return;
@@ -1412,9 +1418,10 @@ void agent_tc_event(struct agent *ag, int type, int ifindex, uint32_t parent, ui
 	else
 		snprintf(what, sizeof(what), "qdisc %s %x:", kind && kind[0] ? kind : "?", TC_H_MAJ(handle) >> 16);
 	snprintf(msg, sizeof(msg), "aiqos's %s on %s deleted by %s: put back", what,
-	         ifindex == ag->up.ifindex ? ag->up.ifname
-	         : ingress                 ? PLAN_IFB_NAME
-	                                   : PLAN_IFB_UP_NAME,
+	         ifindex == ag->up.ifindex           ? ag->up.ifname
+	         : ifindex == ag->down.ifb_ifindex   ? PLAN_IFB_NAME
+	         : ifindex == ag->shaper.ifb_ifindex ? PLAN_IFB_UP_NAME
+	                                             : "a pod's interface",
 	         who);
 	log_msg(LOG_LVL_WARN, "tc object deleted behind our back", "object", what, "by", who, "hook",
 	        hook_name[kind_ix], (char *)NULL);

@@ -132,7 +132,7 @@ def summarize(results):
             s["arms"][arm] = {k: [r.get(k) for r in rs] for k in (
                 "p50_us", "p99_us", "p999_us", "goodput_bps", "errors", "timeouts", "requests", "bottleneck_drops",
                 "node_drops", "bottleneck_backlog_max_b", "node_backlog_max_b", "send_lag_p99_us", "loadavg_start",
-                "achieved_rate", "agent_mode", "max_us", "missing", "model_load_bps", "offered_mbit")}
+                "achieved_rate", "agent_mode", "max_us", "missing", "model_load_bps", "offered_mbit", "kv_transfer_s")}
             s["arms"][arm]["n"] = len(rs)
         a, f, i = arms.get("aiqos", {}), arms.get("fifo", {}), arms.get("idle", {})
 
@@ -326,18 +326,23 @@ def stream_table(summ):
                 f"FIFO / idle | FIFO / aiqos (≥ {TARGET_VS_FIFO:g}× where FIFO / idle ≥ {FIFO_QUEUES:g}×) | "
                 f"event p99.9: idle / aiqos (≤ idle + {TOKENS_P999_ADD_US / 1000:g} ms) | event max: idle / aiqos | "
                 f"events missing: FIFO / aiqos (aiqos 0) | upload kept: aiqos / FIFO (≥ {100 * TARGET_GOODPUT:.0f} %) | "
-                "reps | verdict |",
-                ("|---" if dp else "") + "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "KV cache sent in: FIFO / aiqos | reps | verdict |",
+                ("|---" if dp else "") + "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in tok:
             miss = [sum(x or 0 for x in s["arms"][a]["missing"]) if a in s["arms"] else None for a in ("fifo", "aiqos")]
+            kv = s["load"].endswith("kv")
+            kv_s = [_arm_med(s, a, "kv_transfer_s") for a in ("fifo", "aiqos")] if kv else None
             out.append(f"{'| ' + s['datapath'] + ' ' if dp else ''}| {rate_text(s['rate_mbit'])} | "
-                       f"{s['load'][len('tokens'):]} | {s['cc']} | {ms(_p99(s, 'idle'))} / {ms(_p99(s, 'fifo'))} / "
+                       f"{s['load'][len('tokens'):len(s['load']) - 2 if kv else None]}"
+                       f"{' + a 100 MB KV cache sent' if kv else ''} | {s['cc']} | {ms(_p99(s, 'idle'))} / {ms(_p99(s, 'fifo'))} / "
                        f"{ms(_p99(s, 'aiqos'))} | {ratio(med(s['aiqos_over_tokens_bound']))} | "
                        f"{ratio(med(s['fifo_over_idle']))} | {ratio(med(s['fifo_over_aiqos']))} | "
                        f"{ms(_arm_med(s, 'idle', 'p999_us'))} / {ms(_arm_med(s, 'aiqos', 'p999_us'))} | "
                        f"{ms(_arm_med(s, 'idle', 'max_us'))} / {ms(_arm_med(s, 'aiqos', 'max_us'))} | "
                        f"{'—' if miss[0] is None else miss[0]} / {'—' if miss[1] is None else miss[1]} | "
-                       f"{pct(med(s['goodput_aiqos_over_fifo']))} | {s['reps']} | {verdict_cell(s)} |")
+                       f"{pct(med(s['goodput_aiqos_over_fifo']))} | "
+                       + (" / ".join("—" if x is None else f"{x:.1f} s" for x in kv_s) if kv else "—")
+                       + f" | {s['reps']} | {verdict_cell(s)} |")
     if mod:
         if out:
             out.append("")

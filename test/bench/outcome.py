@@ -459,7 +459,10 @@ CLIENT_TEXT = {"loadgen": "loadgen (the project's open-loop generator, Poisson)"
 # (download: the inference pod pulls over 8 connections while training
 # pulls; metric: training's goodput and the pod's 8 KiB requests meanwhile).
 # In the matrix by default, loadgen client only.
-STREAM_LOADS = {"tokens64": "egress", "tokens256": "egress", "modelload": "download"}
+STREAM_LOADS = {"tokens64": "egress", "tokens256": "egress", "tokens64kv": "egress", "modelload": "download"}
+# tokens64kv: the 64 streams while the pod sends a KV cache to a decode pod
+# elsewhere (the fabric): KV_BYTES over one connection, from lg_warmup_s on
+KV_BYTES = 100 * 1000 * 1000
 TOKENS_PORT = 7100
 TOKENS_EVENT_BYTES, TOKENS_PERIOD_MS = 300, 25
 MODEL_LOAD_CONNS = 8
@@ -583,10 +586,13 @@ def load_spec(load, rate_mbit, w):
                         text=f"8 KiB responses at a mean {w.rate:.0f} req/s, on/off: {w.burst_factor:g}× the mean "
                              f"for {w.burst_ms} ms of every {w.burst_period_ms} ms")
     if load.startswith("tokens") and load in STREAM_LOADS:
-        n = int(load[len("tokens"):])
+        kv = load.endswith("kv")
+        n = int(load[len("tokens"):len(load) - 2 if kv else None])
         return LoadSpec(load, TOKENS_EVENT_BYTES, n * 1000.0 / TOKENS_PERIOD_MS, n,
                         text=f"{n} token streams in lock-step, one {TOKENS_EVENT_BYTES}-byte event per stream every "
-                             f"{TOKENS_PERIOD_MS} ms (one-way delay per event)")
+                             f"{TOKENS_PERIOD_MS} ms (one-way delay per event)"
+                             + (f", while the pod sends a {KV_BYTES // 1000000} MB KV cache to another pod over one "
+                                "connection" if kv else ""))
     if load == "modelload":
         return LoadSpec("modelload", 8192, w.rate, w.conns,
                         text=f"8 KiB responses at {w.rate:.0f} req/s while the pod pulls its model over "
@@ -693,17 +699,49 @@ def _run_cell_loadgen(lab, direction, spec, cc, w, inf, out, label):
             "client_file": os.path.basename(out)}
 
 
+def _kv_transfer(inf, cc, w):
+    """The KV cache (tokens64kv): KV_BYTES from the pod to the fabric's
+    last iperf3 server over one connection, started once the token streams'
+    warm-up is over; returns the running iperf3."""
+    time.sleep(w.lg_warmup_s)
+    argv = inf.exec("iperf3", "-c", inf.lab.server_ip, "-p", L.IPERF_PORT0 + L.IPERF_SERVERS - 1, "-n", KV_BYTES,
+                    "-C", cc, "-J", "--connect-timeout", "3000")
+    return subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def _run_cell_tokens(lab, spec, cc, w, inf, out, label):
     """Token streams (egress): the client in the fabric reads spec.conns
-    streams of the pod's tokens-server; latency = each event's one-way delay."""
+    streams of the pod's tokens-server; latency = each event's one-way delay.
+    tokens64kv: the pod sends its KV cache meanwhile (how long it took is
+    recorded)."""
     rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
     argv = L.nsexec(lab.fabric, *rt, lab.loadgen, "tokens-client", "--connect", f"{inf.ip}:{TOKENS_PORT}",
                     "--streams", spec.conns, "--event", TOKENS_EVENT_BYTES, "--duration", f"{w.cell_s:.2f}",
                     "--warmup", f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--cc", cc, "--label", label,
                     "--out", out)
-    d = _loadgen_json(argv, w, out, "loadgen tokens-client")
+    kv, box = None, {}
+    if spec.name.endswith("kv"):
+        t = threading.Thread(target=lambda: box.update(p=_kv_transfer(inf, cc, w)))
+        t.start()
+    try:
+        d = _loadgen_json(argv, w, out, "loadgen tokens-client")
+    finally:
+        if spec.name.endswith("kv"):
+            t.join()
+            kv = box.get("p")
+    kv_s = None
+    if kv is not None:
+        try:
+            o, _ = kv.communicate(timeout=w.cell_s + 60)
+        except subprocess.TimeoutExpired:
+            kv.kill()
+            o, _ = kv.communicate()
+        try:
+            kv_s = json.loads(o)["end"]["sum_sent"]["seconds"]
+        except (ValueError, KeyError, TypeError):
+            kv_s = None
     lat = d["delay_us"]
-    return {"p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
+    return {"kv_transfer_s": kv_s, "p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
             "max_us": lat["max"], "requests": lat["count"], "errors": d["bad"] + d["closed"], "timeouts": 0,
             "missing": d["missing"], "achieved_rate": d["events"] / max(1e-9, w.cell_s - w.lg_warmup_s),
             "send_lag_p99_us": None, "t0": d["t0_unix_ns"] / 1e9, "client_file": os.path.basename(out)}

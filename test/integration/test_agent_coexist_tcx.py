@@ -181,6 +181,12 @@ def test_download_behind_a_hook_ending_cni_fed_at_the_pods(node, cni):
     assert "cil_from_netdev" in ev[0]["message"] and "pods' host-side interfaces" in ev[0]["message"], \
         ev[0]["message"]
     assert "aiqos_download_bypassed 1" in node.metrics()
+    # Cilium's loader deletes the legacy filters of the devices it attaches
+    # to: a pod's hooks deleted are back at once
+    n0 = node.status()["uplink"].get("hookDeleted", {}).get("at", 0)
+    node.sh("tc", "filter", "del", "dev", train.host_veth(), "egress")
+    wait_until(lambda: pod_hooks(node, train), 5, "the training pod's hooks back")
+    assert node.status()["uplink"]["hookDeleted"]["at"] >= n0
     # each pod's download in its class on the ifb; delivered (TCP through the tree)
     for pod, cls, other in ((inf, "1:10", "1:30"), (train, "1:30", "1:10")):
         before = class_packets(node, ifb)
