@@ -362,7 +362,8 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 			              (double)ag->ctr.hook_deletions[d][k], "direction", d ? "ingress" : "egress",
 			              "hook", hook[k], (char *)NULL);
 		}
-	if (ag->down_reach.known) {
+	{
+		/* 0 until an interval with enough packets was measured (node/reach.h) */
 		metrics_write(w, "aiqos_download_reached_packets",
 		              "Of the packets the uplink received in the last interval, those that reached aiqos's "
 		              "download classifier (fewer than half: another tool's program ends the hook first)",
@@ -372,7 +373,7 @@ void agent_metrics_render(struct agent *ag, struct metrics_writer *w)
 		metrics_write(w, "aiqos_download_bypassed",
 		              "1 while the packets the uplink receives do not reach its ingress hook's download "
 		              "classifier (the download tree is then fed at the pods' interfaces)",
-		              G, ag->down_reach.bypassed ? 1.0 : 0.0, (char *)NULL);
+		              G, ag->down_reach.known && ag->down_reach.bypassed ? 1.0 : 0.0, (char *)NULL);
 	}
 	metrics_write(w, "aiqos_events_posted_total", "Kubernetes Events the agent posted", C,
 	              (double)ag->ctr.events_posted, (char *)NULL);

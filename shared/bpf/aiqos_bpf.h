@@ -25,10 +25,10 @@ typedef uint64_t aq_u64;
 #define BPF_CLS_KEY_SRC6    6
 #define BPF_CLS_MAP_MAX     8192 /* entries: pod addresses (NODE_FILTERS_MAX) + 64 DSCPs + 1, with room */
 /* Bands inside a class (bands.h): entries of the same map. */
-#define BPF_CLS_KEY_BAND     2 /* addr[0..3]: a class's priority (host order) -> its bulk band's priority */
-#define BPF_CLS_KEY_BAND_CFG 3 /* addr[0]: BPF_BAND_CFG_* -> that setting */
-#define BPF_BAND_CFG_BYTES   0 /* a flow's recent bytes beyond which it is demoted */
-#define BPF_BAND_CFG_IDLE_US 1 /* silence (us) after which a flow's count restarts */
+#define BPF_CLS_KEY_BAND         2    /* addr[0..3]: a class's priority (host order) -> its bulk band's priority */
+#define BPF_CLS_KEY_BAND_CFG     3    /* addr[0]: BPF_BAND_CFG_* -> that setting */
+#define BPF_BAND_CFG_BYTES       0    /* a flow's recent bytes beyond which it is demoted */
+#define BPF_BAND_CFG_IDLE_US     1    /* silence (us) after which a flow's count restarts */
 #define BPF_BAND_PROMOTE_IDLE_MS 1000 /* silence after which a demoted flow is interactive again */
 /* flows tracked per program (an LRU: the least recently seen is forgotten,
  * and starts again as interactive); 65536 x ~80 bytes = ~5 MiB per program */

@@ -118,8 +118,8 @@ def check_cell(r, w, rate=None):
 
 def test_matrix_cell_selection():
     cells = O.select_cells("", L.CCS)
-    # 24 request cells and issue 30's 6 stream cells (tokens64, tokens256, modelload x 2 ccs)
-    assert len(cells) == 30 and len(set(cells)) == 30
+    # 24 request cells and issue 30's 8 stream cells (tokens64, tokens256, tokens64kv, modelload x 2 ccs)
+    assert len(cells) == 32 and len(set(cells)) == 32
     assert O.select_cells("download-*-http-*", L.CCS) == [
         "download-small-http-cubic", "download-small-http-bbr", "download-large-http-cubic",
         "download-large-http-bbr", "download-burst-http-cubic", "download-burst-http-bbr"]
@@ -139,7 +139,7 @@ def test_matrix_cells_at_a_second_rate():
                      "download-small-loadgen-cubic@10000", "download-small-http-cubic@10000",
                      "download-burst-loadgen-cubic@10000", "download-burst-http-cubic@10000",
                      "egress-tokens64-loadgen-cubic@10000", "egress-tokens256-loadgen-cubic@10000"]
-    assert len(cells) == 15 + len(at10g)
+    assert len(cells) == 16 + len(at10g)
     # a pattern selects the cell at every rate, or with @RATE at one
     assert O.select_cells("egress-small-loadgen-cubic", ("cubic",), rates=(500, 10000)) == [
         "egress-small-loadgen-cubic", "egress-small-loadgen-cubic@10000"]
@@ -288,11 +288,12 @@ def test_vxlan_datapath_crosses_the_wire_encapsulated(plugin):
 
 def test_stream_cells_selected_by_name():
     assert O.select_cells("egress-tokens*-loadgen-cubic,download-modelload-*", ("cubic", "bbr")) == [
-        "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "download-modelload-loadgen-cubic",
-        "download-modelload-loadgen-bbr"]
+        "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "egress-tokens64kv-loadgen-cubic",
+        "download-modelload-loadgen-cubic", "download-modelload-loadgen-bbr"]
     # in the matrix by default (issue 30 §2)
     assert [c for c in O.select_cells("", ("cubic",)) if "tokens" in c or "modelload" in c] == [
-        "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "download-modelload-loadgen-cubic"]
+        "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "egress-tokens64kv-loadgen-cubic",
+        "download-modelload-loadgen-cubic"]
 
 
 if os.path.exists(os.path.join(REPO, "agent", "main.c")):
