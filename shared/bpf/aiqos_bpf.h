@@ -30,6 +30,7 @@ typedef uint64_t aq_u64;
 #define BPF_BAND_CFG_BYTES       0    /* a flow's recent bytes beyond which it is demoted */
 #define BPF_BAND_CFG_IDLE_US     1    /* silence (us) after which a flow's count restarts */
 #define BPF_BAND_PROMOTE_IDLE_MS 1000 /* silence after which a demoted flow is interactive again */
+#define BPF_BAND_MSG_MIN_BYTES   64   /* a TCP flow's ACK advancing by this much: the peer sent a request */
 /* flows tracked per program (an LRU: the least recently seen is forgotten,
  * and starts again as interactive); 65536 x ~80 bytes = ~5 MiB per program */
 #define BPF_FLOW_MAP_MAX 65536
@@ -55,7 +56,8 @@ struct bpf_flow_key {
 struct bpf_flow {
 	aq_u64 last_ns; /* its last packet */
 	aq_u64 bytes;   /* recent bytes (drained, restarted after a silence) */
-	aq_u64 bulk;    /* 1 while demoted */
+	aq_u32 bulk;    /* 1 while demoted */
+	aq_u32 ack;     /* TCP: the flow's last acknowledgment number (the peer's bytes) */
 };
 
 /* EDT: the map's one value. The clocks are the program's, in 2^-8 ns

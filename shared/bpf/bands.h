@@ -10,6 +10,13 @@
  *   else the count drains at threshold bytes per second of the time since
  *        the flow's last packet (a sparse flow — token events, a request
  *        now and then — never accumulates)
+ *   a TCP packet whose acknowledgment number advanced by at least
+ *        BPF_BAND_MSG_MIN_BYTES since the flow's last: the peer sent a
+ *        message (a request) and this is its response: the count restarts
+ *        and a demoted flow is interactive again (PIAS counts a message's
+ *        bytes; a keep-alive connection serving 256 KiB responses at a high
+ *        rate is many short messages, a model load or a KV-cache transfer
+ *        one long one; the peer's window updates and pings are smaller)
  *   count += the packet's bytes
  *   count > threshold (BPF_BAND_CFG_BYTES): the flow is demoted to the band,
  *        where it stays while it keeps sending. (Promoting a demoted flow
@@ -43,8 +50,9 @@ static __always_inline __u32 band_pick(struct __sk_buff *skb, void *map, void *f
 	struct bpf_cls_key key = {.kind = BPF_CLS_KEY_BAND};
 	struct bpf_flow_key fk = {};
 	struct bpf_flow *f;
-	__u32 *bulk, *thr, *idle_us;
+	__u32 *bulk, *thr, *idle_us, ack = 0;
 	__u64 now, elapsed, drain, len = skb->len;
+	__u8 has_ack = 0;
 
 	if (!p->complete)
 		return prio;
@@ -64,10 +72,18 @@ static __always_inline __u32 band_pick(struct __sk_buff *skb, void *map, void *f
 	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP)
 		if (load_net(skb, p->l4_off, fk.port, sizeof(fk.port)) < 0)
 			__builtin_memset(fk.port, 0, sizeof(fk.port));
+	if (p->proto == IPPROTO_TCP) {
+		__u8 tcp[14]; /* up to the flags: ports, sequence, acknowledgment, offset */
+
+		if (load_net(skb, p->l4_off, tcp, sizeof(tcp)) == 0 && (tcp[13] & 0x10)) {
+			ack = (__u32)tcp[8] << 24 | (__u32)tcp[9] << 16 | (__u32)tcp[10] << 8 | tcp[11];
+			has_ack = 1;
+		}
+	}
 	now = bpf_ktime_get_ns();
 	f = bpf_map_lookup_elem(flows, &fk);
 	if (!f) {
-		struct bpf_flow nf = {.last_ns = now, .bytes = len, .bulk = len > *thr};
+		struct bpf_flow nf = {.last_ns = now, .bytes = len, .bulk = len > *thr, .ack = ack};
 
 		bpf_map_update_elem(flows, &fk, &nf, BPF_ANY);
 		return nf.bulk ? *bulk : prio;
@@ -81,6 +97,16 @@ static __always_inline __u32 band_pick(struct __sk_buff *skb, void *map, void *f
 		/* elapsed < idle (at most NODE_BULK_IDLE_MS_MAX) x threshold < 2^32: no overflow */
 		drain = elapsed * *thr / 1000000000ull;
 		f->bytes = f->bytes > drain ? f->bytes - drain : 0;
+	}
+	if (has_ack) {
+		/* serial-number arithmetic: a forward step of less than 2^31 */
+		__u32 step = ack - f->ack;
+
+		if (step >= BPF_BAND_MSG_MIN_BYTES && step < 0x80000000u) {
+			f->bytes = 0;
+			f->bulk = 0;
+		}
+		f->ack = ack;
 	}
 	f->bytes += len;
 	f->last_ns = now;

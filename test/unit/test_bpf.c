@@ -794,6 +794,26 @@ static struct pkt pkt_flow(const char *src, const char *dst, uint16_t sport, uin
 	return f.p;
 }
 
+/* A TCP segment of len bytes (frame) from src:sport to dst:dport whose
+ * acknowledgment number is ack (the ACK flag set). */
+static struct pkt pkt_tcp(const char *src, const char *dst, uint16_t sport, uint16_t dport, uint32_t ack, uint32_t len)
+{
+	struct frame f = {0};
+	uint8_t tcp[20] = {(uint8_t)(sport >> 8), (uint8_t)sport, (uint8_t)(dport >> 8), (uint8_t)dport};
+
+	tcp[8] = (uint8_t)(ack >> 24);
+	tcp[9] = (uint8_t)(ack >> 16);
+	tcp[10] = (uint8_t)(ack >> 8);
+	tcp[11] = (uint8_t)ack;
+	tcp[12] = 5 << 4; /* 20 bytes of header */
+	tcp[13] = 0x10;   /* ACK */
+	put_eth(&f, strchr(src, ':') ? 0x86dd : 0x0800);
+	put_ip_to(&f, src, dst, 6, 0);
+	put(&f, tcp, sizeof(tcp));
+	pad(&f, len - f.at);
+	return f.p;
+}
+
 /* The pods' entries, inference's band (to training's priority, as the
  * mq/EDT layouts name it) and the thresholds. */
 static unsigned band_entries(struct bpf_cls_entry *v, unsigned n_pods, uint32_t idle_us)
@@ -870,6 +890,50 @@ TEST(bands_demote_and_promote_upload)
 	CHECK_INT(bpf_cls_map_sync(c.map, pods, ARRAY_SIZE(pods), NULL, &e), 0);
 	CHECK_INT(flow_send(c.prog, &chat, 20), PRIO_INF);
 	cls_close(&c);
+}
+
+/* A TCP flow's messages: its count restarts, and a demoted flow is
+ * interactive again, when its acknowledgment number moves on by at least
+ * BPF_BAND_MSG_MIN_BYTES (the peer sent a request: a keep-alive connection
+ * serving responses one after another). A smaller step (a window update, a
+ * ping), none (one long transfer) or a step back changes nothing. Upload
+ * and download. */
+TEST(bands_restart_at_each_request)
+{
+	struct bpf_cls_entry ents[ARRAY_SIZE(pods) + 3];
+	const uint32_t a0 = 0xfffffff0u; /* the first request wraps the sequence space */
+	struct pkt r0 = pkt_tcp("10.75.0.10", "10.75.0.2", 80, 40000, a0, 1000);
+	struct pkt r1 = pkt_tcp("10.75.0.10", "10.75.0.2", 80, 40000, a0 + BPF_BAND_MSG_MIN_BYTES, 1000);
+	struct pkt small = pkt_tcp("10.75.0.10", "10.75.0.2", 80, 40000, a0 + BPF_BAND_MSG_MIN_BYTES + 13, 1000);
+	struct pkt back = pkt_tcp("10.75.0.10", "10.75.0.2", 80, 40000, a0, 1000);
+	struct pkt d0 = pkt_tcp("192.168.99.7", "10.75.0.10", 443, 50000, 7, 1000);
+	struct pkt d1 = pkt_tcp("192.168.99.7", "10.75.0.10", 443, 50000, 7 + 200, 1000);
+	int map = -1, prog = -1;
+	_cleanup_close_ int seen = -1;
+	struct error e = {0};
+	struct cls c;
+
+	if (!cls_up(&c, ents, band_entries(ents, ARRAY_SIZE(pods), BAND_IDLE_US)))
+		return;
+	CHECK_INT(flow_send(c.prog, &r0, 10), PRIO_INF);  /* one response: at the threshold */
+	CHECK_INT(flow_send(c.prog, &r0, 1), PRIO_TRAIN); /* the same message goes on: beyond it */
+	CHECK_INT(flow_send(c.prog, &r1, 1), PRIO_INF);   /* the next request's response */
+	CHECK_INT(flow_send(c.prog, &r1, 9), PRIO_INF);
+	CHECK_INT(flow_send(c.prog, &small, 1), PRIO_TRAIN); /* 13 bytes in: not a request */
+	CHECK_INT(flow_send(c.prog, &back, 1), PRIO_TRAIN);  /* an old acknowledgment */
+	cls_close(&c);
+
+	if (bpf_dcls_load(&map, &seen, &prog, &e) < 0) {
+		fprintf(stderr, "  %s\n", e.msg);
+		CHECK(!"the download classifier loads");
+		return;
+	}
+	CHECK_INT(bpf_cls_map_sync(map, ents, band_entries(ents, 5, BAND_IDLE_US), NULL, &e), 0);
+	CHECK_INT(flow_send(prog, &d0, 11), PRIO_TRAIN);
+	CHECK_INT(flow_send(prog, &d1, 10), PRIO_INF);
+	CHECK_INT(flow_send(prog, &d1, 1), PRIO_TRAIN);
+	close(prog);
+	close(map);
 }
 
 /* Download: the same by the pod as the destination. */
