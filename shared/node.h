@@ -259,12 +259,14 @@
  * an interactive flow is not slowed by it.
  *
  * BANDS (interactive first, bulk shares, inside a class; docs/concepts.md).
- * In mixed mode with bulkThreshold on (cfg->bulk_threshold_bytes > 0), the
+ * In mixed mode with bulkThreshold on (cfg->bulk_threshold_bytes > 0, the
+ * default: NODE_BULK_THRESHOLD_DEFAULT), the
  * classifiers (bpf_cls.h, shared/bpf/bands.h) count each inference flow's
  * recent bytes (an LRU of BPF_FLOW_MAP_MAX flows per program; the count
- * restarts after bulkIdleMs of silence and drains at bulkThreshold bytes
- * per second) and give a flow beyond bulkThreshold the inference-bulk
- * band's priority until it has been quiet for BPF_BAND_PROMOTE_IDLE_MS (a
+ * restarts after bulkIdleMs of silence and at each request the flow's TCP
+ * peer sends, and drains at bulkThreshold bytes per second) and give a flow
+ * beyond bulkThreshold the inference-bulk band's priority until its peer's
+ * next request or until it has been quiet for BPF_BAND_PROMOTE_IDLE_MS (a
  * demoted flow that slowed down, or stalls on a loss, stays: it would come
  * back and starve the band): token events, requests and responses up to a few
  * hundred KiB stay first, a model load or a KV-cache transfer shares. Pods
@@ -316,7 +318,7 @@
 /* BANDS: bulkThreshold (bytes; 0 = "off"): 4 x the matrix's 256 KiB
  * response, ~17 ms at 500 Mbit/s; bulkIdleMs; bulkWeight (the band's share
  * of the excess against training's 1) */
-#define NODE_BULK_THRESHOLD_DEFAULT 0U /* off until enabled: see docs/concepts.md "Inside a class" */
+#define NODE_BULK_THRESHOLD_DEFAULT (1U << 20) /* 1 MiB; "off" disables the band */
 #define NODE_BULK_THRESHOLD_MIN     65536U
 #define NODE_BULK_THRESHOLD_MAX     (1U << 30)
 #define NODE_BULK_IDLE_MS_DEFAULT   20

@@ -165,6 +165,6 @@ def test_bands_bound_the_inference_receive_window_too(node):
     def rmem(pod):
         return agentlab.cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem").split()[2]
     wait_until(lambda: rmem(train) == "49000" and rmem(inf) == "49000", 10, "both pods' tcp_rmem bounded")
-    node.write_config({k: v for k, v in CONFIG.items() if k != "bulkThreshold"})
+    node.write_config(dict(CONFIG, bulkThreshold="off"))
     wait_until(lambda: rmem(inf) != "49000" and rmem(train) == "49000", 10,
                "the inference pod's window back without the bands")

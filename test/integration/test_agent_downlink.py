@@ -307,10 +307,11 @@ def rmem(pod):
 def test_download_bounds_the_training_receive_window(node):
     """While the download tree shapes at Rd * 98 % (392 Mbit/s), training
     pods' tcp_rmem maximum is 392e6 / 8 x (downlinkRttUs 500 + 500 us) =
-    49000 bytes (the default field follows it down); inference pods keep
-    theirs; "trainingRcvWindow": "off" gives training its profile's (here:
+    49000 bytes (the default field follows it down); with the bands off
+    inference pods keep theirs (with them on, the default, they get the
+    same bound: test_agent_bands); "trainingRcvWindow": "off" gives training its profile's (here:
     the netns's own value back), an explicit byte count is used as given."""
-    node.start_agent(CONFIG)
+    node.start_agent(dict(CONFIG, bulkThreshold="off"))
     train = node.add_pod(TRAIN)
     inf = node.add_pod(INF)
     wait_down(node, lambda: down_tree_ready(node), "the download tree on the ifb")
@@ -319,12 +320,12 @@ def test_download_bounds_the_training_receive_window(node):
     assert fresh[2] != "49000", fresh
     assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 49000
     assert "training receive window (tcp_rmem max): 49000 bytes" in node.aiqosctl("status").stdout
-    node.write_config(dict(CONFIG, trainingRcvWindow="off"))
+    node.write_config(dict(CONFIG, bulkThreshold="off", trainingRcvWindow="off"))
     wait_down(node, lambda: rmem(train) == fresh, "the training pod's tcp_rmem as before aiqos")
     assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 0
-    node.write_config(dict(CONFIG, trainingRcvWindow=100000, downlinkRttUs=2000))
+    node.write_config(dict(CONFIG, bulkThreshold="off", trainingRcvWindow=100000, downlinkRttUs=2000))
     wait_down(node, lambda: rmem(train) == ["4096", "100000", "100000"], "an explicit window")
-    node.write_config(dict(CONFIG, downlinkRttUs=2000))
+    node.write_config(dict(CONFIG, bulkThreshold="off", downlinkRttUs=2000))
     # 392e6 / 8 x 2.5 ms
     wait_down(node, lambda: rmem(train) == ["4096", "122500", "122500"], "the window from downlinkRttUs")
 

@@ -61,7 +61,8 @@ def htb_training(node):
 def htb_mixed(node):
     r = node.root()
     cl = classes_by_handle(node)
-    return r and r["kind"] == "htb" and set(cl) == {"1:1", "1:10", "1:20", "1:30"}
+    # 1:11: the inference-bulk band (bulkThreshold, on by default)
+    return r and r["kind"] == "htb" and set(cl) == {"1:1", "1:10", "1:11", "1:20", "1:30"}
 
 
 def ip_key(ip):
@@ -315,7 +316,7 @@ def expected_uplink(node, train_ips, inf_ips):
     got = {}
     for f in fs:
         got.setdefault(match_key(f), []).append(f["flowid"])
-    want_classes = {"1:1", "1:10", "1:20", "1:30"} if inf_ips else {"1:1", "1:20", "1:30"}
+    want_classes = {"1:1", "1:10", "1:11", "1:20", "1:30"} if inf_ips else {"1:1", "1:20", "1:30"}
     want = {ip_key(ip): ["1:30"] for ip in train_ips}
     want.update({ip_key(ip): ["1:10"] for ip in inf_ips})
     return cl == want_classes and got == want

@@ -2419,7 +2419,7 @@ TEST(node_config_bands_checked)
 	struct error e = {0};
 
 	node_config_defaults(&cfg);
-	CHECK_INT(cfg.bulk_threshold_bytes, 0); /* off by default: docs/concepts.md, "Inside a class" */
+	CHECK_INT(cfg.bulk_threshold_bytes, 1U << 20); /* on by default: docs/concepts.md, "Inside a class" */
 	CHECK_INT(cfg.bulk_idle_ms, 20);
 	CHECK_INT(node_config_check(&cfg, &e), 0);
 	cfg.bulk_threshold_bytes = 1000;
