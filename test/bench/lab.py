@@ -69,6 +69,13 @@ WIRE_FAB_IP, FABRIC_IP = "10.89.1.1", "10.89.1.2"
 UPLINK = "uplink"  # node side of the uplink
 WIRE_IN, WIRE_OUT = "w-node", "w-fab"  # the wire's two ends; bottlenecks: WIRE_OUT egress (egress), WIRE_IN (download)
 FABRIC_DEV = "fab"
+# the side link (the "cpu" arm): a second wire, identical to the first, the
+# training pods' traffic is routed over while inference keeps the first: the
+# same work for the machine's CPUs with no queue shared with inference
+SIDE_UPLINK, SIDE_WIRE_IN, SIDE_WIRE_OUT, SIDE_FABRIC_DEV = "uplink2", "w2-node", "w2-fab", "fab2"
+SIDE_NODE_UP_IP, SIDE_WIRE_NODE_IP = "10.89.2.1", "10.89.2.2"
+SIDE_WIRE_FAB_IP, SIDE_FABRIC_IP = "10.89.3.1", "10.89.3.2"
+SIDE_TABLE = 202
 IPERF_PORT0 = 5201
 IPERF_SERVERS = 6
 LOADGEN_PORT = 7000
@@ -487,6 +494,7 @@ class Lab:
             raise LabError(f"lab tag {self.tag!r}: want 1-8 alphanumeric characters")
         self.prefix = f"{PREFIX}{self.tag}-"
         self.node, self.wire, self.fabric = (f"{self.prefix}{n}" for n in ("node", "wire", "fabric"))
+        self.wire2 = f"{self.prefix}wire2"  # the side link's wire
         self.rate_mbit = rate_mbit
         self.fifo_bytes = fifo_bytes
         if datapath not in DATAPATHS:
@@ -611,7 +619,8 @@ class Lab:
         sh("ip", "-n", self.node, "route", "add", "default", "via", WIRE_NODE_IP)
         sh("ip", "-n", self.wire, "route", "add", POD_SUBNET, "via", NODE_UP_IP)
         sh("ip", "-n", self.fabric, "route", "add", "default", "via", WIRE_FAB_IP)
-        for ns in (self.node, self.wire):
+        self._setup_side_link()
+        for ns in (self.node, self.wire, self.wire2):
             sh(*nsexec(ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"))
         self.dp.setup(self)
         self.set_bottleneck("bfifo")
@@ -635,6 +644,38 @@ class Lab:
             self._wait_port(self.fabric, self.server_ip, IPERF_PORT0 + i, self.procs[f"iperf3-s{i}"])
         self.note(f"lab {self.tag} ({self.dp.name}) up in {self.tmp}")
         return self
+
+    def _setup_side_link(self):
+        """The side link: node SIDE_UPLINK -- wire2 -- fabric SIDE_FABRIC_DEV,
+        its bottleneck set like the wire's (set_bottleneck); used only by
+        route_side(). Loose reverse-path checks: a training pod's packets come
+        back on the side link while its server's address routes by the wire."""
+        sh("ip", "netns", "add", self.wire2)
+        sh("ip", "-n", self.wire2, "link", "set", "lo", "up")
+        sh("ip", "link", "add", SIDE_UPLINK, "netns", self.node, "type", "veth", "peer", "name", SIDE_WIRE_IN,
+           "netns", self.wire2)
+        sh("ip", "link", "add", SIDE_WIRE_OUT, "netns", self.wire2, "type", "veth", "peer", "name", SIDE_FABRIC_DEV,
+           "netns", self.fabric)
+        for ns, dev, addr in ((self.node, SIDE_UPLINK, SIDE_NODE_UP_IP), (self.wire2, SIDE_WIRE_IN, SIDE_WIRE_NODE_IP),
+                              (self.wire2, SIDE_WIRE_OUT, SIDE_WIRE_FAB_IP),
+                              (self.fabric, SIDE_FABRIC_DEV, SIDE_FABRIC_IP)):
+            sh("ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", self.wire2, "route", "add", POD_SUBNET, "via", SIDE_NODE_UP_IP)
+        sh("ip", "-n", self.wire2, "route", "add", "default", "via", SIDE_FABRIC_IP)
+        sh("ip", "-n", self.node, "route", "add", "default", "via", SIDE_WIRE_NODE_IP, "table", SIDE_TABLE)
+        for ns in (self.node, self.fabric):
+            for dev in ("all", "default", SIDE_UPLINK if ns == self.node else SIDE_FABRIC_DEV):
+                sh(*nsexec(ns, "sysctl", "-q", "-w", f"net.ipv4.conf.{dev}.rp_filter=0"))
+
+    def route_side(self, pods, on=True):
+        """Route pods' traffic over the side link (on) or back over the wire:
+        a source rule in the node, a host route in the fabric."""
+        for p in pods:
+            verb = "add" if on else "del"
+            sh("ip", "-n", self.node, "rule", verb, "from", f"{p.ip}/32", "table", SIDE_TABLE, "pref", 100,
+               check=on)
+            sh("ip", "-n", self.fabric, "route", verb, f"{p.ip}/32", "via", SIDE_WIRE_FAB_IP, check=on)
 
     def _wait_port(self, ns, host, port, proc, timeout_s=10):
         deadline = time.monotonic() + timeout_s
@@ -667,13 +708,14 @@ class Lab:
             args = ["fq_codel"]
         else:
             raise LabError(f"unknown bottleneck leaf {leaf!r}")
-        for dev in (WIRE_OUT, WIRE_IN):
+        for ns, dev in ((self.wire, WIRE_OUT), (self.wire, WIRE_IN), (self.wire2, SIDE_WIRE_OUT),
+                        (self.wire2, SIDE_WIRE_IN)):
             if self._bottleneck_leaf is None:
-                sh("tc", "-n", self.wire, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default",
+                sh("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default",
                    "1", "r2q", "10")
-                sh("tc", "-n", self.wire, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+                sh("tc", "-n", ns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
                    "rate", rate, "ceil", rate, "burst", burst, "cburst", burst, "quantum", quantum)
-            sh("tc", "-n", self.wire, "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", *args)
+            sh("tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", *args)
         self._bottleneck_leaf = leaf
 
     @staticmethod

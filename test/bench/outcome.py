@@ -45,6 +45,12 @@ ARMS = {
     # in the same run: a change's effect within the run's own spread
     "aiqos_base": {"chain": "aiqos", "training": True, "agent": True, "bins_env": "BENCH_BASE_BUILD",
                    "title": "aiqos, baseline build ($BENCH_BASE_BUILD)"},
+    # the machine's own limit (the matrix runs it at the further rates): the
+    # same training load routed over a second, identical link (lab.route_side),
+    # inference alone on the first: what the CPUs' work alone adds to the
+    # inference p99, with no queue shared (matrix_report.held)
+    "cpu": {"chain": "plain", "training": True, "side_link": True,
+            "title": "training on a second, identical link (the CPUs' share alone)"},
     # not a P4 arm: the plugin without its agent (the lab smoke test)
     "plugin": {"chain": "aiqos", "training": True, "title": "aiqos plugin alone (no agent)"},
 }
@@ -831,7 +837,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
     t_inst = time.monotonic()
     lab.reset_uplink()
     lab.set_bottleneck(spec.get("leaf", "bfifo"))
-    pods, train, procs, results, servers = [], [], [], [], []
+    pods, train, procs, results, servers, routed_side = [], [], [], [], [], []
     agent = sampler = None
     base = {"arm": arm, "direction": direction, "cc": cc, "rep": rep, "title": spec["title"],
             "datapath": lab.dp.name, "rate_mbit": lab.rate_mbit, "fifo_bytes": lab.fifo_bytes}
@@ -848,7 +854,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             agent = lab.start_agent(cfg)
             inst["agent_config"] = cfg
         short = {"idle": "id", "fifo": "ff", "bandwidth": "bw", "aiqos": "aq", "aiqos_x": "ax", "aiqos_base": "ab",
-                 "fq_codel": "fc"}.get(arm, "xx")
+                 "fq_codel": "fc", "cpu": "cp"}.get(arm, "xx")
         pname = f"{short}{direction[0]}{cc[0]}{rep}"
         if spec["training"]:
             bw = None
@@ -860,6 +866,11 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
                 train.append(lab.add_pod(f"{pname}t{k}", "training", spec["chain"], bandwidth=bw))
         inf = lab.add_pod(f"{pname}i0", "inference", spec["chain"])
         pods = train + [inf]
+        if spec.get("side_link"):
+            if lab.dp.name != "routed":
+                raise L.LabError(f"arm {arm}: the side link is routed only (datapath {lab.dp.name})")
+            lab.route_side(train)
+            routed_side = train
         if spec.get("aqm"):
             _set_aqm(lab, spec["aqm"], pods)
         # congestion control explicitly everywhere (the aiqos plugin picks one
@@ -984,6 +995,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
                 p.wait()
         for p in servers:
             lab.stop_proc(p)
+        lab.route_side(routed_side, on=False)
         for p in reversed(pods):
             try:
                 lab.del_pod(p)
