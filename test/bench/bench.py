@@ -29,9 +29,9 @@ Environment: BENCH_REPS (default 3), BENCH_SECONDS (seconds of each cell's
 inference load, default 4.5, the first 0.5 not counted; the demo: 8), BENCH_CCS (default "cubic bbr"),
 BENCH_ARMS (default all), BENCH_CELLS or CELLS (fnmatch patterns over cell
 names DIRECTION-LOAD-CLIENT-CC, e.g. "download-*-http-*,egress-large-*";
-default all 38: 24 request/response cells and issue 30's 14 token-stream
-(client loadgen, and sse: the real HTTP/SSE stack of hack/install-sse.sh)
-and model-load cells), BENCH_RATES (bottleneck rates in Mbit/s, default "500
+default all 36: 24 request/response cells and issue 30's 12 token-stream
+(client loadgen, and for 64 streams also sse: the real HTTP/SSE stack of
+hack/install-sse.sh) and model-load cells), BENCH_RATES (bottleneck rates in Mbit/s, default "500
 10000": every cell at the first, the small, burst and token-stream loads at
 each further one on the routed datapath, named CELL@RATE; the FIFO sized in
 time, 24 ms: 1.5 MB at 500 Mbit/s, 30 MB at 10 Gbit/s; BENCH_RATE_MBIT, the

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """streams.py — issue 30's cells on the lab (test/bench/lab.py): token
-streams from the inference pod (egress-tokens64/256/64kv, each with the
-project's loadgen and with the real HTTP/SSE stack: client sse, uvicorn +
-sse-starlette serving, httpx + httpx-sse reading, installed by
-hack/install-sse.sh, which this runs when sse cells are selected) and the
-model load (download-modelload), every arm of BENCH_ARMS (default: idle, the deep FIFO,
+streams from the inference pod (egress-tokens64/256/64kv with the
+project's loadgen; tokens64 and tokens64kv also over the real HTTP/SSE
+stack, client sse: uvicorn + sse-starlette serving, httpx + httpx-sse
+reading, installed by hack/install-sse.sh, which this runs when sse cells
+are selected) and the model load (download-modelload), every arm of BENCH_ARMS (default: idle, the deep FIFO,
 aiqos) interleaved over --reps repetitions as `make bench-lab` runs the
 matrix (bench.run_matrix); prints the medians and the issue's acceptance,
 writes results.json in BUILD/bench/streams-<time>/. Root.
@@ -37,7 +37,7 @@ import matrix_report as M  # noqa: E402
 import outcome as O  # noqa: E402
 
 DEFAULT_CELLS = ("egress-tokens64-loadgen-cubic,egress-tokens256-loadgen-cubic,egress-tokens64-sse-cubic,"
-                 "egress-tokens256-sse-cubic,download-modelload-loadgen-cubic")
+                 "download-modelload-loadgen-cubic")
 
 
 def main(argv):
