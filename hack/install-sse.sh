@@ -17,6 +17,8 @@
 # 1 if not. Used by the lab's token-stream cells with client sse
 # (test/bench/outcome.py, `make bench`, test/bench/streams.py, the lab smoke).
 set -euo pipefail
+# shellcheck source=hack/lib/cache-lock.sh
+. "$(dirname "$0")/lib/cache-lock.sh"
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 req=$top/test/bench/sse-requirements.txt
@@ -66,12 +68,7 @@ if [ "$check" -eq 1 ]; then
 	exit 1
 fi
 
-if ! up_to_date; then
-	mkdir -p "$root"
-	exec 9>"$root/.lock"
-	flock 9
-fi
-if up_to_date; then
+if cache_ready_or_lock up_to_date "$root/.lock"; then
 	log "cached: $venv ($stamp)"
 	[ "$print" -eq 0 ] || echo "$venv/bin/python"
 	exit 0

@@ -22,6 +22,9 @@
 #   tool_reports_version BIN  exit 0 if BIN reports TOOL_VERSION
 #   tool_ldflags GOMOD        print the -ldflags (GOMOD: the module's go.mod)
 
+# shellcheck source=hack/lib/cache-lock.sh
+. "$(dirname "${BASH_SOURCE[0]}")/cache-lock.sh"
+
 go_tool_build() {
 	local force=0 print_dir=0 check=0 a
 	for a in "$@"; do
@@ -61,16 +64,12 @@ go_tool_build() {
 		exit 1
 	fi
 
-	if ! up_to_date; then
-		mkdir -p "$bin" "$root/src"
-		exec 9>"$root/.lock"
-		flock 9
-	fi
-	if up_to_date; then
+	if cache_ready_or_lock up_to_date "$root/.lock"; then
 		go_tool_log "cached: $bin/$TOOL ($TOOL_VERSION, $go_version)"
 		[ "$print_dir" -eq 0 ] || echo "$bin"
 		exit 0
 	fi
+	mkdir -p "$bin" "$root/src"
 
 	export GOFLAGS="-mod=mod -buildvcs=false"
 	export CGO_ENABLED=0
