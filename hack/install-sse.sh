@@ -61,18 +61,8 @@ up_to_date() {
 	"$venv/bin/python" -c "import $modules" 2>/dev/null
 }
 
-if [ "$check" -eq 1 ]; then
-	[ "$print" -eq 0 ] || echo "$venv/bin/python"
-	up_to_date && exit 0
-	log "the SSE stack is not installed or out of date in $venv (run hack/install-sse.sh)"
-	exit 1
-fi
-
-if cache_ready_or_lock up_to_date "$root/.lock"; then
-	log "cached: $venv ($stamp)"
-	[ "$print" -eq 0 ] || echo "$venv/bin/python"
-	exit 0
-fi
+cache_guard "$check" "$print" "$venv/bin/python" up_to_date "$root/.lock" log \
+	"the SSE stack is not installed or out of date in $venv (run hack/install-sse.sh)" "cached: $venv ($stamp)"
 
 t0=$(date +%s)
 "$base" -c 'import venv, ensurepip' 2>/dev/null ||

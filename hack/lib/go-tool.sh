@@ -57,18 +57,9 @@ go_tool_build() {
 		tool_reports_version "$bin/$TOOL"
 	}
 
-	if [ "$check" -eq 1 ]; then
-		[ "$print_dir" -eq 0 ] || echo "$bin"
-		up_to_date && exit 0
-		go_tool_log "$TOOL $TOOL_VERSION not built or out of date in $bin (run hack/build-$TOOL.sh)"
-		exit 1
-	fi
-
-	if cache_ready_or_lock up_to_date "$root/.lock"; then
-		go_tool_log "cached: $bin/$TOOL ($TOOL_VERSION, $go_version)"
-		[ "$print_dir" -eq 0 ] || echo "$bin"
-		exit 0
-	fi
+	cache_guard "$check" "$print_dir" "$bin" up_to_date "$root/.lock" go_tool_log \
+		"$TOOL $TOOL_VERSION not built or out of date in $bin (run hack/build-$TOOL.sh)" \
+		"cached: $bin/$TOOL ($TOOL_VERSION, $go_version)"
 	mkdir -p "$bin" "$root/src"
 
 	export GOFLAGS="-mod=mod -buildvcs=false"
