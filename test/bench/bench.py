@@ -685,7 +685,10 @@ def write_docs(path, docs_dir, ctx):
               ctx["matrix_table"], ""]
     if ctx.get("stream_table"):
         lines += ["### Token streams and the model load (issue 30)", "",
-                  "Token streams (egress): the client in the fabric reads the pod's lock-step streams; latency is "
+                  "Token streams (egress): the client in the fabric reads the pod's lock-step streams (client loadgen: "
+                  "loadgen's tokens-server and tokens-client; client sse: SSE responses of uvicorn + sse-starlette "
+                  "read by httpx + httpx-sse, the versions in the load's text above, whose idle p99 is mostly the "
+                  "Python stack's own time, not the network's); latency is "
                   "each event's one-way delay write → read (p99, p99.9, max: medians over the repetitions), an event "
                   "*missing* is one the stream's sequence skipped or that never arrived; upload kept is training's "
                   "goodput against the FIFO arm's. The model load (download): the inference pod pulls over "
@@ -701,7 +704,8 @@ def write_docs(path, docs_dir, ctx):
     lines += ["### Every arm of every cell", "",
               "Median (min–max) over the repetitions. *Bottleneck drops* are the wire port's (the direction's "
               "bottleneck), *node drops* the node uplink's and its ifbs' qdiscs; *max backlog* is sampled every "
-              f"{w['sample_s']:g} s; *send lag* is how late loadgen sent its requests (the machine's noise).", "",
+              f"{w['sample_s']:g} s; *send lag* is how late loadgen sent its requests (the machine's noise), in the "
+              "token-stream cells with client sse how long after its engine step the SSE server wrote an event.", "",
               ctx["detail_table"], ""]
     # dynamic
     lines += ["## Dynamic re-tune", "",

@@ -369,7 +369,7 @@ def detail_table(summ, titles):
     def kb(v):
         return f"{v / 1000:.0f} kB"
     out = ["| cell | arm | n | p50 | p99 | p99.9 | training goodput | errors / timeouts | bottleneck drops | "
-           "node drops | max backlog: bottleneck / node | loadgen send lag p99 | load avg |",
+           "node drops | max backlog: bottleneck / node | send lag p99 | load avg |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summ.values():
         for arm in [x for x in ARM_ORDER if x in s["arms"]]:
