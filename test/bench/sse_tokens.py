@@ -39,6 +39,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 STACK = ("uvicorn", "sse-starlette", "starlette", "uvloop", "httptools", "httpx", "httpx-sse")
 PATH = "/tokens"
+OPEN_TIMEOUT_S = 15.0  # every stream's response headers by then, or a setup error
 STEPS_KEPT = 4096  # steps a lagging stream can still catch up on (~100 s at 25 ms)
 
 
@@ -185,14 +186,20 @@ async def client_main(a):
     timeout = httpx.Timeout(10.0, read=None)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
         tasks = [asyncio.ensure_future(one(client, st)) for st in streams]
-        for _ in streams:
-            await opened.acquire()
+
+        async def all_open():
+            for _ in streams:
+                await opened.acquire()
+        try:
+            await asyncio.wait_for(all_open(), OPEN_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            failed.append(f"not every stream had its response headers after {OPEN_TIMEOUT_S:g} s")
         if failed:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            print(f"sse_tokens client: {len(failed)} of {a.streams} streams to {a.url} failed: {failed[0]}",
-                  file=sys.stderr)
+            print(f"sse_tokens client: opening {a.streams} streams to {a.url} failed: "
+                  f"{'; '.join(sorted(set(failed)))[:500]}", file=sys.stderr)
             return 2
         t0, t0_real = time.monotonic_ns(), time.time_ns()
         window[0], window[1] = t0 + int(a.warmup * 1e9), t0 + int(a.duration * 1e9)
