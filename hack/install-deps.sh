@@ -29,6 +29,7 @@ PKGS=(
 	containernetworking-plugins iperf3 sockperf gnuplot-nox
 	nginx-light # the lab's real HTTP server (test/bench/httpload.py)
 	python3 python3-pytest valgrind
+	python3-venv # the venv of the token streams' HTTP/SSE stack (hack/install-sse.sh)
 	python3-seccomp systemd # the agent under its unit's syscall filter (test_agent_bpf_sandbox.py)
 	# the real control plane (hack/build-k8s.sh needs Go >= 1.24, not a Debian package here)
 	openssl curl

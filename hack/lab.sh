@@ -37,9 +37,13 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# the matrix's HTTP client (cached in /var/cache/aiqos/vegeta: a no-op when built)
+# the matrix's HTTP client (cached in /var/cache/aiqos/vegeta: a no-op when
+# built) and the token streams' HTTP/SSE stack (a venv in /var/cache/aiqos/sse)
 case "$cmd" in
-bench | bench-lab | up) bash "$top/hack/build-vegeta.sh" ;;
+bench | bench-lab | up)
+	bash "$top/hack/build-vegeta.sh"
+	bash "$top/hack/install-sse.sh"
+	;;
 esac
 
 case "$cmd" in

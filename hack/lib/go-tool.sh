@@ -22,6 +22,9 @@
 #   tool_reports_version BIN  exit 0 if BIN reports TOOL_VERSION
 #   tool_ldflags GOMOD        print the -ldflags (GOMOD: the module's go.mod)
 
+# shellcheck source=hack/lib/cache-lock.sh
+. "$(dirname "${BASH_SOURCE[0]}")/cache-lock.sh"
+
 go_tool_build() {
 	local force=0 print_dir=0 check=0 a
 	for a in "$@"; do
@@ -54,23 +57,10 @@ go_tool_build() {
 		tool_reports_version "$bin/$TOOL"
 	}
 
-	if [ "$check" -eq 1 ]; then
-		[ "$print_dir" -eq 0 ] || echo "$bin"
-		up_to_date && exit 0
-		go_tool_log "$TOOL $TOOL_VERSION not built or out of date in $bin (run hack/build-$TOOL.sh)"
-		exit 1
-	fi
-
-	if ! up_to_date; then
-		mkdir -p "$bin" "$root/src"
-		exec 9>"$root/.lock"
-		flock 9
-	fi
-	if up_to_date; then
-		go_tool_log "cached: $bin/$TOOL ($TOOL_VERSION, $go_version)"
-		[ "$print_dir" -eq 0 ] || echo "$bin"
-		exit 0
-	fi
+	cache_guard "$check" "$print_dir" "$bin" up_to_date "$root/.lock" go_tool_log \
+		"$TOOL $TOOL_VERSION not built or out of date in $bin (run hack/build-$TOOL.sh)" \
+		"cached: $bin/$TOOL ($TOOL_VERSION, $go_version)"
+	mkdir -p "$bin" "$root/src"
 
 	export GOFLAGS="-mod=mod -buildvcs=false"
 	export CGO_ENABLED=0

@@ -29,8 +29,9 @@ Environment: BENCH_REPS (default 3), BENCH_SECONDS (seconds of each cell's
 inference load, default 4.5, the first 0.5 not counted; the demo: 8), BENCH_CCS (default "cubic bbr"),
 BENCH_ARMS (default all), BENCH_CELLS or CELLS (fnmatch patterns over cell
 names DIRECTION-LOAD-CLIENT-CC, e.g. "download-*-http-*,egress-large-*";
-default all 30: 24 request/response cells and issue 30's token-stream and
-model-load cells), BENCH_RATES (bottleneck rates in Mbit/s, default "500
+default all 36: 24 request/response cells and issue 30's 12 token-stream
+(client loadgen, and for 64 streams also sse: the real HTTP/SSE stack of
+hack/install-sse.sh) and model-load cells), BENCH_RATES (bottleneck rates in Mbit/s, default "500
 10000": every cell at the first, the small, burst and token-stream loads at
 each further one on the routed datapath, named CELL@RATE; the FIFO sized in
 time, 24 ms: 1.5 MB at 500 Mbit/s, 30 MB at 10 Gbit/s; BENCH_RATE_MBIT, the
@@ -592,6 +593,7 @@ def write_docs(path, docs_dir, ctx):
         f"- load average when the run started: {' '.join(m['loadavg'])} (other work on the machine shows up as "
         "latency; the P4 detail table reports the load average per arm and loadgen's own send lag)",
         f"- vegeta: {ctx.get('vegeta') or 'not built'}",
+        *([f"- SSE stack (client sse): {ctx['sse_stack']}"] if ctx.get("sse_stack") else []),
         f"- total time: {ctx['seconds'] / 60:.1f} min (the P4 matrix: {ctx.get('matrix_seconds', 0) / 60:.1f} min)",
         "",
     ]
@@ -630,7 +632,8 @@ def write_docs(path, docs_dir, ctx):
         *[f"- **{d}** — {O.DIRECTION_TEXT[d].split(': ', 1)[1]}; the bottleneck queue is the wire's port "
           f"{'toward the node' if d == 'download' else 'toward the fabric'}." for d in O.DIRECTIONS],
         *[f"- inference load **{lo}**: {loads[lo]}." for lo in O.LOADS + tuple(O.STREAM_LOADS) if lo in loads],
-        *[f"- client **{c}**: {O.CLIENT_TEXT[c]}." for c in O.CLIENTS],
+        *[f"- client **{c}**: {O.CLIENT_TEXT[c]}." for c in O.CLIENT_TEXT
+          if c in O.CLIENTS or any(s["client"] == c for s in ctx.get("summ", {}).values())],
         "- congestion control **cubic** or **bbr**, set explicitly in every namespace (pods' and the fabric's "
         "default, iperf3 `-C`, loadgen `--cc`); the host's `tcp_allowed_congestion_control` gets the missing one "
         "for the run (a pod netns may only select listed ones).",
@@ -670,7 +673,7 @@ def write_docs(path, docs_dir, ctx):
            "the *cpu* arm runs there too, the same training pods routed over a second wire identical to the first "
            "(lab.route_side), inference alone on the first; where its inference p99 already breaks the bound, the "
            "machine's work alone does, and the cell is not held. " if len(rates) > 1 else "")
-        + "The load generators and nginx run "
+        + "The load generators, nginx and the SSE stack's server and client run "
         "at real-time priority (SCHED_FIFO); the machine is shared: the load average per arm and loadgen's own "
         "send lag are in the detail table.",
         "",
@@ -685,7 +688,10 @@ def write_docs(path, docs_dir, ctx):
               ctx["matrix_table"], ""]
     if ctx.get("stream_table"):
         lines += ["### Token streams and the model load (issue 30)", "",
-                  "Token streams (egress): the client in the fabric reads the pod's lock-step streams; latency is "
+                  "Token streams (egress): the client in the fabric reads the pod's lock-step streams (client loadgen: "
+                  "loadgen's tokens-server and tokens-client; client sse: SSE responses of uvicorn + sse-starlette "
+                  "read by httpx + httpx-sse, the versions in the load's text above, whose idle p99 is mostly the "
+                  "Python stack's own time, not the network's); latency is "
                   "each event's one-way delay write → read (p99, p99.9, max: medians over the repetitions), an event "
                   "*missing* is one the stream's sequence skipped or that never arrived; upload kept is training's "
                   "goodput against the FIFO arm's. The model load (download): the inference pod pulls over "
@@ -701,7 +707,8 @@ def write_docs(path, docs_dir, ctx):
     lines += ["### Every arm of every cell", "",
               "Median (min–max) over the repetitions. *Bottleneck drops* are the wire port's (the direction's "
               "bottleneck), *node drops* the node uplink's and its ifbs' qdiscs; *max backlog* is sampled every "
-              f"{w['sample_s']:g} s; *send lag* is how late loadgen sent its requests (the machine's noise).", "",
+              f"{w['sample_s']:g} s; *send lag* is how late loadgen sent its requests (the machine's noise), in the "
+              "token-stream cells with client sse how long after its engine step the SSE server wrote an event.", "",
               ctx["detail_table"], ""]
     # dynamic
     lines += ["## Dynamic re-tune", "",
@@ -864,6 +871,9 @@ def run_matrix_on(build, outdir, reps, w, arms, cells, log, datapath, rate_mbit=
         if need_http and (lab.vegeta is None or lab.nginx is None):
             raise L.LabError("the HTTP cells need nginx (hack/install-deps.sh) and vegeta (hack/build-vegeta.sh): "
                              f"nginx {lab.nginx or 'missing'}, vegeta {lab.vegeta or 'missing'}")
+        if any(O.split_cell(c)[2] == "sse" for c in cells) and lab.sse_python is None:
+            raise L.LabError("the sse cells need the HTTP/SSE stack's venv (uvicorn, sse-starlette, httpx, httpx-sse): "
+                             "run hack/install-sse.sh (`make bench` and hack/lab.sh do)")
 
         def run_reps(cs, first, last, what):
             plan = schedule(cs, runnable, first, last)
@@ -1001,6 +1011,7 @@ def bench(build, full, reps, skip_p1=False):
            "dynamic": dyn, "skipped": skipped, "p1": p1, "agent_bench": agent_bench, "linerate": linerate, "ccs": ccs,
            "arms": [a for a in arms if a in runnable], "reps": reps, "rate_mbit": lab.rate_mbit,
            "fifo_bytes": lab.fifo_bytes, "full": full, "vegeta": lab.vegeta, "matrix_seconds": matrix_s,
+           "sse_stack": f"{O.sse_stack_text()} ({lab.sse_python})" if lab.sse_python else None,
            "agent_download": agent_download, "datapaths": datapaths,
            "datapath_text": {d: L.DATAPATHS[d].text for d in datapaths},
            "command": f"{env + ' ' if env else ''}make {'bench' if full else 'bench-lab'}",
@@ -1079,7 +1090,7 @@ def render(outdir, run, publish_docs=True, replot=True):
                                                                          "the published plots)")
     ctx = dict(run)
     ctx.update({"matrix_table": mt, "stream_table": st, "detail_table": dt, "failures": M.failures(summ),
-                "met": met, "n_cells": n, "not_held": M.not_held(summ),
+                "met": met, "n_cells": n, "not_held": M.not_held(summ), "summ": summ,
                 "readme_block": M.readme_block(run, summ), "plots": plots, "plots_dyn": plots_dyn,
                 "bw_share": run["workload"]["bw_share"],
                 "bw_per_pod_mbit": run["rate_mbit"] * run["workload"]["bw_share"] / run["workload"]["n_train"]})

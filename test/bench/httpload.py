@@ -92,6 +92,16 @@ def percentile(sorted_vals, q):
     return sorted_vals[k]
 
 
+def latency_summary(sorted_us):
+    """count, p50, p90, p99, p99.9 (nearest rank), max and mean of a sorted
+    list of latencies (us): the keys of loadgen's JSON summaries (also the
+    SSE token client's, test/bench/sse_tokens.py)."""
+    n = len(sorted_us)
+    return {"count": n, "p50": percentile(sorted_us, 50), "p90": percentile(sorted_us, 90),
+            "p99": percentile(sorted_us, 99), "p999": percentile(sorted_us, 99.9),
+            "max": sorted_us[-1] if n else None, "mean": sum(sorted_us) / n if n else None}
+
+
 def summarize(rows, warmup_s, t0_ns):
     """vegeta CSV rows -> the fields loadgen's JSON has (latency_us, errors,
     cdf), counting from t0 + warmup (by send timestamp)."""
@@ -120,9 +130,7 @@ def summarize(rows, warmup_s, t0_ns):
                        | {n - 1})
         cdf = [[lat[i], (i + 1) / n] for i in steps]
     return {
-        "latency_us": {"count": n, "p50": percentile(lat, 50), "p90": percentile(lat, 90),
-                       "p99": percentile(lat, 99), "p999": percentile(lat, 99.9), "max": lat[-1] if n else None,
-                       "mean": sum(lat) / n if n else None},
+        "latency_us": latency_summary(lat),
         "sent": total, "errors": errors, "timeouts": timeouts, "error_kinds": other, "cdf": cdf,
     }
 

@@ -16,7 +16,10 @@ project's fake API server, also in the node namespace.
 
 The fabric runs iperf3 servers, one `loadgen server` per congestion control
 (LOADGEN_PORTS) and, when nginx is installed, nginx (HTTP_PORT, the files of
-httpload.FILES); the HTTP client is vegeta (hack/build-vegeta.sh).
+httpload.FILES); the HTTP client is vegeta (hack/build-vegeta.sh). The
+token streams' real HTTP/SSE stack (uvicorn + sse-starlette in the inference
+pod, httpx + httpx-sse in the fabric: test/bench/sse_tokens.py) runs from the
+venv of hack/install-sse.sh.
 
 The pod network has a datapath (DATAPATHS, `Lab(datapath=...)`): `routed`
 (the pods' packets cross the uplink as they are) or `vxlan` (a VXLAN overlay
@@ -153,6 +156,14 @@ def vegeta_path():
     p = subprocess.run(["bash", os.path.join(REPO, "hack", "build-vegeta.sh"), "--check", "--print-bin-dir"],
                        capture_output=True, text=True)
     path = os.path.join(p.stdout.strip(), "vegeta")
+    return path if p.returncode == 0 and os.access(path, os.X_OK) else None
+
+
+def sse_python():
+    """The python of the SSE stack's venv (hack/install-sse.sh), or None."""
+    p = subprocess.run(["bash", os.path.join(REPO, "hack", "install-sse.sh"), "--check", "--print-python"],
+                       capture_output=True, text=True)
+    path = p.stdout.strip()
     return path if p.returncode == 0 and os.access(path, os.X_OK) else None
 
 
@@ -515,6 +526,7 @@ class Lab:
         self._bottleneck_leaf = None
         self._cc_change = None
         self.vegeta = None  # set by setup() when vegeta is built
+        self.sse_python = None  # set by setup() when the SSE stack is installed (hack/install-sse.sh)
         self.nginx = shutil.which("nginx") or (os.path.exists("/usr/sbin/nginx") and "/usr/sbin/nginx") or None
 
     # -- bookkeeping
@@ -637,6 +649,7 @@ class Lab:
                                                            "server", "--listen", f"{self.server_ip}:{port}", "--cc", cc))
             self._wait_port(self.fabric, self.server_ip, port, lg)
         self.vegeta = vegeta_path()
+        self.sse_python = sse_python()
         if self.nginx:
             import httpload  # noqa: PLC0415 (test/bench/httpload.py; imports this module)
             httpload.start_nginx(self, self.fabric, "fabric", self.server_ip)

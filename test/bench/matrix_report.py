@@ -18,7 +18,7 @@ TARGET_VS_IDLE_DEFAULT = 2.0  # ... 2x otherwise
 TARGET_VS_FIFO = 10.0  # deep FIFO / aiqos >= 10x ...
 FIFO_QUEUES = 20.0  # ... wherever the deep FIFO's own p99 is >= 20x the idle p99
 TARGET_GOODPUT = 0.95  # training goodput: aiqos / FIFO >= 95 %
-# token streams (tokens64, tokens256): event p99 <= 2 x idle + 1 ms (instead
+# token streams (tokens64, tokens256, tokens64kv; client loadgen or sse): event p99 <= 2 x idle + 1 ms (instead
 # of 2 x idle), p99.9 <= idle p99.9 + 5 ms, no missing events
 TOKENS_P99_ADD_US = 1000.0
 TOKENS_P999_ADD_US = 5000.0
@@ -340,19 +340,19 @@ def stream_table(summ):
     mod = [s for s in summ.values() if s["kind"] == "modelload"]
     out = []
     if tok:
-        out += [f"{pre}| rate | streams | cc | event p99: idle / deep FIFO / aiqos | aiqos / (2× idle + 1 ms) (≤ 1) | "
+        out += [f"{pre}| rate | streams | client | cc | event p99: idle / deep FIFO / aiqos | aiqos / (2× idle + 1 ms) (≤ 1) | "
                 f"FIFO / idle | FIFO / aiqos (≥ {TARGET_VS_FIFO:g}× where FIFO / idle ≥ {FIFO_QUEUES:g}×) | "
                 f"event p99.9: idle / aiqos (≤ idle + {TOKENS_P999_ADD_US / 1000:g} ms) | event max: idle / aiqos | "
                 f"events missing: FIFO / aiqos (aiqos 0) | upload kept: aiqos / FIFO (≥ {100 * TARGET_GOODPUT:.0f} %) | "
                 "KV cache sent in: FIFO / aiqos | reps | verdict |",
-                ("|---" if dp else "") + "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                ("|---" if dp else "") + "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for s in tok:
             miss = [sum(x or 0 for x in s["arms"][a]["missing"]) if a in s["arms"] else None for a in ("fifo", "aiqos")]
             kv = s["load"].endswith("kv")
             kv_s = [_arm_med(s, a, "kv_transfer_s") for a in ("fifo", "aiqos")] if kv else None
             out.append(f"{'| ' + s['datapath'] + ' ' if dp else ''}| {rate_text(s['rate_mbit'])} | "
                        f"{s['load'][len('tokens'):len(s['load']) - 2 if kv else None]}"
-                       f"{' + a 100 MB KV cache sent' if kv else ''} | {s['cc']} | {ms(_p99(s, 'idle'))} / {ms(_p99(s, 'fifo'))} / "
+                       f"{' + a 100 MB KV cache sent' if kv else ''} | {s['client']} | {s['cc']} | {ms(_p99(s, 'idle'))} / {ms(_p99(s, 'fifo'))} / "
                        f"{ms(_p99(s, 'aiqos'))} | {ratio(med(s['aiqos_over_tokens_bound']))} | "
                        f"{ratio(med(s['fifo_over_idle']))} | {ratio(med(s['fifo_over_aiqos']))} | "
                        f"{ms(_arm_med(s, 'idle', 'p999_us'))} / {ms(_arm_med(s, 'aiqos', 'p999_us'))} | "
@@ -387,7 +387,7 @@ def detail_table(summ, titles):
     def kb(v):
         return f"{v / 1000:.0f} kB"
     out = ["| cell | arm | n | p50 | p99 | p99.9 | training goodput | errors / timeouts | bottleneck drops | "
-           "node drops | max backlog: bottleneck / node | loadgen send lag p99 | load avg |",
+           "node drops | max backlog: bottleneck / node | send lag p99 | load avg |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summ.values():
         for arm in [x for x in ARM_ORDER if x in s["arms"]]:

@@ -455,8 +455,36 @@ DIRECTION_TEXT = {
     "download": "download: inference responses or fetched objects come in (client in the pod, server in the "
                 "fabric; training pods download)",
 }
-CLIENT_TEXT = {"loadgen": "loadgen (the project's open-loop generator, Poisson)",
-               "http": "nginx + vegeta (HTTP/1.1 keepalive, constant rate)"}
+HERE = os.path.dirname(os.path.abspath(__file__))
+SSE_SCRIPT = os.path.join(HERE, "sse_tokens.py")
+SSE_REQUIREMENTS = os.path.join(HERE, "sse-requirements.txt")
+
+
+def sse_stack():
+    """{package: version} pinned in sse-requirements.txt (what
+    hack/install-sse.sh installs)."""
+    out = {}
+    with open(SSE_REQUIREMENTS) as f:
+        for line in f:
+            name, sep, ver = line.split("#", 1)[0].strip().partition("==")
+            if sep:
+                out[name] = ver
+    return out
+
+
+def sse_stack_text():
+    v = sse_stack()
+    return (f"uvicorn {v['uvicorn']} (uvloop, httptools) + sse-starlette {v['sse-starlette']} in the pod, httpx "
+            f"{v['httpx']} + httpx-sse {v['httpx-sse']} in the fabric")
+
+
+CLIENT_TEXT = {"loadgen": "loadgen (the project's open-loop generator, Poisson; the token streams: its tokens-server "
+                          "and tokens-client)",
+               "http": "nginx + vegeta (HTTP/1.1 keepalive, constant rate)",
+               "sse": "the token streams over a real HTTP/SSE stack from PyPI, " + sse_stack_text()
+                      + " (hack/install-sse.sh, pinned in test/bench/sse-requirements.txt; our glue: "
+                        "test/bench/sse_tokens.py): one SSE response per stream, each event's one-way delay from its "
+                        "write in the ASGI app to its read by httpx-sse"}
 
 
 # Issue 30's loads: token streams from the inference pod (egress: 64 or 256
@@ -464,12 +492,22 @@ CLIENT_TEXT = {"loadgen": "loadgen (the project's open-loop generator, Poisson)"
 # event's one-way delay and the events missing) and the model load
 # (download: the inference pod pulls over 8 connections while training
 # pulls; metric: training's goodput and the pod's 8 KiB requests meanwhile).
-# In the matrix by default, loadgen client only.
+# In the matrix by default, each with the clients of STREAM_CLIENTS: loadgen,
+# and for the 64-stream loads also the real HTTP/SSE stack (client "sse").
+# Not at 256 streams: there the Python stack is the bottleneck, not the
+# network (measured on the lab, idle arm, one repetition: event p99 13.7 ms
+# against loadgen's 0.57 ms, the uvicorn server writing each step's events
+# up to 9.9 ms after the step (p99); with aiqos the two real-time Python
+# processes took training's upload from 444 to 240 Mbit/s); at 64 streams
+# idle p99 4.2 ms against 0.44 ms, upload kept 98 %.
 STREAM_LOADS = {"tokens64": "egress", "tokens256": "egress", "tokens64kv": "egress", "modelload": "download"}
+STREAM_CLIENTS = {"tokens64": ("loadgen", "sse"), "tokens256": ("loadgen",), "tokens64kv": ("loadgen", "sse"),
+                  "modelload": ("loadgen",)}
 # tokens64kv: the 64 streams while the pod sends a KV cache to a decode pod
 # elsewhere (the fabric): KV_BYTES over one connection, from lg_warmup_s on
 KV_BYTES = 100 * 1000 * 1000
 TOKENS_PORT = 7100
+SSE_PORT = 7101  # the SSE stack's server (uvicorn) in the inference pod
 TOKENS_EVENT_BYTES, TOKENS_PERIOD_MS = 300, 25
 MODEL_LOAD_CONNS = 8
 # the loads also measured at every further rate of BENCH_RATES (issue 30 §3:
@@ -478,7 +516,7 @@ RATE_LOADS = ("small", "burst", "tokens64", "tokens256")
 
 
 def stream_cells(ccs=L.CCS):
-    return [cell_name(d, lo, "loadgen", cc) for lo, d in STREAM_LOADS.items() for cc in ccs]
+    return [cell_name(d, lo, c, cc) for lo, d in STREAM_LOADS.items() for c in STREAM_CLIENTS[lo] for cc in ccs]
 
 
 def cell_name(direction, load, client, cc, datapath="routed", rate_mbit=L.DEFAULT_RATE_MBIT):
@@ -598,7 +636,9 @@ def load_spec(load, rate_mbit, w):
                         text=f"{n} token streams in lock-step, one {TOKENS_EVENT_BYTES}-byte event per stream every "
                              f"{TOKENS_PERIOD_MS} ms (one-way delay per event)"
                              + (f", while the pod sends a {KV_BYTES // 1000000} MB KV cache to another pod over one "
-                                "connection" if kv else ""))
+                                "connection" if kv else "")
+                             + "; client loadgen: loadgen tokens-server → tokens-client"
+                             + (f"; client sse: {sse_stack_text()}" if "sse" in STREAM_CLIENTS[load] else ""))
     if load == "modelload":
         return LoadSpec("modelload", 8192, w.rate, w.conns,
                         text=f"8 KiB responses at {w.rate:.0f} req/s while the pod pulls its model over "
@@ -715,22 +755,29 @@ def _kv_transfer(inf, cc, w):
     return subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _run_cell_tokens(lab, spec, cc, w, inf, out, label):
+def _run_cell_tokens(lab, spec, client, cc, w, inf, out, label):
     """Token streams (egress): the client in the fabric reads spec.conns
-    streams of the pod's tokens-server; latency = each event's one-way delay.
-    tokens64kv: the pod sends its KV cache meanwhile (how long it took is
-    recorded)."""
+    streams of the pod's server, loadgen tokens-client from loadgen
+    tokens-server or (client "sse") httpx-sse from uvicorn + sse-starlette
+    (sse_tokens.py); latency = each event's one-way delay. tokens64kv: the
+    pod sends its KV cache meanwhile (how long it took is recorded)."""
     rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
-    argv = L.nsexec(lab.fabric, *rt, lab.loadgen, "tokens-client", "--connect", f"{inf.ip}:{TOKENS_PORT}",
-                    "--streams", spec.conns, "--event", TOKENS_EVENT_BYTES, "--duration", f"{w.cell_s:.2f}",
-                    "--warmup", f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--cc", cc, "--label", label,
-                    "--out", out)
+    common = ["--streams", spec.conns, "--event", TOKENS_EVENT_BYTES, "--duration", f"{w.cell_s:.2f}", "--warmup",
+              f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--label", label, "--out", out]
+    if client == "sse":
+        # the client's sockets get the fabric's default congestion control
+        # (set to cc by run_instance), as vegeta's do
+        argv = L.nsexec(lab.fabric, *rt, lab.sse_python, SSE_SCRIPT, "client", "--url",
+                        f"http://{inf.ip}:{SSE_PORT}/tokens", *common)
+    else:
+        argv = L.nsexec(lab.fabric, *rt, lab.loadgen, "tokens-client", "--connect", f"{inf.ip}:{TOKENS_PORT}",
+                        "--cc", cc, *common)
     kv, box = None, {}
     if spec.name.endswith("kv"):
         t = threading.Thread(target=lambda: box.update(p=_kv_transfer(inf, cc, w)))
         t.start()
     try:
-        d = _loadgen_json(argv, w, out, "loadgen tokens-client")
+        d = _loadgen_json(argv, w, out, "SSE client (sse_tokens.py)" if client == "sse" else "loadgen tokens-client")
     finally:
         if spec.name.endswith("kv"):
             t.join()
@@ -747,10 +794,12 @@ def _run_cell_tokens(lab, spec, cc, w, inf, out, label):
         except (ValueError, KeyError, TypeError):
             kv_s = None
     lat = d["delay_us"]
+    # the SSE server's lag: each event's write after its engine step
+    lag = (d.get("send_lag_us") or {}).get("p99")
     return {"kv_transfer_s": kv_s, "p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
             "max_us": lat["max"], "requests": lat["count"], "errors": d["bad"] + d["closed"], "timeouts": 0,
             "missing": d["missing"], "achieved_rate": d["events"] / max(1e-9, w.cell_s - w.lg_warmup_s),
-            "send_lag_p99_us": None, "t0": d["t0_unix_ns"] / 1e9, "client_file": os.path.basename(out)}
+            "send_lag_p99_us": lag, "t0": d["t0_unix_ns"] / 1e9, "client_file": os.path.basename(out)}
 
 
 def _run_cell_modelload(lab, spec, cc, w, inf, out, label):
@@ -880,11 +929,20 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         lab.set_default_cc(lab.fabric, cc)
         _train_sysctls(lab, spec, train, inst)
         clients = {c for _, c in cells}
-        if any(lo.startswith("tokens") for lo, _ in cells):
+        if any(lo.startswith("tokens") and c == "loadgen" for lo, c in cells):
             servers.append(lab.spawn(f"tokens-server-{inf.name}", inf.exec(
                 "chrt", "-f", L.LOADGEN_RT_PRIO, lab.loadgen, "tokens-server", "--listen", f"{inf.ip}:{TOKENS_PORT}",
                 "--event", TOKENS_EVENT_BYTES, "--period-ms", TOKENS_PERIOD_MS, "--cc", cc)))
             lab._wait_port(inf.netns, inf.ip, TOKENS_PORT, servers[-1])
+        if any(lo.startswith("tokens") and c == "sse" for lo, c in cells):
+            if lab.sse_python is None:
+                raise L.LabError("the sse cells need the SSE stack's venv: run hack/install-sse.sh")
+            # the real HTTP/SSE stack's server, at the loadgen's and nginx's
+            # real-time priority; its sockets get the pod's default cc
+            servers.append(lab.spawn(f"sse-server-{inf.name}", inf.exec(
+                "chrt", "-f", L.LOADGEN_RT_PRIO, lab.sse_python, SSE_SCRIPT, "server", "--listen",
+                f"{inf.ip}:{SSE_PORT}", "--event", TOKENS_EVENT_BYTES, "--period-ms", TOKENS_PERIOD_MS)))
+            lab._wait_port(inf.netns, inf.ip, SSE_PORT, servers[-1], timeout_s=30)
         if direction == "egress":
             servers.append(lab.spawn(f"loadgen-server-{inf.name}", inf.exec(
                 "chrt", "-f", L.LOADGEN_RT_PRIO, lab.loadgen, "server", "--listen", f"{inf.ip}:{L.LOADGEN_PORT}",
@@ -919,7 +977,8 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
                      offered_mbit=round(ls.mbit(), 1))
             c0 = _cell_counters(lab, direction)
             if load.startswith("tokens"):
-                r.update(_run_cell_tokens(lab, ls, cc, w, inf, os.path.join(outdir, f"tokens-{tag}.json"), tag))
+                r.update(_run_cell_tokens(lab, ls, client, cc, w, inf, os.path.join(outdir, f"tokens-{tag}.json"),
+                                          tag))
             elif load == "modelload":
                 r.update(_run_cell_modelload(lab, ls, cc, w, inf, os.path.join(outdir, f"loadgen-{tag}.json"), tag))
             elif client == "loadgen":

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """streams.py — issue 30's cells on the lab (test/bench/lab.py): token
-streams from the inference pod (egress-tokens64/256) and the model load
-(download-modelload), every arm of BENCH_ARMS (default: idle, the deep FIFO,
+streams from the inference pod (egress-tokens64/256/64kv with the
+project's loadgen; tokens64 and tokens64kv also over the real HTTP/SSE
+stack, client sse: uvicorn + sse-starlette serving, httpx + httpx-sse
+reading, installed by hack/install-sse.sh, which this runs when sse cells
+are selected) and the model load (download-modelload), every arm of BENCH_ARMS (default: idle, the deep FIFO,
 aiqos) interleaved over --reps repetitions as `make bench-lab` runs the
 matrix (bench.run_matrix); prints the medians and the issue's acceptance,
 writes results.json in BUILD/bench/streams-<time>/. Root.
@@ -22,6 +25,7 @@ import argparse
 import datetime
 import json
 import os
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,7 +36,8 @@ import lab as L  # noqa: E402
 import matrix_report as M  # noqa: E402
 import outcome as O  # noqa: E402
 
-DEFAULT_CELLS = "egress-tokens64-loadgen-cubic,egress-tokens256-loadgen-cubic,download-modelload-loadgen-cubic"
+DEFAULT_CELLS = ("egress-tokens64-loadgen-cubic,egress-tokens256-loadgen-cubic,egress-tokens64-sse-cubic,"
+                 "download-modelload-loadgen-cubic")
 
 
 def main(argv):
@@ -52,6 +57,11 @@ def main(argv):
     except L.LabError as e:
         print(f"streams.py: {e}")
         return 2
+    if any(O.split_cell(c)[2] == "sse" for c in cells):
+        p = subprocess.run(["bash", os.path.join(L.REPO, "hack", "install-sse.sh")])
+        if p.returncode != 0:
+            print("streams.py: hack/install-sse.sh failed: the sse cells need its venv")
+            return 2
     outdir = os.path.join(build, "bench", "streams-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(outdir, exist_ok=True)
     w = O.Workload(cell_s=float(os.environ.get("BENCH_SECONDS", 4.5)), warm_s=2.0, lg_warmup_s=0.5)

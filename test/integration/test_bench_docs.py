@@ -167,6 +167,27 @@ def test_token_stream_verdict():
     assert "| 0 / 0 |" in M.stream_table(M.summarize(tokens(base, [4000.0] * 3, [0] * 3)[1]))
 
 
+def test_sse_token_cells_judged_and_shown_like_loadgens():
+    # the token streams over the real HTTP/SSE stack (client sse) produce
+    # the loadgen cells' result shape: the same rule, their own table rows
+    base = {"idle": [4.2] * 3, "fifo": [27.0] * 3, "aiqos": [3.9] * 3}
+    cells = {}
+    for client in ("loadgen", "sse"):
+        cell = f"egress-tokens64-{client}-cubic"
+        cells[cell] = synthetic(cell, base, {"fifo": [470e6] * 3, "aiqos": [465e6] * 3},
+                                extra={a: {"p999_us": [5000.0] * 3, "missing": [0] * 3} for a in base})
+    summ = M.summarize(cells["egress-tokens64-loadgen-cubic"] + cells["egress-tokens64-sse-cubic"])
+    s = summ["egress-tokens64-sse-cubic"]
+    assert s["kind"] == "tokens" and s["client"] == "sse" and s["verdict"] == "met", s["why"]
+    table = M.stream_table(summ)
+    assert "| 64 | sse | cubic | 4.2 ms / 27.0 ms / 3.9 ms |" in table, table
+    assert "| 64 | loadgen | cubic |" in table, table
+    # a missing event fails an sse cell as it does a loadgen one
+    r = synthetic("egress-tokens64-sse-cubic", base, {"fifo": [470e6] * 3, "aiqos": [465e6] * 3},
+                  extra={a: {"p999_us": [5000.0] * 3, "missing": [0, 0, 2 if a == "aiqos" else 0]} for a in base})
+    assert M.summarize(r)["egress-tokens64-sse-cubic"]["verdict"] == "missed"
+
+
 def test_model_load_verdict():
     cell = "download-modelload-loadgen-cubic"
 

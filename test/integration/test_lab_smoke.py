@@ -118,8 +118,9 @@ def check_cell(r, w, rate=None):
 
 def test_matrix_cell_selection():
     cells = O.select_cells("", L.CCS)
-    # 24 request cells and issue 30's 8 stream cells (tokens64, tokens256, tokens64kv, modelload x 2 ccs)
-    assert len(cells) == 32 and len(set(cells)) == 32
+    # 24 request cells and issue 30's 12 stream cells (tokens64, tokens64kv x clients loadgen and sse,
+    # tokens256 and modelload x loadgen; x 2 ccs)
+    assert len(cells) == 36 and len(set(cells)) == 36
     assert O.select_cells("download-*-http-*", L.CCS) == [
         "download-small-http-cubic", "download-small-http-bbr", "download-large-http-cubic",
         "download-large-http-bbr", "download-burst-http-cubic", "download-burst-http-bbr"]
@@ -138,8 +139,9 @@ def test_matrix_cells_at_a_second_rate():
                      "egress-burst-loadgen-cubic@10000", "egress-burst-http-cubic@10000",
                      "download-small-loadgen-cubic@10000", "download-small-http-cubic@10000",
                      "download-burst-loadgen-cubic@10000", "download-burst-http-cubic@10000",
-                     "egress-tokens64-loadgen-cubic@10000", "egress-tokens256-loadgen-cubic@10000"]
-    assert len(cells) == 16 + len(at10g)
+                     "egress-tokens64-loadgen-cubic@10000", "egress-tokens64-sse-cubic@10000",
+                     "egress-tokens256-loadgen-cubic@10000"]
+    assert len(cells) == 18 + len(at10g)
     # a pattern selects the cell at every rate, or with @RATE at one
     assert O.select_cells("egress-small-loadgen-cubic", ("cubic",), rates=(500, 10000)) == [
         "egress-small-loadgen-cubic", "egress-small-loadgen-cubic@10000"]
@@ -290,10 +292,112 @@ def test_stream_cells_selected_by_name():
     assert O.select_cells("egress-tokens*-loadgen-cubic,download-modelload-*", ("cubic", "bbr")) == [
         "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "egress-tokens64kv-loadgen-cubic",
         "download-modelload-loadgen-cubic", "download-modelload-loadgen-bbr"]
-    # in the matrix by default (issue 30 §2)
+    # in the matrix by default (issue 30 §2), the token streams with both clients
     assert [c for c in O.select_cells("", ("cubic",)) if "tokens" in c or "modelload" in c] == [
-        "egress-tokens64-loadgen-cubic", "egress-tokens256-loadgen-cubic", "egress-tokens64kv-loadgen-cubic",
-        "download-modelload-loadgen-cubic"]
+        "egress-tokens64-loadgen-cubic", "egress-tokens64-sse-cubic", "egress-tokens256-loadgen-cubic",
+        "egress-tokens64kv-loadgen-cubic", "egress-tokens64kv-sse-cubic", "download-modelload-loadgen-cubic"]
+    # 256 streams: the Python stack, not the network, is the bottleneck (outcome.STREAM_CLIENTS)
+    assert O.select_cells("*-sse-*", ("cubic",)) == ["egress-tokens64-sse-cubic", "egress-tokens64kv-sse-cubic"]
+
+
+# ---------------------------------------------------------------------------
+# The token streams over the real HTTP/SSE stack (client sse: uvicorn +
+# sse-starlette in the pod, httpx + httpx-sse in the fabric, from the venv of
+# hack/install-sse.sh; test/bench/sse_tokens.py is the glue).
+
+@pytest.fixture(scope="module")
+def sse_python():
+    """The SSE stack's venv (hack/install-sse.sh: a no-op when installed)."""
+    p = L.sh("bash", os.path.join(REPO, "hack", "install-sse.sh"), "--print-python", check=False, timeout=900)
+    if p.returncode != 0:
+        pytest.fail(f"hack/install-sse.sh failed: {p.stderr.strip()[-800:]}")
+    return p.stdout.strip()
+
+
+def test_sse_install_check_names_the_missing_venv(tmp_path):
+    # --check installs nothing: exit 1 and how to install when the venv is not there
+    p = L.sh("bash", os.path.join(REPO, "hack", "install-sse.sh"), "--check", check=False,
+             env=dict(os.environ, AIQOS_CACHE=str(tmp_path)))
+    assert p.returncode == 1 and "run hack/install-sse.sh" in p.stderr, p
+    assert not os.listdir(tmp_path), os.listdir(tmp_path)
+
+
+def test_sse_stack_pins_what_the_docs_name(sse_python):
+    # the versions the bench's docs name (outcome.sse_stack, from the
+    # requirements file) are the ones the venv imports
+    import subprocess
+    want = O.sse_stack()
+    assert {"uvicorn", "sse-starlette", "httpx", "httpx-sse"} <= set(want), want
+    p = subprocess.run([sse_python, "-c", "import json, sys; sys.path.insert(0, sys.argv[1]); import sse_tokens; "
+                        "print(json.dumps(sse_tokens.versions()))", os.path.join(REPO, "test", "bench")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    for k, v in json.loads(p.stdout).items():
+        assert want[k] == v, (k, want[k], v)
+    assert f"uvicorn {want['uvicorn']}" in O.CLIENT_TEXT["sse"] and f"httpx-sse {want['httpx-sse']}" in \
+        O.load_spec("tokens64", 500, O.Workload()).text
+
+
+def test_sse_client_counts_events_a_dead_server_never_sent(sse_python, tmp_path):
+    """On loopback, the client's accounting: a full run (no event missing
+    or malformed, every event's delay and the server's lag measured); a
+    server that dies halfway through the window (every stream counted
+    closed, exit 1, the events before measured); no server at all (the
+    streams cannot open: exit 2)."""
+    import socket
+    import subprocess
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = os.path.join(REPO, "test", "bench", "sse_tokens.py")
+    srv = subprocess.Popen([sse_python, script, "server", "--listen", f"127.0.0.1:{port}", "--event", "300",
+                            "--period-ms", "25"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert "listening" in srv.stdout.readline()
+
+        def client(out, duration, streams=8):
+            return subprocess.Popen([sse_python, script, "client", "--url", f"http://127.0.0.1:{port}/tokens",
+                                     "--streams", str(streams), "--duration", str(duration), "--warmup", "0.2",
+                                     "--drain", "0.5", "--out", str(out)], stderr=subprocess.PIPE, text=True)
+        ok = client(tmp_path / "ok.json", 1.5)
+        assert ok.wait(timeout=30) == 0, ok.stderr.read()
+        d = json.loads((tmp_path / "ok.json").read_text())
+        # 8 streams x 40 events/s x 1.3 s
+        assert d["missing"] == 0 and d["bad"] == 0 and d["closed"] == 0 and d["events"] >= 0.8 * 8 * 40 * 1.3, d
+        assert d["delay_us"]["count"] == d["events"] and 0 < d["delay_us"]["p50"] <= d["delay_us"]["p99"], d
+        assert d["send_lag_us"]["count"] == d["events"], d
+        cut = client(tmp_path / "cut.json", 3.0)
+        time.sleep(1.5)
+        srv.terminate()
+        srv.wait(timeout=15)
+        assert cut.wait(timeout=30) == 1, cut.stderr.read()
+        d = json.loads((tmp_path / "cut.json").read_text())
+        assert d["closed"] == 8 and d["events"] > 0, d
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    gone = client(tmp_path / "gone.json", 1.0)
+    assert gone.wait(timeout=30) == 2 and "failed" in gone.stderr.read()
+
+
+def test_lab_token_streams_over_the_sse_stack(sse_python, lab, tmp_path):
+    """64 lock-step streams from uvicorn + sse-starlette in the inference
+    pod to httpx-sse in the fabric while training fills the deep FIFO: every
+    event arrives, each one's delay is measured, the server's lag is
+    reported, and the events crossed the queue at the bottleneck."""
+    assert lab.sse_python == sse_python, (lab.sse_python, sse_python)
+    w = O.Workload(**MATRIX)
+    rs = O.run_instance(lab, "fifo", "egress", "cubic", [("tokens64", "sse")], w, 0, str(tmp_path))
+    r = rs[0]
+    assert r["cell"] == "egress-tokens64-sse-cubic" + AT and r["client"] == "sse", r
+    check_cell(r, w, rate=64 * 1000 / O.TOKENS_PERIOD_MS)
+    assert r["missing"] == 0 and r["send_lag_p99_us"] is not None, r
+    assert r["goodput_bps"] > 0.3 * RATE_MBIT * 1e6, r
+    assert r["bottleneck_backlog_max_b"] > 0, f"no queue at the bottleneck: {r}"
+    with open(os.path.join(str(tmp_path), r["client_file"])) as f:
+        d = json.load(f)
+    assert d["stack"]["uvicorn"] == O.sse_stack()["uvicorn"] and d["streams"] == 64, d
 
 
 if os.path.exists(os.path.join(REPO, "agent", "main.c")):
