@@ -84,8 +84,8 @@ int node_bands_json(const struct node_plan_info *info, struct cJSON *parent)
 	band_text(info->bulk_priority, info->bulk_rate_bps, up, sizeof(up));
 	band_text(info->down.bulk_priority, info->down.bulk_rate_bps, down, sizeof(down));
 	snprintf(text, sizeof(text),
-	         "inference flows beyond %u bytes (recent: restarted after %u ms idle) share with training at "
-	         "weight %g; uplink: %s; download: %s",
+	         "inference flows beyond %u bytes in a message (restarted at each request and after %u ms idle) share "
+	         "with training at weight %g; uplink: %s; download: %s",
 	         info->bulk_threshold_bytes, info->bulk_idle_ms, info->bulk_weight, up, down);
 	o = cJSON_AddObjectToObject(parent, "bands");
 	if (!o || !cJSON_AddNumberToObject(o, "thresholdBytes", info->bulk_threshold_bytes) ||
