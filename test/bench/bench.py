@@ -671,8 +671,9 @@ def write_docs(path, docs_dir, ctx):
            "measured, not assumed: the deep-FIFO arm's training goodput plus the inference load offered must reach "
            f"{100 * M.HELD_SHARE:.0f} % of the rate and its bottleneck must queue, and the CPUs must leave room: "
            "the *cpu* arm runs there too, the same training pods routed over a second wire identical to the first "
-           "(lab.route_side), inference alone on the first; where its inference p99 already breaks the bound, the "
-           "machine's work alone does, and the cell is not held. " if len(rates) > 1 else "")
+           "(lab.route_side), inference alone on the first (the CPUs' time and the kernel's per-CPU input queues "
+           "still shared, as on any node); where its inference p99 already breaks the bound and aiqos's is no "
+           "higher, the machine's work alone does, and the cell is not held. " if len(rates) > 1 else "")
         + "The load generators, nginx and the SSE stack's server and client run "
         "at real-time priority (SCHED_FIFO); the machine is shared: the load average per arm and loadgen's own "
         "send lag are in the detail table.",

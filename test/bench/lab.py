@@ -74,7 +74,7 @@ WIRE_IN, WIRE_OUT = "w-node", "w-fab"  # the wire's two ends; bottlenecks: WIRE_
 FABRIC_DEV = "fab"
 # the side link (the "cpu" arm): a second wire, identical to the first, the
 # training pods' traffic is routed over while inference keeps the first: the
-# same work for the machine's CPUs with no queue shared with inference
+# same work for the machine's CPUs with no qdisc shared with inference
 SIDE_UPLINK, SIDE_WIRE_IN, SIDE_WIRE_OUT, SIDE_FABRIC_DEV = "uplink2", "w2-node", "w2-fab", "fab2"
 SIDE_NODE_UP_IP, SIDE_WIRE_NODE_IP = "10.89.2.1", "10.89.2.2"
 SIDE_WIRE_FAB_IP, SIDE_FABRIC_IP = "10.89.3.1", "10.89.3.2"

@@ -48,7 +48,7 @@ ARMS = {
     # the machine's own limit (the matrix runs it at the further rates): the
     # same training load routed over a second, identical link (lab.route_side),
     # inference alone on the first: what the CPUs' work alone adds to the
-    # inference p99, with no queue shared (matrix_report.held)
+    # inference p99, with no qdisc shared (matrix_report.held)
     "cpu": {"chain": "plain", "training": True, "side_link": True,
             "title": "training on a second, identical link (the CPUs' share alone)"},
     # not a P4 arm: the plugin without its agent (the lab smoke test)

@@ -245,8 +245,11 @@ def test_not_held_where_the_cpus_alone_break_the_bound():
     # the CPUs leave room (1.5x idle): aiqos judged, and missed at 3x
     s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=0.9, cpu_ms=0.45)
     assert s["verdict"] == "missed" and "p99 3.00× the idle p99" in s["why"][0], s["why"]
+    # the CPUs alone at 2.5x idle, aiqos above that (3x): aiqos's own, judged
+    s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=0.9, cpu_ms=0.75)
+    assert s["verdict"] == "missed", s["why"]
     # token streams: the cpu arm against the tokens bound (2x idle + 1 ms)
-    s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=1.9, cpu_ms=1.7, cell="egress-tokens64-loadgen-cubic@10000")
+    s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=1.6, cpu_ms=1.7, cell="egress-tokens64-loadgen-cubic@10000")
     assert s["verdict"] == "not held" and "bound 2× idle + 1 ms" in s["why"][0], s["why"]
     s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=1.5, cpu_ms=1.5, cell="egress-tokens64-loadgen-cubic@10000")
     assert s["verdict"] != "not held", s["why"]
