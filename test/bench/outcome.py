@@ -886,7 +886,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
     t_inst = time.monotonic()
     lab.reset_uplink()
     lab.set_bottleneck(spec.get("leaf", "bfifo"))
-    pods, train, procs, results, servers, routed_side = [], [], [], [], [], []
+    pods, train, procs, results, servers, routed_side, iperf_out = [], [], [], [], [], [], []
     agent = sampler = None
     base = {"arm": arm, "direction": direction, "cc": cc, "rep": rep, "title": spec["title"],
             "datapath": lab.dp.name, "rate_mbit": lab.rate_mbit, "fifo_bytes": lab.fifo_bytes}
@@ -960,13 +960,18 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         sampler = CellSampler(lab, w.sample_s)
         sampler.start()
         slot = w.cell_s + w.timeout_s + w.gap_s
-        iperf_s = w.warm_s + len(cells) * slot + w.tail_s + 10
+        # longer than the cells can take (a stream cell's setup and drain add
+        # to its slot): interrupted when they are done, training must not end
+        # first (its final JSON blocked on a pipe, then the interrupt, garbled it)
+        iperf_s = w.warm_s + len(cells) * (slot + 15) + w.tail_s + 30
         t_ip = time.time()
+        iperf_out = []  # regular files: iperf3's JSON write never blocks or comes back partial
         for k, p in enumerate(train):
             argv = iperf_argv(p, L.IPERF_PORT0 + k, cc, iperf_s, w.flows, omit_s=0, interval_s=0.5)
             if direction == "download":
                 argv.append("-R")
-            procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            iperf_out.append(open(os.path.join(outdir, f"iperf3-{itag}-{k}.json"), "w+"))
+            procs.append(subprocess.Popen(argv, stdout=iperf_out[-1], stderr=subprocess.PIPE, text=True))
         if train:
             time.sleep(w.warm_s)
         for i, (load, client) in enumerate(cells):
@@ -1027,15 +1032,15 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
         for k, p in enumerate(procs):
-            out, _ = p.communicate(timeout=60)
+            p.communicate(timeout=60)
+            iperf_out[k].seek(0)
+            out = iperf_out[k].read()
             d = _parse_iperf(out, train[k].name, interrupted_ok=True)
             outs.append(d)
             retrans += d["end"].get("sum_sent", {}).get("retransmits", 0) or 0
             for key in ("sender_tcp_congestion", "receiver_tcp_congestion"):
                 if d["end"].get(key):
                     ccs_seen.add(d["end"][key])
-            with open(os.path.join(outdir, f"iperf3-{itag}-{k}.json"), "w") as f:
-                f.write(out)
         series = _training_series(outs, t_ip)
         for r in results:
             if train:
@@ -1055,6 +1060,8 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         for p in servers:
             lab.stop_proc(p)
         lab.route_side(routed_side, on=False)
+        for f in iperf_out:
+            f.close()
         for p in reversed(pods):
             try:
                 lab.del_pod(p)
