@@ -1464,8 +1464,9 @@ static void mq_apply_mixed(const struct node_pod *pods, unsigned n, const struct
 	m->map_fd = m->edt_fd = m->prog_fd = -1;
 	t.uplink_ifindex = ifindex;
 	node_config_defaults(&m->cfg);
-	if (bands)
-		m->cfg.bulk_threshold_bytes = 1U << 20;
+	/* the bands on (their default) or off: a flood of one inference flow
+	 * stays in inference's band only with them off */
+	m->cfg.bulk_threshold_bytes = bands ? 1U << 20 : 0;
 	m->cfg.uplink_rate_bps = rate_bps;
 	m->cfg.downlink = false;
 	/* first contact learns what is missing (prio on the CI kernel), then the plan is made again */
