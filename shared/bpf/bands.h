@@ -2,7 +2,7 @@
  * "BANDS"): a packet whose class has a bulk band (an entry
  * {BPF_CLS_KEY_BAND, the class's priority} -> the band's priority in the
  * classifier's map) counts its flow's recent bytes in an LRU hash of flows
- * (BPF_FLOW_MAP_MAX, keyed by the outer 5-tuple):
+ * (BPF_FLOW_MAP_MAX, keyed by its 5-tuple: an overlay packet's inner one):
  *   silence >= idle (BPF_BAND_CFG_IDLE_US): the count restarts at 0; a
  *        demoted flow is promoted back after BPF_BAND_PROMOTE_IDLE_MS of
  *        silence (longer than TCP's minimum retransmission timeout: a

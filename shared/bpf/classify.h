@@ -27,12 +27,16 @@ static __always_inline __u32 *lookup_pod(void *map, const struct parsed_ip *p, i
 	              dir == CLASSIFY_BY_DST ? p->daddr : p->saddr, 16);
 }
 
-/* NULL leaves the packet alone (not IP, or no default entry). */
-static __always_inline __u32 *classify(struct __sk_buff *skb, void *map, const struct parsed_ip *p, int dir)
+/* NULL leaves the packet alone (not IP, or no default entry). *flow: the
+ * headers the packet's flow is known by (bands.h): the inner ones of an
+ * overlay's packet (the outer are the node's, one tunnel), else p's. */
+static __always_inline __u32 *classify(struct __sk_buff *skb, void *map, const struct parsed_ip *p, int dir,
+                                       struct parsed_ip *flow)
 {
 	struct parsed_ip inner = {};
 	__u32 *prio;
 
+	*flow = *p;
 	if (p->family == PARSE_NOT_IP)
 		return NULL;
 	if (p->complete) {
@@ -40,6 +44,8 @@ static __always_inline __u32 *classify(struct __sk_buff *skb, void *map, const s
 		if (prio)
 			return prio;
 		if (parse_inner(skb, p, &inner) == 0) {
+			if (inner.complete)
+				*flow = inner;
 			/* the pod and its mark are inside; the outer ones are the node's */
 			prio = inner.complete ? lookup_pod(map, &inner, dir) : NULL;
 			if (!prio && inner.complete && dir == CLASSIFY_BY_SRC)

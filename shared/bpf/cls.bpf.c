@@ -106,14 +106,14 @@ static __always_inline int edt_stamp(struct __sk_buff *skb, __u32 prio, const st
 SEC("tc")
 int aiqos_cls_edt(struct __sk_buff *skb)
 {
-	struct parsed_ip p = {};
+	struct parsed_ip p = {}, flow;
 	__u32 *prio, band;
 
 	parse_ip(skb, &p);
-	prio = classify(skb, &aiqos_cls, &p, CLASSIFY_BY_SRC);
+	prio = classify(skb, &aiqos_cls, &p, CLASSIFY_BY_SRC, &flow);
 	if (!prio)
 		return TC_ACT_UNSPEC;
-	band = band_pick(skb, &aiqos_cls, &aiqos_flows, &p, *prio);
+	band = band_pick(skb, &aiqos_cls, &aiqos_flows, &flow, *prio);
 	skb->priority = band;
 	return edt_stamp(skb, band, &p);
 }

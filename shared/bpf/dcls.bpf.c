@@ -47,7 +47,7 @@ struct {
 SEC("tc")
 int aiqos_dcls_prog(struct __sk_buff *skb)
 {
-	struct parsed_ip p = {};
+	struct parsed_ip p = {}, flow;
 	struct bpf_cls_key pass = {.kind = BPF_CLS_KEY_PASS};
 	__u32 *prio, *pass_ifindex, zero = 0;
 	__u64 *seen;
@@ -61,9 +61,9 @@ int aiqos_dcls_prog(struct __sk_buff *skb)
 	if (seen)
 		*seen += 1; /* this CPU's own slot */
 	parse_ip(skb, &p);
-	prio = classify(skb, &aiqos_dcls, &p, CLASSIFY_BY_DST);
+	prio = classify(skb, &aiqos_dcls, &p, CLASSIFY_BY_DST, &flow);
 	if (prio)
-		skb->priority = band_pick(skb, &aiqos_dcls, &aiqos_dflows, &p, *prio);
+		skb->priority = band_pick(skb, &aiqos_dcls, &aiqos_dflows, &flow, *prio);
 	return TC_ACT_UNSPEC;
 }
 

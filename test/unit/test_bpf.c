@@ -795,9 +795,12 @@ static struct pkt pkt_flow(const char *src, const char *dst, uint16_t sport, uin
 }
 
 /* A TCP segment of len bytes (frame) from src:sport to dst:dport whose
- * acknowledgment number is ack (the ACK flag set). */
-static struct pkt pkt_tcp(const char *src, const char *dst, uint16_t sport, uint16_t dport, uint32_t ack, uint32_t len)
+ * acknowledgment number is ack (the ACK flag set); vxlan: inside a VXLAN
+ * packet between two nodes (one outer 5-tuple for every inner flow). */
+static struct pkt pkt_tcp_in(bool vxlan, const char *src, const char *dst, uint16_t sport, uint16_t dport, uint32_t ack,
+                             uint32_t len)
 {
+	static const uint8_t vx[8] = {0x08, 0, 0, 0, 0, 0, 42, 0};
 	struct frame f = {0};
 	uint8_t tcp[20] = {(uint8_t)(sport >> 8), (uint8_t)sport, (uint8_t)(dport >> 8), (uint8_t)dport};
 
@@ -807,11 +810,22 @@ static struct pkt pkt_tcp(const char *src, const char *dst, uint16_t sport, uint
 	tcp[11] = (uint8_t)ack;
 	tcp[12] = 5 << 4; /* 20 bytes of header */
 	tcp[13] = 0x10;   /* ACK */
+	if (vxlan) {
+		put_eth(&f, 0x0800);
+		put_ip(&f, "192.168.1.1", 17, 0);
+		put_udp(&f, 8472);
+		put(&f, vx, sizeof(vx));
+	}
 	put_eth(&f, strchr(src, ':') ? 0x86dd : 0x0800);
 	put_ip_to(&f, src, dst, 6, 0);
 	put(&f, tcp, sizeof(tcp));
 	pad(&f, len - f.at);
 	return f.p;
+}
+
+static struct pkt pkt_tcp(const char *src, const char *dst, uint16_t sport, uint16_t dport, uint32_t ack, uint32_t len)
+{
+	return pkt_tcp_in(false, src, dst, sport, dport, ack, len);
 }
 
 /* The pods' entries, inference's band (to training's priority, as the
@@ -934,6 +948,25 @@ TEST(bands_restart_at_each_request)
 	CHECK_INT(flow_send(prog, &d1, 1), PRIO_TRAIN);
 	close(prog);
 	close(map);
+}
+
+/* Behind a VXLAN overlay the flows are the inner ones: two pod flows in
+ * one tunnel are counted apart, and the inner TCP header's requests
+ * restart a flow's count. */
+TEST(bands_count_the_flows_inside_an_overlay)
+{
+	struct bpf_cls_entry ents[ARRAY_SIZE(pods) + 3];
+	struct pkt a0 = pkt_tcp_in(true, "10.75.0.10", "10.75.0.2", 80, 40000, 1, 1000);
+	struct pkt a1 = pkt_tcp_in(true, "10.75.0.10", "10.75.0.2", 80, 40000, 1 + 300, 1000);
+	struct pkt b = pkt_tcp_in(true, "10.75.0.10", "10.75.0.2", 80, 40001, 1, 1000);
+	struct cls c;
+
+	if (!cls_up(&c, ents, band_entries(ents, ARRAY_SIZE(pods), BAND_IDLE_US)))
+		return;
+	CHECK_INT(flow_send(c.prog, &a0, 11), PRIO_TRAIN); /* one long message: beyond the threshold */
+	CHECK_INT(flow_send(c.prog, &b, 1), PRIO_INF);     /* another flow in the same tunnel */
+	CHECK_INT(flow_send(c.prog, &a1, 1), PRIO_INF);    /* the next request's response */
+	cls_close(&c);
 }
 
 /* Download: the same by the pod as the destination. */
