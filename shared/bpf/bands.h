@@ -69,16 +69,19 @@ static __always_inline __u32 band_pick(struct __sk_buff *skb, void *map, void *f
 	fk.proto = p->proto;
 	__builtin_memcpy(fk.saddr, p->saddr, 16);
 	__builtin_memcpy(fk.daddr, p->daddr, 16);
-	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP)
-		if (load_net(skb, p->l4_off, fk.port, sizeof(fk.port)) < 0)
-			__builtin_memset(fk.port, 0, sizeof(fk.port));
 	if (p->proto == IPPROTO_TCP) {
 		__u8 tcp[14]; /* up to the flags: ports, sequence, acknowledgment, offset */
 
-		if (load_net(skb, p->l4_off, tcp, sizeof(tcp)) == 0 && (tcp[13] & 0x10)) {
-			ack = (__u32)tcp[8] << 24 | (__u32)tcp[9] << 16 | (__u32)tcp[10] << 8 | tcp[11];
-			has_ack = 1;
+		if (load_net(skb, p->l4_off, tcp, sizeof(tcp)) == 0) {
+			__builtin_memcpy(fk.port, tcp, sizeof(fk.port));
+			if (tcp[13] & 0x10) {
+				ack = (__u32)tcp[8] << 24 | (__u32)tcp[9] << 16 | (__u32)tcp[10] << 8 | tcp[11];
+				has_ack = 1;
+			}
 		}
+	} else if (p->proto == IPPROTO_UDP) {
+		if (load_net(skb, p->l4_off, fk.port, sizeof(fk.port)) < 0)
+			__builtin_memset(fk.port, 0, sizeof(fk.port));
 	}
 	now = bpf_ktime_get_ns();
 	f = bpf_map_lookup_elem(flows, &fk);
