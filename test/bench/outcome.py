@@ -965,11 +965,11 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         # first (its final JSON blocked on a pipe, then the interrupt, garbled it)
         iperf_s = w.warm_s + len(cells) * (slot + 15) + w.tail_s + 30
         t_ip = time.time()
-        iperf_out = []  # regular files: iperf3's JSON write never blocks or comes back partial
         for k, p in enumerate(train):
             argv = iperf_argv(p, L.IPERF_PORT0 + k, cc, iperf_s, w.flows, omit_s=0, interval_s=0.5)
             if direction == "download":
                 argv.append("-R")
+            # a regular file: iperf3's JSON write never blocks or comes back partial
             iperf_out.append(open(os.path.join(outdir, f"iperf3-{itag}-{k}.json"), "w+"))
             procs.append(subprocess.Popen(argv, stdout=iperf_out[-1], stderr=subprocess.PIPE, text=True))
         if train:
