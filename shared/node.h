@@ -246,8 +246,8 @@
  * ifb ranks what reaches the node, but a sender's in-flight beyond what the
  * ifb holds queues upstream (a FIFO inference shares). Only the receiver
  * bounds any sender (bbr ignores the ifb's drops): while the tree is planned,
- * training pods' tcp_rmem maximum is Rd * 98 % x (downlinkRttUs +
- * NODE_DOWN_QUEUE_BUDGET_US) / 8 bytes (at least NODE_DOWN_RCV_WINDOW_MIN),
+ * training pods' tcp_rmem maximum is Rd * 98 % x downlinkRttUs / 8 +
+ * NODE_DOWN_QUEUE_BUDGET_BYTES,
  * per socket; "trainingRcvWindow": "off" or a byte count overrides it. The
  * agent lowers the training profiles' rmemMax to it once the tree is in
  * force (never raises it: an unset rmemMax counts as the kernel's tcp_rmem
@@ -349,10 +349,16 @@
  * margin) builds */
 #define NODE_DOWN_TRAINING_QUEUE_MS 7
 /* the training receive window while the download tree is planned (DOWNLOAD):
- * the base RTT of the downlink path (downlinkRttUs) plus a queue budget */
-#define NODE_DOWN_RTT_US_DEFAULT  500
-#define NODE_DOWN_RTT_US_MAX      1000000
-#define NODE_DOWN_QUEUE_BUDGET_US 500
+ * a BDP at the base RTT of the downlink path (downlinkRttUs: by default one
+ * inside a cluster's fabric) plus a queue budget per socket: one TSO burst
+ * (64 KiB) for the ifb to hold and rank. A budget in time (it was 500 us)
+ * grows with the rate: at 10 Gbit/s 4 sockets kept 4 MB in the ifb, and
+ * what the ifb releases queued behind it where nothing ranks (the CPUs'
+ * input queues): inference p99 1.5-2.5 ms against 0.6-0.8 ms with 256 KiB
+ * windows, the same training goodput (docs/lab/download.md) */
+#define NODE_DOWN_RTT_US_DEFAULT     100
+#define NODE_DOWN_RTT_US_MAX         1000000
+#define NODE_DOWN_QUEUE_BUDGET_BYTES 65536U
 /* the gates (DOWNLOAD and GATED HTB, bpf_gate.h): packets skip the ifb while
  * the traffic stays under this share of the shaped rate; once over, the ifb
  * takes everything for the hold: NODE_GATE_HOLD_MS, or twice the time the
@@ -639,7 +645,7 @@ int node_down_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
 /* The training pods' tcp_rmem maximum while the download tree shapes at
  * shaped_bps (DOWNLOAD): 0 when configured is NODE_DOWN_RCV_WINDOW_OFF or
  * nothing is shaped, configured bytes as given, else (_AUTO) shaped_bps / 8
- * x (rtt_us + NODE_DOWN_QUEUE_BUDGET_US), at least NODE_DOWN_RCV_WINDOW_MIN. */
+ * x rtt_us + NODE_DOWN_QUEUE_BUDGET_BYTES (at most NODE_DOWN_RCV_WINDOW_MAX). */
 uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t configured);
 /* Whether a class's pods get info->down.rcv_window_bytes (DOWNLOAD):
  * training, and inference while the download bands are on. */

@@ -981,8 +981,8 @@ uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t con
 		return 0;
 	if (configured != NODE_DOWN_RCV_WINDOW_AUTO)
 		return configured;
-	/* bytes in flight per socket: the path's base RTT plus the queue budget at the shaped rate */
-	w = shaped_bps / 8 * ((uint64_t)rtt_us + NODE_DOWN_QUEUE_BUDGET_US) / 1000000;
+	/* bytes in flight per socket: a BDP at the path's base RTT plus the queue budget */
+	w = shaped_bps / 8 * rtt_us / 1000000 + NODE_DOWN_QUEUE_BUDGET_BYTES;
 	return (uint32_t)clamp_u64(w, NODE_DOWN_RCV_WINDOW_MIN, NODE_DOWN_RCV_WINDOW_MAX);
 }
 

@@ -401,11 +401,11 @@ static int plan_print_text(const struct plan_run *r)
 		       r->up.ifname, PLAN_IFB_NAME, ds, dr, in->down.n_filters);
 		if (in->down.rcv_window_bytes)
 			printf("  download: training pods' receive window (tcp_rmem max) %u bytes (%s at %s x "
-			       "(downlinkRttUs %u + %u us))\n",
+			       "downlinkRttUs %u us + %u bytes)\n",
 			       in->down.rcv_window_bytes,
 			       r->cfg.node.training_rcv_window == NODE_DOWN_RCV_WINDOW_AUTO ? "auto"
 			                                                                    : "trainingRcvWindow",
-			       ds, r->cfg.node.down_rtt_us, (unsigned)NODE_DOWN_QUEUE_BUDGET_US);
+			       ds, r->cfg.node.down_rtt_us, NODE_DOWN_QUEUE_BUDGET_BYTES);
 	}
 	if (in->ce_threshold_us) {
 		char t[32];

@@ -306,8 +306,8 @@ def rmem(pod):
 
 def test_download_bounds_the_training_receive_window(node):
     """While the download tree shapes at Rd * 98 % (392 Mbit/s), training
-    pods' tcp_rmem maximum is 392e6 / 8 x (downlinkRttUs 500 + 500 us) =
-    49000 bytes (the default field follows it down); with the bands off
+    pods' tcp_rmem maximum is 392e6 / 8 x downlinkRttUs 100 us + 64 KiB =
+    70436 bytes (the default field follows it down); with the bands off
     inference pods keep theirs (with them on, the default, they get the
     same bound: test_agent_bands); "trainingRcvWindow": "off" gives training its profile's (here:
     the netns's own value back), an explicit byte count is used as given."""
@@ -315,25 +315,26 @@ def test_download_bounds_the_training_receive_window(node):
     train = node.add_pod(TRAIN)
     inf = node.add_pod(INF)
     wait_down(node, lambda: down_tree_ready(node), "the download tree on the ifb")
-    wait_down(node, lambda: rmem(train) == ["4096", "49000", "49000"], "the training pod's tcp_rmem bounded")
+    wait_down(node, lambda: rmem(train) == ["4096", "70436", "70436"], "the training pod's tcp_rmem bounded")
     fresh = rmem(inf)  # no profile of the inference class sets tcp_rmem: the netns's own
-    assert fresh[2] != "49000", fresh
-    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 49000
-    assert "training receive window (tcp_rmem max): 49000 bytes" in node.aiqosctl("status").stdout
+    assert fresh[2] != "70436", fresh
+    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 70436
+    assert "training receive window (tcp_rmem max): 70436 bytes" in node.aiqosctl("status").stdout
     node.write_config(dict(CONFIG, bulkThreshold="off", trainingRcvWindow="off"))
     wait_down(node, lambda: rmem(train) == fresh, "the training pod's tcp_rmem as before aiqos")
     assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 0
     node.write_config(dict(CONFIG, bulkThreshold="off", trainingRcvWindow=100000, downlinkRttUs=2000))
     wait_down(node, lambda: rmem(train) == ["4096", "100000", "100000"], "an explicit window")
     node.write_config(dict(CONFIG, bulkThreshold="off", downlinkRttUs=2000))
-    # 392e6 / 8 x 2.5 ms
-    wait_down(node, lambda: rmem(train) == ["4096", "122500", "122500"], "the window from downlinkRttUs")
+    # 392e6 / 8 x 2 ms + 64 KiB (above the kernel's default field, 128 KiB, which stays)
+    wait_down(node, lambda: rmem(train) == ["4096", "131072", "163536"], "the window from downlinkRttUs")
 
 
 def test_download_window_never_raises_the_kernels(node):
-    """L8: at 400 Gbit/s the bound (392e9 / 8 x 1 ms = 49 MB) is over the
-    kernel's tcp_rmem maximum: a training pod keeps the kernel's window."""
-    node.start_agent(dict(CONFIG, downlinkRate="400gbit"))
+    """L8: at 400 Gbit/s over a 1 ms path the bound (392e9 / 8 x 1 ms + 64 KiB
+    = 49 MB) is over the kernel's tcp_rmem maximum: a training pod keeps the
+    kernel's window."""
+    node.start_agent(dict(CONFIG, downlinkRate="400gbit", downlinkRttUs=1000))
     train = node.add_pod(TRAIN)
     fresh = cni.read_sysctl(node.node.name, "net.ipv4.tcp_rmem").split()
     wait_down(node, lambda: IFB in links(node) and node.root(IFB)["kind"] == "htb" and redirect_filters(node),

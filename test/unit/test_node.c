@@ -2018,14 +2018,19 @@ TEST(node_plan_downlink_rcv_window)
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 
-	/* the lab: 500 Mbit/s, default RTT 500 us: 485 Mbit/s x 1 ms */
-	CHECK_INT(node_down_rcv_window(485000000ULL, NODE_DOWN_RTT_US_DEFAULT, NODE_DOWN_RCV_WINDOW_AUTO), 60625);
-	/* 100 Gbit/s, 50 us: 97 Gbit/s x 550 us */
-	CHECK_INT(node_down_rcv_window(97000000000ULL, 50, NODE_DOWN_RCV_WINDOW_AUTO), 6668750);
+	/* the lab: 500 Mbit/s, default RTT 100 us: 485 Mbit/s x 100 us + 64 KiB */
+	CHECK_INT(node_down_rcv_window(485000000ULL, NODE_DOWN_RTT_US_DEFAULT, NODE_DOWN_RCV_WINDOW_AUTO), 6062 + 65536);
+	/* 10 Gbit/s: 9.8 Gbit/s x 100 us + 64 KiB (the budget no longer grows with the rate) */
+	CHECK_INT(node_down_rcv_window(9800000000ULL, NODE_DOWN_RTT_US_DEFAULT, NODE_DOWN_RCV_WINDOW_AUTO),
+	          122500 + 65536);
+	/* 100 Gbit/s, 50 us: 97 Gbit/s x 50 us + 64 KiB */
+	CHECK_INT(node_down_rcv_window(97000000000ULL, 50, NODE_DOWN_RCV_WINDOW_AUTO), 606250 + 65536);
 	/* a WAN-ish 10 ms path at 1 Gbit/s */
-	CHECK_INT(node_down_rcv_window(970000000ULL, 10000, NODE_DOWN_RCV_WINDOW_AUTO), 1273125);
-	/* 10 Mbit/s: the floor */
-	CHECK_INT(node_down_rcv_window(9700000ULL, 500, NODE_DOWN_RCV_WINDOW_AUTO), NODE_DOWN_RCV_WINDOW_MIN);
+	CHECK_INT(node_down_rcv_window(970000000ULL, 10000, NODE_DOWN_RCV_WINDOW_AUTO), 1212500 + 65536);
+	/* 10 Mbit/s: the budget */
+	CHECK_INT(node_down_rcv_window(9700000ULL, 500, NODE_DOWN_RCV_WINDOW_AUTO), 606 + 65536);
+	/* 400 Gbit/s over a 1 s path: the most a u32 holds */
+	CHECK_INT(node_down_rcv_window(392000000000ULL, 1000000, NODE_DOWN_RCV_WINDOW_AUTO), NODE_DOWN_RCV_WINDOW_MAX);
 	CHECK_INT(node_down_rcv_window(485000000ULL, 500, NODE_DOWN_RCV_WINDOW_OFF), 0);
 	CHECK_INT(node_down_rcv_window(485000000ULL, 500, 262144), 262144);
 	CHECK_INT(node_down_rcv_window(0, 500, NODE_DOWN_RCV_WINDOW_AUTO), 0);
@@ -2038,7 +2043,7 @@ TEST(node_plan_downlink_rcv_window)
 
 		CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
 		CHECK(info.down.planned);
-		CHECK_INT(info.down.rcv_window_bytes, 61250); /* 490 Mbit/s x 1 ms */
+		CHECK_INT(info.down.rcv_window_bytes, 6125 + 65536); /* 490 Mbit/s x 100 us + 64 KiB */
 	}
 	{
 		_cleanup_plan_ struct plan np = {0};
@@ -2047,7 +2052,7 @@ TEST(node_plan_downlink_rcv_window)
 
 		c.down_rtt_us = 2000;
 		CHECK_INT(plan_down(&c, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
-		CHECK_INT(info.down.rcv_window_bytes, 490000000ULL / 8 * 2500 / 1000000);
+		CHECK_INT(info.down.rcv_window_bytes, 490000000ULL / 8 * 2000 / 1000000 + 65536);
 		c.training_rcv_window = NODE_DOWN_RCV_WINDOW_OFF;
 		CHECK_INT(plan_down(&c, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
 		CHECK(info.down.planned);
