@@ -355,8 +355,9 @@
  * grows with the rate: at 10 Gbit/s 4 sockets kept 4 MB in the ifb, and
  * what the ifb releases queued behind it where nothing ranks (the CPUs'
  * input queues): inference p99 1.5-2.5 ms against 0.6-0.8 ms with 256 KiB
- * windows, the same training goodput (docs/lab/download.md) */
-#define NODE_DOWN_RTT_US_DEFAULT     100
+ * windows, the same training goodput; 188 KB ones cost bbr 5-12 % of it:
+ * docs/lab/download.md) */
+#define NODE_DOWN_RTT_US_DEFAULT     150
 #define NODE_DOWN_RTT_US_MAX         1000000
 #define NODE_DOWN_QUEUE_BUDGET_BYTES 65536U
 /* the gates (DOWNLOAD and GATED HTB, bpf_gate.h): packets skip the ifb while

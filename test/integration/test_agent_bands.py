@@ -155,7 +155,7 @@ def test_bands_bound_the_inference_receive_window_too(node):
     over many connections) shares with training on the ifb: unbounded, its
     senders would fill the link's upstream queue as training's would, so
     inference pods get the training pods' receive window bound (node.h
-    DOWNLOAD, 392e6 / 8 x 100 us + 64 KiB = 70436 bytes); without the bands they keep
+    DOWNLOAD, 392e6 / 8 x 150 us + 64 KiB = 72886 bytes); without the bands they keep
     their own (test_agent_downlink)."""
     node.start_agent(CONFIG)
     inf = node.add_pod(INF)
@@ -164,7 +164,7 @@ def test_bands_bound_the_inference_receive_window_too(node):
 
     def rmem(pod):
         return agentlab.cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem").split()[2]
-    wait_until(lambda: rmem(train) == "70436" and rmem(inf) == "70436", 10, "both pods' tcp_rmem bounded")
+    wait_until(lambda: rmem(train) == "72886" and rmem(inf) == "72886", 10, "both pods' tcp_rmem bounded")
     node.write_config(dict(CONFIG, bulkThreshold="off"))
-    wait_until(lambda: rmem(inf) != "70436" and rmem(train) == "70436", 10,
+    wait_until(lambda: rmem(inf) != "72886" and rmem(train) == "72886", 10,
                "the inference pod's window back without the bands")

@@ -306,8 +306,8 @@ def rmem(pod):
 
 def test_download_bounds_the_training_receive_window(node):
     """While the download tree shapes at Rd * 98 % (392 Mbit/s), training
-    pods' tcp_rmem maximum is 392e6 / 8 x downlinkRttUs 100 us + 64 KiB =
-    70436 bytes (the default field follows it down); with the bands off
+    pods' tcp_rmem maximum is 392e6 / 8 x downlinkRttUs 150 us + 64 KiB =
+    72886 bytes (the default field follows it down); with the bands off
     inference pods keep theirs (with them on, the default, they get the
     same bound: test_agent_bands); "trainingRcvWindow": "off" gives training its profile's (here:
     the netns's own value back), an explicit byte count is used as given."""
@@ -315,11 +315,11 @@ def test_download_bounds_the_training_receive_window(node):
     train = node.add_pod(TRAIN)
     inf = node.add_pod(INF)
     wait_down(node, lambda: down_tree_ready(node), "the download tree on the ifb")
-    wait_down(node, lambda: rmem(train) == ["4096", "70436", "70436"], "the training pod's tcp_rmem bounded")
+    wait_down(node, lambda: rmem(train) == ["4096", "72886", "72886"], "the training pod's tcp_rmem bounded")
     fresh = rmem(inf)  # no profile of the inference class sets tcp_rmem: the netns's own
-    assert fresh[2] != "70436", fresh
-    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 70436
-    assert "training receive window (tcp_rmem max): 70436 bytes" in node.aiqosctl("status").stdout
+    assert fresh[2] != "72886", fresh
+    assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 72886
+    assert "training receive window (tcp_rmem max): 72886 bytes" in node.aiqosctl("status").stdout
     node.write_config(dict(CONFIG, bulkThreshold="off", trainingRcvWindow="off"))
     wait_down(node, lambda: rmem(train) == fresh, "the training pod's tcp_rmem as before aiqos")
     assert node.status()["uplink"]["downlink"]["trainingRcvWindowBytes"] == 0

@@ -165,11 +165,11 @@ def test_agent_retunes_running_pod_on_annotation_change(node, fresh_sysctls):
     assert cni.read_sysctl(pod.ns, "net.ipv4.tcp_notsent_lowat") == fresh_sysctls["net/ipv4/tcp_notsent_lowat"]
     # the training profile leaves tcp_rmem alone; uplinkRate also shapes the
     # download tree, which bounds training's receive window (node.h DOWNLOAD):
-    # 490 Mbit/s (98 %) / 8 x 100 us + 64 KiB. The bound follows the download tree in
+    # 490 Mbit/s (98 %) / 8 x 150 us + 64 KiB. The bound follows the download tree in
     # force (agent_profiles_refresh): when the pod's re-tune ran in the same
     # pass as the node's switch to training, before the tree was applied, a
     # second re-tune brings it
-    wait_shape(node, lambda: cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem") == "4096 71661 71661",
+    wait_shape(node, lambda: cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem") == "4096 74723 74723",
                "training's receive window bounded")
     assert st["annotationsSource"] == "agent" and not st["failure"]
 

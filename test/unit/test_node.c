@@ -2018,11 +2018,12 @@ TEST(node_plan_downlink_rcv_window)
 	struct node_pod pods[8];
 	unsigned n = fixture_pods(MODE_MIXED, pods);
 
-	/* the lab: 500 Mbit/s, default RTT 100 us: 485 Mbit/s x 100 us + 64 KiB */
-	CHECK_INT(node_down_rcv_window(485000000ULL, NODE_DOWN_RTT_US_DEFAULT, NODE_DOWN_RCV_WINDOW_AUTO), 6062 + 65536);
-	/* 10 Gbit/s: 9.8 Gbit/s x 100 us + 64 KiB (the budget no longer grows with the rate) */
+	/* the lab: 500 Mbit/s, default RTT 150 us: 485 Mbit/s x 150 us + 64 KiB */
+	CHECK_INT(node_down_rcv_window(485000000ULL, NODE_DOWN_RTT_US_DEFAULT, NODE_DOWN_RCV_WINDOW_AUTO),
+	          9093 + 65536);
+	/* 10 Gbit/s: 9.8 Gbit/s x 150 us + 64 KiB (the budget no longer grows with the rate) */
 	CHECK_INT(node_down_rcv_window(9800000000ULL, NODE_DOWN_RTT_US_DEFAULT, NODE_DOWN_RCV_WINDOW_AUTO),
-	          122500 + 65536);
+	          183750 + 65536);
 	/* 100 Gbit/s, 50 us: 97 Gbit/s x 50 us + 64 KiB */
 	CHECK_INT(node_down_rcv_window(97000000000ULL, 50, NODE_DOWN_RCV_WINDOW_AUTO), 606250 + 65536);
 	/* a WAN-ish 10 ms path at 1 Gbit/s */
@@ -2043,7 +2044,7 @@ TEST(node_plan_downlink_rcv_window)
 
 		CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
 		CHECK(info.down.planned);
-		CHECK_INT(info.down.rcv_window_bytes, 6125 + 65536); /* 490 Mbit/s x 100 us + 64 KiB */
+		CHECK_INT(info.down.rcv_window_bytes, 9187 + 65536); /* 490 Mbit/s x 150 us + 64 KiB */
 	}
 	{
 		_cleanup_plan_ struct plan np = {0};
