@@ -131,8 +131,7 @@ def test_fifo_bound_only_where_the_fifo_queues():
     assert s["verdict"] == "missed" and s["why"] == ["p99 2.20× the idle p99 (≤ 2×)"], s["why"]
 
 
-def tokens(p99, p999, missing, goodput=(400e6, 395e6)):
-    cell = "egress-tokens64-loadgen-cubic"
+def tokens(p99, p999, missing, goodput=(400e6, 395e6), cell="egress-tokens64-loadgen-cubic"):
     return cell, synthetic(cell, p99, {"fifo": [goodput[0]] * 3, "aiqos": [goodput[1]] * 3},
                            extra={"idle": {"p999_us": [1500.0] * 3, "missing": [0] * 3},
                                   "fifo": {"p999_us": [30000.0] * 3, "missing": [0] * 3},
@@ -163,6 +162,12 @@ def test_token_stream_verdict():
     cell, r = tokens(base, [4000.0] * 3, [0] * 3, goodput=(400e6, 370e6))
     s = M.summarize(r)[cell]
     assert s["verdict"] == "missed" and "training goodput" in s["why"][0], s["why"]
+    # with a KV cache sent meanwhile (the pod's own bulk, sharing by
+    # bulkWeight) training keeps >= 80 % of the FIFO arm's, as in the model load
+    kv = "egress-tokens64kv-loadgen-cubic"
+    assert M.summarize(tokens(base, [4000.0] * 3, [0] * 3, (400e6, 340e6), kv)[1])[kv]["verdict"] == "met"
+    s = M.summarize(tokens(base, [4000.0] * 3, [0] * 3, (400e6, 310e6), kv)[1])[kv]
+    assert s["verdict"] == "missed" and s["why"] == ["training goodput 78 % of the FIFO's (≥ 80 %)"], s["why"]
     # the stream table shows it: missing events of the FIFO / aiqos arm
     assert "| 0 / 0 |" in M.stream_table(M.summarize(tokens(base, [4000.0] * 3, [0] * 3)[1]))
 
