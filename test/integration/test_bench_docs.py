@@ -247,6 +247,9 @@ def test_not_held_where_the_cpus_alone_break_the_bound():
     assert s["verdict"] == "not held", s
     assert s["why"][0].startswith("not held: the CPUs:") and "0.90 ms, 3.00× the idle p99" in s["why"][0], s["why"]
     assert M.counts({"c": s}) == (0, 0)
+    # the CPUs alone at 3x idle, aiqos within its bound (1.5x): met, no excuse needed
+    s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=0.45, cpu_ms=0.9)
+    assert s["verdict"] == "met", s["why"]
     # the CPUs leave room (1.5x idle): aiqos judged, and missed at 3x
     s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=0.9, cpu_ms=0.45)
     assert s["verdict"] == "missed" and "p99 3.00× the idle p99" in s["why"][0], s["why"]
