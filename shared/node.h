@@ -279,7 +279,10 @@
  *                                 floor (taken from inference's rate: never
  *                                 below training's floor), ceil Rp, quantum
  *                                 = training's x bulkWeight (both raised so
- *                                 neither is below a frame)
+ *                                 neither is below a 64 KiB GSO/GRO
+ *                                 aggregate: HTB serves a class at least a
+ *                                 packet per turn, so quanta under the
+ *                                 packets share per packet, not by weight)
  *     <pfx>.leaf.inference-bulk   11: under 1:11, training's leaf kinds
  *                                 without a CE threshold
  *   SHAPE_EDT and SHAPE_MQ: no object: the band is training's priority (a
@@ -317,15 +320,20 @@
 #define NODE_OVERHEAD_MAX            256
 /* BANDS: bulkThreshold (bytes; 0 = "off"): 4 x the matrix's 256 KiB
  * response, ~17 ms at 500 Mbit/s; bulkIdleMs; bulkWeight (the band's share
- * of the excess against training's 1) */
+ * of the excess against training's 1: 0.25, the pod's bulk a fifth of the
+ * link while training is busy too, about one more flow next to training's
+ * four where TCP shares per flow) */
 #define NODE_BULK_THRESHOLD_DEFAULT (1U << 20) /* 1 MiB; "off" disables the band */
 #define NODE_BULK_THRESHOLD_MIN     65536U
 #define NODE_BULK_THRESHOLD_MAX     (1U << 30)
 #define NODE_BULK_IDLE_MS_DEFAULT   20
 #define NODE_BULK_IDLE_MS_MAX       1000
-#define NODE_BULK_WEIGHT_DEFAULT    1.0
+#define NODE_BULK_WEIGHT_DEFAULT    0.25
 #define NODE_BULK_WEIGHT_MIN        0.1
 #define NODE_BULK_WEIGHT_MAX        10.0
+/* the smaller of the band's and training's HTB quanta: a 64 KiB GSO/GRO
+ * aggregate as a qdisc counts it (45 segments, each with its headers) */
+#define NODE_BAND_QUANTUM_MIN_BYTES 70000U
 
 /* Policy constants (see the comment above) */
 #define NODE_SHAPE_PERCENT 99 /* egress: aiqos's HTB is the only sender into the link */

@@ -481,18 +481,19 @@ static uint32_t class_burst_min(enum workload_class c)
 }
 
 /* The inference-bulk band's HTB class and leaf (node.h BANDS): training's
- * prio, rate bulk_rate, quantum training's x weight (both at least a frame:
- * training's raised where the band's would be below one). */
+ * prio, rate bulk_rate, quantum training's x weight (both at least
+ * NODE_BAND_QUANTUM_MIN_BYTES: training's raised where the band's would be
+ * below it). */
 static int band_htb_add(struct builder *b, uint64_t rp, const uint64_t class_rate[_CLASS_MAX], uint64_t bulk_rate,
                         double weight, unsigned training)
 {
-	uint32_t qt = plan_htb_quantum_bytes(class_rate[CLASS_TRAINING], b->frame), qb;
+	uint32_t qt = plan_htb_quantum_bytes(class_rate[CLASS_TRAINING], NODE_BAND_QUANTUM_MIN_BYTES), qb;
 	char id[PLAN_ID_MAX];
 	struct plan_item *it;
 	struct tc_spec *s;
 
-	if ((double)qt * weight < b->frame)
-		qt = (uint32_t)((double)b->frame / weight + 0.5);
+	if ((double)qt * weight < NODE_BAND_QUANTUM_MIN_BYTES)
+		qt = (uint32_t)((double)NODE_BAND_QUANTUM_MIN_BYTES / weight + 0.5);
 	qb = (uint32_t)((double)qt * weight + 0.5);
 	if (training < b->p->n)
 		b->p->items[training].tc[0].u.htb_class.quantum_bytes = qt;

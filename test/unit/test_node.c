@@ -714,16 +714,18 @@ TEST(node_plan_htb_numbers)
 		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
 		CHECK_INT(it->tc[0].u.htb_class.burst_bytes, 131072);
 		CHECK_INT(it->tc[0].u.htb_class.cburst_bytes, 131072);
-		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3093);
+		/* its quantum against the band's (below) */
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 4 * NODE_BAND_QUANTUM_MIN_BYTES);
 	}
-	/* BANDS: training's prio (the excess shared by quantum, bulkWeight 1:
-	 * training's), training's floor as its rate, training's leaf kinds */
+	/* BANDS: training's prio (the excess shared by quantum, bulkWeight 0.25:
+	 * a quarter of training's), training's floor as its rate, training's
+	 * leaf kinds */
 	it = find(&np, "uplink.class.inference-bulk");
 	CHECK(it && it->tc[0].handle == 0x10011 && it->tc[0].parent == 0x10001 && it->tc[0].u.htb_class.prio == 2);
 	if (it) {
 		CHECK_INT(it->tc[0].u.htb_class.rate_bps, 24750000);
 		CHECK_INT(it->tc[0].u.htb_class.ceil_bps, 495000000);
-		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, 3093);
+		CHECK_INT(it->tc[0].u.htb_class.quantum_bytes, NODE_BAND_QUANTUM_MIN_BYTES);
 	}
 	it = find(&np, "uplink.leaf.inference-bulk");
 	CHECK(it && it->n_alt == 3 && it->tc[0].kind == TC_KIND_FQ && it->tc[0].u.fq.ce_threshold_us == 0 &&
@@ -2321,7 +2323,9 @@ TEST(node_plan_250_pods)
 
 /* The band's map entries and the bulk pods' addresses; off with
  * bulkThreshold 0 (no objects, no entries), off outside mixed; bulkWeight
- * scales the band's quantum against training's (both at least a frame). */
+ * scales the band's quantum against training's (both at least a 64 KiB
+ * GSO aggregate: HTB serves a class a packet per turn, so quanta under the
+ * packets would share per packet whatever the weight). */
 TEST(node_plan_bands)
 {
 	struct node_pod pods[3];
@@ -2343,7 +2347,7 @@ TEST(node_plan_bands)
 		const struct plan_item *t, *bk;
 
 		cfg.bulk_threshold_bytes = k == 1 ? 0 : 262144 * 2;
-		cfg.bulk_weight = k == 3 ? 2.0 : k == 4 ? 0.1 : 1.0;
+		cfg.bulk_weight = k == 3 ? 2.0 : k == 4 ? 0.1 : NODE_BULK_WEIGHT_DEFAULT;
 		CHECK_INT(node_plan(pods, 3, &cfg, &VETH_IFB, &caps, mode, NULL, &np, &info, NULL), 0);
 		CHECK_INT(node_cls_entries(pods, 3, &cfg, &info, &ents, &n_ents), 0);
 		CHECK_INT(node_down_cls_entries(pods, 3, &info, &dents, &n_dents), 0);
@@ -2383,14 +2387,20 @@ TEST(node_plan_bands)
 		CHECK(t != NULL && bk != NULL && find(&np, "down.class.inference-bulk") != NULL);
 		if (!t || !bk)
 			continue;
-		if (k == 0)
-			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, t->tc[0].u.htb_class.quantum_bytes);
-		if (k == 3)
-			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, 2 * t->tc[0].u.htb_class.quantum_bytes);
+		if (k == 0) {
+			/* the default, 0.25: training four fifths of what the two share */
+			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, NODE_BAND_QUANTUM_MIN_BYTES);
+			CHECK_INT(t->tc[0].u.htb_class.quantum_bytes, 4 * NODE_BAND_QUANTUM_MIN_BYTES);
+		}
+		if (k == 3) {
+			/* training's at an aggregate, the band's twice that */
+			CHECK_INT(t->tc[0].u.htb_class.quantum_bytes, NODE_BAND_QUANTUM_MIN_BYTES);
+			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, 2 * NODE_BAND_QUANTUM_MIN_BYTES);
+		}
 		if (k == 4) {
-			/* 0.1 x training's would be below a frame: training's raised */
-			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, 1514);
-			CHECK_INT(t->tc[0].u.htb_class.quantum_bytes, 15140);
+			/* 0.1 x training's would be below an aggregate: training's raised */
+			CHECK_INT(bk->tc[0].u.htb_class.quantum_bytes, NODE_BAND_QUANTUM_MIN_BYTES);
+			CHECK_INT(t->tc[0].u.htb_class.quantum_bytes, 10 * NODE_BAND_QUANTUM_MIN_BYTES);
 		}
 	}
 }
