@@ -812,7 +812,15 @@ def run_matrix(build, outdir, reps, w, ccs, arms, cells, log=log, datapaths=("ro
         # arm measures it (matrix_report.held)
         dp_arms = arms + ["cpu"] if dp == "routed" and rate != rates[0] and "cpu" not in arms else arms
         log(f"P4: datapath {dp}, {M.rate_text(rate)}: {len(cs)} cells")
-        lab, res, sk, run = run_matrix_on(build, outdir, reps, w, dp_arms, cs, log, dp, rate)
+        # each datapath's and rate's raw files in a folder of its own (their
+        # names are the cell's without either), the routed first rate's at the top
+        sub = "" if (dp, rate) == ("routed", rates[0]) else f"{dp}-{rate}mbit"
+        os.makedirs(os.path.join(outdir, sub), exist_ok=True)
+        lab, res, sk, run = run_matrix_on(build, os.path.join(outdir, sub), reps, w, dp_arms, cs, log, dp, rate)
+        for r in res:
+            for k in ("client_file", "tc_file"):
+                if sub and r.get(k):
+                    r[k] = os.path.join(sub, r[k])
         results += res
         skipped.update(sk)
         run = [a for a in run if a in arms]  # the run's arms: those asked for

@@ -301,3 +301,33 @@ def test_disagreeing_cells_get_more_repetitions():
     summ = M.summarize(r)
     assert (summ[split_cell]["reps"], summ[steady]["reps"]) == (5, 3)
     assert "| 5 | met |" in M.matrix_table(summ)
+
+
+def test_each_datapath_and_rate_keeps_its_raw_files(tmp_path, monkeypatch):
+    # bench.run_matrix: the cells' raw files have the same names on every
+    # datapath and at every rate; each (datapath, rate) but the routed first
+    # rate writes in a folder of its own, and its results name the file there
+    import bench as B  # noqa: PLC0415
+    seen = []
+
+    class FakeLab:
+        def teardown(self):
+            return []
+
+    def fake_run_matrix_on(build, outdir, reps, w, arms, cells, log, dp, rate):
+        seen.append((dp, rate, outdir))
+        assert os.path.isdir(outdir)
+        res = [{"cell": c, "arm": "aiqos", "rep": 0, "client_file": "lg-aiqos.json", "tc_file": "tc-aiqos.txt"}
+               for c in cells]
+        return FakeLab(), res, {}, arms
+
+    monkeypatch.setattr(B, "run_matrix_on", fake_run_matrix_on)
+    cells = ["egress-small-http-cubic", "egress-small-http-cubic@10000"]
+    _, res, _, _ = B.run_matrix("build", str(tmp_path), 1, None, ("cubic",), ["aiqos"], cells, log=lambda m: None,
+                                datapaths=("routed", "vxlan"))
+    assert [(d, r, os.path.relpath(o, tmp_path)) for d, r, o in seen] == [
+        ("vxlan", 500, "vxlan-500mbit"), ("routed", 10000, "routed-10000mbit"), ("routed", 500, ".")]
+    files = sorted((r["client_file"], r["tc_file"]) for r in res)
+    assert files == [("lg-aiqos.json", "tc-aiqos.txt"),
+                     ("routed-10000mbit/lg-aiqos.json", "routed-10000mbit/tc-aiqos.txt"),
+                     ("vxlan-500mbit/lg-aiqos.json", "vxlan-500mbit/tc-aiqos.txt")]
