@@ -199,12 +199,22 @@ def held(s):
     return True, ""
 
 
+def goodput_floor(s):
+    """Training's goodput against the FIFO arm's that a (non model-load) cell
+    needs: a KV cache sent meanwhile is the pod's own bulk, as a model load."""
+    return MODELLOAD_GOODPUT if s["load"].endswith("kv") else TARGET_GOODPUT
+
+
 def held_by_cpus(s):
     """(True, "") or (False, "not held: the CPUs: ..."): for a cell that
     misses, whether its inference p99 with the same training on a second,
     identical link (no qdisc shared: the CPUs' work alone) already breaks
     the bound, with aiqos's p99 no higher. A cell aiqos meets needs no such
-    excuse."""
+    excuse, and one whose training goodput misses is judged: the cpu arm
+    measures the latency the CPUs add, not what aiqos costs training."""
+    vg = med(s["goodput_aiqos_over_fifo"])
+    if s["kind"] != "modelload" and (vg is None or vg < goodput_floor(s)):
+        return True, ""
     if s["kind"] == "tokens":
         cb, bound = med(s["cpu_over_tokens_bound"]), f"{TARGET_VS_IDLE_DEFAULT:g}× idle + {TOKENS_P99_ADD_US / 1000:g} ms"
     else:
@@ -275,7 +285,7 @@ def judge(s):
             if vf is None or vf < TARGET_VS_FIFO:
                 why.append(f"p99 only {ratio(vf)} lower than the deep FIFO (≥ {TARGET_VS_FIFO:g}× where the FIFO is "
                            f"≥ {FIFO_QUEUES:g}× idle; here {ratio(fi)})")
-        gmin = MODELLOAD_GOODPUT if s["load"].endswith("kv") else TARGET_GOODPUT
+        gmin = goodput_floor(s)
         if vg is None or vg < gmin:
             why.append(f"training goodput {pct(vg)} of the FIFO's (≥ {100 * gmin:.0f} %)")
     if s["aiqos_failed_requests"]:
@@ -293,9 +303,10 @@ def rule_text():
             f"(with a KV cache sent meanwhile, the pod's own bulk: training ≥ {100 * MODELLOAD_GOODPUT:.0f} % of the "
             f"FIFO arm's); model load: training download ≥ {100 * MODELLOAD_GOODPUT:.0f} % of the FIFO arm's and "
             f"request p99 ≥ {MODELLOAD_VS_FIFO:g}× lower than the FIFO's; a cell whose deep-FIFO arm moved < "
-            f"{100 * HELD_SHARE:.0f} % of the rate (or never queued), or that aiqos misses where the same training on "
-            f"a second, identical link (no qdisc shared: the CPUs' work and the kernel's per-CPU input queues alone) "
-            f"already breaks the bound and aiqos's p99 is within that, is *not held* on this machine, no verdict")
+            f"{100 * HELD_SHARE:.0f} % of the rate (or never queued), or whose p99 aiqos misses where the same training "
+            f"on a second, identical link (no qdisc shared: the CPUs' work and the kernel's per-CPU input queues "
+            f"alone) already breaks the bound and aiqos's p99 is within that (training's goodput kept), is *not held* "
+            f"on this machine, no verdict")
 
 
 def rep_verdicts(results):

@@ -212,13 +212,15 @@ def test_model_load_verdict():
     assert "| 140 Mbit/s / 115 Mbit/s |" in M.stream_table({cell: run([115e6] * 3, [2.0] * 3)})
 
 
-def held_cell(fifo_train_bps, backlog_b, aiqos_ms=0.4, cpu_ms=None, cell="egress-small-loadgen-cubic@10000"):
+def held_cell(fifo_train_bps, backlog_b, aiqos_ms=0.4, cpu_ms=None, cell="egress-small-loadgen-cubic@10000",
+              aiqos_train_bps=None):
     arms = {"idle": [0.3] * 3, "fifo": [24.0] * 3, "aiqos": [aiqos_ms] * 3}
     if cpu_ms is not None:  # the "cpu" arm: training on a second link, no queue shared
         arms["cpu"] = [cpu_ms] * 3
     extra = {a: {"rate_mbit": [10000] * 3, "offered_mbit": [65.5] * 3, "fifo_bytes": [30_000_000] * 3,
                  "bottleneck_backlog_max_b": [backlog_b] * 3} for a in arms}
-    r = synthetic(cell, arms, {"fifo": fifo_train_bps, "aiqos": fifo_train_bps, "cpu": fifo_train_bps}, extra=extra)
+    r = synthetic(cell, arms, {"fifo": fifo_train_bps, "aiqos": aiqos_train_bps or fifo_train_bps,
+                               "cpu": fifo_train_bps}, extra=extra)
     return M.summarize(r)[cell]
 
 
@@ -250,6 +252,9 @@ def test_not_held_where_the_cpus_alone_break_the_bound():
     # the CPUs alone at 3x idle, aiqos within its bound (1.5x): met, no excuse needed
     s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=0.45, cpu_ms=0.9)
     assert s["verdict"] == "met", s["why"]
+    # ... but training's goodput is aiqos's to keep: judged, whatever the CPUs add
+    s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=0.9, cpu_ms=0.9, aiqos_train_bps=[6.0e9] * 3)
+    assert s["verdict"] == "missed" and any("training goodput 63 %" in w for w in s["why"]), s["why"]
     # the CPUs leave room (1.5x idle): aiqos judged, and missed at 3x
     s = held_cell([9.5e9] * 3, 25_000_000, aiqos_ms=0.9, cpu_ms=0.45)
     assert s["verdict"] == "missed" and "p99 3.00× the idle p99" in s["why"][0], s["why"]
