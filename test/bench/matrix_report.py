@@ -205,6 +205,11 @@ def goodput_floor(s):
     return MODELLOAD_GOODPUT if s["load"].endswith("kv") else TARGET_GOODPUT
 
 
+def goodput_kept(s):
+    vg = med(s["goodput_aiqos_over_fifo"])
+    return vg is not None and vg >= goodput_floor(s)
+
+
 def held_by_cpus(s):
     """(True, "") or (False, "not held: the CPUs: ..."): for a cell that
     misses, whether its inference p99 with the same training on a second,
@@ -212,8 +217,7 @@ def held_by_cpus(s):
     the bound, with aiqos's p99 no higher. A cell aiqos meets needs no such
     excuse, and one whose training goodput misses is judged: the cpu arm
     measures the latency the CPUs add, not what aiqos costs training."""
-    vg = med(s["goodput_aiqos_over_fifo"])
-    if s["kind"] != "modelload" and (vg is None or vg < goodput_floor(s)):
+    if not goodput_kept(s):
         return True, ""
     if s["kind"] == "tokens":
         cb, bound = med(s["cpu_over_tokens_bound"]), f"{TARGET_VS_IDLE_DEFAULT:g}× idle + {TOKENS_P99_ADD_US / 1000:g} ms"
@@ -285,9 +289,8 @@ def judge(s):
             if vf is None or vf < TARGET_VS_FIFO:
                 why.append(f"p99 only {ratio(vf)} lower than the deep FIFO (≥ {TARGET_VS_FIFO:g}× where the FIFO is "
                            f"≥ {FIFO_QUEUES:g}× idle; here {ratio(fi)})")
-        gmin = goodput_floor(s)
-        if vg is None or vg < gmin:
-            why.append(f"training goodput {pct(vg)} of the FIFO's (≥ {100 * gmin:.0f} %)")
+        if not goodput_kept(s):
+            why.append(f"training goodput {pct(vg)} of the FIFO's (≥ {100 * goodput_floor(s):.0f} %)")
     if s["aiqos_failed_requests"]:
         why.append(f"{s['aiqos_failed_requests']} request errors/timeouts")
     return why
