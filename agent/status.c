@@ -265,6 +265,11 @@ static cJSON *uplink_json(const struct agent *ag)
 			                      ag->have_info && d->planned && d->classifier && ag->down_cls_map_fd >= 0);
 			/* training pods' tcp_rmem maximum (node.h DOWNLOAD), 0 = not bounded */
 			cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", (double)ag->rcv_window);
+			/* inference pods' with the bands on (node_down_rcv_bound), 0 = not bounded */
+			cJSON_AddNumberToObject(dl, "inferenceRcvWindowBytes",
+			                        ag->rcv_window && ag->have_info
+			                                ? (double)node_down_rcv_bound(&ag->info, CLASS_INFERENCE)
+			                                : 0);
 			if (ag->have_info && d->planned && d->gate_bps) {
 				struct bpf_gate g;
 

@@ -252,11 +252,18 @@
  * agent lowers the training profiles' rmemMax to it once the tree is in
  * force (never raises it: an unset rmemMax counts as the kernel's tcp_rmem
  * maximum, left alone when that is smaller). With the bands on in the
- * download direction (below) inference pods get the same bound: their bulk
- * (a model load over many connections) shares with training on the ifb,
- * and unbounded it would fill the upstream queue as training would
- * (node_down_rcv_bounded). The bound is at least a BDP at the shaped rate:
- * an interactive flow is not slowed by it.
+ * download direction (below) inference pods are bounded too, at twice
+ * training's bound (NODE_DOWN_INF_RCV_FACTOR, node_down_rcv_bound): their
+ * bulk (a model load over many connections) shares with training on the
+ * ifb, and unbounded it fills the upstream queue as training would (the
+ * pod's own requests 13-31 ms at p99 against 0.3 ms). At training's bound
+ * the window a sender sees (the buffer less the kernel's overhead: 66 KB of
+ * 74.7) holds one 64 KiB burst: a 256 KiB response waits on its reader 20-30
+ * % of the time, and bbr takes those stalls for the path's rate (5-21 ms
+ * against 4.6 ms with twice the bound). The band's leaf on the ifb holds
+ * what those windows let in flight (inference's FIFO size, 20 ms, not
+ * training's shorter one: 8 connections x 150 KB at 500 Mbit/s): drops
+ * there sent the load's senders into recovery bursts upstream.
  *
  * BANDS (interactive first, bulk shares, inside a class; docs/concepts.md).
  * In mixed mode with bulkThreshold on (cfg->bulk_threshold_bytes > 0, the
@@ -368,6 +375,8 @@
 #define NODE_DOWN_RTT_US_DEFAULT     150
 #define NODE_DOWN_RTT_US_MAX         1000000
 #define NODE_DOWN_QUEUE_BUDGET_BYTES 65536U
+/* inference pods' bound with the bands on: twice training's */
+#define NODE_DOWN_INF_RCV_FACTOR 2U
 /* the gates (DOWNLOAD and GATED HTB, bpf_gate.h): packets skip the ifb while
  * the traffic stays under this share of the shaped rate; once over, the ifb
  * takes everything for the hold: NODE_GATE_HOLD_MS, or twice the time the
@@ -656,9 +665,11 @@ int node_down_pod_item_id(const char *uid, unsigned n, char *buf, size_t size);
  * nothing is shaped, configured bytes as given, else (_AUTO) shaped_bps / 8
  * x rtt_us + NODE_DOWN_QUEUE_BUDGET_BYTES (at most NODE_DOWN_RCV_WINDOW_MAX). */
 uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t configured);
-/* Whether a class's pods get info->down.rcv_window_bytes (DOWNLOAD):
- * training, and inference while the download bands are on. */
-bool node_down_rcv_bounded(const struct node_plan_info *info, enum workload_class c);
+/* The tcp_rmem maximum a class's pods get while the download tree is
+ * planned (DOWNLOAD), 0 = not bounded: training info->down.rcv_window_bytes,
+ * inference NODE_DOWN_INF_RCV_FACTOR times that while the download bands
+ * are on (at most NODE_DOWN_RCV_WINDOW_MAX). */
+uint32_t node_down_rcv_bound(const struct node_plan_info *info, enum workload_class c);
 
 /* Does the node shape its download direction in this mode (config on, a
  * rate known, the kinds it needs not known missing)? ret_rate_bps (may be

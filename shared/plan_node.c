@@ -526,6 +526,12 @@ static int band_leaf_add(struct builder *b, uint64_t rp)
 	it->tc[0].handle = H_LEAF_BULK;
 	/* the flows of inference pods: no CE threshold (not DCTCP's) */
 	alts_queue(it, CLASS_TRAINING, 0, rp, b->dev == DEV_IFB);
+	/* on the download ifb the FIFO holds what the windows of many bulk
+	 * connections let in flight (node.h DOWNLOAD): inference's size, not
+	 * training's shorter one */
+	for (unsigned i = 0; b->dev == DEV_IFB && i < it->n_alt; i++)
+		if (it->tc[i].kind == TC_KIND_BFIFO)
+			it->tc[i].u.fifo.limit = leaf_fifo_bytes(CLASS_INFERENCE, rp, true);
 	return 0;
 }
 
@@ -968,10 +974,17 @@ bool node_downlink_wanted(const struct node_config *cfg, const struct plan_caps 
 	       plan_caps_has(caps, TC_KIND_U32);
 }
 
-bool node_down_rcv_bounded(const struct node_plan_info *info, enum workload_class c)
+uint32_t node_down_rcv_bound(const struct node_plan_info *info, enum workload_class c)
 {
-	return info->down.planned && info->down.rcv_window_bytes &&
-	       (c == CLASS_TRAINING || (c == CLASS_INFERENCE && info->down.bulk_priority));
+	uint64_t w = info->down.planned ? info->down.rcv_window_bytes : 0;
+
+	if (!w)
+		return 0;
+	if (c == CLASS_TRAINING)
+		return (uint32_t)w;
+	if (c == CLASS_INFERENCE && info->down.bulk_priority)
+		return (uint32_t)clamp_u64(w * NODE_DOWN_INF_RCV_FACTOR, 0, NODE_DOWN_RCV_WINDOW_MAX);
+	return 0;
 }
 
 uint32_t node_down_rcv_window(uint64_t shaped_bps, uint32_t rtt_us, uint32_t configured)

@@ -213,10 +213,9 @@ static int plan_compute(struct plan_run *r)
 	bool bounded[_CLASS_MAX] = {false}, any = false;
 
 	for (int c = 0; c < _CLASS_MAX; c++)
-		if (node_down_rcv_bounded(&r->info, (enum workload_class)c))
-			any |= bounded[c] =
-			        profile_set_bound_rmem(&r->cfg.profiles, (enum workload_class)c,
-			                               r->info.down.rcv_window_bytes, sysctl_tcp_rmem_max()) > 0;
+		any |= bounded[c] = profile_set_bound_rmem(&r->cfg.profiles, (enum workload_class)c,
+		                                           node_down_rcv_bound(&r->info, (enum workload_class)c),
+		                                           sysctl_tcp_rmem_max()) > 0;
 	for (size_t i = 0; any && i < r->n_res; i++) {
 		struct pod_result *pr = &r->res[i];
 
@@ -406,6 +405,10 @@ static int plan_print_text(const struct plan_run *r)
 			       r->cfg.node.training_rcv_window == NODE_DOWN_RCV_WINDOW_AUTO ? "auto"
 			                                                                    : "trainingRcvWindow",
 			       ds, r->cfg.node.down_rtt_us, NODE_DOWN_QUEUE_BUDGET_BYTES);
+		if (node_down_rcv_bound(in, CLASS_INFERENCE))
+			printf("  download: inference pods' receive window %u bytes (%u x training's: the bands are "
+			       "on)\n",
+			       node_down_rcv_bound(in, CLASS_INFERENCE), NODE_DOWN_INF_RCV_FACTOR);
 	}
 	if (in->ce_threshold_us) {
 		char t[32];
@@ -571,7 +574,8 @@ static int plan_print_json(const struct plan_run *r, enum ctl_output out)
 		     cJSON_AddNumberToObject(dl, "rateBps", (double)in->down.rate_bps) &&
 		     cJSON_AddNumberToObject(dl, "shapedBps", (double)in->down.shaped_bps) &&
 		     cJSON_AddNumberToObject(dl, "filters", in->down.n_filters) &&
-		     cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", in->down.rcv_window_bytes);
+		     cJSON_AddNumberToObject(dl, "trainingRcvWindowBytes", in->down.rcv_window_bytes) &&
+		     cJSON_AddNumberToObject(dl, "inferenceRcvWindowBytes", node_down_rcv_bound(in, CLASS_INFERENCE));
 	}
 	ok = ok && cJSON_AddNumberToObject(up, "trainingFloor",
 	                                   in->mode == MODE_MIXED && plan_floor_given(in)

@@ -183,6 +183,8 @@ static void print_uplink(const cJSON *up)
 		       jstr_or(dl, "ifb", "-"), r1, r2);
 		if (jnum(dl, "trainingRcvWindowBytes", &win) && win > 0)
 			printf("  training receive window (tcp_rmem max): %.0f bytes\n", win);
+		if (jnum(dl, "inferenceRcvWindowBytes", &win) && win > 0)
+			printf("  inference receive window (tcp_rmem max, the bands are on): %.0f bytes\n", win);
 		if (streq(jstr_or(dl, "fedAt", "uplink"), "pods"))
 			printf("  fed at the pods' interfaces (%.0f): received packets do not reach the uplink's "
 			       "ingress "

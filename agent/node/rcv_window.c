@@ -35,8 +35,8 @@ bool agent_profiles_refresh(struct agent *ag, bool rewant)
 
 	/* a bound over the kernel's maximum lowers nothing it did not set */
 	for (int c = 0; w && c < _CLASS_MAX; c++)
-		if (node_down_rcv_bounded(&ag->info, (enum workload_class)c))
-			profile_set_bound_rmem(&eff, (enum workload_class)c, w, kmax);
+		profile_set_bound_rmem(&eff, (enum workload_class)c,
+		                       node_down_rcv_bound(&ag->info, (enum workload_class)c), kmax);
 	if (kmax && w > kmax)
 		w = kmax;
 	changed = !profile_sets_equal(&eff, &ag->profiles);
@@ -46,7 +46,8 @@ bool agent_profiles_refresh(struct agent *ag, bool rewant)
 
 		snprintf(v, sizeof(v), "%" PRIu32, w);
 		log_msg(LOG_LVL_INFO,
-		        w ? "download tree: the receive window of training pods (and inference pods with the bands) "
+		        w ? "download tree: the receive window of training pods (and, twice it, inference pods with "
+		            "the bands) "
 		            "bounded"
 		          : "pods' receive window unbounded",
 		        "rmemMax", v, (char *)NULL);

@@ -154,8 +154,9 @@ def test_bands_bound_the_inference_receive_window_too(node):
     """With the download bands on, an inference pod's bulk (a model load
     over many connections) shares with training on the ifb: unbounded, its
     senders would fill the link's upstream queue as training's would, so
-    inference pods get the training pods' receive window bound (node.h
-    DOWNLOAD, 392e6 / 8 x 150 us + 64 KiB = 72886 bytes); without the bands they keep
+    inference pods get twice the training pods' receive window bound (node.h
+    DOWNLOAD, 392e6 / 8 x 150 us + 64 KiB = 72886 bytes for training, 145772 for
+    inference: a response keeps two TSO bursts in flight); without the bands they keep
     their own (test_agent_downlink)."""
     node.start_agent(CONFIG)
     inf = node.add_pod(INF)
@@ -164,7 +165,11 @@ def test_bands_bound_the_inference_receive_window_too(node):
 
     def rmem(pod):
         return agentlab.cni.read_sysctl(pod.ns, "net.ipv4.tcp_rmem").split()[2]
-    wait_until(lambda: rmem(train) == "72886" and rmem(inf) == "72886", 10, "both pods' tcp_rmem bounded")
+    wait_until(lambda: rmem(train) == "72886" and rmem(inf) == "145772", 10, "both pods' tcp_rmem bounded")
+    dl = node.status()["uplink"]["downlink"]
+    assert (dl["trainingRcvWindowBytes"], dl["inferenceRcvWindowBytes"]) == (72886, 145772), dl
+    assert "inference receive window (tcp_rmem max, the bands are on): 145772 bytes" in node.aiqosctl("status").stdout
     node.write_config(dict(CONFIG, bulkThreshold="off"))
-    wait_until(lambda: rmem(inf) != "72886" and rmem(train) == "72886", 10,
+    wait_until(lambda: rmem(inf) not in ("72886", "145772") and rmem(train) == "72886", 10,
                "the inference pod's window back without the bands")
+    assert node.status()["uplink"]["downlink"]["inferenceRcvWindowBytes"] == 0

@@ -308,8 +308,8 @@ def test_download_bounds_the_training_receive_window(node):
     """While the download tree shapes at Rd * 98 % (392 Mbit/s), training
     pods' tcp_rmem maximum is 392e6 / 8 x downlinkRttUs 150 us + 64 KiB =
     72886 bytes (the default field follows it down); with the bands off
-    inference pods keep theirs (with them on, the default, they get the
-    same bound: test_agent_bands); "trainingRcvWindow": "off" gives training its profile's (here:
+    inference pods keep theirs (with them on, the default, they get twice
+    the bound: test_agent_bands); "trainingRcvWindow": "off" gives training its profile's (here:
     the netns's own value back), an explicit byte count is used as given."""
     node.start_agent(dict(CONFIG, bulkThreshold="off"))
     train = node.add_pod(TRAIN)

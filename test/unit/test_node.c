@@ -2047,6 +2047,22 @@ TEST(node_plan_downlink_rcv_window)
 		CHECK_INT(plan_down(&cfg, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
 		CHECK(info.down.planned);
 		CHECK_INT(info.down.rcv_window_bytes, 9187 + 65536); /* 490 Mbit/s x 150 us + 64 KiB */
+		/* training gets it; inference twice it while the bands are on; default pods never */
+		CHECK_INT(node_down_rcv_bound(&info, CLASS_TRAINING), 9187 + 65536);
+		CHECK(info.down.bulk_priority);
+		CHECK_INT(node_down_rcv_bound(&info, CLASS_INFERENCE), 2 * (9187 + 65536));
+		CHECK_INT(node_down_rcv_bound(&info, CLASS_DEFAULT), 0);
+	}
+	{
+		/* bands off: inference pods are not bounded */
+		_cleanup_plan_ struct plan np = {0};
+		struct node_plan_info info;
+		struct node_config c = cfg;
+
+		c.bulk_threshold_bytes = 0;
+		CHECK_INT(plan_down(&c, &VETH_IFB, true, MODE_MIXED, pods, n, NULL, &np, &info), 0);
+		CHECK_INT(node_down_rcv_bound(&info, CLASS_TRAINING), 9187 + 65536);
+		CHECK_INT(node_down_rcv_bound(&info, CLASS_INFERENCE), 0);
 	}
 	{
 		_cleanup_plan_ struct plan np = {0};
