@@ -1809,9 +1809,10 @@ TEST(node_gated_htb_on_an_ifb)
 	}
 	up.ifb_up_ifindex = ifb.ifindex;
 	node_config_defaults(&cfg);
-	/* 10mbit: a gate window of 106 ms, so that 400 sends trip it even where
-	 * a send is slow (qemu's TCG in the kernel suite) */
-	cfg.uplink_rate_bps = 10000000ULL;
+	/* 2mbit: a gate window of 530 ms, so that 400 sends trip it even where
+	 * a send is slow (qemu's TCG in the kernel suite: at 10mbit, a 106 ms
+	 * window, the sends once spread over two windows and never tripped it) */
+	cfg.uplink_rate_bps = 2000000ULL;
 	cfg.downlink = false;
 	plan_caps_mark_missing(&caps, TC_KIND_FQ);
 	CHECK_INT(node_plan(pods, 2, &cfg, &up, &caps, MODE_MIXED, NULL, &np, &info, &e), 0);
@@ -1855,7 +1856,7 @@ TEST(node_gated_htb_on_an_ifb)
 	/* 400 training packets (97 kB) trip it; the inference packets after them take 1:10 on the ifb */
 	send_from("10.72.0.20", "10.72.0.2", 400);
 	send_from("10.72.0.10", "10.72.0.2", 40);
-	usleep(1000 * 1000); /* what HTB holds leaves (97 kB at 9.9 Mbit/s: 80 ms) */
+	usleep(1500 * 1000); /* what HTB holds leaves (107 kB at 1.98 Mbit/s: 430 ms) */
 	c2 = classes_now(ifb.ifindex);
 	rx1 = peer_rx_packets("aqtg1");
 	fprintf(stderr, "  on the ifb: inference %llu, training %llu; at the peer %ld of 450\n",
