@@ -674,9 +674,13 @@ def write_docs(path, docs_dir, ctx):
            "(lab.route_side), inference alone on the first (the CPUs' time and the kernel's per-CPU input queues "
            "still shared, as on any node); where its inference p99 already breaks the bound and aiqos's is no "
            "higher, the machine's work alone does, and the cell is not held. " if len(rates) > 1 else "")
-        + "The load generators, nginx and the SSE stack's server and client run "
-        "at real-time priority (SCHED_FIFO); the machine is shared: the load average per arm and loadgen's own "
-        "send lag are in the detail table.",
+        + ("The load generators, nginx and the SSE stack's server and client run at normal priority, as an "
+           "inference server and its clients do (lab.LOADGEN_RT_PRIO: on two CPUs a real-time process starves the "
+           "kernel's ksoftirqd, where the kernel defers softirq work under load, a shaper's timer-driven dequeues "
+           "among it, and whatever else is not real-time); " if not L.LOADGEN_RT_PRIO else
+           f"The load generators, nginx and the SSE stack's server and client run at real-time priority "
+           f"(SCHED_FIFO {L.LOADGEN_RT_PRIO}, BENCH_RT_PRIO); ")
+        + "the machine is shared: the load average per arm and loadgen's own send lag are in the detail table.",
         "",
     ]
     for arm, why in ctx["skipped"].items():

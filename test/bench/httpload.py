@@ -33,8 +33,8 @@ FILES = {8192: "8k", 32768: "32k", 65536: "64k", 262144: "256k"}
 
 
 def start_nginx(lab, ns, name, addr, port=None):
-    """nginx with a private prefix in the lab's tmp dir, one worker (real-time
-    priority like the loadgen), keepalive without a request cap, no access log.
+    """nginx with a private prefix in the lab's tmp dir, one worker (at the
+    lab's priority: lab.rt_argv), keepalive without a request cap, no access log.
     tcp_nopush (TCP_CORK around sendfile) off: with bbr it held small
     responses one 4 ms timer tick (idle p99 4.7 ms against 0.3 ms without)."""
     port = port or L.HTTP_PORT
@@ -66,7 +66,7 @@ http {{
     }}
 }}
 """)
-    rt = ["chrt", "-f", str(L.LOADGEN_RT_PRIO)]
+    rt = L.rt_argv()
     p = lab.spawn(f"nginx-{name}", L.nsexec(ns, *rt, lab.nginx, "-p", prefix, "-c", conf, "-g", "daemon off;"))
     lab._wait_port(ns, addr, port, p)
     return p
@@ -77,8 +77,8 @@ def rate_spec(rps):
     return f"{max(1, round(rps * 10))}/10s"
 
 
-def vegeta_argv(lab, ns, target_file, rps, duration_s, out, timeout_s, rt_prio):
-    rt = ["chrt", "-f", str(rt_prio)] if rt_prio else []
+def vegeta_argv(lab, ns, target_file, rps, duration_s, out, timeout_s):
+    rt = L.rt_argv()
     return L.nsexec(ns, *rt, lab.vegeta, "attack", "-targets", target_file, "-rate", rate_spec(rps), "-duration",
                     f"{duration_s:.3f}s", "-timeout", f"{timeout_s:g}s", "-max-body", "0", "-keepalive=true",
                     "-http2=false", "-workers", "16", "-output", out)
@@ -135,7 +135,7 @@ def summarize(rows, warmup_s, t0_ns):
     }
 
 
-def run_vegeta(lab, ns, url, rps, duration_s, warmup_s, out_prefix, timeout_s=3.0, rt_prio=0, burst=None):
+def run_vegeta(lab, ns, url, rps, duration_s, warmup_s, out_prefix, timeout_s=3.0, burst=None):
     """Run an attack (burst: (factor, on_ms, period_ms) -> a base attack at the
     off-rate plus, every period, an attack at (factor x rps - off-rate) for
     on_ms). Returns the summary dict (see summarize) plus rate and timing."""
@@ -157,7 +157,7 @@ def run_vegeta(lab, ns, url, rps, duration_s, warmup_s, out_prefix, timeout_s=3.
     outs.append(base)
     planned = 0  # requests the attacks are to send
     if lo > 0:
-        procs.append(subprocess.Popen(vegeta_argv(lab, ns, targets, lo, duration_s, base, timeout_s, rt_prio),
+        procs.append(subprocess.Popen(vegeta_argv(lab, ns, targets, lo, duration_s, base, timeout_s),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         planned += round(lo * duration_s)
     bursts = 0
@@ -170,8 +170,7 @@ def run_vegeta(lab, ns, url, rps, duration_s, warmup_s, out_prefix, timeout_s=3.
             time.sleep(max(0.0, at - time.time()))
             o = f"{out_prefix}.burst{k}.bin"
             outs.append(o)
-            procs.append(subprocess.Popen(vegeta_argv(lab, ns, targets, hi - lo, on_ms / 1000.0, o, timeout_s,
-                                                      rt_prio), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            procs.append(subprocess.Popen(vegeta_argv(lab, ns, targets, hi - lo, on_ms / 1000.0, o, timeout_s), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                           text=True))
             planned += round((hi - lo) * on_ms / 1000.0)
             bursts += 1
@@ -197,7 +196,7 @@ def run_vegeta(lab, ns, url, rps, duration_s, warmup_s, out_prefix, timeout_s=3.
             if p.returncode != 0:
                 errs.append(f"exit {p.returncode}: {err.strip()[:300]}")
     finally:
-        # never leave an attack behind (they run at real-time priority)
+        # never leave an attack behind
         for p in procs:
             if p.poll() is None:
                 p.kill()

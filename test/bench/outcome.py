@@ -84,9 +84,6 @@ class Workload:
         self.burst_factor = 5.0  # the burst load: this x the mean rate ...
         self.burst_ms = 100  # ... for this long ...
         self.burst_period_ms = 1000  # ... every period
-        # the load generator runs SCHED_FIFO at this priority (0 = normal) so
-        # that other work on a shared machine does not show up as latency
-        self.rt_prio = 20
         for k, v in kw.items():
             if not hasattr(self, k):
                 raise ValueError(f"unknown workload parameter {k}")
@@ -186,7 +183,7 @@ def iperf_argv(pod, port, cc, seconds, flows, omit_s=1, interval_s=None):
 
 
 def loadgen_argv(lab, pod, w, cc, duration_s, out, label, warmup_s=None):
-    rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
+    rt = L.rt_argv()
     return pod.exec(*rt, lab.loadgen, "client", "--connect", f"{lab.server_ip}:{L.LOADGEN_PORTS.get(cc, L.LOADGEN_PORT)}", "--rate", w.rate,
                     "--duration", f"{duration_s:.2f}", "--conns", w.conns, "--req", w.req_bytes, "--resp",
                     w.resp_bytes, "--warmup", f"{w.lg_warmup_s if warmup_s is None else warmup_s:.2f}", "--cc", cc,
@@ -725,11 +722,11 @@ def _loadgen_json(argv, w, out, what):
 
 
 def _run_cell_loadgen(lab, direction, spec, cc, w, inf, out, label):
-    rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
     if direction == "egress":
         ns, target = lab.fabric, f"{inf.ip}:{L.LOADGEN_PORT}"
     else:
         ns, target = inf.netns, f"{lab.server_ip}:{L.LOADGEN_PORTS.get(cc, L.LOADGEN_PORT)}"
+    rt = L.rt_argv()
     argv = L.nsexec(ns, *rt, lab.loadgen, "client", "--connect", target, "--rate", spec.rate, "--duration",
                     f"{w.cell_s:.2f}", "--conns", spec.conns, "--req", w.req_bytes, "--resp", spec.resp_bytes,
                     "--warmup", f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--cc", cc, "--label", label,
@@ -761,7 +758,7 @@ def _run_cell_tokens(lab, spec, client, cc, w, inf, out, label):
     tokens-server or (client "sse") httpx-sse from uvicorn + sse-starlette
     (sse_tokens.py); latency = each event's one-way delay. tokens64kv: the
     pod sends its KV cache meanwhile (how long it took is recorded)."""
-    rt = ["chrt", "-f", str(w.rt_prio)] if w.rt_prio else []
+    rt = L.rt_argv()
     common = ["--streams", spec.conns, "--event", TOKENS_EVENT_BYTES, "--duration", f"{w.cell_s:.2f}", "--warmup",
               f"{w.lg_warmup_s:.2f}", "--drain", f"{w.timeout_s:g}", "--label", label, "--out", out]
     if client == "sse":
@@ -827,7 +824,7 @@ def _run_cell_http(lab, direction, spec, cc, w, inf, out_prefix):
     else:
         ns, url = inf.netns, f"http://{lab.server_ip}:{L.HTTP_PORT}/{fname}"
     d = httpload.run_vegeta(lab, ns, url, spec.rate, w.cell_s, w.lg_warmup_s, out_prefix, timeout_s=w.timeout_s,
-                            rt_prio=w.rt_prio, burst=spec.burst)
+                            burst=spec.burst)
     lat = d["latency_us"]
     return {"p50_us": lat["p50"], "p90_us": lat["p90"], "p99_us": lat["p99"], "p999_us": lat["p999"],
             "max_us": lat["max"], "requests": lat["count"], "errors": d["errors"], "timeouts": d["timeouts"],
@@ -931,21 +928,21 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
         clients = {c for _, c in cells}
         if any(lo.startswith("tokens") and c == "loadgen" for lo, c in cells):
             servers.append(lab.spawn(f"tokens-server-{inf.name}", inf.exec(
-                "chrt", "-f", L.LOADGEN_RT_PRIO, lab.loadgen, "tokens-server", "--listen", f"{inf.ip}:{TOKENS_PORT}",
+                *L.rt_argv(), lab.loadgen, "tokens-server", "--listen", f"{inf.ip}:{TOKENS_PORT}",
                 "--event", TOKENS_EVENT_BYTES, "--period-ms", TOKENS_PERIOD_MS, "--cc", cc)))
             lab._wait_port(inf.netns, inf.ip, TOKENS_PORT, servers[-1])
         if any(lo.startswith("tokens") and c == "sse" for lo, c in cells):
             if lab.sse_python is None:
                 raise L.LabError("the sse cells need the SSE stack's venv: run hack/install-sse.sh")
-            # the real HTTP/SSE stack's server, at the loadgen's and nginx's
-            # real-time priority; its sockets get the pod's default cc
+            # the real HTTP/SSE stack's server (at the lab's priority:
+            # lab.rt_argv); its sockets get the pod's default cc
             servers.append(lab.spawn(f"sse-server-{inf.name}", inf.exec(
-                "chrt", "-f", L.LOADGEN_RT_PRIO, lab.sse_python, SSE_SCRIPT, "server", "--listen",
+                *L.rt_argv(), lab.sse_python, SSE_SCRIPT, "server", "--listen",
                 f"{inf.ip}:{SSE_PORT}", "--event", TOKENS_EVENT_BYTES, "--period-ms", TOKENS_PERIOD_MS)))
             lab._wait_port(inf.netns, inf.ip, SSE_PORT, servers[-1], timeout_s=30)
         if direction == "egress":
             servers.append(lab.spawn(f"loadgen-server-{inf.name}", inf.exec(
-                "chrt", "-f", L.LOADGEN_RT_PRIO, lab.loadgen, "server", "--listen", f"{inf.ip}:{L.LOADGEN_PORT}",
+                *L.rt_argv(), lab.loadgen, "server", "--listen", f"{inf.ip}:{L.LOADGEN_PORT}",
                 "--cc", cc)))
             lab._wait_port(inf.netns, inf.ip, L.LOADGEN_PORT, servers[-1])
             if "http" in clients:

@@ -95,17 +95,16 @@ def run(lab, arm, direction, rep, a):
                 argv.insert(argv.index("-J"), "-R")
             procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         out = os.path.join(lab.tmp, f"lg-{tag}.json")
-        rt = ["chrt", "-f", "20"]
         common = ["--rate", a.rate, "--duration", f"{a.duration:.1f}", "--conns", 8, "--req", 64, "--resp", a.resp,
                   "--warmup", "1", "--cc", "cubic", "--label", tag, "--out", out]
         srv = None
         if direction == "egress":
-            srv = lab.spawn(f"srv-{tag}", inf.exec(*rt, lab.loadgen, "server", "--listen", f"{inf.ip}:{PROBE_PORT}",
+            srv = lab.spawn(f"srv-{tag}", inf.exec(*L.rt_argv(), lab.loadgen, "server", "--listen", f"{inf.ip}:{PROBE_PORT}",
                                                    "--cc", "cubic"))
             time.sleep(0.3)
-            client = L.nsexec(lab.fabric, *rt, lab.loadgen, "client", "--connect", f"{inf.ip}:{PROBE_PORT}", *common)
+            client = L.nsexec(lab.fabric, *L.rt_argv(), lab.loadgen, "client", "--connect", f"{inf.ip}:{PROBE_PORT}", *common)
         else:
-            client = inf.exec(*rt, lab.loadgen, "client", "--connect", f"{lab.server_ip}:{L.LOADGEN_PORT}", *common)
+            client = inf.exec(*L.rt_argv(), lab.loadgen, "client", "--connect", f"{lab.server_ip}:{L.LOADGEN_PORT}", *common)
         time.sleep(a.warm)
         lg = subprocess.run([str(x) for x in client], capture_output=True, text=True, timeout=a.duration + 60)
         if srv is not None:
