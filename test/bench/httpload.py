@@ -170,8 +170,8 @@ def run_vegeta(lab, ns, url, rps, duration_s, warmup_s, out_prefix, timeout_s=3.
             time.sleep(max(0.0, at - time.time()))
             o = f"{out_prefix}.burst{k}.bin"
             outs.append(o)
-            procs.append(subprocess.Popen(vegeta_argv(lab, ns, targets, hi - lo, on_ms / 1000.0, o, timeout_s), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                          text=True))
+            procs.append(subprocess.Popen(vegeta_argv(lab, ns, targets, hi - lo, on_ms / 1000.0, o, timeout_s),
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
             planned += round((hi - lo) * on_ms / 1000.0)
             bursts += 1
             k += 1
