@@ -20,6 +20,10 @@
                              BENCH_ARMS="idle fifo aiqos aiqos_base" (per cell
                              each build's p99, their ratio per repetition and
                              each build's verdict)
+  bench.py reps RUNDIR       every repetition of a bench-lab run: inference
+                             p99, the CPUs' idle and softirq share, the
+                             inference pod's retransmissions (loss probes,
+                             DSACKed: reordered, not lost)
   bench.py bench BUILD       P1 (test/bench/cni-latency.sh), P4 as above, the
                              dynamic re-tune experiment, P2/P3/P5 when the agent
                              and its `make bench-agent` exist; regenerates
@@ -39,8 +43,10 @@ older single rate, when BENCH_RATES is unset; the demo: BENCH_RATE_MBIT),
 BENCH_DATAPATHS (the pod network's datapaths, lab.DATAPATHS: "routed vxlan
 cilium"; default "routed"; the cells of every other datapath are named
 DATAPATH/CELL, run at the first rate: those matching BENCH_DATAPATH_CELLS,
-default "*-small-http-cubic *-burst-http-cubic"). Every number in the outputs comes from
-the run."""
+default "*-small-http-cubic *-burst-http-cubic"), BENCH_WIRE_RPS=1 (an
+exploration, not for `make bench`: RPS on the ends that receive the node's
+upload, each flow's packets on one CPU: docs/lab/upload-10g.md). Every number
+in the outputs comes from the run."""
 
 import argparse
 import contextlib
@@ -1124,9 +1130,9 @@ def render(outdir, run, publish_docs=True, replot=True):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab", "render", "render-docs", "ab"])
+    ap.add_argument("cmd", choices=["demo", "bench", "bench-lab", "render", "render-docs", "ab", "reps"])
     ap.add_argument("build", nargs="?", default=os.path.join(REPO, "build"),
-                    help="the build directory (render, ab: a run directory BUILD/bench/lab-*)")
+                    help="the build directory (render, ab, reps: a run directory BUILD/bench/lab-*)")
     ap.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", 3)))
     ap.add_argument("--skip-p1", action="store_true", help="bench: do not run cni-latency.sh")
     a = ap.parse_args(argv)
@@ -1143,6 +1149,10 @@ def main(argv):
     if a.cmd == "ab":  # a run with the aiqos_base arm (BENCH_BASE_BUILD): the two builds side by side
         with open(os.path.join(build, "results.json")) as f:
             print(M.ab_table(json.load(f)["results"])[0])
+        return 0
+    if a.cmd == "reps":  # every repetition: p99, the CPUs' idle and softirq share, the pod's retransmissions
+        with open(os.path.join(build, "results.json")) as f:
+            print(M.reps_table(json.load(f)["results"]))
         return 0
     if os.geteuid() != 0:
         log(f"{a.cmd}: needs root (network namespaces, qdiscs)")

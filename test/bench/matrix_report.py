@@ -555,6 +555,27 @@ def replace_block(text, block):
     return text.replace(cur, block)
 
 
+def reps_table(results):
+    """Every repetition of every cell and arm, in the run's order: the
+    inference p99, how busy the CPUs were meanwhile (idle and softirq share
+    of all CPU time, /proc/stat) and the inference pod's retransmissions: of
+    them tail-loss probes, and how many the receiver reported as duplicates
+    (DSACK: the original had arrived late, reordered, not lost). Runs from
+    before these counters show "—"."""
+    def cpu(r, kind):
+        t = {k: v for k, v in r.items() if k.startswith("cpu_") and k.endswith("_ticks")}
+        return f"{100 * r[f'cpu_{kind}_ticks'] / sum(t.values()):.0f} %" if sum(t.values()) else "—"
+
+    out = ["| cell | arm | rep | p99 | CPU idle | softirq | inference retransmissions | of them loss probes | "
+           "DSACKed |", "|---|---|---|---|---|---|---|---|---|"]
+    order = {c: i for i, c in enumerate(cell_order({r["cell"] for r in results}))}
+    for r in sorted(results, key=lambda r: (order[r["cell"]], r["arm"], r["rep"])):
+        out.append(f"| {r['cell']} | {r['arm']} | {r['rep']} | {ms(r.get('p99_us'))} | {cpu(r, 'idle')} | "
+                   f"{cpu(r, 'softirq')} | {r.get('inf_retrans_segs', '—')} | {r.get('inf_loss_probes', '—')} | "
+                   f"{r.get('inf_dsack_recv', '—')} |")
+    return "\n".join(out)
+
+
 def ab_table(results, a="aiqos", b="aiqos_base"):
     """An A/B of two builds run as two arms of one run (b: $BENCH_BASE_BUILD,
     interleaved with a): per cell, each arm's p99 median (range over the

@@ -695,13 +695,39 @@ def _drops(lab, ns, devs):
     return sum(qdisc_counters(lab.qdisc_stats(ns, d))[0] for d in devs)
 
 
-def _cell_counters(lab, direction):
+def _pod_tcp_counters(pod):
+    """The inference pod's TCP loss counters (its netns's /proc/net/snmp and
+    netstat): retransmitted segments, tail-loss probes, timeouts, and the
+    retransmissions the receiver reported as duplicates (DSACK: the original
+    had arrived, late: reordering, not loss)."""
+    want = {("Tcp", "RetransSegs"): "inf_retrans_segs", ("TcpExt", "TCPLossProbes"): "inf_loss_probes",
+            ("TcpExt", "TCPTimeouts"): "inf_timeouts", ("TcpExt", "TCPDSACKRecv"): "inf_dsack_recv"}
+    out = L.sh("ip", "netns", "exec", pod.netns, "cat", "/proc/net/snmp", "/proc/net/netstat").stdout.splitlines()
+    got = {}
+    for head, vals in zip(out[0::2], out[1::2]):
+        h, v = head.split(), vals.split()
+        for k, x in zip(h[1:], v[1:]):
+            if (h[0].rstrip(":"), k) in want:
+                got[want[(h[0].rstrip(":"), k)]] = int(x)
+    return got
+
+
+def _cell_counters(lab, direction, inf):
     node_devs = _node_queue_devs(lab)
     up = json.loads(L.sh("ip", "-n", lab.node, "-s", "-j", "link", "show", L.UPLINK).stdout)[0]["stats64"]
     return {"bottleneck_drops": _drops(lab, lab.wire, [lab.bottleneck_dev(direction)]),
             "node_drops": _drops(lab, lab.node, node_devs),
             "uplink_rx_packets": up["rx"]["packets"], "uplink_tx_packets": up["tx"]["packets"],
-            **lab.dp.counters(lab)}
+            **_cpu_ticks(), **_pod_tcp_counters(inf), **lab.dp.counters(lab)}
+
+
+def _cpu_ticks():
+    """The machine's CPU time so far by kind, in USER_HZ ticks (/proc/stat's
+    first line; a cell's difference says how busy the CPUs were, and with what)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:8]]
+    return dict(zip(("cpu_user_ticks", "cpu_nice_ticks", "cpu_system_ticks", "cpu_idle_ticks",
+                     "cpu_iowait_ticks", "cpu_irq_ticks", "cpu_softirq_ticks"), v))
 
 
 def _goodput_window(series, a, b):
@@ -977,7 +1003,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             tag = f"{itag}-{load}-{client}"
             r = dict(base, cell=cell, load=load, client=client, loadavg_start=loadavg(), order=i,
                      offered_mbit=round(ls.mbit(), 1))
-            c0 = _cell_counters(lab, direction)
+            c0 = _cell_counters(lab, direction, inf)
             if load.startswith("tokens"):
                 r.update(_run_cell_tokens(lab, ls, client, cc, w, inf, os.path.join(outdir, f"tokens-{tag}.json"),
                                           tag))
@@ -989,7 +1015,7 @@ def run_instance(lab, arm, direction, cc, cells, w, rep, outdir, log=print):
             else:
                 r.update(_run_cell_http(lab, direction, ls, cc, w, inf, os.path.join(outdir, f"http-{tag}")))
             t_end = time.time()
-            c1 = _cell_counters(lab, direction)
+            c1 = _cell_counters(lab, direction, inf)
             r.update({k: c1[k] - c0[k] for k in c0})
             a = r.pop("t0") + w.lg_warmup_s
             b = min(t_end, a - w.lg_warmup_s + w.cell_s)

@@ -336,3 +336,17 @@ def test_each_datapath_and_rate_keeps_its_raw_files(tmp_path, monkeypatch):
     assert files == [("lg-aiqos.json", "tc-aiqos.txt"),
                      ("routed-10000mbit/lg-aiqos.json", "routed-10000mbit/tc-aiqos.txt"),
                      ("vxlan-500mbit/lg-aiqos.json", "vxlan-500mbit/tc-aiqos.txt")]
+
+
+def test_reps_table_shows_each_repetition_with_cpu_and_retransmissions():
+    # bench.py reps: the CPUs' shares from the /proc/stat tick differences,
+    # the pod's retransmissions as counted; a run without them shows "—"
+    ticks = {"cpu_user_ticks": [10, 0], "cpu_nice_ticks": [0, 0], "cpu_system_ticks": [20, 0],
+             "cpu_idle_ticks": [40, 0], "cpu_iowait_ticks": [0, 0], "cpu_irq_ticks": [0, 0],
+             "cpu_softirq_ticks": [30, 0], "inf_retrans_segs": [59, 0], "inf_loss_probes": [22, 0],
+             "inf_dsack_recv": [59, 0]}
+    r = synthetic("egress-burst-http-cubic@10000", {"aiqos": [6.9, 84.5], "cpu": [9.5]}, {}, extra={"aiqos": ticks})
+    rows = M.reps_table(r).splitlines()
+    assert rows[2] == "| egress-burst-http-cubic@10000 | aiqos | 0 | 6.9 ms | 40 % | 30 % | 59 | 22 | 59 |"
+    assert rows[3].startswith("| egress-burst-http-cubic@10000 | aiqos | 1 | 84.5 ms | — | — | 0 | 0 | 0 |")
+    assert rows[4] == "| egress-burst-http-cubic@10000 | cpu | 0 | 9.5 ms | — | — | — | — | — |"
