@@ -648,6 +648,8 @@ class Lab:
         sh("ip", "-n", self.wire, "route", "add", POD_SUBNET, "via", NODE_UP_IP)
         sh("ip", "-n", self.fabric, "route", "add", "default", "via", WIRE_FAB_IP)
         self._setup_side_link()
+        if os.environ.get("BENCH_WIRE_RPS") == "1":
+            self._wire_rps()
         for ns in (self.node, self.wire, self.wire2):
             sh(*nsexec(ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"))
         self.dp.setup(self)
@@ -671,6 +673,21 @@ class Lab:
             self._wait_port(self.fabric, self.server_ip, IPERF_PORT0 + i, self.procs[f"iperf3-s{i}"])
         self.note(f"lab {self.tag} ({self.dp.name}) up in {self.tmp}")
         return self
+
+    def _wire_rps(self):
+        """BENCH_WIRE_RPS=1 (an exploration, not in `make bench`): RPS on the
+        ends that receive the node's upload (the wires' and the fabric's), so
+        each flow's packets are processed on one CPU. Without it a veth hands
+        a packet to the input queue of the CPU that sent it, and behind a
+        backlogged shaper that is whichever CPU dequeued: a flow's packets
+        spread over both CPUs' queues and can arrive out of order, which a
+        link never does (results.json: the inference pod's inf_dsack_recv,
+        its retransmissions the receiver had already; `bench.py reps`). It
+        costs the 2 CPUs 10-20 points of softirq time."""
+        mask = format((1 << (os.cpu_count() or 1)) - 1, "x")
+        for ns, dev in ((self.wire, WIRE_IN), (self.fabric, FABRIC_DEV), (self.wire2, SIDE_WIRE_IN),
+                        (self.fabric, SIDE_FABRIC_DEV)):
+            sh(*nsexec(ns, "sh", "-c", f"echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus"))
 
     def _setup_side_link(self):
         """The side link: node SIDE_UPLINK -- wire2 -- fabric SIDE_FABRIC_DEV,
