@@ -695,30 +695,22 @@ def _drops(lab, ns, devs):
     return sum(qdisc_counters(lab.qdisc_stats(ns, d))[0] for d in devs)
 
 
-def _pod_tcp_counters(pod):
-    """The inference pod's TCP loss counters (its netns's /proc/net/snmp and
-    netstat): retransmitted segments, tail-loss probes, timeouts, and the
-    retransmissions the receiver reported as duplicates (DSACK: the original
-    had arrived, late: reordering, not loss)."""
-    want = {("Tcp", "RetransSegs"): "inf_retrans_segs", ("TcpExt", "TCPLossProbes"): "inf_loss_probes",
-            ("TcpExt", "TCPTimeouts"): "inf_timeouts", ("TcpExt", "TCPDSACKRecv"): "inf_dsack_recv"}
-    out = L.sh("ip", "netns", "exec", pod.netns, "cat", "/proc/net/snmp", "/proc/net/netstat").stdout.splitlines()
-    got = {}
-    for head, vals in zip(out[0::2], out[1::2]):
-        h, v = head.split(), vals.split()
-        for k, x in zip(h[1:], v[1:]):
-            if (h[0].rstrip(":"), k) in want:
-                got[want[(h[0].rstrip(":"), k)]] = int(x)
-    return got
+# the inference pod's TCP loss counters: retransmitted segments, tail-loss
+# probes, timeouts, and the retransmissions the receiver reported as
+# duplicates (DSACK: the original had arrived, late: reordering, not loss)
+POD_TCP_COUNTERS = {"Tcp.RetransSegs": "inf_retrans_segs", "TcpExt.TCPLossProbes": "inf_loss_probes",
+                    "TcpExt.TCPTimeouts": "inf_timeouts", "TcpExt.TCPDSACKRecv": "inf_dsack_recv"}
 
 
 def _cell_counters(lab, direction, inf):
     node_devs = _node_queue_devs(lab)
     up = json.loads(L.sh("ip", "-n", lab.node, "-s", "-j", "link", "show", L.UPLINK).stdout)[0]["stats64"]
+    tcp = lab.netstat(inf.netns)
     return {"bottleneck_drops": _drops(lab, lab.wire, [lab.bottleneck_dev(direction)]),
             "node_drops": _drops(lab, lab.node, node_devs),
             "uplink_rx_packets": up["rx"]["packets"], "uplink_tx_packets": up["tx"]["packets"],
-            **_cpu_ticks(), **_pod_tcp_counters(inf), **lab.dp.counters(lab)}
+            **_cpu_ticks(), **{k: tcp.get(n, 0) for n, k in POD_TCP_COUNTERS.items()},
+            **lab.dp.counters(lab)}
 
 
 def _cpu_ticks():
